@@ -1,0 +1,23 @@
+"""vvt: video vision transformers (ViViT, TimeSformer, X-ViT) in JAX/Flax."""
+import pathlib
+
+from setuptools import find_packages, setup
+
+_HERE = pathlib.Path(__file__).parent
+
+
+def _reqs(name):
+  lines = (_HERE / name).read_text().splitlines()
+  return [l.strip() for l in lines if l.strip() and not l.startswith('#')]
+
+
+setup(
+    name='vvt',
+    version='0.1.0',
+    description='Video vision transformers in JAX/Flax: ViViT, TimeSformer, X-ViT.',
+    packages=find_packages(include=['vvt', 'vvt.*']),
+    python_requires='>=3.10',
+    install_requires=_reqs('requirements.txt'),
+    extras_require={'test': _reqs('requirements-test.txt')},
+    entry_points={'console_scripts': ['vvt=vvt.cli:main']},
+)
