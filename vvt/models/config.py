@@ -1,0 +1,220 @@
+"""Model configuration: the papers' defaults per family, ViT sizes, and validation.
+
+A model config is an `ml_collections.ConfigDict`. `get_config(family=..., **overrides)` fills every field
+with the family's paper defaults; `resolve(cfg)` checks it and returns a fully specified copy in which
+every derived field (sizes from `variant`, class-token layout, ...) is set, so the modules never guess.
+
+Field names follow the papers:
+  family          'vivit' | 'timesformer' | 'xvit'
+  attention       spatiotemporal (ViViT Model 1), factorised_encoder (Model 2), factorised_self_attention
+                  (Model 3), factorised_dot_product (Model 4), space / joint / divided / local_global / axial
+                  (TimeSformer Fig. 1), space_time_mixing (X-ViT eq. 10)
+  variant         'Ti/16', 'B/16', 'L/16x2' (ViViT naming: patch h=w=16, tubelet t=2) ...
+  tubelet         (t, h, w) of the tokeniser; t=1 is uniform frame sampling (2D patches per frame)
+"""
+from __future__ import annotations
+
+import ml_collections
+
+# ViT sizes (Dosovitskiy et al., Table 1): hidden size, layers, heads, MLP width.
+VIT_SIZES = {
+    'Ti': dict(hidden_size=192, num_layers=12, num_heads=3, mlp_dim=768),
+    'S': dict(hidden_size=384, num_layers=12, num_heads=6, mlp_dim=1536),
+    'B': dict(hidden_size=768, num_layers=12, num_heads=12, mlp_dim=3072),
+    'L': dict(hidden_size=1024, num_layers=24, num_heads=16, mlp_dim=4096),
+    'H': dict(hidden_size=1280, num_layers=32, num_heads=16, mlp_dim=5120),
+}
+
+FAMILIES = ('vivit', 'timesformer', 'xvit')
+
+# Single-encoder schemes, each a sequence of attention stages per block (see attention.py).
+SCHEMES = ('spatiotemporal', 'factorised_encoder', 'factorised_self_attention', 'factorised_dot_product',
+           'space', 'joint', 'divided', 'local_global', 'axial', 'space_time_mixing')
+
+POSITIONAL_EMBEDDINGS = ('joint', 'separable', 'spatial', 'sinusoidal', 'none')
+FRAME_AGGREGATIONS = ('mean', 'mean_before_norm', 'temporal_attention')
+
+
+def _family_defaults(family: str) -> dict:
+  """The paper's defaults of each family (and of its official implementation)."""
+  if family == 'vivit':  # ViViT sec. 3-4, scenic implementation (flax: tanh GELU, LN eps 1e-6).
+    return dict(attention='factorised_encoder', variant='B/16x2', num_frames=32, image_size=224,
+                positional_embedding='joint', gelu_approximate=True, frame_aggregation='mean',
+                attention_order='space_time', temporal_projection=False)
+  if family == 'timesformer':  # TimeSformer sec. 3, official code (exact GELU, LN eps 1e-6).
+    return dict(attention='divided', variant='B/16', num_frames=8, image_size=224,
+                positional_embedding='separable', gelu_approximate=False, frame_aggregation='mean_before_norm',
+                attention_order='time_space', temporal_projection=True)
+  if family == 'xvit':  # X-ViT sec. 3, official code (exact GELU; TA head with LN eps 1e-5, no qkv bias).
+    return dict(attention='space_time_mixing', variant='B/16', num_frames=8, image_size=224,
+                positional_embedding='separable', gelu_approximate=False,
+                frame_aggregation='temporal_attention', attention_order='space_time',
+                temporal_projection=False)
+  raise ValueError(f'model.family must be one of {FAMILIES}, got {family!r}')
+
+
+def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
+  """Returns the model config of `family` with the paper's defaults, updated by `overrides`.
+
+  Fields left as None are derived by `resolve` (sizes from `variant`, tubelet from the patch size, ...).
+  """
+  fam = _family_defaults(family)
+  c = ml_collections.ConfigDict()
+  c.family = family
+  c.attention = fam['attention']
+  c.variant = fam['variant']
+  c.num_frames = fam['num_frames']
+  c.image_size = fam['image_size']
+  c.num_classes = 400
+  c.tubelet = None  # (t, h, w); None: (2 for ViViT else 1, patch, patch) from the variant name.
+  # ViT sizes; None means "from the variant".
+  c.hidden_size = None
+  c.num_layers = None
+  c.num_heads = None
+  c.mlp_dim = None
+  c.classifier = 'token'  # 'token' | 'gap'
+  c.class_token = None  # 'global' | 'per_frame'; None: derived from family and attention.
+  c.positional_embedding = fam['positional_embedding']
+  # Model 2 (factorised encoder): temporal transformer depth and sizes (None: same as spatial).
+  c.temporal_layers = 4
+  c.temporal_num_heads = None
+  c.temporal_mlp_dim = None
+  # Factorised self-attention / divided: order of the stages and TimeSformer's extra temporal projection.
+  c.attention_order = fam['attention_order']  # 'space_time' | 'time_space'
+  c.temporal_projection = fam['temporal_projection']
+  # X-ViT space-time mixing (eq. 9): temporal window t_w, fraction of channels from each neighbour = 1/shift_div.
+  c.mixing = ml_collections.ConfigDict(dict(window=1, shift_div=4, summary_token=False))
+  # How per-frame outputs are turned into one video output (per-frame class tokens only).
+  c.frame_aggregation = fam['frame_aggregation']
+  # X-ViT temporal-attention (TA) head.
+  c.temporal_head = ml_collections.ConfigDict(dict(
+      num_layers=1, num_heads=None, mlp_ratio=4, qkv_bias=False, layer_norm_eps=1e-5, mlp_dim=None))
+  c.representation_size = None
+  # Regularisation.
+  c.dropout_rate = 0.0
+  c.attention_dropout_rate = 0.0
+  c.stochastic_depth = 0.0
+  # Numerics of the official implementations differ: make them explicit.
+  c.layer_norm_eps = 1e-6
+  c.gelu_approximate = fam['gelu_approximate']
+  c.qkv_bias = True
+  c.dtype = 'float32'  # compute dtype; params are always float32.
+  c.remat = False
+  c.update(overrides)
+  return c
+
+
+def parse_variant(variant: str) -> tuple[str, int, int | None]:
+  """'B/16x2' -> ('B', 16, 2); 'L/16' -> ('L', 16, None)."""
+  try:
+    size, rest = variant.split('/')
+    if 'x' in rest:
+      patch, t = rest.split('x')
+      return size, int(patch), int(t)
+    return size, int(rest), None
+  except ValueError:
+    raise ValueError(f"model.variant must look like 'B/16' or 'B/16x2', got {variant!r}") from None
+
+
+_KNOWN_FIELDS = set(get_config('vivit').keys())
+
+
+def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Checks a model config and returns a copy with every derived field filled in.
+
+  Raises ValueError naming the field for unknown fields and impossible combinations, before anything
+  is traced or compiled.
+  """
+  unknown = sorted(set(cfg.keys()) - _KNOWN_FIELDS)
+  if unknown:
+    raise ValueError(f'unknown model config field(s): {", ".join("model." + u for u in unknown)}')
+  if cfg.family not in FAMILIES:
+    raise ValueError(f'model.family must be one of {FAMILIES}, got {cfg.family!r}')
+  c = get_config(cfg.family)
+  c.update(cfg)
+  c = ml_collections.ConfigDict(c.to_dict())
+  if c.attention not in SCHEMES:
+    raise ValueError(f'model.attention must be one of {SCHEMES}, got {c.attention!r}')
+  size, patch, t = parse_variant(c.variant)
+  if size not in VIT_SIZES:
+    raise ValueError(f'model.variant size must be one of {tuple(VIT_SIZES)}, got {size!r}')
+  for k, v in VIT_SIZES[size].items():
+    if c[k] is None:
+      c[k] = v
+  if c.tubelet is None:  # 'B/16x2' -> (2, 16, 16); 'B/16' -> (1, 16, 16), uniform frame sampling.
+    c.tubelet = (t or 1, patch, patch)
+  c.tubelet = tuple(int(x) for x in c.tubelet)
+  if len(c.tubelet) != 3 or min(c.tubelet) < 1:
+    raise ValueError(f'model.tubelet must be three positive sizes (t, h, w), got {c.tubelet}')
+  tt, th, tw = c.tubelet
+  if c.num_frames % tt:
+    raise ValueError(f'model.num_frames={c.num_frames} is not divisible by the tubelet length {tt}')
+  if c.image_size % th or c.image_size % tw:
+    raise ValueError(f'model.image_size={c.image_size} is not divisible by the tubelet ({th}, {tw})')
+  if c.hidden_size % c.num_heads:
+    raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.num_heads={c.num_heads}')
+  if c.classifier not in ('token', 'gap'):
+    raise ValueError(f"model.classifier must be 'token' or 'gap', got {c.classifier!r}")
+  if c.positional_embedding not in POSITIONAL_EMBEDDINGS:
+    raise ValueError(f'model.positional_embedding must be one of {POSITIONAL_EMBEDDINGS}, '
+                     f'got {c.positional_embedding!r}')
+  if c.frame_aggregation not in FRAME_AGGREGATIONS:
+    raise ValueError(f'model.frame_aggregation must be one of {FRAME_AGGREGATIONS}, got {c.frame_aggregation!r}')
+  if c.attention_order not in ('space_time', 'time_space'):
+    raise ValueError(f"model.attention_order must be 'space_time' or 'time_space', got {c.attention_order!r}")
+  if c.dtype not in ('float32', 'bfloat16'):
+    raise ValueError(f"model.dtype must be 'float32' or 'bfloat16', got {c.dtype!r}")
+  _check_num_classes(c.num_classes)
+
+  nt, nh, nw = c.num_frames // tt, c.image_size // th, c.image_size // tw
+  if c.class_token is None:
+    per_frame = c.family == 'xvit' or (c.family == 'timesformer' and c.attention == 'space')
+    c.class_token = 'per_frame' if per_frame else 'global'
+  if c.class_token not in ('global', 'per_frame'):
+    raise ValueError(f"model.class_token must be 'global' or 'per_frame', got {c.class_token!r}")
+  if c.classifier == 'token':
+    if c.attention in ('factorised_self_attention', 'factorised_dot_product'):
+      raise ValueError(f"model.attention={c.attention!r} (ViViT Model {3 if 'self' in c.attention else 4}) "
+                       "has no class token: set model.classifier='gap'")
+    if c.class_token == 'per_frame' and c.attention not in ('space', 'joint', 'space_time_mixing'):
+      raise ValueError(f"model.class_token='per_frame' works with space, joint or space_time_mixing attention, "
+                       f"not {c.attention!r}")
+  if c.attention == 'local_global' and (nt % 2 or nh % 2 or nw % 2):
+    raise ValueError(f'model.attention=local_global needs an even token grid (t, h, w), got {(nt, nh, nw)}')
+  if c.attention == 'factorised_dot_product' and c.num_heads % 2:
+    raise ValueError(f'model.attention=factorised_dot_product splits heads in half: '
+                     f'model.num_heads={c.num_heads} must be even')
+  if c.attention == 'space_time_mixing':
+    w, div = c.mixing.window, c.mixing.shift_div
+    if w < 0 or div < 1 or 2 * w * (c.hidden_size // div) > c.hidden_size:
+      raise ValueError(f'model.mixing: window={w} and shift_div={div} take more than hidden_size='
+                       f'{c.hidden_size} channels from neighbouring frames')
+  if c.attention == 'factorised_encoder' and c.temporal_layers < 0:
+    raise ValueError('model.temporal_layers must be >= 0 (0 is the average-pool baseline)')
+  if c.temporal_num_heads is None:
+    c.temporal_num_heads = c.num_heads
+  if c.temporal_mlp_dim is None:
+    c.temporal_mlp_dim = c.mlp_dim
+  if c.temporal_head.num_heads is None:
+    c.temporal_head.num_heads = c.num_heads
+  return c
+
+
+def _check_num_classes(num_classes):
+  if isinstance(num_classes, int):
+    if num_classes < 1:
+      raise ValueError(f'model.num_classes must be positive, got {num_classes}')
+    return
+  try:
+    items = dict(num_classes).items()
+  except (TypeError, ValueError):
+    raise ValueError(f'model.num_classes must be an int or a dict of heads, got {num_classes!r}') from None
+  for head, n in items:
+    if not isinstance(n, int) or n < 1:
+      raise ValueError(f'model.num_classes[{head!r}] must be a positive int, got {n!r}')
+
+
+def token_grid(cfg) -> tuple[int, int, int]:
+  """(n_t, n_h, n_w): the token grid of a resolved config."""
+  tt, th, tw = cfg.tubelet
+  return cfg.num_frames // tt, cfg.image_size // th, cfg.image_size // tw
