@@ -141,5 +141,5 @@ class Encoder(nn.Module):
     block_cls = nn.remat(EncoderBlock, static_argnums=(3,)) if self.remat else EncoderBlock
     for i in range(self.num_layers):
       rate = self.stochastic_depth * i / max(self.num_layers - 1, 1)
-      x, cls = block_cls(**self.block, droppath_rate=rate, name=f'encoderblock_{i}')(x, cls, train)
+      x, cls = block_cls(**self.block, droppath_rate=rate, name=f'block_{i}')(x, cls, train)
     return x, cls

@@ -21,7 +21,7 @@ class TubeletEmbedding(nn.Module):
   @nn.compact
   def __call__(self, video):
     x = nn.Conv(self.hidden_size, kernel_size=self.tubelet, strides=self.tubelet, padding='VALID',
-                dtype=self.dtype, name='embedding')(video.astype(self.dtype))
+                dtype=self.dtype, name='conv')(video.astype(self.dtype))
     b, t, h, w, d = x.shape
     return x.reshape(b, t, h * w, d)  # (B, n_t, n_h * n_w, D)
 

@@ -52,5 +52,5 @@ class TemporalAttentionHead(nn.Module):
     b, t, d = frames.shape
     cls = self.param('cls', nn.initializers.zeros, (1, 1, d), jnp.float32)
     cls = jnp.broadcast_to(cls, (b, 1, d)).astype(frames.dtype)
-    _, cls = Encoder(self.num_layers, self.block, name='encoder')(frames[:, None], cls, train)
+    _, cls = Encoder(self.num_layers, self.block, name='layers')(frames[:, None], cls, train)
     return cls[:, 0]

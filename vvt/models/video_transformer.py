@@ -63,7 +63,7 @@ class SpaceTimeEncoder(nn.Module):
     grid = self.grid
     block = _block_fields(cfg, self.stages, grid, num_heads=self.num_heads, mlp_dim=self.mlp_dim,
                           mixing=self.mixing)
-    x, cls = Encoder(self.num_layers, block, cfg.stochastic_depth, cfg.remat, name='encoder')(x, cls, train)
+    x, cls = Encoder(self.num_layers, block, cfg.stochastic_depth, cfg.remat, name='layers')(x, cls, train)
     self.sow('intermediates', 'tokens', x)  # (B, T, N, D) before the final norm: features, and FLOP counts.
     norm = nn.LayerNorm(epsilon=cfg.layer_norm_eps, dtype=_dtype(cfg), name='encoder_norm')
     return x, cls, norm
