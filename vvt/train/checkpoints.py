@@ -1,0 +1,140 @@
+"""Orbax checkpoints: full training states and params-only checkpoints, one layout.
+
+Layout (`WORKDIR/checkpoints/<step>/`, one orbax `CheckpointManager` step
+directory per saved step, written to a temporary directory and renamed on
+commit, so a killed process never leaves a half-written step behind):
+
+  params/   the model parameters (orbax StandardSave pytree, float32)
+  train/    {step, opt_state, rng} — only in full training states
+  meta/     JSON: {"kind": "train_state" | "params", "step", "data_position",
+            "config": the run's config (best-effort JSON)}
+
+`vvt eval` only reads `params/` and therefore accepts both kinds; converted
+weights are written with `save_params` and are params-only.
+Evaluation results are written beside the step directories as
+`WORKDIR/checkpoints/eval_<step>_<split>.json` (+ `.npz` per-video scores).
+"""
+import json
+import os
+from typing import Any, Optional
+
+import jax
+import orbax.checkpoint as ocp
+
+SUBDIR = 'checkpoints'
+
+
+class CheckpointNotFoundError(FileNotFoundError):
+  pass
+
+
+def checkpoint_dir(workdir: str) -> str:
+  return os.path.join(os.path.abspath(workdir), SUBDIR)
+
+
+def manager(workdir: str, keep: Optional[int] = None,
+            create: bool = True) -> ocp.CheckpointManager:
+  options = ocp.CheckpointManagerOptions(
+      max_to_keep=keep if keep and keep > 0 else None,
+      enable_async_checkpointing=False, create=create)
+  return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
+
+
+def all_steps(workdir: str) -> list[int]:
+  if not os.path.isdir(checkpoint_dir(workdir)):
+    return []
+  return sorted(manager(workdir, create=False).all_steps())
+
+
+def _config_json(config) -> Any:
+  if config is None:
+    return None
+  try:
+    return json.loads(config.to_json_best_effort())
+  except Exception:  # pylint: disable=broad-except
+    return str(config)
+
+
+def save_state(mngr: ocp.CheckpointManager, state, *, data_position: int,
+               config=None) -> None:
+  """Saves a full training state (params, opt state, rng, step, data position)."""
+  step = int(jax.device_get(state.step))
+  meta = {'kind': 'train_state', 'step': step, 'data_position': int(data_position),
+          'config': _config_json(config)}
+  train = {'step': state.step, 'opt_state': state.opt_state, 'rng': state.rng}
+  mngr.save(step, args=ocp.args.Composite(
+      params=ocp.args.StandardSave(state.params),
+      train=ocp.args.StandardSave(train),
+      meta=ocp.args.JsonSave(meta)), force=True)
+  mngr.wait_until_finished()
+
+
+def _check_step(workdir: str, step: Optional[int]) -> int:
+  steps = all_steps(workdir)
+  if not steps:
+    raise CheckpointNotFoundError(
+        f'no checkpoint in {checkpoint_dir(workdir)} (the directory '
+        f'{"is empty" if os.path.isdir(checkpoint_dir(workdir)) else "does not exist"})')
+  if step is None:
+    return steps[-1]
+  if step not in steps:
+    raise CheckpointNotFoundError(
+        f'no checkpoint for step {step} in {checkpoint_dir(workdir)}; '
+        f'existing steps: {", ".join(map(str, steps))}')
+  return int(step)
+
+
+def read_meta(workdir: str, step: int) -> dict:
+  mngr = manager(workdir, create=False)
+  return dict(mngr.restore(step, args=ocp.args.Composite(
+      meta=ocp.args.JsonRestore()))['meta'])
+
+
+def restore_state(workdir: str, abstract_state, step: Optional[int] = None):
+  """Restores a full training state -> (state, meta). `abstract_state` carries shardings."""
+  step = _check_step(workdir, step)
+  meta = read_meta(workdir, step)
+  if meta.get('kind') != 'train_state':
+    raise ValueError(f'checkpoint step {step} in {checkpoint_dir(workdir)} is '
+                     f'{meta.get("kind")!r}, not a training state')
+  train_abstract = {'step': abstract_state.step,
+                    'opt_state': abstract_state.opt_state,
+                    'rng': abstract_state.rng}
+  mngr = manager(workdir, create=False)
+  restored = mngr.restore(step, args=ocp.args.Composite(
+      params=ocp.args.StandardRestore(abstract_state.params),
+      train=ocp.args.StandardRestore(train_abstract)))
+  train = restored['train']
+  state = abstract_state.replace(params=restored['params'], step=train['step'],
+                                 opt_state=train['opt_state'], rng=train['rng'])
+  return state, meta
+
+
+def save_params(workdir: str, params, step: int = 0, config=None) -> str:
+  """Writes a params-only checkpoint (e.g. converted weights); returns its directory."""
+  mngr = manager(workdir)
+  meta = {'kind': 'params', 'step': int(step), 'data_position': 0,
+          'config': _config_json(config)}
+  mngr.save(int(step), args=ocp.args.Composite(
+      params=ocp.args.StandardSave(params), meta=ocp.args.JsonSave(meta)),
+            force=True)
+  mngr.wait_until_finished()
+  return os.path.join(checkpoint_dir(workdir), str(int(step)))
+
+
+def load_params(workdir: str, step: Optional[int] = None, abstract_params=None):
+  """Params of a full or params-only checkpoint -> (params, step).
+
+  With `abstract_params` (a pytree of jax.ShapeDtypeStruct with shardings)
+  the arrays are restored with those shardings; without, as saved on one host.
+  """
+  step = _check_step(workdir, step)
+  mngr = manager(workdir, create=False)
+  restore = (ocp.args.StandardRestore(abstract_params)
+             if abstract_params is not None else ocp.args.StandardRestore())
+  restored = mngr.restore(step, args=ocp.args.Composite(params=restore))
+  return restored['params'], step
+
+
+def eval_results_path(workdir: str, step: int, split: str, ext: str = 'json') -> str:
+  return os.path.join(checkpoint_dir(workdir), f'eval_{step}_{split}.{ext}')

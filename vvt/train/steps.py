@@ -1,0 +1,158 @@
+"""Jitted train and eval steps (jax.jit with NamedSharding; no pmap).
+
+The state is replicated, the batch is sharded over the mesh's `data` axis; XLA
+inserts the gradient all-reduce. Per-step randomness is
+`fold_in(state.rng, state.step)`, so a resumed run draws exactly the same
+dropout / stochastic-depth / mixup masks as an uninterrupted one.
+"""
+from typing import Mapping
+
+import jax
+import jax.numpy as jnp
+import optax
+from clu import metrics as clu_metrics
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from vvt.train import losses
+from vvt.train import mesh as mesh_lib
+from vvt.train.state import TrainState
+
+
+def heads_of(model_cfg) -> dict:
+  """{head: num_classes}; a single-head model has the head ''."""
+  nc = model_cfg.num_classes
+  if isinstance(nc, Mapping) or hasattr(nc, 'items'):
+    return {str(k): int(v) for k, v in nc.items()}
+  return {'': int(nc)}
+
+
+def metric_name(head: str, base: str = 'accuracy') -> str:
+  return base if head == '' else f'{base}_{head}'
+
+
+def train_metrics_class(heads: dict):
+  fields = {
+      'loss': clu_metrics.Average.from_output('loss'),
+      'learning_rate': clu_metrics.LastValue.from_output('learning_rate'),
+      'grad_norm': clu_metrics.LastValue.from_output('grad_norm'),
+  }
+  for h in heads:
+    fields[metric_name(h)] = clu_metrics.Average.from_output(metric_name(h))
+  if len(heads) > 1:
+    fields['accuracy_action'] = clu_metrics.Average.from_output('accuracy_action')
+  return clu_metrics.Collection.create(**fields)
+
+
+def make_train_step(module, tx, schedule, config, mesh):
+  """Returns jitted `train_step(state, batch) -> (state, metrics, loss)`."""
+  heads = heads_of(config.model)
+  accum = int(config.optimizer.accumulation_steps)
+  ls = float(config.loss.label_smoothing)
+  mix_kw = dict(mixup_alpha=float(config.loss.mixup_alpha),
+                cutmix_alpha=float(config.loss.cutmix_alpha),
+                switch_prob=float(config.loss.mix_switch_prob))
+  metrics_cls = train_metrics_class(heads)
+  micro_sharding = NamedSharding(mesh, P(None, mesh_lib.DATA_AXIS))
+
+  def loss_fn(params, inputs, targets, mask, denom, rng):
+    logits = losses.as_head_dict(module.apply(
+        {'params': params}, inputs, train=True, rngs={'dropout': rng}))
+    logits = {h: logits[h] for h in heads}
+    per_example = losses.multi_head_loss(logits, targets)
+    loss = jnp.sum(per_example * mask) / denom
+    return loss, (per_example, logits)
+
+  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+  def correct_of(logits, labels):
+    return {h: (jnp.argmax(logits[h], -1) == labels[h]).astype(jnp.float32)
+            for h in heads}
+
+  def train_step(state: TrainState, batch):
+    rng = jax.random.fold_in(state.rng, state.step)
+    r_mix, r_drop = jax.random.split(rng)
+    mask = batch['mask'].astype(jnp.float32)
+    labels = {h: batch[losses.label_key(h)] for h in heads}
+    targets = {h: losses.one_hot_targets(labels[h], n, ls) for h, n in heads.items()}
+    inputs, targets, _ = losses.mix_batch(r_mix, batch['inputs'], targets, **mix_kw)
+    denom = jnp.maximum(jnp.sum(mask), 1.0)
+    if accum == 1:
+      (loss, (per_example, logits)), grads = grad_fn(
+          state.params, inputs, targets, mask, denom, r_drop)
+      correct = correct_of(logits, labels)
+    else:
+      # Micro-batch j takes rows j, j+k, ... so every micro-batch stays sharded
+      # over `data` and the gradients are summed (global denominator): the
+      # result equals the full-batch gradient.
+      def split(x):
+        b = x.shape[0]
+        x = x.reshape((b // accum, accum) + x.shape[1:]).swapaxes(0, 1)
+        return jax.lax.with_sharding_constraint(x, micro_sharding)
+
+      micro = jax.tree.map(split, (inputs, targets, mask, labels))
+
+      def body(carry, xs):
+        g_acc, i = carry
+        x, t, m, lab = xs
+        (l, (pe, lg)), g = grad_fn(state.params, x, t, m, denom,
+                                   jax.random.fold_in(r_drop, i))
+        g_acc = jax.tree.map(jnp.add, g_acc, g)
+        return (g_acc, i + 1), (l, pe, correct_of(lg, lab))
+
+      zeros = jax.tree.map(jnp.zeros_like, state.params)
+      (grads, _), (ls_, pe, corr) = jax.lax.scan(
+          body, (zeros, jnp.zeros((), jnp.int32)), micro)
+      loss = jnp.sum(ls_)
+      unsplit = lambda x: x.swapaxes(0, 1).reshape((-1,) + x.shape[2:])
+      per_example = unsplit(pe)
+      correct = {h: unsplit(c) for h, c in corr.items()}
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    lr = schedule(state.step)
+    ones = jnp.ones_like(mask)
+    outputs = {
+        'loss': per_example, 'mask': mask,
+        'learning_rate': lr * ones,
+        'grad_norm': optax.global_norm(grads) * ones,
+    }
+    for h in heads:
+      outputs[metric_name(h)] = correct[h]
+    if len(heads) > 1:
+      outputs['accuracy_action'] = jnp.prod(
+          jnp.stack([correct[h] for h in heads]), axis=0)
+    metrics = metrics_cls.single_from_model_output(**outputs)
+    new_state = state.replace(step=state.step + 1, params=params,
+                              opt_state=opt_state)
+    return new_state, metrics, loss
+
+  rep = mesh_lib.replicated(mesh)
+  return jax.jit(train_step,
+                 in_shardings=(rep, mesh_lib.batch_sharding(mesh)),
+                 out_shardings=(rep, rep, rep),
+                 donate_argnums=(0,))
+
+
+def make_eval_step(module, config, mesh):
+  """Returns jitted `eval_step(params, batch) -> (scores, passthrough)`.
+
+  Scores are per-view logits (or softmax probabilities when
+  `eval.average == 'softmax'`) for each head; they and the batch's
+  video_index / mask / labels come back replicated, so every host can
+  aggregate the whole global batch.
+  """
+  heads = heads_of(config.model)
+  average = config.eval.average
+
+  def eval_step(params, batch):
+    logits = losses.as_head_dict(module.apply({'params': params},
+                                              batch['inputs'], train=False))
+    scores = {}
+    for h in heads:
+      lg = logits[h].astype(jnp.float32)
+      scores[h] = jax.nn.softmax(lg, axis=-1) if average == 'softmax' else lg
+    passthrough = {k: v for k, v in batch.items() if k != 'inputs'}
+    return scores, passthrough
+
+  rep = mesh_lib.replicated(mesh)
+  return jax.jit(eval_step, in_shardings=(rep, mesh_lib.batch_sharding(mesh)),
+                 out_shardings=(rep, rep))
