@@ -162,3 +162,41 @@ def synthetic_config(attention: str, arg: str | None = None, **model_overrides):
   c.checkpoint.keep = 2
   c.log_every_steps = 10
   return c
+
+
+def paper_config(model: dict, dataset: dict, **train) -> ml_collections.ConfigDict:
+  """A paper-recipe config: model kwargs, dataset overrides, then dotted training fields.
+
+  `train` keys use `__` for nesting, e.g. `optimizer__name='sgd'`.
+  """
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  from vvt.data import config as data_config  # pylint: disable=g-import-not-at-top
+  c = get_base_config()
+  c.model = vvt.models.get_config(**model)
+  d = data_config.get_config()
+  for k, v in dataset.items():
+    if k not in d:
+      raise ValueError(f'unknown dataset config field {k!r}')
+    d[k] = v
+  d.num_frames = c.model.num_frames
+  d.image_size = c.model.image_size
+  d.num_classes = c.model.num_classes
+  c.dataset = d
+  for key, value in train.items():
+    *path, leaf = key.split('__')
+    node = c
+    for p in path:
+      node = node[p]
+    if leaf not in node:
+      raise ValueError(f'unknown config field {".".join(path + [leaf])!r}')
+    node[leaf] = value
+  return c
+
+
+def set_num_classes(config, num_classes) -> None:
+  """Sets model and dataset num_classes (int, or dict head -> int for multi-head data)."""
+  value = dict(num_classes) if hasattr(num_classes, 'items') else int(num_classes)
+  model = config.model.to_dict()
+  model['num_classes'] = value
+  config.model = ml_collections.ConfigDict(model)
+  config.dataset.num_classes = value
