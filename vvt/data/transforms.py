@@ -1,0 +1,325 @@
+"""Spatial ops on one video, as small named TF functions.
+
+A video is a (T, H, W, 3) tensor. Frames are decoded from encoded strings
+straight into the crop window (`decode_frames` with a window decodes only that
+window of a JPEG), resized to the crop side as float32 in [0, 255], augmented
+with the same parameters for every frame (video-consistent), then normalised.
+Every random op takes a stateless seed (a [2] int tensor), so a clip's
+augmentation depends only on (data seed, position in the stream).
+
+`train_ops(cfg)` composes the training augmentations in the style of
+big_vision: a list of (name, fn(video, seed) -> video).
+"""
+import math
+
+import tensorflow as tf
+
+IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+NORMALIZATIONS = ('imagenet', 'zero_centre')
+
+
+def fold_in(seed, k):
+  """A new stateless seed derived from `seed` and the int `k`."""
+  return tf.random.experimental.stateless_fold_in(seed, k)
+
+
+# ----------------------------------------------------------------- decoding --
+def frame_shape(encoded):
+  """(height, width) int32 of one encoded frame (JPEG: header only)."""
+  return tf.cond(
+      tf.io.is_jpeg(encoded),
+      lambda: tf.io.extract_jpeg_shape(encoded)[:2],
+      lambda: tf.shape(tf.io.decode_image(
+          encoded, channels=3, expand_animations=False))[:2])
+
+
+def _decode_one(encoded, window):
+  if window is None:
+    return tf.io.decode_image(encoded, channels=3, expand_animations=False)
+
+  def jpeg():
+    return tf.io.decode_and_crop_jpeg(encoded, window, channels=3)
+
+  def other():
+    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    return image[window[0]:window[0] + window[2], window[1]:window[1] + window[3]]
+  return tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
+
+
+def decode_frames(encoded, num, window=None):
+  """Decodes `num` (static) encoded frames -> uint8 (num, h, w, 3).
+
+  `window` = [y, x, height, width] decodes only that window. Frames of
+  different sizes, or undecodable data, raise (the pipeline turns that into a
+  named error or a counted skip).
+  """
+  frames = [_decode_one(encoded[i], window) for i in range(num)]
+  return tf.stack(frames)
+
+
+# ------------------------------------------------------------ crop windows --
+def train_crop_window(height, width, image_size, min_resize, max_resize, seed):
+  """Random crop for 'resize shorter side to U[min, max], crop image_size'.
+
+  Expressed in source pixels: a square of side image_size * short / r, so only
+  that window is decoded and then resized to image_size.
+  """
+  short = tf.cast(tf.minimum(height, width), tf.float32)
+  r = tf.random.stateless_uniform(
+      [], fold_in(seed, 0), float(min_resize), float(max_resize) + 1e-6)
+  side = tf.cast(tf.round(image_size * short / r), tf.int32)
+  side = tf.clip_by_value(side, 1, tf.minimum(height, width))
+  oy = tf.random.stateless_uniform([], fold_in(seed, 1), 0, height - side + 1,
+                                   dtype=tf.int32)
+  ox = tf.random.stateless_uniform([], fold_in(seed, 2), 0, width - side + 1,
+                                   dtype=tf.int32)
+  return tf.stack([oy, ox, side, side])
+
+
+def eval_crop_windows(height, width, image_size, resize, num_crops):
+  """(num_crops, 4) windows: centre, or 3 crops along the longer side.
+
+  Landscape video: left / centre / right; portrait: top / centre / bottom.
+  """
+  if num_crops not in (1, 3):
+    raise ValueError(f'dataset.num_spatial_crops must be 1 or 3, got {num_crops}')
+  short = tf.minimum(height, width)
+  side = tf.cast(tf.round(image_size * tf.cast(short, tf.float32) / resize),
+                 tf.int32)
+  side = tf.clip_by_value(side, 1, short)
+  cy, cx = (height - side) // 2, (width - side) // 2
+  if num_crops == 1:
+    return tf.stack([cy, cx, side, side])[None]
+  landscape = width >= height
+  ys = tf.where(landscape, tf.stack([cy, cy, cy]),
+                tf.stack([0, cy, height - side]))
+  xs = tf.where(landscape, tf.stack([0, cx, width - side]),
+                tf.stack([cx, cx, cx]))
+  sides = tf.fill([3], side)
+  return tf.stack([ys, xs, sides, sides], axis=1)
+
+
+def resize(video, size):
+  """(T, h, w, 3) -> float32 (T, size, size, 3) in [0, 255] (bilinear)."""
+  video = tf.cast(video, tf.float32)
+  return tf.image.resize(video, [size, size], method='bilinear')
+
+
+# ------------------------------------------------------------ augmentations --
+def random_flip(video, seed):
+  """Flips all frames left-right with probability 1/2."""
+  flip = tf.random.stateless_uniform([], seed) < 0.5
+  return tf.cond(flip, lambda: tf.reverse(video, axis=[2]), lambda: video)
+
+
+def color_jitter(video, seed, strength, prob=0.8):
+  """Brightness, contrast, saturation (x [1-0.4s, 1+0.4s]) and hue (+-0.1s).
+
+  One set of factors per clip, applied with probability `prob`.
+  """
+  def jitter():
+    u = tf.random.stateless_uniform([4], fold_in(seed, 1), -1.0, 1.0)
+    x = video / 255.0
+    x = x * (1.0 + 0.4 * strength * u[0])
+    x = tf.image.adjust_contrast(x, 1.0 + 0.4 * strength * u[1])
+    x = tf.image.adjust_saturation(tf.clip_by_value(x, 0.0, 1.0),
+                                   1.0 + 0.4 * strength * u[2])
+    x = tf.image.adjust_hue(x, 0.1 * strength * u[3])
+    return tf.clip_by_value(x, 0.0, 1.0) * 255.0
+  apply = tf.random.stateless_uniform([], fold_in(seed, 0)) < prob
+  return tf.cond(apply, jitter, lambda: video)
+
+
+def _blend(degenerate, video, factor):
+  return tf.clip_by_value(degenerate + factor * (video - degenerate), 0.0, 255.0)
+
+
+def _grayscale(video):
+  return tf.image.rgb_to_grayscale(video) * tf.ones([1, 1, 1, 3])
+
+
+def _affine(video, transform):
+  """Same projective transform (8 numbers, output->input) on every frame."""
+  return tf.raw_ops.ImageProjectiveTransformV3(
+      images=video, transforms=tf.reshape(transform, [1, 8]),
+      output_shape=tf.shape(video)[1:3], fill_value=128.0,
+      interpolation='BILINEAR', fill_mode='CONSTANT')
+
+
+def _equalize(video):
+  """Histogram equalisation per channel over the whole clip."""
+  def channel(x):
+    hist = tf.histogram_fixed_width(x, [0.0, 255.0], nbins=256)
+    cdf = tf.cast(tf.cumsum(hist), tf.float32)
+    cdf_min = tf.reduce_min(tf.where(cdf > 0, cdf, cdf[-1]))
+    lut = (cdf - cdf_min) / tf.maximum(cdf[-1] - cdf_min, 1.0) * 255.0
+    idx = tf.cast(tf.clip_by_value(tf.round(x), 0, 255), tf.int32)
+    return tf.gather(lut, idx)
+  return tf.stack([channel(video[..., c]) for c in range(3)], axis=-1)
+
+
+def _sharpen_degenerate(video):
+  kernel = tf.constant([[1., 1., 1.], [1., 5., 1.], [1., 1., 1.]]) / 13.0
+  kernel = tf.tile(kernel[:, :, None, None], [1, 1, 3, 1])
+  return tf.nn.depthwise_conv2d(video, kernel, [1, 1, 1, 1], 'SAME')
+
+
+def _randaugment_ops(video, level, sign):
+  """Branches of RandAugment; level in [0, 1], sign in {-1, +1}."""
+  h = tf.cast(tf.shape(video)[1], tf.float32)
+  w = tf.cast(tf.shape(video)[2], tf.float32)
+  enhance = 1.0 + sign * 0.9 * level
+
+  def rotate():
+    theta = sign * level * 30.0 * math.pi / 180.0
+    c, s = tf.cos(theta), tf.sin(theta)
+    cx, cy = (w - 1) / 2, (h - 1) / 2
+    return _affine(video, tf.stack([c, s, cx - c * cx - s * cy,
+                                    -s, c, cy + s * cx - c * cy, 0.0, 0.0]))
+
+  def shear(axis):
+    s = sign * level * 0.3
+    t = [1.0, s, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0] if axis == 'x' else \
+        [1.0, 0.0, 0.0, s, 1.0, 0.0, 0.0, 0.0]
+    return lambda: _affine(video, tf.stack(t))
+
+  def translate(axis):
+    frac = sign * level * 0.45
+    t = ([1.0, 0.0, frac * w, 0.0, 1.0, 0.0, 0.0, 0.0] if axis == 'x' else
+         [1.0, 0.0, 0.0, 0.0, 1.0, frac * h, 0.0, 0.0])
+    return lambda: _affine(video, tf.stack(t))
+
+  def auto_contrast():
+    lo = tf.reduce_min(video, axis=[0, 1, 2], keepdims=True)
+    hi = tf.reduce_max(video, axis=[0, 1, 2], keepdims=True)
+    scale = tf.where(hi > lo, 255.0 / tf.maximum(hi - lo, 1e-3), 1.0)
+    return tf.where(hi > lo, (video - lo) * scale, video)
+
+  def solarize():
+    threshold = 256.0 * (1.0 - level)
+    return tf.where(video >= threshold, 255.0 - video, video)
+
+  def posterize():
+    shift = tf.cast(tf.round(4.0 * level), tf.float32)
+    q = tf.pow(2.0, shift)
+    return tf.floor(video / q) * q
+
+  def contrast():
+    mean = tf.reduce_mean(_grayscale(video))
+    return _blend(mean, video, enhance)
+
+  return [
+      lambda: video,                                       # identity
+      auto_contrast,
+      lambda: _equalize(video),
+      rotate,
+      solarize,
+      lambda: _blend(_grayscale(video), video, enhance),   # colour
+      posterize,
+      contrast,
+      lambda: _blend(tf.zeros_like(video), video, enhance),  # brightness
+      lambda: _blend(_sharpen_degenerate(video), video, enhance),  # sharpness
+      shear('x'), shear('y'), translate('x'), translate('y'),
+  ]
+
+
+RANDAUGMENT_OPS = ('identity', 'auto_contrast', 'equalize', 'rotate', 'solarize',
+                   'color', 'posterize', 'contrast', 'brightness', 'sharpness',
+                   'shear_x', 'shear_y', 'translate_x', 'translate_y')
+
+
+def randaugment(video, seed, num_layers=2, magnitude=9):
+  """RandAugment with one op (and one sign) per layer for the whole clip.
+
+  `magnitude` is on the paper's 0..10 scale. `video` is float in [0, 255].
+  """
+  level = min(max(float(magnitude), 0.0), 10.0) / 10.0
+  for layer in range(num_layers):
+    s = fold_in(seed, layer)
+    op = tf.random.stateless_uniform([], fold_in(s, 0), 0, len(RANDAUGMENT_OPS),
+                                     dtype=tf.int32)
+    sign = tf.where(tf.random.stateless_uniform([], fold_in(s, 1)) < 0.5,
+                    -1.0, 1.0)
+    video = tf.switch_case(op, _randaugment_ops(video, level, sign))
+    video = tf.clip_by_value(video, 0.0, 255.0)
+  return video
+
+
+def random_erasing(video, seed, prob):
+  """With probability `prob`, fills one random box (same in every frame).
+
+  Area 2%..1/3 of the frame, aspect ratio 0.3..3.3, filled with N(0, 1) noise
+  (applied after normalisation, so noise has the data's scale).
+  """
+  shape = tf.shape(video)
+  h, w = shape[1], shape[2]
+  u = tf.random.stateless_uniform([5], fold_in(seed, 1))
+  area = (0.02 + u[0] * (1.0 / 3.0 - 0.02)) * tf.cast(h * w, tf.float32)
+  log_ratio = math.log(0.3) + u[1] * (math.log(1 / 0.3) - math.log(0.3))
+  ratio = tf.exp(log_ratio)
+  eh = tf.clip_by_value(tf.cast(tf.round(tf.sqrt(area * ratio)), tf.int32), 1, h)
+  ew = tf.clip_by_value(tf.cast(tf.round(tf.sqrt(area / ratio)), tf.int32), 1, w)
+  y0 = tf.cast(u[2] * tf.cast(h - eh + 1, tf.float32), tf.int32)
+  x0 = tf.cast(u[3] * tf.cast(w - ew + 1, tf.float32), tf.int32)
+  ys = tf.range(h)[:, None]
+  xs = tf.range(w)[None, :]
+  box = (ys >= y0) & (ys < y0 + eh) & (xs >= x0) & (xs < x0 + ew)
+  noise = tf.random.stateless_normal(
+      tf.stack([1, h, w, shape[3]]), fold_in(seed, 2), dtype=video.dtype)
+  erased = tf.where(box[None, :, :, None], noise, video)
+  return tf.where(u[4] < prob, erased, video)
+
+
+def normalize(video, mode):
+  """float [0, 255] -> 'imagenet' mean/std, or 'zero_centre' [-1, 1]."""
+  if mode == 'imagenet':
+    return (video - tf.constant(IMAGENET_MEAN)) / tf.constant(IMAGENET_STD)
+  if mode == 'zero_centre':
+    return video / 127.5 - 1.0
+  raise ValueError(f'dataset.normalization must be one of {NORMALIZATIONS}, '
+                   f'got {mode!r}')
+
+
+def _randaugment_args(cfg):
+  ra = cfg.randaugment
+  if ra is None:
+    return None
+  get = ra.get if hasattr(ra, 'get') else None
+  if get is None:
+    raise ValueError('dataset.randaugment must be None or a dict with '
+                     f'num_layers and magnitude, got {ra!r}')
+  num_layers, magnitude = int(get('num_layers', 2)), float(get('magnitude', 9))
+  unknown = set(ra.keys()) - {'num_layers', 'magnitude'}
+  if unknown:
+    raise ValueError(f'dataset.randaugment: unknown fields {sorted(unknown)}')
+  return (num_layers, magnitude) if num_layers > 0 else None
+
+
+def train_ops(cfg):
+  """Training augmentations after the crop: [(name, fn(video, seed))].
+
+  Videos enter as float [0, 255] and leave normalised.
+  """
+  ops = []
+  if cfg.horizontal_flip:
+    ops.append(('flip', random_flip))
+  if cfg.color_jitter > 0:
+    ops.append(('color_jitter', lambda v, s: color_jitter(
+        v, s, float(cfg.color_jitter), float(cfg.color_jitter_prob))))
+  ra = _randaugment_args(cfg)
+  if ra is not None:
+    ops.append(('randaugment', lambda v, s: randaugment(v, s, *ra)))
+  mode = cfg.normalization
+  normalize(tf.zeros([1, 1, 1, 3]), mode)  # validates the name now
+  ops.append(('normalize', lambda v, s: normalize(v, mode)))
+  if cfg.random_erasing > 0:
+    p = float(cfg.random_erasing)
+    ops.append(('random_erasing', lambda v, s: random_erasing(v, s, p)))
+  return ops
+
+
+def apply_ops(ops, video, seed):
+  for i, (_, fn) in enumerate(ops):
+    video = fn(video, fold_in(seed, 100 + i))
+  return video
