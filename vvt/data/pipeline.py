@@ -191,20 +191,22 @@ class _DmvrSource:
     self._cycle_length = max(1, int(cfg.cycle_length))
 
   def records(self, lo, hi, shuffle_seed=None):
-    """(source, record index in source, serialized) for global records [lo, hi)."""
+    """(source, record index in source, global index, serialized) for [lo, hi)."""
     segs = sources.segments(self.index, lo, hi)
     paths = tf.constant([s.path for s in segs], tf.string)
     starts = tf.constant([s.start for s in segs], tf.int64)
     counts = tf.constant([s.count for s in segs], tf.int64)
+    offsets = tf.constant([s.offset for s in segs], tf.int64)
     order = tf.range(len(segs))
     if shuffle_seed is not None:
       order = tf.random.experimental.stateless_shuffle(order, shuffle_seed)
-    ds = tf.data.Dataset.from_tensor_slices(
-        (tf.gather(paths, order), tf.gather(starts, order), tf.gather(counts, order)))
+    ds = tf.data.Dataset.from_tensor_slices(tuple(
+        tf.gather(t, order) for t in (paths, starts, counts, offsets)))
 
-    def read(path, start, count):
+    def read(path, start, count, offset):
       recs = tf.data.TFRecordDataset(path).skip(start).take(count)
-      return recs.enumerate(start).map(lambda i, r: (path, i, r))
+      return recs.enumerate(start).map(
+          lambda i, r: (path, i, offset + i - start, r))
     return ds.interleave(read, cycle_length=min(self._cycle_length, len(segs)),
                          block_length=1, num_parallel_calls=AUTOTUNE,
                          deterministic=True)
@@ -253,7 +255,7 @@ class _TfdsSource:
         split=f'{self._split}[{lo}:{hi}]', shuffle_files=False,
         decoders={self._video_key: self._tfds.decode.SkipDecoding()})
     name = self._name
-    return ds.enumerate(lo).map(lambda i, ex: (tf.constant(name), i, ex))
+    return ds.enumerate(lo).map(lambda i, ex: (tf.constant(name), i, i, ex))
 
   def parse(self, raw):
     return {'frames': raw[self._video_key],
@@ -415,7 +417,8 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
   ds = tf.data.Dataset.range(start_epoch, 2 ** 62).flat_map(epoch)
   ds = ds.skip(skip)  # before decoding: skipped clips are never decoded
 
-  def process(pos, src, rec, raw):
+  def process(pos, src, rec, gid, raw):
+    del gid
     key = tf.stack([tf.constant(data_seed, tf.int64), pos])
     parsed = source.parse(raw)
     code, detail = _check_record(parsed, num_classes, heads)
@@ -437,8 +440,8 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
     out.update(code=code, source=src, record=rec, detail=detail)
     return out
 
-  def fallback(pos, src, rec, raw):
-    del pos, raw
+  def fallback(pos, src, rec, gid, raw):
+    del pos, gid, raw
     out = {'inputs': tf.zeros([num_frames, size, size, 3], tf.float32)}
     out.update({field: tf.constant(0, tf.int32) for field in heads})
     out.update(code=tf.constant(3, tf.int32), source=src, record=rec,
@@ -484,7 +487,7 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
   num_frames, size = int(cfg.num_frames), int(cfg.image_size)
   mode = cfg.normalization
 
-  def process(gid, src, rec, raw):
+  def process(src, rec, gid, raw):
     parsed = source.parse(raw)
     code, detail = _check_record(parsed, num_classes, heads)
     frames = tf.cond(code == 0, lambda: parsed['frames'], _dummy_frames)
@@ -511,7 +514,7 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
                code=code, source=src, record=rec, detail=detail)
     return out
 
-  def fallback(gid, src, rec, raw):
+  def fallback(src, rec, gid, raw):
     del raw
     out = {'inputs': tf.zeros([views, num_frames, size, size, 3], tf.float32)}
     out.update({field: tf.zeros([views], tf.int32) for field in heads})
@@ -528,8 +531,7 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
   padding.update({field: tf.constant(0, tf.int32) for field in heads})
 
   if lo < hi:
-    ds = source.records(lo, hi, None).enumerate(lo)
-    ds = ds.map(lambda gid, x: (gid,) + tuple(x))
+    ds = source.records(lo, hi, None)
     ds = _safe_interleave(ds, process, fallback)
     ds = _handle_errors(ds, cfg.on_error).unbatch()
     ds = ds.map(lambda x: dict(x, mask=tf.constant(1.0, tf.float32)))

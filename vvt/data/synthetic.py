@@ -85,8 +85,13 @@ def _shape_mask(shape, size, canvas):
   return out
 
 
-def render_clip(label, rng, num_frames=16, frame_size=64):
-  """uint8 (num_frames, frame_size, frame_size, 3) of one clip of `label`."""
+def render_clip(label, rng, num_frames=16, frame_size=64, noise=4.0):
+  """uint8 (num_frames, frame_size, frame_size, 3) of one clip of `label`.
+
+  `rng` draws everything but the label, so two labels rendered from equally
+  seeded generators show the same frames in different orders (up to `noise`,
+  the std of the per-frame pixel noise).
+  """
   f, scale = frame_size, frame_size / 64.0
   size = int(round(rng.uniform(9, 15) * scale))
   shape = _SHAPES[rng.integers(len(_SHAPES))]
@@ -108,7 +113,8 @@ def render_clip(label, rng, num_frames=16, frame_size=64):
   for t, p in enumerate(order):
     m = np.roll(mask, (ys[p], xs[p]), axis=(0, 1))[..., None]
     frames[t] = background * (1 - m) + colour * m
-  frames += rng.normal(0, 4, size=frames.shape)
+  if noise:
+    frames += rng.normal(0, noise, size=frames.shape)
   return np.clip(np.round(frames), 0, 255).astype(np.uint8)
 
 
