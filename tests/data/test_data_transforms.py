@@ -1,0 +1,120 @@
+"""Spatial ops: decode windows, crops, flips, video-consistent augmentation."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from vvt.data import config as data_config
+from vvt.data import transforms
+
+from data_helpers import jpeg
+
+
+def _seed(a, b=0):
+  return tf.constant([a, b], tf.int64)
+
+
+def _video(t=4, h=20, w=24, seed=0):
+  rng = np.random.default_rng(seed)
+  return tf.constant(rng.uniform(0, 255, (t, h, w, 3)).astype(np.float32))
+
+
+def test_decode_window_equals_crop_of_full_decode():
+  rng = np.random.default_rng(0)
+  frames = [jpeg(rng.integers(0, 255, (48, 64, 3))) for _ in range(3)]
+  full = transforms.decode_frames(tf.constant(frames), 3).numpy()
+  assert full.shape == (3, 48, 64, 3)
+  window = tf.constant([8, 16, 24, 32])
+  part = transforms.decode_frames(tf.constant(frames), 3, window).numpy()
+  assert part.shape == (3, 24, 32, 3)
+  diff = np.abs(part.astype(int) - full[:, 8:32, 16:48].astype(int))
+  assert diff.mean() < 1.0
+  np.testing.assert_array_equal(
+      transforms.frame_shape(tf.constant(frames[0])).numpy(), [48, 64])
+
+
+def test_train_crop_window_scale_jitter():
+  sides = []
+  for s in range(50):
+    y, x, h, w = transforms.train_crop_window(
+        tf.constant(256), tf.constant(340), 224, 256, 320, _seed(s)).numpy()
+    assert h == w and 0 <= y <= 256 - h and 0 <= x <= 340 - w
+    sides.append(h)
+  # resize 256..320 then crop 224 <=> source side 224*256/r in [179, 224]
+  assert min(sides) >= 179 and max(sides) <= 224 and len(set(sides)) > 10
+
+
+def test_eval_three_crops_landscape_and_portrait():
+  land = transforms.eval_crop_windows(tf.constant(100), tf.constant(200), 50, 50,
+                                      3).numpy()
+  np.testing.assert_array_equal(land, [[0, 0, 100, 100], [0, 50, 100, 100],
+                                       [0, 100, 100, 100]])
+  port = transforms.eval_crop_windows(tf.constant(200), tf.constant(100), 50,
+                                      100, 3).numpy()
+  np.testing.assert_array_equal(port, [[0, 25, 50, 50], [75, 25, 50, 50],
+                                       [150, 25, 50, 50]])
+  centre = transforms.eval_crop_windows(tf.constant(100), tf.constant(200), 50,
+                                        100, 1).numpy()
+  np.testing.assert_array_equal(centre, [[25, 75, 50, 50]])
+  with pytest.raises(ValueError, match='num_spatial_crops'):
+    transforms.eval_crop_windows(tf.constant(9), tf.constant(9), 4, 4, 2)
+
+
+def test_flip_reverses_width_of_all_frames():
+  v = _video()
+  outs = [transforms.random_flip(v, _seed(s)).numpy() for s in range(20)]
+  flipped = [np.array_equal(o, v.numpy()[:, :, ::-1]) for o in outs]
+  same = [np.array_equal(o, v.numpy()) for o in outs]
+  assert all(f or s for f, s in zip(flipped, same)) and any(flipped) and any(same)
+
+
+def _constant_in_time(video):
+  return np.allclose(video, video[:1], atol=1e-3)
+
+
+@pytest.mark.parametrize('op', range(len(transforms.RANDAUGMENT_OPS)))
+def test_randaugment_ops_are_video_consistent(op):
+  # Identical frames stay identical whatever op is drawn: one op per clip.
+  frame = _video(t=1, seed=op)
+  video = tf.tile(frame, [3, 1, 1, 1])
+  branches = transforms._randaugment_ops(video, 0.9, tf.constant(-1.0))  # pylint: disable=protected-access
+  out = branches[op]().numpy()
+  assert out.shape == (3, 20, 24, 3) and _constant_in_time(out)
+  if transforms.RANDAUGMENT_OPS[op] != 'identity':
+    assert not np.allclose(out, video.numpy())
+
+
+def test_randaugment_colour_jitter_and_erasing_keep_frames_consistent():
+  video = tf.tile(_video(t=1), [4, 1, 1, 1])
+  for s in range(8):
+    out = transforms.randaugment(video, _seed(s), num_layers=3, magnitude=10)
+    assert _constant_in_time(out.numpy())
+    assert 0 <= out.numpy().min() and out.numpy().max() <= 255
+    jit = transforms.color_jitter(video, _seed(s), strength=1.0, prob=1.0)
+    assert _constant_in_time(jit.numpy()) and not np.allclose(jit, video)
+    erased = transforms.random_erasing(video, _seed(s), prob=1.0).numpy()
+    assert _constant_in_time(erased)
+    changed = ~np.isclose(erased[0], video.numpy()[0]).all(-1)
+    ys, xs = np.nonzero(changed)
+    area = changed.sum()
+    assert area == (ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1)  # a box
+    assert 0.01 * 480 <= area <= 0.4 * 480
+
+
+def test_normalize():
+  v = tf.constant([[[[0.0, 127.5, 255.0]]]])
+  np.testing.assert_allclose(transforms.normalize(v, 'zero_centre'),
+                             [[[[-1.0, 0.0, 1.0]]]])
+  imnet = transforms.normalize(tf.fill([1, 1, 1, 3], 255.0 * 0.485), 'imagenet')
+  assert abs(float(imnet[0, 0, 0, 0])) < 1e-5
+  with pytest.raises(ValueError, match='normalization'):
+    transforms.normalize(v, 'unit')
+
+
+def test_train_ops_follow_the_config():
+  cfg = data_config.get_config()
+  names = [n for n, _ in transforms.train_ops(cfg)]
+  assert names == ['flip', 'normalize']
+  cfg.update(horizontal_flip=False, color_jitter=0.4, random_erasing=0.25,
+             randaugment={'num_layers': 2, 'magnitude': 9})
+  names = [n for n, _ in transforms.train_ops(cfg)]
+  assert names == ['color_jitter', 'randaugment', 'normalize', 'random_erasing']
