@@ -29,7 +29,10 @@ def _convert(args):
   totals = manifest['totals']
   print(json.dumps({'output': args.output, 'manifest': manifest['path'],
                     'files': manifest['pattern'], **totals}, indent=1))
-  return 0 if totals['failed'] == 0 else 3
+  if totals["failed"]:
+    print(f"vvt data convert: {totals['failed']} video(s) failed, reasons in "
+          f"{manifest['path']}", file=sys.stderr)
+  return 0
 
 
 def build_parser():

@@ -1,0 +1,119 @@
+"""`vvt data convert`: tiny videos made with PyAV -> TFRecords + manifest."""
+import json
+import os
+
+import av
+import numpy as np
+import pytest
+
+from vvt.cli import main as vvt_main
+from vvt.data import convert
+from vvt.data import pipeline
+
+from data_helpers import small_config
+
+CLASSES = ['red', 'green', 'blue']
+
+
+def make_video(path, colour, num_frames=10, fps=10, size=(40, 56)):
+  """An mp4 of constant `colour` (RGB), height x width = size."""
+  with av.open(path, 'w') as container:
+    stream = container.add_stream('mpeg4', rate=fps)
+    stream.height, stream.width = size
+    stream.pix_fmt = 'yuv420p'
+    for t in range(num_frames):
+      frame = np.zeros(size + (3,), np.uint8)
+      frame[...] = colour
+      frame[:2, :2] = t  # frames differ a little
+      for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format='rgb24')):
+        container.mux(packet)
+    for packet in stream.encode():
+      container.mux(packet)
+
+
+@pytest.fixture
+def video_dir(tmp_path):
+  colours = {'red': (220, 20, 20), 'green': (20, 220, 20), 'blue': (20, 20, 220)}
+  lines = ['path,label,participant']
+  for i, name in enumerate(['red', 'green', 'blue', 'green', 'red', 'blue']):
+    make_video(str(tmp_path / f'v{i}.mp4'), colours[name], num_frames=8 + i)
+    lines.append(f'v{i}.mp4,{name},p{i % 2}')
+  (tmp_path / 'corrupt.mp4').write_bytes(b'\x00\x00\x00\x18ftypmp42' + os.urandom(300))
+  lines += ['corrupt.mp4,red,p0', 'missing.mp4,blue,p1', 'v0.mp4,purple,p0',
+            'v1.mp4,1,p1']
+  (tmp_path / 'videos.csv').write_text('\n'.join(lines) + '\n')
+  (tmp_path / 'classes.txt').write_text('\n'.join(CLASSES) + '\n')
+  return tmp_path
+
+
+def test_convert_writes_shards_manifest_and_records_failures(video_dir):
+  out = str(video_dir / 'out' / 'train')
+  manifest = convert.convert(str(video_dir / 'videos.csv'), out,
+                             str(video_dir / 'classes.txt'), num_shards=3,
+                             short_side=32, workers=1, progress=False)
+  assert manifest['totals'] == {'videos': 10, 'ok': 7, 'failed': 3,
+                                'existing': 0, 'frames': 8 + 9 + 10 + 11 + 12 + 13 + 9}
+  by_path = {(v['path'], v['label']): v for v in manifest['videos']}
+  assert by_path[('missing.mp4', 'blue')]['reason'].startswith('FileNotFoundError')
+  assert by_path[('corrupt.mp4', 'red')]['status'] == 'failed'
+  assert by_path[('corrupt.mp4', 'red')]['reason']
+  assert 'not in the class list' in by_path[('v0.mp4', 'purple')]['reason']
+  assert by_path[('v1.mp4', '1')]['label_index'] == 1  # an index is a label too
+  assert by_path[('v2.mp4', 'blue')]['participant'] == 'p0'
+  assert [s['videos'] for s in manifest['shards']] == [3, 3, 1]
+  for shard in manifest['shards']:
+    assert len(shard['sha256']) == 64
+  with open(f'{out}.manifest.json') as f:
+    assert json.load(f)['totals'] == manifest['totals']
+
+  cfg = small_config(eval_files=manifest['pattern'], num_classes=3,
+                     normalization='zero_centre', num_frames=4, stride=2)
+  assert pipeline.num_videos(cfg, 'test') == 7
+  batches = list(pipeline.make_eval_iterator(cfg, 'test', 8, process_index=0,
+                                             process_count=1))
+  b = batches[0]
+  real = np.nonzero(b['mask'] == 1)[0]
+  real = real[np.argsort(b['video_index'][real])]  # files are read interleaved
+  np.testing.assert_array_equal(b['video_index'][real], np.arange(7))
+  expected = [0, 1, 2, 1, 0, 2, 1]
+  np.testing.assert_array_equal(b['label'][real], expected)
+  # The frames carry the right colour: label c is brightest in channel c.
+  rgb = b['inputs'][real].mean(axis=(1, 2, 3))
+  np.testing.assert_array_equal(rgb.argmax(-1), expected)
+
+
+def test_convert_is_resumable_and_resamples_fps(video_dir):
+  out = str(video_dir / 'out' / 'all')
+  args = dict(video_list=str(video_dir / 'videos.csv'), output=out,
+              classes=str(video_dir / 'classes.txt'), num_shards=2,
+              short_side=0, fps=5.0, workers=2, progress=False)
+  first = convert.convert(**args)
+  frames = {v['path']: v['frames'] for v in first['videos'] if v['status'] == 'ok'}
+  assert frames['v0.mp4'] == 4  # 8 frames at 10 fps -> 0.8 s at 5 fps
+  os.remove(convert.shard_path(out, 1, 2))
+  again = convert.convert(**args)
+  assert [s['status'] for s in again['shards']] == ['existing', 'written']
+  assert [s['sha256'] for s in again['shards']] == [s['sha256'] for s in first['shards']]
+  assert again['totals']['ok'] + again['totals']['existing'] >= first['totals']['ok']
+  assert sum(1 for v in again['videos'] if v['status'] == 'ok') == first['totals']['ok']
+
+
+def test_convert_cli_and_bad_lists(video_dir, capsys):
+  out = str(video_dir / 'cli' / 'test')
+  code = vvt_main(['data', 'convert', '--input', str(video_dir / 'videos.csv'),
+                   '--classes', str(video_dir / 'classes.txt'), '--output', out,
+                   '--shards', '1', '--short-side', '24', '--workers', '1',
+                   '--no-progress'])
+  assert code == 0
+  assert '3 video(s) failed' in capsys.readouterr().err
+  assert os.path.exists(f'{out}.tfrecord-00000-of-00001')
+  (video_dir / 'bad.tsv').write_text('only-a-path\n')
+  with pytest.raises(ValueError, match='bad.tsv: line 1'):
+    convert.read_video_list(str(video_dir / 'bad.tsv'))
+  rows = convert.read_video_list(_write(video_dir / 'x.tsv', 'a.mp4\tred\n'))
+  assert rows == [('a.mp4', 'red', {})]
+
+
+def _write(path, text):
+  path.write_text(text)
+  return str(path)
