@@ -230,15 +230,16 @@ class _TfdsSource:
       raise FileNotFoundError(
           f'TFDS dataset {cfg.tfds_name!r} not found in data_dir '
           f'{cfg.data_dir!r}: {e}') from e
+    if not tf.io.gfile.exists(str(self._builder.data_path)):
+      raise FileNotFoundError(
+          f'TFDS dataset {cfg.tfds_name!r} is not prepared in data_dir '
+          f'{cfg.data_dir!r} (looked for {self._builder.data_path}); vvt never '
+          'downloads at run time: prepare it with tfds first')
     tfds_split = cfg.tfds_train_split if split == 'train' else split
     splits = self._builder.info.splits
     if tfds_split not in splits:
       raise ValueError(f'TFDS dataset {cfg.tfds_name!r} has no split '
                        f'{tfds_split!r}; it has {sorted(splits.keys())}')
-    if not self._builder.data_path or not tf.io.gfile.exists(
-        str(self._builder.data_path)):
-      raise FileNotFoundError(f'TFDS dataset {cfg.tfds_name!r} is not prepared '
-                              f'in {cfg.data_dir!r}')
     self._split = tfds_split
     self._tfds = tfds
     self.num_records = int(splits[tfds_split].num_examples)
