@@ -1,0 +1,188 @@
+"""Scenic ViViT Models 1, 3 and 4 (Model 2 is the shared fixture) against an independent float64 NumPy
+re-implementation written from scenic's semantics (projects/vivit/model.py, model_utils.py): 3D-conv tubelets
+flattened (t, h, w); optional cls + learned 1D table; Model 3 blocks `LayerNorm_{space,time}` /
+`MultiHeadDotProductAttention_{space,time}` in `attention_order`, then `LayerNorm_mlp` + `MlpBlock`; Model 4 one
+attention whose FIRST half of heads attends over time and SECOND half over space; tanh GELU; LN eps 1e-6."""
+import numpy as np
+import pytest
+from flax import serialization
+
+import vvt.models
+from vvt.convert import common, scenic, video
+
+B, T, S, C = 2, 4, 16, 3
+TUBELET, D, HEADS, MLP, LAYERS, CLASSES = (2, 8, 8), 32, 4, 48, 2, 5
+NT, GRID = T // TUBELET[0], S // TUBELET[1]
+
+
+def _ln(x, scale, bias):
+  mu = x.mean(-1, keepdims=True)
+  var = ((x - mu) ** 2).mean(-1, keepdims=True)
+  return (x - mu) / np.sqrt(var + 1e-6) * scale + bias
+
+
+def _gelu_tanh(x):
+  return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _softmax(x):
+  e = np.exp(x - x.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True)
+
+
+def _attend(q, k, v):  # (..., L, H, hd)
+  logits = np.einsum('...qhd,...khd->...hqk', q / np.sqrt(q.shape[-1]), k)
+  return np.einsum('...hqk,...khd->...qhd', _softmax(logits), v)
+
+
+def _proj(x, p, name):
+  return np.einsum('...d,dhk->...hk', x, p[f'{name}/kernel']) + p[f'{name}/bias']
+
+
+def _mha(x, p, prefix):
+  q, k, v = (_proj(x, p, f'{prefix}/{n}') for n in ('query', 'key', 'value'))
+  return np.einsum('...hk,hkd->...d', _attend(q, k, v), p[f'{prefix}/out/kernel']) + p[f'{prefix}/out/bias']
+
+
+def _mlp(x, p, prefix):
+  h = _gelu_tanh(x @ p[f'{prefix}/Dense_0/kernel'] + p[f'{prefix}/Dense_0/bias'])
+  return h @ p[f'{prefix}/Dense_1/kernel'] + p[f'{prefix}/Dense_1/bias']
+
+
+def scenic_forward(p, video_, model, token, order='space_time'):
+  """float64 NumPy forward of scenic's ViViT (Models 1, 3, 4)."""
+  p = {k: v.astype(np.float64) for k, v in p.items()}
+  t, h, w = TUBELET
+  x = video_.astype(np.float64).reshape(B, NT, t, GRID, h, GRID, w, C)
+  x = np.einsum('bTtHhWwc,thwcd->bTHWd', x, p['embedding/kernel']) + p['embedding/bias']
+  x = x.reshape(B, NT * GRID * GRID, D)
+  if token:
+    x = np.concatenate([np.broadcast_to(p['cls'], (B, 1, D)), x], axis=1)
+  x = x + p['Transformer/posembed_input/pos_embedding']
+  for i in range(LAYERS):
+    e = f'Transformer/encoderblock_{i}'
+    if model == 1:
+      y = _ln(x, p[f'{e}/LayerNorm_0/scale'], p[f'{e}/LayerNorm_0/bias'])
+      x = x + _mha(y, p, f'{e}/MultiHeadDotProductAttention_0')
+      x = x + _mlp(_ln(x, p[f'{e}/LayerNorm_1/scale'], p[f'{e}/LayerNorm_1/bias']), p, f'{e}/MlpBlock_0')
+    elif model == 3:
+      x4 = x.reshape(B, NT, GRID * GRID, D)
+      for axis in (('space', 'time') if order == 'space_time' else ('time', 'space')):
+        xa = x4 if axis == 'space' else x4.transpose(0, 2, 1, 3)  # attend over the second-to-last axis
+        y = _ln(xa, p[f'{e}/LayerNorm_{axis}/scale'], p[f'{e}/LayerNorm_{axis}/bias'])
+        xa = xa + _mha(y, p, f'{e}/MultiHeadDotProductAttention_{axis}')
+        x4 = xa if axis == 'space' else xa.transpose(0, 2, 1, 3)
+      x = x4.reshape(B, -1, D)
+      x = x + _mlp(_ln(x, p[f'{e}/LayerNorm_mlp/scale'], p[f'{e}/LayerNorm_mlp/bias']), p, f'{e}/MlpBlock')
+    else:  # Model 4: heads [0, H/2) over time, [H/2, H) over space.
+      x4 = x.reshape(B, NT, GRID * GRID, D)
+      y = _ln(x4, p[f'{e}/LayerNorm_0/scale'], p[f'{e}/LayerNorm_0/bias'])
+      a = f'{e}/MultiHeadDotProductAttention_0'
+      q, k, v = (_proj(y, p, f'{a}/{n}') for n in ('query', 'key', 'value'))  # (B, T, N, H, hd)
+      half = HEADS // 2
+      tq, tk, tv = (z[..., :half, :].transpose(0, 2, 1, 3, 4) for z in (q, k, v))
+      time_out = _attend(tq, tk, tv).transpose(0, 2, 1, 3, 4)
+      space_out = _attend(q[..., half:, :], k[..., half:, :], v[..., half:, :])
+      o = np.concatenate([time_out, space_out], axis=-2)
+      x4 = x4 + np.einsum('...hk,hkd->...d', o, p[f'{a}/out/kernel']) + p[f'{a}/out/bias']
+      x = x4.reshape(B, -1, D)
+      x = x + _mlp(_ln(x, p[f'{e}/LayerNorm_1/scale'], p[f'{e}/LayerNorm_1/bias']), p, f'{e}/MlpBlock_0')
+  x = _ln(x, p['Transformer/encoder_norm/scale'], p['Transformer/encoder_norm/bias'])
+  rep = x[:, 0] if token else x.mean(axis=1)
+  return rep @ p['output_projection/kernel'] + p['output_projection/bias']
+
+
+def scenic_params(model, token, seed=0):
+  rng = np.random.default_rng(seed)
+  p = {}
+  def dense(name, shape, fan_in):
+    p[f'{name}/kernel'] = rng.standard_normal(shape) / np.sqrt(fan_in)
+    p[f'{name}/bias'] = 0.1 * rng.standard_normal(shape[-1:] if not name.endswith(('query', 'key', 'value'))
+                                                  else shape[1:])
+  def ln(name):
+    p[f'{name}/scale'] = 1 + 0.1 * rng.standard_normal(D)
+    p[f'{name}/bias'] = 0.1 * rng.standard_normal(D)
+  def attention(name):
+    for n in ('query', 'key', 'value'):
+      dense(f'{name}/{n}', (D, HEADS, D // HEADS), D)
+    p[f'{name}/out/kernel'] = rng.standard_normal((HEADS, D // HEADS, D)) / np.sqrt(D)
+    p[f'{name}/out/bias'] = 0.1 * rng.standard_normal(D)
+  dense('embedding', (*TUBELET, C, D), np.prod(TUBELET) * C)
+  if token:
+    p['cls'] = 0.5 * rng.standard_normal((1, 1, D))
+  p['Transformer/posembed_input/pos_embedding'] = 0.5 * rng.standard_normal((1, int(token) + NT * GRID ** 2, D))
+  for i in range(LAYERS):
+    e = f'Transformer/encoderblock_{i}'
+    if model == 3:
+      for axis in ('space', 'time'):
+        ln(f'{e}/LayerNorm_{axis}')
+        attention(f'{e}/MultiHeadDotProductAttention_{axis}')
+      ln(f'{e}/LayerNorm_mlp')
+      mlp = f'{e}/MlpBlock'
+    else:
+      ln(f'{e}/LayerNorm_0')
+      attention(f'{e}/MultiHeadDotProductAttention_0')
+      ln(f'{e}/LayerNorm_1')
+      mlp = f'{e}/MlpBlock_0'
+    dense(f'{mlp}/Dense_0', (D, MLP), D)
+    dense(f'{mlp}/Dense_1', (MLP, D), MLP)
+  ln('Transformer/encoder_norm')
+  dense('output_projection', (D, CLASSES), D)
+  return {k: np.asarray(v, np.float32) for k, v in p.items()}
+
+
+VIDEO = np.random.default_rng(5).standard_normal((B, T, S, S, C)).astype(np.float32)
+CASES = [(1, True, 'spatiotemporal', None), (1, False, 'spatiotemporal', None),
+         (3, False, 'factorised_self_attention', 'space_time'), (3, False, 'factorised_self_attention', 'time_space'),
+         (4, False, 'factorised_dot_product', None)]
+
+
+@pytest.mark.parametrize('model,token,attention,order', CASES)
+def test_scenic_model_matches_numpy_reference(model, token, attention, order):
+  p = scenic_params(model, token)
+  ref = scenic_forward(p, VIDEO, model, token, order or 'space_time')
+  conv = scenic.convert(p, attention=attention if model == 4 else None, num_frames=T,
+                        attention_order=order or 'space_time')
+  cfg = conv.model_config()
+  m = vvt.models.resolve(cfg)
+  assert (m.attention, m.classifier, m.gelu_approximate, m.layer_norm_eps) == (
+      attention, 'token' if token else 'gap', True, 1e-6)
+  video.check_params(conv.params, cfg)
+  out = np.asarray(vvt.models.build(cfg).apply({'params': conv.params}, VIDEO))
+  assert np.abs(out - ref).max() < 1e-5
+  assert conv.report.unused == []
+
+
+def test_model4_head_halves_are_swapped():
+  """Without the swap (vvt's first half = space) the converted Model 4 is a different function."""
+  p = scenic_params(4, False)
+  ref = scenic_forward(p, VIDEO, 4, False)
+  conv = scenic.convert(p, attention='factorised_dot_product', num_frames=T)
+  assert any('heads swapped' in how for _, how in conv.report.transformed)
+  unswapped = scenic.convert(p, attention='spatiotemporal', num_frames=T).params
+  params = {'embedding': conv.params['embedding'], 'head': conv.params['head'], 'encoder': {
+      **conv.params['encoder'], 'layers': {
+          b: {k.replace('joint', 'factorised_dot_product'): v for k, v in blk.items()}
+          for b, blk in unswapped['encoder']['layers'].items()}}}
+  out = np.asarray(vvt.models.build(conv.model_config()).apply({'params': params}, VIDEO))
+  assert np.abs(out - ref).max() > 1e-2
+
+
+def test_scenic_msgpack_file(tmp_path):
+  """A flax msgpack of the params tree (what scenic/flax serialise) loads without pickle and converts."""
+  p = scenic_params(3, False)
+  path = tmp_path / 'checkpoint.msgpack'
+  path.write_bytes(serialization.msgpack_serialize({'params': common.unflatten(p)}))
+  cfg = vvt.models.get_config('vivit', attention='factorised_self_attention', num_frames=T,
+                              attention_order='time_space', classifier='gap')
+  conv = video.convert('scenic_vivit', str(path), cfg)
+  out = np.asarray(vvt.models.build(conv.model_config()).apply({'params': conv.params}, VIDEO))
+  assert np.abs(out - scenic_forward(p, VIDEO, 3, False, 'time_space')).max() < 1e-5
+
+
+def test_scenic_wrong_model_is_a_clear_error():
+  p = scenic_params(3, False)
+  with pytest.raises(ValueError, match='factorised_self_attention'):
+    scenic.convert(p, attention='spatiotemporal', num_frames=T)
+  with pytest.raises(ValueError, match='num_frames or image_size'):
+    scenic.convert(scenic_params(1, True))
