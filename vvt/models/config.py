@@ -59,7 +59,7 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   Fields left as None are derived by `resolve` (sizes from `variant`, tubelet from the patch size, ...).
   """
   fam = _family_defaults(family)
-  c = ml_collections.ConfigDict()
+  c = ml_collections.ConfigDict()  # built field by field, then merged with the overrides
   c.family = family
   c.attention = fam['attention']
   c.variant = fam['variant']
@@ -100,8 +100,20 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   c.qkv_bias = True
   c.dtype = 'float32'  # compute dtype; params are always float32.
   c.remat = False
-  c.update(overrides)
-  return c
+  return _merge(c.to_dict(), overrides)
+
+
+def _merge(defaults: dict, overrides) -> ml_collections.ConfigDict:
+  """defaults updated by overrides; nested dicts (mixing, temporal_head) merge field by field; any type may
+  replace a default (num_classes: int -> dict of heads)."""
+  merged = dict(defaults)
+  for key, value in dict(overrides).items():
+    if isinstance(value, ml_collections.ConfigDict):
+      value = value.to_dict()
+    if isinstance(merged.get(key), dict) and isinstance(value, dict) and key != 'num_classes':
+      value = {**merged[key], **value}
+    merged[key] = value
+  return ml_collections.ConfigDict(merged)
 
 
 def parse_variant(variant: str) -> tuple[str, int, int | None]:
@@ -130,9 +142,7 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     raise ValueError(f'unknown model config field(s): {", ".join("model." + u for u in unknown)}')
   if cfg.family not in FAMILIES:
     raise ValueError(f'model.family must be one of {FAMILIES}, got {cfg.family!r}')
-  c = get_config(cfg.family)
-  c.update(cfg)
-  c = ml_collections.ConfigDict(c.to_dict())
+  c = _merge(get_config(cfg.family).to_dict(), cfg)
   if c.attention not in SCHEMES:
     raise ValueError(f'model.attention must be one of {SCHEMES}, got {c.attention!r}')
   size, patch, t = parse_variant(c.variant)

@@ -1,0 +1,134 @@
+"""Every scheme builds and runs; batching, dtypes, heads, regularisation and remat behave."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import vvt.models as models
+
+SCHEMES = [
+    ('vivit', 'spatiotemporal', {}),
+    ('vivit', 'factorised_encoder', {}),
+    ('vivit', 'factorised_encoder', dict(classifier='gap')),
+    ('vivit', 'factorised_self_attention', dict(classifier='gap')),
+    ('vivit', 'factorised_self_attention', dict(classifier='gap', attention_order='time_space')),
+    ('vivit', 'factorised_dot_product', dict(classifier='gap')),
+    ('timesformer', 'space', {}),
+    ('timesformer', 'joint', {}),
+    ('timesformer', 'divided', {}),
+    ('timesformer', 'local_global', {}),
+    ('timesformer', 'axial', {}),
+    ('xvit', 'space_time_mixing', {}),
+    ('xvit', 'space_time_mixing', dict(frame_aggregation='mean')),
+    ('xvit', 'space_time_mixing', dict(mixing=dict(window=1, shift_div=4, summary_token=True))),
+    ('vivit', 'divided', dict(tubelet=(2, 8, 8), positional_embedding='sinusoidal')),
+]
+
+
+def tiny(family, attention, **kw):
+  base = dict(attention=attention, variant='Ti/8', num_frames=4, image_size=16, num_classes=3, num_layers=2,
+              hidden_size=32, num_heads=4, mlp_dim=64, temporal_layers=1)
+  if family == 'vivit' and 'tubelet' not in kw:
+    base['tubelet'] = (2, 8, 8)
+  base.update(kw)
+  return models.get_config(family, **base)
+
+
+def jitted(module):
+  """(init, apply) compiled once per shape: eager flax runs op by op and is far slower to test."""
+  init = jax.jit(lambda key, x: module.init(key, x))
+  apply = jax.jit(lambda p, x, key=None, train=False: module.apply(
+      {'params': p}, x, train=train, rngs=None if key is None else {'dropout': key}), static_argnames='train')
+  return init, apply
+
+
+def video(b=3, t=4, s=16, seed=0):
+  return jax.random.normal(jax.random.key(seed), (b, t, s, s, 3))
+
+
+def randomise(params, seed=1):
+  """Random (not zero) values everywhere, so that no branch (head, cls, time embedding) is a no-op."""
+  leaves, tree = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.key(seed), len(leaves))
+  return jax.tree.unflatten(tree, [0.3 * jax.random.normal(k, l.shape) for k, l in zip(keys, leaves)])
+
+
+@pytest.mark.parametrize('family,attention,kw', SCHEMES)
+def test_scheme_runs_and_batch_equals_per_example(family, attention, kw):
+  init, apply = jitted(models.build(tiny(family, attention, **kw)))
+  x = video()
+  params = randomise(init(jax.random.key(0), x)['params'])
+  out = apply(params, x)
+  assert out.shape == (3, 3) and out.dtype == jnp.float32
+  assert np.all(np.isfinite(out))
+  single = jnp.concatenate([apply(params, x[i:i + 1]) for i in range(3)])
+  np.testing.assert_allclose(out, single, atol=1e-5, rtol=1e-5)
+  assert np.abs(out[0] - out[1]).max() > 1e-3  # inputs matter
+
+
+@pytest.mark.parametrize('family,attention,kw', SCHEMES[:1] + SCHEMES[8:9] + SCHEMES[11:12])
+def test_bfloat16_within_tolerance_of_float32(family, attention, kw):
+  """bf16 compute (params float32) stays within 5% of the logit range of float32."""
+  cfg32 = tiny(family, attention, **kw)
+  cfg16 = tiny(family, attention, dtype='bfloat16', **kw)
+  x = video()
+  init, apply32 = jitted(models.build(cfg32))
+  params = randomise(init(jax.random.key(0), x)['params'])
+  out32 = apply32(params, x)
+  out16 = jitted(models.build(cfg16))[1](params, x)
+  assert out16.dtype == jnp.float32
+  scale = float(jnp.abs(out32).max())
+  assert float(jnp.abs(out32 - out16).max()) < 0.05 * scale
+  assert float(jnp.abs(out32 - out16).max()) > 0  # bf16 really ran
+
+
+def test_dict_heads_for_epic_kitchens():
+  cfg = tiny('vivit', 'factorised_encoder', num_classes={'verb': 97, 'noun': 300})
+  init, apply = jitted(models.build(cfg))
+  out = apply(init(jax.random.key(0), video())['params'], video())
+  assert set(out) == {'verb', 'noun'} and out['verb'].shape == (3, 97) and out['noun'].shape == (3, 300)
+
+
+def test_train_mode_uses_dropout_and_stochastic_depth_rngs():
+  cfg = tiny('timesformer', 'divided', dropout_rate=0.1, stochastic_depth=0.5)
+  init, apply = jitted(models.build(cfg))
+  x = video()
+  params = randomise(init(jax.random.key(0), x)['params'])
+  eval_a = apply(params, x)
+  eval_b = apply(params, x, jax.random.key(1), train=False)
+  np.testing.assert_array_equal(eval_a, eval_b)
+  tr_a = apply(params, x, jax.random.key(1), train=True)
+  tr_b = apply(params, x, jax.random.key(2), train=True)
+  assert float(jnp.abs(tr_a - tr_b).max()) > 1e-4
+  assert float(jnp.abs(tr_a - eval_a).max()) > 1e-4
+
+
+def test_remat_gives_identical_outputs_and_gradients():
+  x = video()
+  plain, remat = (models.build(tiny('timesformer', 'divided', remat=r)) for r in (False, True))
+  params = randomise(jax.jit(plain.init)(jax.random.key(0), x)['params'])
+  loss = lambda m: jax.jit(jax.grad(lambda p: jnp.sum(m.apply({'params': p}, x) ** 2)))(params)
+  for a, b in zip(jax.tree.leaves(loss(plain)), jax.tree.leaves(loss(remat))):
+    np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_factorised_encoder_without_temporal_layers_is_the_average_pool_baseline():
+  cfg = tiny('vivit', 'factorised_encoder', temporal_layers=0, classifier='gap')
+  init, apply = jitted(models.build(cfg))
+  x = video()
+  params = randomise(init(jax.random.key(0), x)['params'])
+  assert 'temporal_encoder' not in params
+  # Averaging over time makes the output invariant to the order of the tubelets.
+  swapped = jnp.concatenate([x[:, 2:], x[:, :2]], axis=1)
+  np.testing.assert_allclose(apply(params, x), apply(params, swapped), atol=1e-5)
+
+
+def test_space_only_is_blind_to_frame_order_and_divided_is_not():
+  x = video()
+  reverse = x[:, ::-1]
+  for attention, pos, blind in (('space', 'spatial', True), ('divided', 'separable', False)):
+    cfg = tiny('timesformer', attention, positional_embedding=pos)
+    init, apply = jitted(models.build(cfg))
+    params = randomise(init(jax.random.key(0), x)['params'])
+    diff = float(jnp.abs(apply(params, x) - apply(params, reverse)).max())
+    assert (diff < 1e-5) == blind, (attention, diff)
