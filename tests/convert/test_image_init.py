@@ -1,0 +1,298 @@
+"""Initialising video models from image ViT checkpoints (ViViT sec. 3.4, TimeSformer sec. 4, X-ViT sec. 4).
+
+Small image checkpoints are written in each format from one random image ViT (a vvt `space` model with one
+frame and a global class token is exactly a ViT); the Hugging Face reader is anchored on transformers' own
+ViTForImageClassification. Then the papers' claims about the model at initialisation are checked."""
+import numpy as np
+import pytest
+from flax import serialization
+from safetensors.numpy import save_file
+
+import vvt.models
+from vvt.convert import common, image, image_init
+
+B, P, S, D, HEADS, MLP, LAYERS, CLASSES = 2, 8, 32, 32, 4, 64, 2, 7
+RNG = np.random.default_rng(0)
+
+
+def model_cfg(**kw):
+  base = dict(family='timesformer', attention='space', variant='Ti/8', hidden_size=D, num_heads=HEADS, mlp_dim=MLP,
+              num_layers=LAYERS, image_size=S, num_frames=1, num_classes=CLASSES, class_token='global',
+              positional_embedding='spatial')
+  base.update(kw)
+  return vvt.models.get_config(**base)
+
+
+def fresh(cfg, seed=1):
+  import jax
+  r = vvt.models.resolve(cfg)
+  video = np.zeros((1, r.num_frames, r.image_size, r.image_size, 3), np.float32)
+  return jax.device_get(vvt.models.build(cfg).init(jax.random.key(seed), video)['params'])
+
+
+def apply(cfg, params, video, **kw):
+  return vvt.models.build(cfg).apply({'params': params}, video, **kw)
+
+
+@pytest.fixture(scope='module')
+def vit():
+  """Random image ViT params (every tensor random, zero-inits included) in vvt layout."""
+  flat = common.flatten(fresh(model_cfg()))
+  rng = np.random.default_rng(3)
+  out = {}
+  for k, v in flat.items():
+    if k.endswith('scale'):
+      out[k] = 1 + 0.1 * rng.standard_normal(v.shape)
+    elif k.endswith('bias'):
+      out[k] = 0.1 * rng.standard_normal(v.shape)
+    elif 'kernel' in k:
+      fan_in = np.prod(v.shape[:-1]) if 'out/kernel' not in k and 'conv' not in k else (
+          np.prod(v.shape[:2]) if 'out' in k else np.prod(v.shape[:4]))
+      out[k] = rng.standard_normal(v.shape) / np.sqrt(fan_in)
+    else:
+      out[k] = 0.5 * rng.standard_normal(v.shape)
+  return common.unflatten({k: np.asarray(v, np.float32) for k, v in out.items()})
+
+
+def flax_names(params, augreg=True):
+  """vvt image model -> big_vision/AugReg (LayerNorm_0, MultiHeadDotProductAttention_1, LayerNorm_2, MlpBlock_3)
+  or scenic (LayerNorm_0, MultiHeadDotProductAttention_0, LayerNorm_1, MlpBlock_0) names."""
+  f = common.flatten(params)
+  out = {'embedding/kernel': f['embedding/conv/kernel'][0], 'embedding/bias': f['embedding/conv/bias'],
+         'cls': f['encoder/cls'], 'Transformer/posembed_input/pos_embedding': f['encoder/posembed/pos_embedding'],
+         'head/kernel': f['head/output_projection/kernel'], 'head/bias': f['head/output_projection/bias']}
+  names = ('LayerNorm_0', 'MultiHeadDotProductAttention_1', 'LayerNorm_2', 'MlpBlock_3') if augreg else (
+      'LayerNorm_0', 'MultiHeadDotProductAttention_0', 'LayerNorm_1', 'MlpBlock_0')
+  for k, v in f.items():
+    if k.startswith('encoder/layers/block_'):
+      i, rest = k[len('encoder/layers/block_'):].split('/', 1)
+      rest = (rest.replace('space_norm', names[0]).replace('space_attention', names[1])
+              .replace('mlp_norm', names[2]).replace('mlp/', names[3] + '/'))
+      out[f'Transformer/encoderblock_{i}/{rest}'] = v
+    elif k.startswith('encoder/encoder_norm'):
+      out[k.replace('encoder/encoder_norm', 'Transformer/encoder_norm')] = v
+  return out
+
+
+def timm_names(params):
+  f = common.flatten(params)
+  out = {'patch_embed.proj.weight': f['embedding/conv/kernel'][0].transpose(3, 2, 0, 1),
+         'patch_embed.proj.bias': f['embedding/conv/bias'], 'cls_token': f['encoder/cls'],
+         'pos_embed': f['encoder/posembed/pos_embedding'], 'norm.weight': f['encoder/encoder_norm/scale'],
+         'norm.bias': f['encoder/encoder_norm/bias'], 'head.weight': f['head/output_projection/kernel'].T,
+         'head.bias': f['head/output_projection/bias']}
+  for i in range(LAYERS):
+    b, t = f'encoder/layers/block_{i}', f'blocks.{i}'
+    a = f'{b}/space_attention'
+    out[f'{t}.attn.qkv.weight'] = np.concatenate([f[f'{a}/{n}/kernel'].reshape(D, D).T
+                                                  for n in ('query', 'key', 'value')])
+    out[f'{t}.attn.qkv.bias'] = np.concatenate([f[f'{a}/{n}/bias'].reshape(D) for n in ('query', 'key', 'value')])
+    out[f'{t}.attn.proj.weight'] = f[f'{a}/out/kernel'].reshape(D, D).T
+    out[f'{t}.attn.proj.bias'] = f[f'{a}/out/bias']
+    for ln, name in (('space_norm', 'norm1'), ('mlp_norm', 'norm2')):
+      out[f'{t}.{name}.weight'], out[f'{t}.{name}.bias'] = f[f'{b}/{ln}/scale'], f[f'{b}/{ln}/bias']
+    for dense, name in (('Dense_0', 'fc1'), ('Dense_1', 'fc2')):
+      out[f'{t}.mlp.{name}.weight'] = f[f'{b}/mlp/{dense}/kernel'].T
+      out[f'{t}.mlp.{name}.bias'] = f[f'{b}/mlp/{dense}/bias']
+  return {k: np.ascontiguousarray(v, np.float32) for k, v in out.items()}
+
+
+@pytest.fixture(scope='module')
+def checkpoints(vit, tmp_path_factory):
+  d = tmp_path_factory.mktemp('image_ckpts')
+  paths = {}
+  np.savez(d / 'augreg.npz', **flax_names(vit, augreg=True))
+  paths['big_vision'] = str(d / 'augreg.npz')
+  scan = flax_names(vit, augreg=False)
+  stacked = {}
+  for k in list(scan):
+    if k.startswith('Transformer/encoderblock_'):
+      rest = k.split('/', 2)[2]
+      stacked.setdefault(rest, []).append(scan.pop(k))
+  scan.update({f'Transformer/encoderblock/{k}': np.stack(v) for k, v in stacked.items()})
+  scan['pos_embedding'] = scan.pop('Transformer/posembed_input/pos_embedding')
+  np.savez(d / 'big_vision_scan.npz', **{f'params/{k}': v for k, v in scan.items()})
+  paths['big_vision_scan'] = str(d / 'big_vision_scan.npz')
+  (d / 'scenic.msgpack').write_bytes(serialization.msgpack_serialize(
+      {'params': common.unflatten(flax_names(vit, augreg=False))}))
+  paths['scenic'] = str(d / 'scenic.msgpack')
+  save_file(timm_names(vit), str(d / 'timm.safetensors'))
+  paths['timm'] = str(d / 'timm.safetensors')
+  return paths
+
+
+@pytest.mark.parametrize('fmt', ['big_vision', 'big_vision_scan', 'scenic', 'timm'])
+def test_every_format_reads_back_the_same_vit(vit, checkpoints, fmt):
+  """Initialising the image model itself from each file gives back exactly the original params."""
+  cfg = model_cfg()
+  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints[fmt], reinit_head=False), cfg)
+  got, want = common.flatten(params), common.flatten(vit)
+  assert set(got) == set(want)
+  for k in want:
+    np.testing.assert_allclose(got[k], want[k], rtol=0, atol=1e-7, err_msg=k)
+  assert report.initialised == [] and report.unused == []
+  assert image.read(checkpoints[fmt]).format == ('timm' if fmt == 'timm' else 'flax')
+
+
+def test_hf_vit_against_transformers(tmp_path):
+  torch = pytest.importorskip('torch')
+  transformers = pytest.importorskip('transformers')
+  cfg = transformers.ViTConfig(image_size=S, patch_size=P, hidden_size=D, num_hidden_layers=LAYERS,
+                               num_attention_heads=HEADS, intermediate_size=MLP, num_labels=CLASSES,
+                               layer_norm_eps=1e-6, hidden_act='gelu')
+  model = transformers.ViTForImageClassification(cfg).eval()
+  g = torch.Generator().manual_seed(0)
+  with torch.no_grad():
+    for _, p in model.named_parameters():
+      p.copy_(torch.randn(p.shape, generator=g) * (0.1 if p.ndim == 1 else 1 / np.sqrt(p.shape[-1])))
+  model.save_pretrained(tmp_path)  # model.safetensors, written locally
+  x = RNG.standard_normal((B, S, S, 3)).astype(np.float32)
+  with torch.no_grad():
+    ref = model(torch.from_numpy(x).permute(0, 3, 1, 2)).logits.numpy()
+  vcfg = model_cfg()
+  params, report = image_init.initialise(fresh(vcfg), dict(checkpoint=str(tmp_path / 'model.safetensors'),
+                                                           reinit_head=False), vcfg)
+  assert report.initialised == []
+  out = np.asarray(apply(vcfg, params, x[:, None]))
+  assert np.abs(out - ref).max() < 1e-5
+
+
+def _static(frames):
+  x = RNG.standard_normal((B, 1, S, S, 3)).astype(np.float32)
+  return x, np.repeat(x, frames, axis=1)
+
+
+@pytest.mark.parametrize('tubelet', ['central_frame', 'inflate'])
+def test_model1_on_a_static_video_equals_the_image_model(checkpoints, tubelet):
+  """ViViT Model 1, tubelet 2, positional embeddings repeated over time: on a static video every temporal index
+  sees the image tokens, and joint attention over T identical copies of N tokens equals attention over the N
+  (global average pooling; a single class token would break the symmetry of the copies)."""
+  ckpt = dict(checkpoint=checkpoints['big_vision'], tubelet=tubelet, reinit_head=False)
+  gap = dict(classifier='gap', class_token=None, gelu_approximate=False)
+  image_cfg = model_cfg(**gap)
+  image_params, _ = image_init.initialise(fresh(image_cfg), ckpt, image_cfg)
+  frame, clip = _static(4)
+  ref = np.asarray(apply(image_cfg, image_params, frame))
+  cfg = model_cfg(family='vivit', attention='spatiotemporal', num_frames=4, tubelet=(2, P, P),
+                  positional_embedding='joint', **gap)
+  params, report = image_init.initialise(fresh(cfg), ckpt, cfg)
+  how = dict(report.transformed)
+  assert ('central' if tubelet == 'central_frame' else 'inflated') in how['embedding/conv/kernel']
+  assert 'repeated over 2' in how['encoder/posembed/pos_embedding']
+  assert 'class-token row dropped' in how['encoder/posembed/pos_embedding']
+  out = np.asarray(apply(cfg, params, clip))
+  np.testing.assert_allclose(out, ref, atol=2e-5)
+  moving = RNG.standard_normal(clip.shape).astype(np.float32)  # and it is not trivially so:
+  assert np.abs(np.asarray(apply(cfg, params, moving)) - ref).max() > 1e-2
+  # Uniform frame sampling (tubelet t=1) on half the frames gives the same result on the static video.
+  uniform = model_cfg(family='vivit', attention='spatiotemporal', num_frames=2, positional_embedding='joint',
+                      **gap)
+  params1, _ = image_init.initialise(fresh(uniform), ckpt, uniform)
+  np.testing.assert_allclose(np.asarray(apply(uniform, params1, clip[:, :2])), out, atol=2e-5)
+
+
+def test_central_frame_factorised_encoder_sees_the_central_frames(vit, checkpoints):
+  """Model 2 with a central-frame tubelet: the spatial encoder's features at temporal index i are the image
+  model's features of frame i*t + t//2, for any video."""
+  cfg = model_cfg(family='vivit', attention='factorised_encoder', num_frames=6, tubelet=(3, P, P),
+                  positional_embedding='joint', temporal_layers=1, gelu_approximate=False)
+  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['scenic']), cfg)
+  assert any(k.startswith('temporal_encoder/') for k, _ in report.initialised)
+  assert 'head/output_projection/kernel' in dict(report.initialised)
+  clip = RNG.standard_normal((B, 6, S, S, 3)).astype(np.float32)
+  _, inter = apply(cfg, params, clip, mutable=['intermediates'])
+  feats = np.asarray(inter['intermediates']['spatial_encoder']['tokens'][0]).reshape(B, 2, -1, D)
+  _, ref = apply(model_cfg(), vit, clip[:, 1::3].reshape(B * 2, 1, S, S, 3), mutable=['intermediates'])
+  ref = np.asarray(ref['intermediates']['encoder']['tokens'][0]).reshape(B, 2, -1, D)
+  np.testing.assert_allclose(feats, ref, atol=2e-5)
+
+
+def test_zero_temporal_attention_model3_equals_spatial_only(checkpoints):
+  """ViViT Model 3 with its temporal attention at zero (sec. 3.4) is the spatial-only model at init."""
+  kw = dict(family='vivit', num_frames=4, classifier='gap', positional_embedding='joint', class_token=None)
+  m3 = model_cfg(attention='factorised_self_attention', **kw)
+  space = model_cfg(attention='space', **kw)
+  ckpt = dict(checkpoint=checkpoints['timm'], reinit_head=False)
+  p3, report = image_init.initialise(fresh(m3), {**ckpt, 'temporal_attention': 'zero'}, m3)
+  assert 'zeros' in dict(report.transformed)['encoder/layers/block_0/time_attention/query/kernel']
+  ps, _ = image_init.initialise(fresh(space), ckpt, space)
+  clip = RNG.standard_normal((B, 4, S, S, 3)).astype(np.float32)
+  ref = np.asarray(apply(space, ps, clip))
+  np.testing.assert_allclose(np.asarray(apply(m3, p3, clip)), ref, atol=2e-5)
+  p3c, _ = image_init.initialise(fresh(m3), {**ckpt, 'temporal_attention': 'copy_spatial'}, m3)
+  assert np.abs(np.asarray(apply(m3, p3c, clip)) - ref).max() > 1e-2
+
+
+def test_timesformer_divided_copy_with_zero_projection_equals_space_attention(checkpoints):
+  """TimeSformer divided: temporal attention copied from the spatial one, temporal_fc at zero, time embedding at
+  zero -> the model is the space-only one (global class token) at init."""
+  divided = model_cfg(attention='divided', num_frames=4, positional_embedding='separable')
+  space = model_cfg(attention='space', num_frames=4, positional_embedding='separable')
+  ckpt = dict(checkpoint=checkpoints['big_vision_scan'], reinit_head=False)
+  pd, report = image_init.initialise(fresh(divided), ckpt, divided)
+  how = dict(report.transformed)
+  assert 'copied from the image attention' in how['encoder/layers/block_1/time_attention/key/kernel']
+  assert how['encoder/layers/block_1/time_projection/kernel'].startswith('zeros')
+  assert how['encoder/posembed/time_embedding'].startswith('zeros')
+  np.testing.assert_array_equal(pd['encoder']['layers']['block_0']['time_attention']['value']['kernel'],
+                                pd['encoder']['layers']['block_0']['space_attention']['value']['kernel'])
+  ps, _ = image_init.initialise(fresh(space), ckpt, space)
+  clip = RNG.standard_normal((B, 4, S, S, 3)).astype(np.float32)
+  ref = np.asarray(apply(space, ps, clip))
+  np.testing.assert_allclose(np.asarray(apply(divided, pd, clip)), ref, atol=2e-5)
+  # The zero projection is what keeps it so (a random one; a constant one would vanish in the LayerNorms).
+  pd['encoder']['layers']['block_0']['time_projection']['kernel'] = RNG.standard_normal((D, D)).astype(
+      np.float32) / np.sqrt(D)
+  assert np.abs(np.asarray(apply(divided, pd, clip)) - ref).max() > 1e-3
+
+
+def test_xvit_from_image(checkpoints):
+  cfg = model_cfg(family='xvit', attention='space_time_mixing', num_frames=4, class_token=None,
+                  positional_embedding='separable',
+                  temporal_head=dict(num_heads=HEADS, mlp_dim=16))
+  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['big_vision']), cfg)
+  assert np.all(params['encoder']['posembed']['time_embedding'] == 0)
+  initialised = dict(report.initialised)
+  assert 'temporal_head/cls' in initialised and 'head/head_hidden/kernel' in initialised
+  assert report.unused == ['head/bias', 'head/kernel']  # the image classifier (reinit_head)
+  text = str(report)
+  assert 'loaded:' in text and 'freshly initialised:' in text and 'unused: 2' in text
+
+
+def test_positional_grid_is_resized(vit, tmp_path):
+  """A 4x4 image grid into a 6x6 model: 2D interpolation; a linear ramp over the grid stays a linear ramp."""
+  flat = flax_names(vit)
+  pos = flat['Transformer/posembed_input/pos_embedding'].copy()
+  ramp = np.arange(4, dtype=np.float32)
+  pos[0, 1:] = (ramp[:, None, None] * 1.0 + ramp[None, :, None] * 0.5 + np.zeros((1, 1, D), np.float32)
+                ).reshape(16, D)
+  flat['Transformer/posembed_input/pos_embedding'] = pos
+  np.savez(tmp_path / 'v.npz', **flat)
+  cfg = model_cfg(image_size=48)
+  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=str(tmp_path / 'v.npz')), cfg)
+  assert 'bilinear resize of the 4x4 grid to 6x6' in dict(report.transformed)['encoder/posembed/pos_embedding']
+  table = params['encoder']['posembed']['pos_embedding']
+  np.testing.assert_array_equal(table[0, 0], pos[0, 0])
+  grid = table[0, 1:, 0].reshape(6, 6)
+  src = np.clip((np.arange(6) + 0.5) * 4 / 6 - 0.5, 0, 3)  # half-pixel centres, edge-clamped
+  np.testing.assert_allclose(grid, src[:, None] * 1.0 + src[None, :] * 0.5, atol=1e-5)
+
+
+def test_shape_mismatches_are_listed_together(checkpoints):
+  cfg = model_cfg(hidden_size=48, num_heads=4, mlp_dim=MLP)
+  with pytest.raises(ValueError) as info:
+    image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['big_vision']), cfg)
+  msg = str(info.value)
+  assert 'embedding/conv/kernel: model (1, 8, 8, 3, 48), checkpoint (1, 8, 8, 3, 32)' in msg
+  assert 'encoder/layers/block_1/mlp/Dense_1/kernel: model (64, 48), checkpoint (64, 32)' in msg
+  assert msg.count('\n') > 20  # every mismatching name, not just the first
+
+
+def test_bad_init_from_fields_name_the_field(checkpoints):
+  cfg = model_cfg()
+  with pytest.raises(ValueError, match='init_from.tubelets'):
+    image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['timm'], tubelets='inflate'), cfg)
+  with pytest.raises(ValueError, match='init_from.tubelet must be one of'):
+    image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['timm'], tubelet='average'), cfg)
+  with pytest.raises(FileNotFoundError, match='nope.npz'):
+    image_init.initialise(fresh(cfg), dict(checkpoint='/nonexistent/nope.npz'), cfg)
