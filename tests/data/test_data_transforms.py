@@ -59,6 +59,15 @@ def test_eval_three_crops_landscape_and_portrait():
     transforms.eval_crop_windows(tf.constant(9), tf.constant(9), 4, 4, 2)
 
 
+def test_resize_flip_and_identity():
+  v = _video(h=16, w=16)
+  np.testing.assert_allclose(transforms.resize(v, 16), v, atol=1e-3)
+  np.testing.assert_allclose(transforms.resize(v, 16, tf.constant(True)),
+                             v.numpy()[:, :, ::-1], atol=1e-3)
+  u8 = tf.cast(v, tf.uint8)
+  assert transforms.resize(u8, 8).shape == (4, 8, 8, 3)
+
+
 def test_flip_reverses_width_of_all_frames():
   v = _video()
   outs = [transforms.random_flip(v, _seed(s)).numpy() for s in range(20)]
@@ -113,7 +122,7 @@ def test_normalize():
 def test_train_ops_follow_the_config():
   cfg = data_config.get_config()
   names = [n for n, _ in transforms.train_ops(cfg)]
-  assert names == ['flip', 'normalize']
+  assert names == ['normalize']  # the flip is fused into the crop
   cfg.update(horizontal_flip=False, color_jitter=0.4, random_erasing=0.25,
              randaugment={'num_layers': 2, 'magnitude': 9})
   names = [n for n, _ in transforms.train_ops(cfg)]

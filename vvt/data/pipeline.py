@@ -432,8 +432,10 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
     window = transforms.train_crop_window(
         h, w, size, cfg.train_min_resize, cfg.train_max_resize,
         transforms.fold_in(key, 2))
+    flip = (transforms.random_flip_flag(transforms.fold_in(key, 4))
+            if cfg.horizontal_flip else tf.constant(False))
     video = transforms.resize(
-        transforms.decode_frames(encoded, num_frames, window), size)
+        transforms.decode_frames(encoded, num_frames, window), size, flip)
     video = transforms.apply_ops(ops, video, transforms.fold_in(key, 3))
     out = {'inputs': tf.ensure_shape(video, [num_frames, size, size, 3])}
     for field in heads:

@@ -100,10 +100,21 @@ def eval_crop_windows(height, width, image_size, resize, num_crops):
   return tf.stack([ys, xs, sides, sides], axis=1)
 
 
-def resize(video, size):
-  """(T, h, w, 3) -> float32 (T, size, size, 3) in [0, 255] (bilinear)."""
-  video = tf.cast(video, tf.float32)
-  return tf.image.resize(video, [size, size], method='bilinear')
+def resize(video, size, flip=False):
+  """(T, h, w, 3) (uint8 or float) -> float32 (T, size, size, 3), bilinear.
+
+  Flips left-right first when the bool tensor `flip` is true (cheapest on the
+  small uint8 crop), then resizes with half-pixel centres.
+  """
+  video = tf.cond(tf.convert_to_tensor(flip), lambda: tf.reverse(video, [2]),
+                  lambda: video)
+  return tf.raw_ops.ResizeBilinear(images=video, size=[size, size],
+                                   half_pixel_centers=True)
+
+
+def random_flip_flag(seed):
+  """True with probability 1/2."""
+  return tf.random.stateless_uniform([], seed) < 0.5
 
 
 # ------------------------------------------------------------ augmentations --
@@ -274,11 +285,15 @@ def random_erasing(video, seed, prob):
 def normalize(video, mode):
   """float [0, 255] -> 'imagenet' mean/std, or 'zero_centre' [-1, 1]."""
   if mode == 'imagenet':
-    return (video - tf.constant(IMAGENET_MEAN)) / tf.constant(IMAGENET_STD)
-  if mode == 'zero_centre':
-    return video / 127.5 - 1.0
-  raise ValueError(f'dataset.normalization must be one of {NORMALIZATIONS}, '
-                   f'got {mode!r}')
+    mean, std = IMAGENET_MEAN, IMAGENET_STD
+  elif mode == 'zero_centre':
+    mean, std = (127.5,) * 3, (127.5,) * 3
+  else:
+    raise ValueError(f'dataset.normalization must be one of {NORMALIZATIONS}, '
+                     f'got {mode!r}')
+  scale = tf.constant([1.0 / v for v in std])
+  offset = tf.constant([-m / v for m, v in zip(mean, std)])
+  return tf.nn.bias_add(video * scale, offset)
 
 
 def _randaugment_args(cfg):
@@ -299,11 +314,10 @@ def _randaugment_args(cfg):
 def train_ops(cfg):
   """Training augmentations after the crop: [(name, fn(video, seed))].
 
-  Videos enter as float [0, 255] and leave normalised.
+  Videos enter as float [0, 255] and leave normalised. (The random flip,
+  `cfg.horizontal_flip`, is fused into the crop's resize, see `resize`.)
   """
   ops = []
-  if cfg.horizontal_flip:
-    ops.append(('flip', random_flip))
   if cfg.color_jitter > 0:
     ops.append(('color_jitter', lambda v, s: color_jitter(
         v, s, float(cfg.color_jitter), float(cfg.color_jitter_prob))))

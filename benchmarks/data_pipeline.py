@@ -1,0 +1,133 @@
+"""Clips/s of the vvt input pipelines on this machine.
+
+    .venv/bin/python benchmarks/data_pipeline.py [--videos 48 --frames 48 --batch 8 --steps 30]
+
+Writes (once, into --data-dir, default /tmp/vvt_bench_data) DMVR TFRecords of
+videos with 256x340 JPEG frames (textured content, ~25 KB per frame), then
+measures, after a warm-up:
+  * plain:  TFRecord read + parse + gather 16 frames + JPEG decode (the
+            baseline a bare tf.data reader reaches);
+  * train:  make_train_iterator, 16 frames at stride 2, 224 crop with scale
+            jitter 256..320, flip, colour jitter, RandAugment 2/9, random
+            erasing, ImageNet normalisation, float32 numpy batches;
+  * eval:   make_eval_iterator, 1 clip x 3 crops (views/s and videos/s).
+"""
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+
+
+def write_data(directory, num_videos, num_frames, shards=4):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from vvt.data import tfrecord  # pylint: disable=g-import-not-at-top
+  pattern = os.path.join(directory, f'bench.tfrecord@{shards}')
+  from vvt.data import sources  # pylint: disable=g-import-not-at-top
+  names = sources.shard_names(os.path.join(directory, 'bench.tfrecord'), shards)
+  if all(os.path.exists(n) for n in names):
+    return pattern
+  os.makedirs(directory, exist_ok=True)
+  rng = np.random.default_rng(0)
+  per_shard = np.array_split(np.arange(num_videos), shards)
+  for name, ids in zip(names, per_shard):
+    records = []
+    for v in ids:
+      base = rng.uniform(0, 255, (9, 12, 3)).astype(np.float32)
+      smooth = tf.image.resize(base[None], [256, 340], 'bicubic')[0].numpy()
+      frames = []
+      for t in range(num_frames):
+        shifted = np.roll(smooth, 3 * t, axis=1)
+        noise = rng.normal(0, 12, shifted.shape)
+        img = np.clip(shifted + noise, 0, 255).astype(np.uint8)
+        frames.append(tf.io.encode_jpeg(img, quality=90).numpy())
+      records.append(tfrecord.encode_sequence_example(frames, int(v) % 400))
+    tfrecord.write_records(name, records)
+  return pattern
+
+
+def _rate(it, batch, steps, warmup):
+  for _ in range(warmup):
+    next(it)
+  start = time.perf_counter()
+  for _ in range(steps):
+    next(it)
+  return steps * batch / (time.perf_counter() - start)
+
+
+def plain_rate(files, batch, steps, warmup):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from vvt.data import sources, tfrecord  # pylint: disable=g-import-not-at-top
+
+  def parse(r):
+    x = tfrecord.parse_record(r, 'image/encoded', {'label': 'clip/label/index'}, '')
+    frames = tf.gather(x['frames'], tf.range(16) * 2)
+    video = tf.map_fn(lambda s: tf.io.decode_jpeg(s, channels=3), frames,
+                      fn_output_signature=tf.uint8)
+    return tf.image.resize(video[:, 16:240, 58:282], [224, 224]), x['labels']['label']
+  ds = tf.data.Dataset.from_tensor_slices(sources.expand_patterns(files))
+  ds = ds.interleave(tf.data.TFRecordDataset, num_parallel_calls=tf.data.AUTOTUNE)
+  ds = ds.repeat().map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+  ds = ds.batch(batch).prefetch(2)
+  return _rate(ds.as_numpy_iterator(), batch, steps, warmup)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawTextHelpFormatter)
+  parser.add_argument('--data-dir', default='/tmp/vvt_bench_data')
+  parser.add_argument('--videos', type=int, default=48)
+  parser.add_argument('--frames', type=int, default=48)
+  parser.add_argument('--batch', type=int, default=8)
+  parser.add_argument('--steps', type=int, default=30)
+  parser.add_argument('--warmup', type=int, default=5)
+  parser.add_argument('--only', default='plain,train,eval')
+  args = parser.parse_args()
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  from vvt.data import config as data_config  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+
+  t0 = time.perf_counter()
+  files = write_data(args.data_dir, args.videos, args.frames)
+  print(f'data: {files} ({args.videos} videos x {args.frames} frames of '
+        f'256x340 JPEG; ready in {time.perf_counter() - t0:.1f}s)')
+  print(f'machine: {platform.processor() or platform.machine()}, '
+        f'{os.cpu_count()} CPUs, python {platform.python_version()}')
+  cfg = data_config.get_config()
+  cfg.update(train_files=files, eval_files=files, num_classes=400,
+             num_frames=16, stride=2, image_size=224, train_min_resize=256,
+             train_max_resize=320, eval_resize=224, horizontal_flip=True,
+             color_jitter=0.4, randaugment={'num_layers': 2, 'magnitude': 9},
+             random_erasing=0.25, normalization='imagenet', shuffle_buffer=32)
+  only = args.only.split(',')
+  if 'plain' in only:
+    rate = plain_rate(files, args.batch, args.steps, args.warmup)
+    print(f'plain tf.data reader (read+parse+decode 16 frames): {rate:.1f} clips/s')
+  if 'train' in only:
+    it = pipeline.make_train_iterator(cfg, args.batch, process_index=0,
+                                      process_count=1)
+    rate = _rate(it, args.batch, args.steps, args.warmup)
+    print(f'train pipeline (16x224, full augmentation): {rate:.1f} clips/s')
+    plain_cfg = cfg.copy_and_resolve_references()
+    plain_cfg.update(color_jitter=0.0, random_erasing=0.0)
+    plain_cfg.randaugment = None
+    it = pipeline.make_train_iterator(plain_cfg, args.batch, process_index=0,
+                                      process_count=1)
+    rate = _rate(it, args.batch, args.steps, args.warmup)
+    print(f'train pipeline (16x224, crop+flip only): {rate:.1f} clips/s')
+  if 'eval' in only:
+    cfg.num_spatial_crops = 3
+    n = pipeline.num_videos(cfg, 'test')
+    start = time.perf_counter()
+    batches = 0
+    for _ in pipeline.make_eval_iterator(cfg, 'test', args.batch,
+                                         process_index=0, process_count=1):
+      batches += 1
+    dt = time.perf_counter() - start
+    print(f'eval pipeline (1 clip x 3 crops, 16x224): {n * 3 / dt:.1f} views/s = '
+          f'{n / dt:.1f} videos/s ({n} videos, {batches} batches, incl. start-up)')
+
+
+if __name__ == '__main__':
+  main()
