@@ -56,8 +56,8 @@ def _xla_flops(fn, *args) -> float:
 
 
 def format_summary(name: str, s: dict) -> str:
-  return (f'{name}: params {s["params_m"]:.1f}M | {s["gflops"]:.1f} GFLOPs/view (multiply-add = 1 FLOP, all '
-          f'tokens; {s["gflops_executed"]:.1f} executed) | tokens {s["tokens"]} = {"x".join(map(str, s["grid"]))}')
+  return (f'{name}: params {s["params_m"]:.1f}M | {s["gflops"]:.4g} GFLOPs/view (multiply-add = 1 FLOP, all '
+          f'tokens; {s["gflops_executed"]:.4g} executed) | tokens {s["tokens"]} = {"x".join(map(str, s["grid"]))}')
 
 
 def _load_model_config(path: str):
