@@ -124,3 +124,18 @@ def test_missing_files_are_named(tmp_path):
   with pytest.raises(FileNotFoundError, match='4 of 4 shards .*train.tfrecord-00000-of-00004'):
     pipeline.make_train_iterator(small_config(sharded, on_error='skip'), 2,
                                  process_index=0, process_count=1)
+
+
+def test_corrupt_payload_raises_data_error(tmp_path):
+  # Damage bytes inside a record's payload: TFRecord's CRC check catches it.
+  records = [tfrecord.encode_sequence_example(solid_video(20 * k + 10, 5), k)
+             for k in range(3)]
+  path = str(tmp_path / 'crc.tfrecord')
+  tfrecord.write_records(path, records)
+  with open(path, 'r+b') as f:
+    f.seek(len(records[0]) + 16 + 40)
+    f.write(b'\xff\xfe\xfd\xfc')
+  cfg = small_config(path, path, num_classes=3)
+  with pytest.raises(DataError, match='corrupt TFRecord data in eval_files'):
+    list(pipeline.make_eval_iterator(cfg, 'test', 3, process_index=0,
+                                     process_count=1))
