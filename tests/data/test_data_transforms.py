@@ -127,3 +127,28 @@ def test_train_ops_follow_the_config():
              randaugment={'num_layers': 2, 'magnitude': 9})
   names = [n for n, _ in transforms.train_ops(cfg)]
   assert names == ['color_jitter', 'randaugment', 'normalize', 'random_erasing']
+
+
+def test_color_jitter_equals_the_four_ops_one_by_one():
+  # The fused jitter equals brightness -> contrast (per-frame channel means,
+  # as tf.image.adjust_contrast) -> saturation (blend with luma grey) -> hue
+  # (rotation of the YIQ chroma plane), applied one after the other.
+  video = np.random.default_rng(3).uniform(60, 190, (2, 6, 5, 3))
+  seed = _seed(11)
+  out = transforms.color_jitter(tf.constant(video, tf.float32), seed,
+                                strength=0.5, prob=1.0).numpy()
+  u = tf.random.stateless_uniform([4], transforms.fold_in(seed, 1), -1.0,
+                                  1.0).numpy()
+  x = video * (1 + 0.2 * u[0])
+  x = tf.image.adjust_contrast(x, 1 + 0.2 * u[1]).numpy()
+  grey = x @ np.array([0.299, 0.587, 0.114])
+  x = grey[..., None] + (1 + 0.2 * u[2]) * (x - grey[..., None])
+  a = np.array(transforms._RGB_TO_YIQ)  # pylint: disable=protected-access
+  yiq = x @ a.T
+  theta = 2 * np.pi * 0.05 * u[3]
+  c, s = np.cos(theta), np.sin(theta)
+  i, q = yiq[..., 1].copy(), yiq[..., 2].copy()
+  yiq[..., 1], yiq[..., 2] = c * i - s * q, s * i + c * q
+  x = np.clip(yiq @ np.linalg.inv(a.T), 0, 255)
+  np.testing.assert_allclose(out, x, atol=0.05)
+  assert np.abs(out - video).max() > 5
