@@ -9,7 +9,9 @@ from flax import serialization
 from safetensors.numpy import save_file
 
 import vvt.models
-from vvt.convert import common, image, image_init
+import jax
+
+from vvt.convert import common, image, image_init, video
 
 B, P, S, D, HEADS, MLP, LAYERS, CLASSES = 2, 8, 32, 32, 4, 64, 2, 7
 RNG = np.random.default_rng(0)
@@ -24,10 +26,11 @@ def model_cfg(**kw):
 
 
 def fresh(cfg, seed=1):
-  import jax
-  r = vvt.models.resolve(cfg)
-  video = np.zeros((1, r.num_frames, r.image_size, r.image_size, 3), np.float32)
-  return jax.device_get(vvt.models.build(cfg).init(jax.random.key(seed), video)['params'])
+  """Stand-in for the model's fresh init: the model's exact param tree and shapes (jax.eval_shape, no
+  compilation), filled with small random numbers."""
+  rng = np.random.default_rng(seed)
+  return jax.tree_util.tree_map(lambda s: (0.02 * rng.standard_normal(s.shape)).astype(np.float32),
+                                video.abstract_params(cfg))
 
 
 def apply(cfg, params, video, **kw):
