@@ -299,3 +299,19 @@ def test_bad_init_from_fields_name_the_field(checkpoints):
     image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['timm'], tubelet='average'), cfg)
   with pytest.raises(FileNotFoundError, match='nope.npz'):
     image_init.initialise(fresh(cfg), dict(checkpoint='/nonexistent/nope.npz'), cfg)
+
+
+def test_trainer_style_call(checkpoints):
+  """As the trainer calls it: init_from a ConfigDict section, params jax arrays, model config unresolved."""
+  cfg = model_cfg(attention='divided', num_frames=2, positional_embedding='separable')
+  params = jax.tree_util.tree_map(jax.numpy.asarray, fresh(cfg))
+  init_from = image_init.get_config(checkpoint=checkpoints['scenic'])
+  new, report = image_init.initialise(params, init_from, cfg)
+  assert jax.tree_util.tree_structure(new) == jax.tree_util.tree_structure(jax.device_get(params))
+  assert len(report.loaded) > 20 and report.unused == ['head/bias', 'head/kernel']
+
+
+def test_npz_with_pickled_objects_is_refused(tmp_path):
+  np.savez(tmp_path / 'evil.npz', obj=np.array([{'a': 1}], dtype=object))
+  with pytest.raises(ValueError, match='allow_pickle'):
+    common.load_state(str(tmp_path / 'evil.npz'))
