@@ -160,3 +160,18 @@ def test_torch_load_refuses_pickled_code(tmp_path):
   with pytest.raises(Exception) as info:
     common.load_state(str(path))
   assert 'weights_only' in str(info.value) or 'Unsupported' in str(info.value) or 'global' in str(info.value)
+
+
+@pytest.mark.parametrize('image_size,patch', [(32, 8), (48, 8), (96, 16), (160, 16)])
+def test_xvit_pos_resize_matches_torch_bicubic(image_size, patch):
+  """X-ViT resizes its 224-px pos_embed grid at run time with F.interpolate(bicubic, scale_factor=
+  (image_size/16)/(224/16)); the converter's float64 re-implementation matches torch, also off the grid nodes."""
+  from vvt.convert import xvit
+  g = 224 // patch
+  grid = np.random.default_rng(image_size).standard_normal((g, g, 6)).astype(np.float32)
+  scale = (image_size / 16) / (224 / 16)
+  ref = torch.nn.functional.interpolate(torch.from_numpy(grid).permute(2, 0, 1)[None], scale_factor=scale,
+                                        mode='bicubic')[0].permute(1, 2, 0).numpy()
+  out = xvit.torch_bicubic_resize(grid, scale)
+  assert out.shape == ref.shape == (image_size // patch, image_size // patch, 6)
+  assert np.abs(out - ref).max() < 1e-5

@@ -315,3 +315,26 @@ def test_npz_with_pickled_objects_is_refused(tmp_path):
   np.savez(tmp_path / 'evil.npz', obj=np.array([{'a': 1}], dtype=object))
   with pytest.raises(ValueError, match='allow_pickle'):
     common.load_state(str(tmp_path / 'evil.npz'))
+
+
+SCHEMES = ('spatiotemporal', 'factorised_encoder', 'factorised_self_attention', 'factorised_dot_product', 'space',
+           'joint', 'divided', 'local_global', 'axial', 'space_time_mixing')
+
+
+@pytest.mark.parametrize('attention', SCHEMES)
+def test_every_scheme_initialises(checkpoints, attention):
+  """Each scheme takes every image tensor except the classifier; what stays fresh is only what the image model
+  does not have (heads, Model 2's temporal encoder, the TA head, ViViT's extra temporal stages are zeroed)."""
+  family = {'space_time_mixing': 'xvit', 'space': 'timesformer', 'joint': 'timesformer', 'divided': 'timesformer',
+            'local_global': 'timesformer', 'axial': 'timesformer'}.get(attention, 'vivit')
+  gap = attention in ('factorised_self_attention', 'factorised_dot_product')
+  cfg = model_cfg(family=family, attention=attention, num_frames=4, tubelet=(2 if family == 'vivit' else 1, P, P),
+                  positional_embedding='joint' if family == 'vivit' else 'separable',
+                  classifier='gap' if gap else 'token', class_token=None, temporal_layers=1,
+                  temporal_head=dict(num_heads=HEADS))
+  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['big_vision']), cfg)
+  video.check_params(params, cfg)
+  fresh_names = [k for k, _ in report.initialised]
+  allowed = ('head/', 'temporal_encoder/', 'temporal_head/')
+  assert all(k.startswith(allowed) for k in fresh_names), fresh_names
+  assert report.unused == ['head/bias', 'head/kernel']
