@@ -173,7 +173,7 @@ def _affine(video, transform):
   return tf.raw_ops.ImageProjectiveTransformV3(
       images=video, transforms=tf.reshape(transform, [1, 8]),
       output_shape=tf.shape(video)[1:3], fill_value=128.0,
-      interpolation='BILINEAR', fill_mode='CONSTANT')
+      interpolation='NEAREST', fill_mode='CONSTANT')
 
 
 def _equalize(video):
@@ -220,10 +220,10 @@ def _randaugment_ops(video, level, sign):
     return lambda: _affine(video, tf.stack(t))
 
   def auto_contrast():
-    lo = tf.reduce_min(video, axis=[0, 1, 2], keepdims=True)
-    hi = tf.reduce_max(video, axis=[0, 1, 2], keepdims=True)
+    lo = tf.reduce_min(video, axis=[0, 1, 2])
+    hi = tf.reduce_max(video, axis=[0, 1, 2])
     scale = tf.where(hi > lo, 255.0 / tf.maximum(hi - lo, 1e-3), 1.0)
-    return tf.where(hi > lo, (video - lo) * scale, video)
+    return tf.nn.bias_add(video * scale, tf.where(hi > lo, -lo * scale, 0.0))
 
   def solarize():
     threshold = 256.0 * (1.0 - level)
@@ -235,8 +235,14 @@ def _randaugment_ops(video, level, sign):
     return tf.floor(video / q) * q
 
   def contrast():
-    mean = tf.reduce_mean(_grayscale(video))
+    mean = tf.tensordot(tf.reduce_mean(video, axis=[0, 1, 2]),
+                        tf.constant(_RGB_TO_YIQ[0]), 1)
     return _blend(mean, video, enhance)
+
+  def colour():  # blend with luma grey: one 3x3 matrix
+    luma = tf.constant(_RGB_TO_YIQ[0])
+    matrix = enhance * tf.eye(3) + (1.0 - enhance) * luma[:, None] * tf.ones([1, 3])
+    return tf.clip_by_value(tf.einsum('thwc,cd->thwd', video, matrix), 0.0, 255.0)
 
   return [
       lambda: video,                                       # identity
@@ -244,7 +250,7 @@ def _randaugment_ops(video, level, sign):
       lambda: _equalize(video),
       rotate,
       solarize,
-      lambda: _blend(_grayscale(video), video, enhance),   # colour
+      colour,
       posterize,
       contrast,
       lambda: _blend(tf.zeros_like(video), video, enhance),  # brightness
@@ -271,7 +277,6 @@ def randaugment(video, seed, num_layers=2, magnitude=9):
     sign = tf.where(tf.random.stateless_uniform([], fold_in(s, 1)) < 0.5,
                     -1.0, 1.0)
     video = tf.switch_case(op, _randaugment_ops(video, level, sign))
-    video = tf.clip_by_value(video, 0.0, 255.0)
   return video
 
 
@@ -294,10 +299,11 @@ def random_erasing(video, seed, prob):
   ys = tf.range(h)[:, None]
   xs = tf.range(w)[None, :]
   box = (ys >= y0) & (ys < y0 + eh) & (xs >= x0) & (xs < x0 + ew)
-  noise = tf.random.stateless_normal(
-      tf.stack([1, h, w, shape[3]]), fold_in(seed, 2), dtype=video.dtype)
-  erased = tf.where(box[None, :, :, None], noise, video)
-  return tf.where(u[4] < prob, erased, video)
+  def erase():
+    noise = tf.random.stateless_normal(
+        tf.stack([1, h, w, shape[3]]), fold_in(seed, 2), dtype=video.dtype)
+    return tf.where(box[None, :, :, None], noise, video)
+  return tf.cond(u[4] < prob, erase, lambda: video)
 
 
 def normalize(video, mode):
