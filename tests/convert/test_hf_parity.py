@@ -175,3 +175,19 @@ def test_xvit_pos_resize_matches_torch_bicubic(image_size, patch):
   out = xvit.torch_bicubic_resize(grid, scale)
   assert out.shape == ref.shape == (image_size // patch, image_size // patch, 6)
   assert np.abs(out - ref).max() < 1e-5
+
+
+def test_hf_diff_only_config_json_uses_transformers_defaults(tmp_path):
+  """A config.json without the default-valued fields: 12 heads (the default) must not be guessed from the width."""
+  cfg = transformers.TimesformerConfig(image_size=16, num_frames=4, patch_size=8, hidden_size=48,
+                                       num_hidden_layers=1, intermediate_size=64, num_labels=5)
+  assert cfg.num_attention_heads == 12
+  model = _randomise(transformers.TimesformerForVideoClassification(cfg).eval())
+  model.save_pretrained(tmp_path)
+  saved = json.loads((tmp_path / 'config.json').read_text())
+  for default in ('num_attention_heads', 'layer_norm_eps', 'hidden_act', 'attention_type'):
+    del saved[default]  # older transformers wrote configs as a diff against the defaults
+  (tmp_path / 'config.json').write_text(json.dumps(saved))
+  conv = video.convert('hf_timesformer', str(tmp_path))
+  assert vvt.models.resolve(conv.model_config()).num_heads == 12
+  assert np.abs(_vvt_logits(conv, VIDEO) - _hf_logits(model, VIDEO)).max() < ATOL

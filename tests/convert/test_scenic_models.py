@@ -186,3 +186,19 @@ def test_scenic_wrong_model_is_a_clear_error():
     scenic.convert(p, attention='spatiotemporal', num_frames=T)
   with pytest.raises(ValueError, match='num_frames or image_size'):
     scenic.convert(scenic_params(1, True))
+
+
+def test_flax_checkpoint_without_extension(tmp_path):
+  """flax.training.checkpoints writes `checkpoint_<step>` msgpack files without an extension (scenic TrainState:
+  the params under optimizer/target in older scenic); the format is recognised from the bytes."""
+  p = scenic_params(1, True)
+  path = tmp_path / 'checkpoint_1000'
+  path.write_bytes(serialization.msgpack_serialize(
+      {'global_step': 1000, 'optimizer': {'target': common.unflatten(p), 'state': {'step': 1000}}}))
+  assert common.sniff_format(str(path)) == 'msgpack'
+  conv = video.convert('scenic_vivit', str(path), vvt.models.get_config('vivit', num_frames=T))
+  out = np.asarray(vvt.models.build(conv.model_config()).apply({'params': conv.params}, VIDEO))
+  assert np.abs(out - scenic_forward(p, VIDEO, 1, True)).max() < 1e-5
+  np.savez(tmp_path / 'weights', **p)
+  (tmp_path / 'weights.npz').rename(tmp_path / 'weights_noext')
+  assert common.sniff_format(str(tmp_path / 'weights_noext')) == 'npz'

@@ -79,6 +79,26 @@ def _strip_params_prefix(flat: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
   return flat
 
 
+def sniff_format(path: str) -> str:
+  """Format of a file without a known extension (e.g. flax's `checkpoint_<step>` msgpack files), from its bytes."""
+  import zipfile  # pylint: disable=g-import-not-at-top
+  with open(path, 'rb') as f:
+    head = f.read(16)
+  if head[:2] == b'PK':
+    with zipfile.ZipFile(path) as z:
+      names = z.namelist()
+    if names and all(n.endswith('.npy') for n in names):
+      return 'npz'
+    if any(n.endswith('data.pkl') for n in names):
+      return 'torch'
+  elif len(head) >= 9 and head[8:9] == b'{':  # safetensors: u64 header length, then a JSON header
+    return 'safetensors'
+  elif head and (0x80 <= head[0] <= 0x8f or head[0] in (0xde, 0xdf)):  # msgpack map
+    return 'msgpack'
+  raise ValueError(f'cannot tell the format of {path} (extension or content); expected .npz, .safetensors, '
+                   '.msgpack (flax) or a PyTorch .pth/.pyth/.pt/.bin file')
+
+
 def load_state(path: str, format: str | None = None) -> dict[str, np.ndarray]:  # pylint: disable=redefined-builtin
   """Reads a checkpoint file into a flat {name: float32 array} dict, without executing code from the file.
 
@@ -104,8 +124,7 @@ def load_state(path: str, format: str | None = None) -> dict[str, np.ndarray]:  
     elif lower.endswith(TORCH_EXTENSIONS):
       format = 'torch'
     else:
-      raise ValueError(f'cannot tell the format of {path} from its extension; pass format= one of '
-                       'npz, safetensors, msgpack, torch')
+      format = sniff_format(path)
   if format == 'npz':
     with np.load(path, allow_pickle=False) as z:
       flat = {k: np.asarray(z[k]) for k in z.files}

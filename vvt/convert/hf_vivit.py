@@ -21,6 +21,9 @@ import numpy as np
 
 from vvt.convert import common
 
+# transformers' VivitConfig defaults (absent from a diff-only config.json).
+HF_DEFAULTS = dict(num_attention_heads=12, layer_norm_eps=1e-6, hidden_act='gelu_fast', num_frames=32,
+                   image_size=224)
 _LAYER = re.compile(r'^vivit\.(?:encoder\.layer|layers)\.(\d+)\.')
 
 OLD = dict(q='attention.attention.query', k='attention.attention.key', v='attention.attention.value',
@@ -32,6 +35,8 @@ NEW = dict(q='attention.q_proj', k='attention.k_proj', v='attention.v_proj', o='
 def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_heads: int | None = None,
             num_frames: int | None = None, image_size: int | None = None) -> common.Converted:
   """HF ViViT state dict (+ config.json dict) -> vvt params + the exact model fields."""
+  if hf_config:  # config.json written by save_pretrained holds only the fields that differ from the defaults
+    hf_config = {**HF_DEFAULTS, **hf_config}
   hf_config = dict(hf_config or {})
   if hf_config.get('model_type', 'vivit') != 'vivit':
     raise ValueError(f"hf_config.model_type is {hf_config.get('model_type')!r}, not 'vivit'")

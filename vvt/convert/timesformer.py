@@ -54,6 +54,9 @@ HF_TOP_NAMES = {
     'classifier.weight': 'head.weight',
     'classifier.bias': 'head.bias',
 }
+# transformers' TimesformerConfig defaults (absent from a diff-only config.json).
+HF_DEFAULTS = dict(num_attention_heads=12, layer_norm_eps=1e-6, hidden_act='gelu', num_frames=8, image_size=224,
+                   attention_type='divided_space_time')
 _HF_LAYER = re.compile(r'^timesformer\.(?:encoder\.layer|layers)\.(\d+)\.(.+)$')
 
 
@@ -168,6 +171,8 @@ def convert_hf(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None
   Without `hf_config`, transformers' defaults are assumed (layer_norm_eps 1e-6, hidden_act 'gelu') and
   num_heads must be given (default hidden_size // 64).
   """
+  if hf_config:  # config.json written by save_pretrained holds only the fields that differ from the defaults
+    hf_config = {**HF_DEFAULTS, **hf_config}
   hf_config = dict(hf_config or {})
   if hf_config.get('model_type', 'timesformer') != 'timesformer':
     raise ValueError(f"hf_config.model_type is {hf_config.get('model_type')!r}, not 'timesformer'")

@@ -53,7 +53,9 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None) -> common.
   if source == 'scenic_vivit':
     att = _hint(model_cfg, 'attention')
     two_stage = any(k.startswith('SpatialTransformer/') for k in state)
-    return scenic.convert(state, attention=att if att in scenic.MODELS and not two_stage else None,
+    # Only Model 4 cannot be told from the names (it looks like Model 1): the config decides that one case.
+    return scenic.convert(state, attention='factorised_dot_product' if att == 'factorised_dot_product' and
+                          not two_stage else None,
                           num_frames=None if two_stage and any(k.startswith('TemporalTransformer/') for k in state)
                           else _hint(model_cfg, 'num_frames'),
                           attention_order=_hint(model_cfg, 'attention_order') or 'space_time')
