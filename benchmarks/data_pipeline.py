@@ -11,6 +11,10 @@ measures, after a warm-up:
             jitter 256..320, flip, colour jitter, RandAugment 2/9, random
             erasing, ImageNet normalisation, float32 numpy batches;
   * eval:   make_eval_iterator, 1 clip x 3 crops (views/s and videos/s).
+
+Besides wall-clock clips/s it prints the CPU time the process spent per clip,
+which stays meaningful when other jobs share the machine: cores / (CPU s per
+clip) is the rate the pipeline reaches when it has the cores to itself.
 """
 import argparse
 import os
@@ -47,13 +51,27 @@ def write_data(directory, num_videos, num_frames, shards=4):
   return pattern
 
 
+def _cpu_seconds():
+  t = os.times()
+  return t.user + t.system
+
+
 def _rate(it, batch, steps, warmup):
+  """(clips/s wall clock, CPU seconds of this process per clip)."""
   for _ in range(warmup):
     next(it)
-  start = time.perf_counter()
+  start, cpu = time.perf_counter(), _cpu_seconds()
   for _ in range(steps):
     next(it)
-  return steps * batch / (time.perf_counter() - start)
+  clips = steps * batch
+  return clips / (time.perf_counter() - start), (_cpu_seconds() - cpu) / clips
+
+
+def _report(name, result):
+  rate, cpu = result
+  print(f'{name}: {rate:.1f} clips/s wall clock; {1000 * cpu:.1f} ms CPU per '
+        f'clip (= {os.cpu_count() / cpu:.0f} clips/s if all {os.cpu_count()} '
+        'cores are free)')
 
 
 def plain_rate(files, batch, steps, warmup):
@@ -93,7 +111,8 @@ def main():
   print(f'data: {files} ({args.videos} videos x {args.frames} frames of '
         f'256x340 JPEG; ready in {time.perf_counter() - t0:.1f}s)')
   print(f'machine: {platform.processor() or platform.machine()}, '
-        f'{os.cpu_count()} CPUs, python {platform.python_version()}')
+        f'{os.cpu_count()} CPUs, python {platform.python_version()}, '
+        f'load average {os.getloadavg()[0]:.1f}')
   cfg = data_config.get_config()
   cfg.update(train_files=files, eval_files=files, num_classes=400,
              num_frames=16, stride=2, image_size=224, train_min_resize=256,
@@ -102,31 +121,32 @@ def main():
              random_erasing=0.25, normalization='imagenet', shuffle_buffer=32)
   only = args.only.split(',')
   if 'plain' in only:
-    rate = plain_rate(files, args.batch, args.steps, args.warmup)
-    print(f'plain tf.data reader (read+parse+decode 16 frames): {rate:.1f} clips/s')
+    _report('plain tf.data reader (read+parse+decode+resize 16 frames)',
+            plain_rate(files, args.batch, args.steps, args.warmup))
   if 'train' in only:
     it = pipeline.make_train_iterator(cfg, args.batch, process_index=0,
                                       process_count=1)
-    rate = _rate(it, args.batch, args.steps, args.warmup)
-    print(f'train pipeline (16x224, full augmentation): {rate:.1f} clips/s')
+    _report('train pipeline (16x224, full augmentation)',
+            _rate(it, args.batch, args.steps, args.warmup))
     plain_cfg = cfg.copy_and_resolve_references()
     plain_cfg.update(color_jitter=0.0, random_erasing=0.0)
     plain_cfg.randaugment = None
     it = pipeline.make_train_iterator(plain_cfg, args.batch, process_index=0,
                                       process_count=1)
-    rate = _rate(it, args.batch, args.steps, args.warmup)
-    print(f'train pipeline (16x224, crop+flip only): {rate:.1f} clips/s')
+    _report('train pipeline (16x224, crop+flip only)',
+            _rate(it, args.batch, args.steps, args.warmup))
   if 'eval' in only:
     cfg.num_spatial_crops = 3
     n = pipeline.num_videos(cfg, 'test')
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     batches = 0
     for _ in pipeline.make_eval_iterator(cfg, 'test', args.batch,
                                          process_index=0, process_count=1):
       batches += 1
-    dt = time.perf_counter() - start
+    dt, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     print(f'eval pipeline (1 clip x 3 crops, 16x224): {n * 3 / dt:.1f} views/s = '
-          f'{n / dt:.1f} videos/s ({n} videos, {batches} batches, incl. start-up)')
+          f'{n / dt:.1f} videos/s wall clock; {1000 * cpu / (3 * n):.1f} ms CPU '
+          f'per view ({n} videos, {batches} batches, incl. start-up)')
 
 
 if __name__ == '__main__':

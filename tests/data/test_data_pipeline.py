@@ -130,6 +130,17 @@ def test_eval_counts_every_view_once(labelled_dir, batch, hosts, clips, crops):
   assert pipeline.num_videos(cfg, 'test') == 9
 
 
+def test_eval_with_more_hosts_than_videos(tmp_path):
+  files = write_labelled_files(str(tmp_path), videos_per_file=(1,))
+  cfg = small_config(eval_files=files[0], num_test_clips=2)
+  per_host = _collect_eval(cfg, 6, 3)
+  assert [len(b) for b in per_host] == [1, 1, 1]
+  masks = [b[0]['mask'].tolist() for b in per_host]
+  assert masks == [[0, 0], [0, 0], [1, 1]]
+  np.testing.assert_array_equal(per_host[2][0]['view_index'], [0, 1])
+  np.testing.assert_array_equal(per_host[0][0]['video_index'], [-1, -1])
+
+
 def test_eval_three_crops_are_left_centre_right(tmp_path):
   # A wide video whose columns encode x: crops must start at 0, middle, end.
   width, height = 48, 16

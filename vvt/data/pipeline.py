@@ -22,6 +22,7 @@ undecodable frame) raise `DataError` naming the file and record under
 `error_counts()`.
 """
 import math
+import os
 import re
 
 import numpy as np
@@ -297,7 +298,11 @@ def _dummy_frames():
   return tf.io.encode_jpeg(tf.zeros([8, 8, 3], tf.uint8))[None]
 
 
-def _safe_interleave(ds, fn, fallback, cycle_length=8):
+def _parallelism(limit):
+  return max(2, min(limit, os.cpu_count() or 2))
+
+
+def _safe_interleave(ds, fn, fallback, cycle_length):
   """Maps fn over ds; an element whose fn raises becomes fallback(element).
 
   The map runs in a one-element dataset with ignore_errors, so a corrupt
@@ -451,7 +456,7 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
                detail=tf.constant(''))
     return out
 
-  ds = _safe_interleave(ds, process, fallback)
+  ds = _safe_interleave(ds, process, fallback, _parallelism(16))
   ds = _handle_errors(ds, cfg.on_error)
   ds = ds.map(lambda x: dict(x, mask=tf.constant(1.0, tf.float32)))
   ds = ds.batch(local_batch, drop_remainder=True).prefetch(int(cfg.prefetch))
@@ -535,7 +540,9 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
 
   if lo < hi:
     ds = source.records(lo, hi, None)
-    ds = _safe_interleave(ds, process, fallback)
+    # A video's views are one element (views x T x S x S x 3 floats): keep
+    # few in flight.
+    ds = _safe_interleave(ds, process, fallback, _parallelism(4))
     ds = _handle_errors(ds, cfg.on_error).unbatch()
     ds = ds.map(lambda x: dict(x, mask=tf.constant(1.0, tf.float32)))
     ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat())
