@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 from absl import flags
@@ -46,7 +47,7 @@ def test_convert_writes_a_checkpoint_that_eval_loads(converted):
   assert (m.image_size, m.num_frames, m.num_classes, m.hidden_size, m.layer_norm_eps) == (32, 8, 10, 64, 1e-6)
   assert config.dataset.image_size == 32 and config.dataset.num_frames == 8  # kept consistent for eval
   z = np.load(FIXTURES / 'hf_timesformer_divided.npz')
-  out = np.asarray(vvt.models.build(config.model).apply({'params': params}, z['input']))
+  out = np.asarray(jax.jit(vvt.models.build(config.model).apply)({'params': params}, z['input']))
   assert np.abs(out - z['logits']).max() < 1e-5
   report = (converted / 'convert_report.txt').read_text()
   assert 'model.image_size: 224 -> 32' in report and 'in the file but unused: 0' in report

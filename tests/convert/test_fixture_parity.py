@@ -4,6 +4,7 @@ precision — tests/conftest.py). The eps / GELU / bias numerics are also checke
 because a wrong LayerNorm eps moves the logits by only ~1e-5 (see the fixture README)."""
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -34,7 +35,7 @@ def _convert(name, state, meta):
 
 def _logits(converted, video, **overrides):
   module = vvt.models.build(converted.model_config(**overrides))
-  return np.asarray(module.apply({'params': converted.params}, video))
+  return np.asarray(jax.jit(module.apply)({'params': converted.params}, video))
 
 
 NAMES = ('hf_timesformer_divided', 'scenic_vivit_model2_fe', 'xvit_mixing_ta')

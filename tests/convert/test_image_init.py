@@ -3,6 +3,8 @@
 Small image checkpoints are written in each format from one random image ViT (a vvt `space` model with one
 frame and a global class token is exactly a ViT); the Hugging Face reader is anchored on transformers' own
 ViTForImageClassification. Then the papers' claims about the model at initialisation are checked."""
+import functools
+
 import numpy as np
 import pytest
 from flax import serialization
@@ -34,7 +36,7 @@ def fresh(cfg, seed=1):
 
 
 def apply(cfg, params, video, **kw):
-  return vvt.models.build(cfg).apply({'params': params}, video, **kw)
+  return jax.jit(functools.partial(vvt.models.build(cfg).apply, **kw))({'params': params}, video)
 
 
 @pytest.fixture(scope='module')

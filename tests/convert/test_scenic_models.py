@@ -3,6 +3,7 @@ re-implementation written from scenic's semantics (projects/vivit/model.py, mode
 flattened (t, h, w); optional cls + learned 1D table; Model 3 blocks `LayerNorm_{space,time}` /
 `MultiHeadDotProductAttention_{space,time}` in `attention_order`, then `LayerNorm_mlp` + `MlpBlock`; Model 4 one
 attention whose FIRST half of heads attends over time and SECOND half over space; tanh GELU; LN eps 1e-6."""
+import jax
 import numpy as np
 import pytest
 from flax import serialization
@@ -148,7 +149,7 @@ def test_scenic_model_matches_numpy_reference(model, token, attention, order):
   assert (m.attention, m.classifier, m.gelu_approximate, m.layer_norm_eps) == (
       attention, 'token' if token else 'gap', True, 1e-6)
   video.check_params(conv.params, cfg)
-  out = np.asarray(vvt.models.build(cfg).apply({'params': conv.params}, VIDEO))
+  out = np.asarray(jax.jit(vvt.models.build(cfg).apply)({'params': conv.params}, VIDEO))
   assert np.abs(out - ref).max() < 1e-5
   assert conv.report.unused == []
 
@@ -164,7 +165,7 @@ def test_model4_head_halves_are_swapped():
       **conv.params['encoder'], 'layers': {
           b: {k.replace('joint', 'factorised_dot_product'): v for k, v in blk.items()}
           for b, blk in unswapped['encoder']['layers'].items()}}}
-  out = np.asarray(vvt.models.build(conv.model_config()).apply({'params': params}, VIDEO))
+  out = np.asarray(jax.jit(vvt.models.build(conv.model_config()).apply)({'params': params}, VIDEO))
   assert np.abs(out - ref).max() > 1e-2
 
 
@@ -176,7 +177,7 @@ def test_scenic_msgpack_file(tmp_path):
   cfg = vvt.models.get_config('vivit', attention='factorised_self_attention', num_frames=T,
                               attention_order='time_space', classifier='gap')
   conv = video.convert('scenic_vivit', str(path), cfg)
-  out = np.asarray(vvt.models.build(conv.model_config()).apply({'params': conv.params}, VIDEO))
+  out = np.asarray(jax.jit(vvt.models.build(conv.model_config()).apply)({'params': conv.params}, VIDEO))
   assert np.abs(out - scenic_forward(p, VIDEO, 3, False, 'time_space')).max() < 1e-5
 
 
@@ -197,7 +198,7 @@ def test_flax_checkpoint_without_extension(tmp_path):
       {'global_step': 1000, 'optimizer': {'target': common.unflatten(p), 'state': {'step': 1000}}}))
   assert common.sniff_format(str(path)) == 'msgpack'
   conv = video.convert('scenic_vivit', str(path), vvt.models.get_config('vivit', num_frames=T))
-  out = np.asarray(vvt.models.build(conv.model_config()).apply({'params': conv.params}, VIDEO))
+  out = np.asarray(jax.jit(vvt.models.build(conv.model_config()).apply)({'params': conv.params}, VIDEO))
   assert np.abs(out - scenic_forward(p, VIDEO, 1, True)).max() < 1e-5
   np.savez(tmp_path / 'weights', **p)
   (tmp_path / 'weights.npz').rename(tmp_path / 'weights_noext')
