@@ -5,36 +5,64 @@
 
 `--config FILE[:ARG]` calls FILE's `get_config(ARG)`; `--config.a.b=v` overrides a field.
 """
+import re
 import sys
 
 from absl import flags
 from ml_collections import config_flags
 
-FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file('config', None, 'training config file: FILE[:ARG]',
-                                lock_config=True)
-flags.DEFINE_string('workdir', None, 'directory for checkpoints, metrics and results')
-flags.DEFINE_integer('step', None, 'vvt eval: checkpoint step (default: latest)')
-flags.DEFINE_string('split', None, 'vvt eval: dataset split (default: config.eval.split)')
+
+
+def _make_flags(argv) -> flags.FlagValues:
+  """Fresh flags per call, so `vvt train` / `vvt eval` can run many times in one process.
+
+  config_flags finds `--config.x=v` overrides in `sys_argv`, so it gets the real argv.
+  """
+  fv = flags.FlagValues()
+  config_flags.DEFINE_config_file('config', None, 'training config file: FILE[:ARG]',
+                                  flag_values=fv, lock_config=True, sys_argv=list(argv))
+  flags.DEFINE_string('workdir', None, 'directory for checkpoints, metrics and results',
+                      flag_values=fv)
+  flags.DEFINE_integer('step', None, 'vvt eval: checkpoint step (default: latest)',
+                       flag_values=fv)
+  flags.DEFINE_string('split', None, 'vvt eval: dataset split (default: config.eval.split)',
+                      flag_values=fv)
+  return fv
+
 
 _USER_ERRORS = (ValueError, FileNotFoundError, FloatingPointError, KeyError,
                 TypeError, AttributeError)
 
 
-def _parse(prog: str, argv) -> bool:
+def _explain(error, argv) -> str:
+  """Names the `--config.FIELD` override behind a config_flags error about an unknown key."""
+  text = str(error).replace('\\n', ' ').replace('\n', ' ').replace("\\'", "'")
+  text = text.strip('"').strip("'").strip()
+  match = re.search(r"'([A-Za-z_]\w*)'", "'" + text)
+  key = match.group(1) if match else (text.split() or [''])[0]
+  if key:
+    for arg in argv:
+      if arg.startswith('--config.'):
+        field = arg[len('--config.'):].split('=')[0]
+        if field.split('.')[-1] == key and '=' in arg and 'invalid' not in text:
+          return f'unknown config field {field!r} (from {arg}): {text}'
+  return text
+
+
+def _parse(prog: str, argv):
+  fv = _make_flags([prog] + list(argv))
   try:
-    FLAGS.unparse_flags()
-    FLAGS([prog] + list(argv))
+    fv([prog] + list(argv))
   except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
-    print(f'{prog}: error: {e}', file=sys.stderr)
-    return False
-  missing = [n for n in ('config', 'workdir') if getattr(FLAGS, n) is None]
+    print(f'{prog}: error: {_explain(e, argv)}', file=sys.stderr)
+    return None
+  missing = [n for n in ('config', 'workdir') if getattr(fv, n) is None]
   if missing:
     print(f'{prog}: error: missing --{" and --".join(missing)}\n'
           f'usage: {prog} --config FILE[:ARG] --workdir DIR [--config.FIELD=VALUE ...]',
           file=sys.stderr)
-    return False
-  return True
+    return None
+  return fv
 
 
 def _setup():
@@ -45,12 +73,13 @@ def _setup():
 
 
 def train_main(argv) -> int:
-  if not _parse('vvt train', argv):
+  fv = _parse('vvt train', argv)
+  if fv is None:
     return 2
   _setup()
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
   try:
-    res = trainer.train_and_evaluate(FLAGS.config, FLAGS.workdir)
+    res = trainer.train_and_evaluate(fv.config, fv.workdir)
   except _USER_ERRORS as e:
     print(f'vvt train: error: {e}', file=sys.stderr)
     return 1
@@ -61,13 +90,14 @@ def train_main(argv) -> int:
 
 
 def eval_main(argv) -> int:
-  if not _parse('vvt eval', argv):
+  fv = _parse('vvt eval', argv)
+  if fv is None:
     return 2
   _setup()
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
   try:
-    res = trainer.evaluate_checkpoint(FLAGS.config, FLAGS.workdir, step=FLAGS.step,
-                                      split=FLAGS.split)
+    res = trainer.evaluate_checkpoint(fv.config, fv.workdir, step=fv.step,
+                                      split=fv.split)
   except _USER_ERRORS as e:
     print(f'vvt eval: error: {e}', file=sys.stderr)
     return 1

@@ -143,11 +143,20 @@ def synthetic_config(attention: str, arg: str | None = None, **model_overrides):
   model_kw.update(model_overrides)
   c.model = vvt.models.get_config(**model_kw)
   d = data_config.get_config()
-  d.train_files = f'{data_dir}/train-*'
-  d.eval_files = f'{data_dir}/test-*'
+  d.train_files = f'{data_dir}/train-*-of-*.tfrecord'
+  d.eval_files = f'{data_dir}/test-*-of-*.tfrecord'
   d.num_classes = SYNTHETIC['num_classes']
+  # 8 of the 16 written frames at stride 2: a clip covers the whole video (the
+  # class is the order of the frames, see vvt.data.synthetic).
   d.num_frames = num_frames
+  d.stride = 2
   d.image_size = image_size
+  d.train_min_resize = 34
+  d.train_max_resize = 40
+  d.eval_resize = 36
+  d.num_test_clips = 1
+  d.num_spatial_crops = 3
+  d.shuffle_buffer = 256
   c.dataset = d
   c.batch_size = 32
   c.num_epochs = 6.0

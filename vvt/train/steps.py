@@ -44,7 +44,10 @@ def train_metrics_class(heads: dict):
 
 
 def make_train_step(module, tx, schedule, config, mesh):
-  """Returns jitted `train_step(state, batch) -> (state, metrics, loss)`."""
+  """Returns jitted `train_step(state, batch) -> (state, metrics, status)`.
+
+  `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf.
+  """
   heads = heads_of(config.model)
   accum = int(config.optimizer.accumulation_steps)
   ls = float(config.loss.label_smoothing)
@@ -113,7 +116,7 @@ def make_train_step(module, tx, schedule, config, mesh):
     outputs = {
         'loss': per_example, 'mask': mask,
         'learning_rate': lr * ones,
-        'grad_norm': optax.global_norm(grads) * ones,
+        'grad_norm': optax.tree.norm(grads) * ones,
     }
     for h in heads:
       outputs[metric_name(h)] = correct[h]
@@ -123,7 +126,8 @@ def make_train_step(module, tx, schedule, config, mesh):
     metrics = metrics_cls.single_from_model_output(**outputs)
     new_state = state.replace(step=state.step + 1, params=params,
                               opt_state=opt_state)
-    return new_state, metrics, loss
+    status = {'loss': loss, 'param_norm': optax.tree.norm(params)}
+    return new_state, metrics, status
 
   rep = mesh_lib.replicated(mesh)
   return jax.jit(train_step,

@@ -130,16 +130,21 @@ def write_eval_results(workdir: str, step: int, split: str, results: dict,
   return path
 
 
-def _check_finite(step: int, loss, workdir: str) -> None:
-  value = float(jax.device_get(loss))
-  if not math.isfinite(value):
-    steps = checkpoints.all_steps(workdir)
-    last = (f'the last good checkpoint is step {steps[-1]} in '
-            f'{checkpoints.checkpoint_dir(workdir)}' if steps else
-            'no checkpoint was written before it')
-    raise NonFiniteLossError(
-        f'training loss is {value} at step {step} (the update from step '
-        f'{step - 1}); stopping without saving: {last}')
+def _check_finite(step: int, status, workdir: str) -> None:
+  """Stops the run if the loss or the parameters after update `step` are NaN / inf."""
+  status = jax.device_get(status)
+  loss, pnorm = float(status['loss']), float(status['param_norm'])
+  if math.isfinite(loss) and math.isfinite(pnorm):
+    return
+  steps = checkpoints.all_steps(workdir)
+  last = (f'the last good checkpoint is step {steps[-1]} in '
+          f'{checkpoints.checkpoint_dir(workdir)}' if steps else
+          'no checkpoint was written before it')
+  what = (f'training loss is {loss}' if not math.isfinite(loss) else
+          f'parameters became non-finite (global norm {pnorm})')
+  raise NonFiniteLossError(
+      f'{what} at step {step} (the update from step {step - 1}); stopping '
+      f'without saving: {last}')
 
 
 def train_and_evaluate(config, workdir: str, *, log: Callable = print,
@@ -231,12 +236,12 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
   while step < total:
     batch = next(it)
     gbatch = mesh_lib.global_batch(batch, mesh, config.batch_size)
-    state, m, loss = train_step(state, gbatch)
+    state, m, status = train_step(state, gbatch)
     step += 1
     data_position += 1
     if pending is not None:
       _check_finite(*pending, workdir)
-    pending = (step, loss)
+    pending = (step, status)
     accumulated = m if accumulated is None else accumulated.merge(m)
     if step == first + 1:
       _check_finite(*pending, workdir)  # waits for compilation

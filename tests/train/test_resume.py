@@ -1,0 +1,68 @@
+"""Exact resume: SIGKILL a real training process after a checkpoint, restart it, and
+compare with an uninterrupted run (params, eval metrics, logged training metrics)."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import jax
+
+import train_helpers as common
+from vvt.train import checkpoints
+
+STEPS = 20
+ARGS = ['--config.num_train_steps=%d' % STEPS, '--config.checkpoint.every_steps=4',
+        '--config.log_every_steps=4',
+        # exercise every source of randomness that must be replayed exactly
+        '--config.loss.mixup_alpha=0.4', '--config.model.dropout_rate=0.1',
+        '--config.model.stochastic_depth=0.1']
+
+
+def _cmd(tiny_data, wd):
+  return [common.PY, '-m', 'vvt.cli', 'train', '--config', f'{common.TINY}:{tiny_data}',
+          '--workdir', str(wd), *ARGS]
+
+
+def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_data, tmp_path):
+  ref_wd, cut_wd = tmp_path / 'reference', tmp_path / 'killed'
+  ref = subprocess.Popen(_cmd(tiny_data, ref_wd), cwd=common.REPO, env=common.env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  victim = subprocess.Popen(_cmd(tiny_data, cut_wd), cwd=common.REPO, env=common.env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  deadline = time.time() + 400
+  ckpt8 = cut_wd / 'checkpoints' / '8'
+  while not ckpt8.exists():
+    assert victim.poll() is None, 'the training process ended before its step-8 checkpoint'
+    assert time.time() < deadline
+    time.sleep(0.05)
+  os.kill(victim.pid, signal.SIGKILL)
+  victim.wait()
+  steps_at_kill = checkpoints.all_steps(str(cut_wd))
+  assert 8 in steps_at_kill and STEPS not in steps_at_kill, steps_at_kill
+  assert not os.path.exists(checkpoints.eval_results_path(str(cut_wd), STEPS, 'test'))
+
+  resumed = common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir',
+                       str(cut_wd), *ARGS)
+  assert f'resumed from {cut_wd}/checkpoints/{steps_at_kill[-1]}' in resumed.stdout
+  out, err = ref.communicate(timeout=600)
+  assert ref.returncode == 0, err[-3000:]
+
+  p_ref, _ = checkpoints.load_params(str(ref_wd), STEPS)
+  p_cut, _ = checkpoints.load_params(str(cut_wd), STEPS)
+  for a, b in zip(jax.tree.leaves(p_ref), jax.tree.leaves(p_cut)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+  r_ref = json.load(open(checkpoints.eval_results_path(str(ref_wd), STEPS, 'test')))
+  r_cut = json.load(open(checkpoints.eval_results_path(str(cut_wd), STEPS, 'test')))
+  for k in ('video_top1', 'video_top5', 'clip_top1', 'clip_top5', 'num_views'):
+    assert r_ref[k] == r_cut[k], k
+
+  def train_records(wd):
+    recs = [json.loads(l) for l in open(wd / 'metrics.jsonl')]
+    return {r['step']: r for r in recs if r['kind'] == 'train'}
+  t_ref, t_cut = train_records(ref_wd), train_records(cut_wd)
+  assert sorted(t_ref) == sorted(t_cut) == list(range(4, STEPS + 1, 4))
+  for s in t_ref:
+    for k in ('loss', 'accuracy', 'learning_rate'):
+      np.testing.assert_allclose(t_cut[s][k], t_ref[s][k], rtol=1e-5, err_msg=f'{k}@{s}')
