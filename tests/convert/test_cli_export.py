@@ -104,3 +104,19 @@ def test_vvt_command_dispatches_convert(tmp_path):
   res = subprocess.run([sys.executable, '-m', 'vvt.cli', 'convert', '--help'], capture_output=True, text=True,
                        cwd=REPO, timeout=120)
   assert res.returncode == 0 and '--source' in res.stdout and 'hf_timesformer' in res.stdout
+
+
+def test_export_a_training_state_checkpoint(tmp_path):
+  """`vvt export` also reads full training states (params + optimiser state): only the params are written."""
+  import types
+  params = {'embedding': {'conv': {'kernel': np.ones((1, 2, 2, 3, 4), np.float32)}},
+            'head': {'output_projection': {'bias': np.arange(5, dtype=np.float32)}}}
+  state = types.SimpleNamespace(step=jax.numpy.asarray(7), params=params, rng=np.zeros(2, np.uint32),
+                                opt_state={'mu': jax.tree_util.tree_map(np.zeros_like, params)})
+  mngr = checkpoints.manager(str(tmp_path / 'run'))
+  checkpoints.save_state(mngr, state, data_position=3)
+  path = tmp_path / 'p.safetensors'
+  assert vvt.cli.main(['export', '--workdir', str(tmp_path / 'run'), '--output', str(path)]) == 0
+  loaded, _ = export.from_safetensors(str(path))
+  assert set(common.flatten(loaded)) == {'embedding/conv/kernel', 'head/output_projection/bias'}
+  np.testing.assert_array_equal(loaded['head']['output_projection']['bias'], np.arange(5))
