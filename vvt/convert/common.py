@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import os
 from typing import Any, Iterable, Mapping
 
@@ -149,11 +148,6 @@ def load_state(path: str, format: str | None = None) -> dict[str, np.ndarray]:  
   flat = _strip_params_prefix(flat)
   return {k: (np.asarray(v, np.float32) if np.issubdtype(np.asarray(v).dtype, np.floating) else np.asarray(v))
           for k, v in flat.items()}
-
-
-def read_json(path: str) -> dict:
-  with open(path) as f:
-    return json.load(f)
 
 
 # ---------------------------------------------------------------------------------------- bookkeeping

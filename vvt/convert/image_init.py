@@ -136,7 +136,7 @@ def _load_block(init: _Init, target: str, i: int, as_stage: str, how=None):
       init.load(f'{target}/{as_stage}_attention/{part}/{p}', f'{b}/attention/{part}/{p}', how)
 
 
-def _encoder(init: _Init, enc: str, stages, projected, num_layers: int, opts, cfg, layer_limit=True):
+def _encoder(init: _Init, enc: str, stages, projected, num_layers: int, opts, cfg):
   vit = init.vit
   if num_layers != vit.num_layers:
     init.mismatches.append(f'  {enc}/layers: model has {num_layers} layers, checkpoint {vit.num_layers}')
