@@ -340,3 +340,27 @@ def test_every_scheme_initialises(checkpoints, attention):
   allowed = ('head/', 'temporal_encoder/', 'temporal_head/')
   assert all(k.startswith(allowed) for k in fresh_names), fresh_names
   assert report.unused == ['head/bias', 'head/kernel']
+
+
+def test_shipped_configs_init_from_sections_are_valid():
+  """Every paper config's init_from section parses (fields, choices, aliases) — before any training starts."""
+  import importlib.util
+  from tests.conftest import REPO
+  found = 0
+  for path in sorted((REPO / 'configs').rglob('*.py')):
+    spec = importlib.util.spec_from_file_location(f'cfg_{path.stem}', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = module.get_config()
+    if config.get('init_from') is not None:
+      opts = image_init.validate(config.init_from)
+      assert opts['checkpoint'].endswith('.npz')
+      found += 1
+  assert found >= 5
+
+
+def test_init_from_aliases(checkpoints):
+  opts = image_init.validate(dict(path='a.npz', tubelet_init='inflate'))
+  assert (opts['checkpoint'], opts['tubelet']) == ('a.npz', 'inflate')
+  with pytest.raises(ValueError, match='disagree'):
+    image_init.validate(dict(path='a.npz', checkpoint='b.npz'))

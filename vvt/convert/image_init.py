@@ -3,7 +3,7 @@
     params, report = initialise(params, init_from, model_cfg)     # params: the model's fresh init
 
 `init_from` (ConfigDict or dict) fields:
-  checkpoint            path of the image checkpoint (.npz big_vision/AugReg/scenic, .msgpack flax,
+  checkpoint (or path)  path of the image checkpoint (.npz big_vision/AugReg/scenic, .msgpack flax,
                         .safetensors/.bin Hugging Face or timm)
   format                'auto' (from names) | 'big_vision' | 'scenic' | 'flax' | 'hf' | 'timm'
   num_heads             heads of the image model (PyTorch layouts only; default: the video model's)
@@ -12,7 +12,7 @@
                         'auto' picks by the model's positional_embedding (joint -> repeat, separable -> zero time)
   resize                'bilinear' | 'bicubic' | 'nearest': 2D interpolation of the patch grid when the model's
                         grid differs from the checkpoint's (class-token row kept)
-  tubelet               'central_frame' (ViViT eq. 9: the image filter at the central time index, zeros
+  tubelet (or tubelet_init)  'central_frame' (ViViT eq. 9: the image filter at the central time index, zeros
                         elsewhere) | 'inflate' (eq. 8: replicated over t and divided by t)
   temporal_attention    'auto' | 'copy_spatial' (TimeSformer: every extra attention stage = a copy of the image
                         attention and its LayerNorm) | 'zero' (ViViT Model 3: all weights of the extra stage zero,
@@ -50,8 +50,20 @@ def get_config(**overrides) -> ml_collections.ConfigDict:
   return c
 
 
-def _options(init_from) -> dict:
+ALIASES = {'path': 'checkpoint', 'tubelet_init': 'tubelet'}  # other spellings accepted in configs
+
+
+def validate(init_from) -> dict:
+  """Checks an `init_from` section (unknown fields, choices; aliases `path` = checkpoint, `tubelet_init` =
+  tubelet) and returns the complete options dict. Does not read the checkpoint."""
   opts = dict(init_from.to_dict() if hasattr(init_from, 'to_dict') else init_from)
+  for alias, field in ALIASES.items():
+    if alias in opts:
+      value = opts.pop(alias)
+      if field in opts and opts[field] != value:
+        raise ValueError(f'init_from.{alias} and init_from.{field} are the same field and disagree: '
+                         f'{value!r} vs {opts[field]!r}')
+      opts[field] = value
   unknown = sorted(set(opts) - set(FIELDS))
   if unknown:
     raise ValueError(f'unknown init_from field(s): {", ".join("init_from." + u for u in unknown)}; known: '
@@ -224,7 +236,7 @@ def initialise(params, init_from, model_cfg):
   """
   import vvt.models  # pylint: disable=g-import-not-at-top
   from vvt.models.blocks import projected_stages, stages_of  # pylint: disable=g-import-not-at-top
-  opts = _options(init_from)
+  opts = validate(init_from)
   cfg = vvt.models.resolve(model_cfg)
   vit = image.read(opts['checkpoint'], opts['format'], opts['num_heads'] or cfg.num_heads)
   init = _Init(jax.device_get(params), vit)
