@@ -404,7 +404,7 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
   data_seed = _mix(cfg.seed, seed)
   start_epoch, skip = divmod(int(start_step) * local_batch, n)
   num_frames, size = int(cfg.num_frames), int(cfg.image_size)
-  ops = transforms.train_ops(cfg)
+  augment = transforms.compose(transforms.train_ops(cfg))
 
   if cfg.cache:
     cached = source.records(lo, hi, None).cache()
@@ -441,7 +441,7 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
             if cfg.horizontal_flip else tf.constant(False))
     video = transforms.resize(
         transforms.decode_frames(encoded, num_frames, window), size, flip)
-    video = transforms.apply_ops(ops, video, transforms.fold_in(key, 3))
+    video = augment(video, transforms.fold_in(key, 3))
     out = {'inputs': tf.ensure_shape(video, [num_frames, size, size, 3])}
     for field in heads:
       out[field] = tf.cast(tf.maximum(parsed['labels'][field], 0), tf.int32)

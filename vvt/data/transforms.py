@@ -335,11 +335,15 @@ def _randaugment_args(cfg):
   return (num_layers, magnitude) if num_layers > 0 else None
 
 
+# Ops TF's XLA CPU compiler cannot take (histograms, projective transforms).
+_NOT_XLA = frozenset({'randaugment'})
+
+
 def train_ops(cfg):
   """Training augmentations after the crop: [(name, fn(video, seed))].
 
   Videos enter as float [0, 255] and leave normalised. (The random flip,
-  `cfg.horizontal_flip`, is fused into the crop's resize, see `resize`.)
+  `cfg.horizontal_flip`, is done on the crop before its resize, see `resize`.)
   """
   ops = []
   if cfg.color_jitter > 0:
@@ -357,7 +361,38 @@ def train_ops(cfg):
   return ops
 
 
+def compose(ops, xla=True):
+  """One fn(video, seed) applying `ops` in order, op i seeded by fold_in(seed, 100+i).
+
+  With `xla`, runs of consecutive ops XLA can compile become one jit-compiled
+  function: the per-pixel ops of a clip then make one pass over memory
+  instead of one each (the clip is 16x224x224x3 floats; memory is the cost).
+  """
+  groups = []  # [(jit, [(index, fn)])]
+  for i, (name, fn) in enumerate(ops):
+    jit = xla and name not in _NOT_XLA
+    if groups and groups[-1][0] == jit:
+      groups[-1][1].append((i, fn))
+    else:
+      groups.append((jit, [(i, fn)]))
+
+  def run_group(members):
+    def run(video, seed):
+      for i, fn in members:
+        video = fn(video, fold_in(seed, 100 + i))
+      return video
+    return run
+
+  stages = [tf.function(run_group(m), jit_compile=True) if jit else run_group(m)
+            for jit, m in groups]
+
+  def apply(video, seed):
+    for stage in stages:
+      video = stage(video, seed)
+    return video
+  return apply
+
+
 def apply_ops(ops, video, seed):
-  for i, (_, fn) in enumerate(ops):
-    video = fn(video, fold_in(seed, 100 + i))
-  return video
+  """Applies `ops` without compilation (same results up to float rounding)."""
+  return compose(ops, xla=False)(video, seed)
