@@ -122,17 +122,31 @@ def save_params(workdir: str, params, step: int = 0, config=None) -> str:
   return os.path.join(checkpoint_dir(workdir), str(int(step)))
 
 
+def abstract_params_from_checkpoint(workdir: str, step: int, sharding=None):
+  """ShapeDtypeStructs of a checkpoint's params (on `sharding`, default one local device)."""
+  path = os.path.join(checkpoint_dir(workdir), str(step), 'params')
+  meta = ocp.StandardCheckpointer().metadata(path)
+  tree = getattr(meta, 'item_metadata', meta)
+  tree = getattr(tree, 'tree', tree)
+  sharding = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  is_leaf = lambda x: hasattr(x, 'shape') and hasattr(x, 'dtype')
+  return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=sharding),
+                      tree, is_leaf=is_leaf)
+
+
 def load_params(workdir: str, step: Optional[int] = None, abstract_params=None):
   """Params of a full or params-only checkpoint -> (params, step).
 
   With `abstract_params` (a pytree of jax.ShapeDtypeStruct with shardings)
-  the arrays are restored with those shardings; without, as saved on one host.
+  the arrays are restored with those shardings; without, on one local device
+  (whatever the topology the checkpoint was written on).
   """
   step = _check_step(workdir, step)
+  if abstract_params is None:
+    abstract_params = abstract_params_from_checkpoint(workdir, step)
   mngr = manager(workdir, create=False)
-  restore = (ocp.args.StandardRestore(abstract_params)
-             if abstract_params is not None else ocp.args.StandardRestore())
-  restored = mngr.restore(step, args=ocp.args.Composite(params=restore))
+  restored = mngr.restore(step, args=ocp.args.Composite(
+      params=ocp.args.StandardRestore(abstract_params)))
   return restored['params'], step
 
 
