@@ -44,7 +44,7 @@ def test_train_covers_each_video_once_per_epoch(labelled_dir):
 
 def test_train_is_deterministic_and_seed_dependent(synthetic_dir):
   cfg = small_config(synthetic_dir['train_files'], num_classes=4,
-                     randaugment={'num_layers': 2, 'magnitude': 9},
+                     randaugment={'num_layers': 1, 'magnitude': 9},
                      color_jitter=0.8, random_erasing=0.5, horizontal_flip=True)
   def batches(seed):
     it = pipeline.make_train_iterator(cfg, 8, seed=seed, process_index=0,
