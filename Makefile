@@ -17,5 +17,14 @@ install: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -q tests $(PYTEST_ARGS)
 
+# Synthetic motion data (written if missing) -> small divided-attention model on the CPU ->
+# multi-view evaluation; prints the video-level top-1 and where the run's files are.
+DEMO_DATA ?= data/synthetic
+DEMO_DIR ?= runs/demo
+DEMO_CONFIG ?= configs/synthetic/divided.py
+demo: $(STAMP)
+	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/python -m vvt.train.demo --config $(DEMO_CONFIG) \
+	  --data_dir $(DEMO_DATA) --workdir $(DEMO_DIR)
+
 clean-venv:
 	rm -rf $(VENV)

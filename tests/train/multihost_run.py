@@ -1,0 +1,22 @@
+"""Subprocess helper for test_multihost: one of two processes (argv: data_dir workdir port process_id)."""
+import json
+import sys
+
+sys.path.insert(0, __file__.rsplit('/', 1)[0])
+import train_helpers  # noqa: E402
+from vvt.train import trainer  # noqa: E402
+
+data_dir, workdir, port, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+c = train_helpers.tiny_config(data_dir)
+c.num_train_steps = 6
+c.checkpoint.every_steps = 3
+c.log_every_steps = 3
+c.distributed.initialize = True
+c.distributed.coordinator_address = f'127.0.0.1:{port}'
+c.distributed.num_processes = 2
+c.distributed.process_id = pid
+res = trainer.train_and_evaluate(c, workdir, log=lambda *a, **k: None)
+import jax  # noqa: E402
+print('RESULT ' + json.dumps({'process': jax.process_index(), 'processes': jax.process_count(),
+                              'devices': jax.device_count(), **{
+    k: v for k, v in res.items() if isinstance(v, (int, float, str))}}), flush=True)
