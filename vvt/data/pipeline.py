@@ -494,6 +494,8 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
   lo, hi = sources.host_range(source.num_records, pi, pc)
   num_frames, size = int(cfg.num_frames), int(cfg.image_size)
   mode = cfg.normalization
+  normalize = transforms.compose(
+      [('normalize', lambda v, s: transforms.normalize(v, mode))])
 
   def process(src, rec, gid, raw):
     parsed = source.parse(raw)
@@ -513,7 +515,7 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
     v = tf.reshape(tf.stack(per_crop), [crops, clips, num_frames, size, size, 3])
     v = tf.reshape(tf.transpose(v, [1, 0, 2, 3, 4, 5]),
                    [views, num_frames, size, size, 3])
-    out = {'inputs': transforms.normalize(v, mode)}
+    out = {'inputs': normalize(v, tf.constant([0, 0], tf.int64))}
     for field in heads:
       label = tf.cast(tf.maximum(parsed['labels'][field], 0), tf.int32)
       out[field] = tf.fill([views], label)
