@@ -139,3 +139,14 @@ def test_corrupt_payload_raises_data_error(tmp_path):
   with pytest.raises(DataError, match='corrupt TFRecord data in eval_files'):
     list(pipeline.make_eval_iterator(cfg, 'test', 3, process_index=0,
                                      process_count=1))
+
+
+def test_file_removed_after_the_iterator_was_built(tmp_path):
+  path = _file_with_bad_record(
+      tmp_path, tfrecord.encode_sequence_example(solid_video(30, 5), 1))
+  cfg = small_config(path, path, num_classes=GOOD)
+  it = pipeline.make_eval_iterator(cfg, 'test', 2, process_index=0,
+                                   process_count=1)
+  os.remove(path)
+  with pytest.raises(DataError, match='bad.tfrecord'):
+    list(it)

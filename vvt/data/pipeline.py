@@ -381,6 +381,8 @@ class DataIterator:
     except tf.errors.DataLossError as e:
       raise DataError(f'corrupt TFRecord data in {self._description}: '
                       f'{e.message}') from None
+    except tf.errors.NotFoundError as e:  # a file vanished after indexing
+      raise DataError(f'reading {self._description}: {e.message}') from None
 
   @staticmethod
   def error_counts():
