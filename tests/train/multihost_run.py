@@ -8,9 +8,9 @@ from vvt.train import trainer  # noqa: E402
 
 data_dir, workdir, port, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 c = train_helpers.tiny_config(data_dir)
-c.num_train_steps = 6
-c.checkpoint.every_steps = 3
-c.log_every_steps = 3
+c.num_train_steps = 4
+c.checkpoint.every_steps = 2
+c.log_every_steps = 2
 c.distributed.initialize = True
 c.distributed.coordinator_address = f'127.0.0.1:{port}'
 c.distributed.num_processes = 2
