@@ -406,7 +406,7 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
   data_seed = _mix(cfg.seed, seed)
   start_epoch, skip = divmod(int(start_step) * local_batch, n)
   num_frames, size = int(cfg.num_frames), int(cfg.image_size)
-  augment = transforms.compose(transforms.train_ops(cfg))
+  augment = transforms.compose(transforms.train_ops(cfg), xla=bool(cfg.xla_ops))
 
   if cfg.cache:
     cached = source.records(lo, hi, None).cache()
@@ -497,7 +497,8 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
   num_frames, size = int(cfg.num_frames), int(cfg.image_size)
   mode = cfg.normalization
   normalize = transforms.compose(
-      [('normalize', lambda v, s: transforms.normalize(v, mode))])
+      [('normalize', lambda v, s: transforms.normalize(v, mode))],
+      xla=bool(cfg.xla_ops))
 
   def process(src, rec, gid, raw):
     parsed = source.parse(raw)

@@ -16,6 +16,11 @@ int32 indices; only these frames are decoded later.
 """
 import tensorflow as tf
 
+# Philox named explicitly: the random streams do not depend on TF's default
+# ('auto_select') generator. (XLA's stateless kernels draw other numbers than
+# TF's, so `dataset.xla_ops` changes the augmentation draws; fix it per run.)
+_ALG = 'philox'
+
 POLICIES = ('loop', 'pad')
 SCHEMES = ('stride', 'segment')
 
@@ -42,12 +47,13 @@ def train_indices(n, num_frames, stride, seed, policy='loop', scheme='stride'):
   n = tf.cast(n, tf.int32)
   t = tf.range(num_frames, dtype=tf.int32)
   if scheme == 'segment':
-    u = tf.random.stateless_uniform([num_frames], seed)
+    u = tf.random.stateless_uniform([num_frames], seed, alg=_ALG)
     pos = (tf.cast(t, tf.float32) + u) * tf.cast(n, tf.float32) / num_frames
     return tf.minimum(tf.cast(tf.floor(pos), tf.int32), n - 1)
   span = (num_frames - 1) * stride + 1
   max_start = tf.maximum(n - span, 0)
-  start = tf.random.stateless_uniform([], seed, 0, max_start + 1, dtype=tf.int32)
+  start = tf.random.stateless_uniform([], seed, 0, max_start + 1,
+                                    dtype=tf.int32, alg=_ALG)
   return _apply_policy(start + t * stride, n, policy)
 
 

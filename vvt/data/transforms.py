@@ -14,6 +14,11 @@ import math
 
 import tensorflow as tf
 
+# Philox named explicitly: the random streams do not depend on TF's default
+# ('auto_select') generator. (XLA's stateless kernels draw other numbers than
+# TF's, so `dataset.xla_ops` changes the augmentation draws; fix it per run.)
+_ALG = 'philox'
+
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 NORMALIZATIONS = ('imagenet', 'zero_centre')
@@ -21,7 +26,7 @@ NORMALIZATIONS = ('imagenet', 'zero_centre')
 
 def fold_in(seed, k):
   """A new stateless seed derived from `seed` and the int `k`."""
-  return tf.random.experimental.stateless_fold_in(seed, k)
+  return tf.random.experimental.stateless_fold_in(seed, k, alg=_ALG)
 
 
 # ----------------------------------------------------------------- decoding --
@@ -67,13 +72,14 @@ def train_crop_window(height, width, image_size, min_resize, max_resize, seed):
   """
   short = tf.cast(tf.minimum(height, width), tf.float32)
   r = tf.random.stateless_uniform(
-      [], fold_in(seed, 0), float(min_resize), float(max_resize) + 1e-6)
+      [], fold_in(seed, 0), float(min_resize), float(max_resize) + 1e-6,
+      alg=_ALG)
   side = tf.cast(tf.round(image_size * short / r), tf.int32)
   side = tf.clip_by_value(side, 1, tf.minimum(height, width))
   oy = tf.random.stateless_uniform([], fold_in(seed, 1), 0, height - side + 1,
-                                   dtype=tf.int32)
+                                   dtype=tf.int32, alg=_ALG)
   ox = tf.random.stateless_uniform([], fold_in(seed, 2), 0, width - side + 1,
-                                   dtype=tf.int32)
+                                   dtype=tf.int32, alg=_ALG)
   return tf.stack([oy, ox, side, side])
 
 
@@ -114,13 +120,13 @@ def resize(video, size, flip=False):
 
 def random_flip_flag(seed):
   """True with probability 1/2."""
-  return tf.random.stateless_uniform([], seed) < 0.5
+  return tf.random.stateless_uniform([], seed, alg=_ALG) < 0.5
 
 
 # ------------------------------------------------------------ augmentations --
 def random_flip(video, seed):
   """Flips all frames left-right with probability 1/2."""
-  flip = tf.random.stateless_uniform([], seed) < 0.5
+  flip = tf.random.stateless_uniform([], seed, alg=_ALG) < 0.5
   return tf.cond(flip, lambda: tf.reverse(video, axis=[2]), lambda: video)
 
 
@@ -138,7 +144,8 @@ def color_jitter(video, seed, strength, prob=0.8):
   towards grey; hue rotates the chroma plane of YIQ): one pass over the clip.
   """
   def jitter():
-    u = tf.random.stateless_uniform([4], fold_in(seed, 1), -1.0, 1.0)
+    u = tf.random.stateless_uniform([4], fold_in(seed, 1), -1.0, 1.0,
+                                    alg=_ALG)
     fb = 1.0 + 0.4 * strength * u[0]
     fc = 1.0 + 0.4 * strength * u[1]
     fs = 1.0 + 0.4 * strength * u[2]
@@ -156,7 +163,7 @@ def color_jitter(video, seed, strength, prob=0.8):
     offset = tf.einsum('thwc,cd->thwd', (1.0 - fc) * fb * mean, matrix)
     out = tf.einsum('thwc,cd->thwd', video, fb * fc * matrix) + offset
     return tf.clip_by_value(out, 0.0, 255.0)
-  apply = tf.random.stateless_uniform([], fold_in(seed, 0)) < prob
+  apply = tf.random.stateless_uniform([], fold_in(seed, 0), alg=_ALG) < prob
   return tf.cond(apply, jitter, lambda: video)
 
 
@@ -190,16 +197,28 @@ def _affine(video, transform):
   return tf.where(inside[None, :, :, None], out, 128.0)
 
 
+def _subsample(video):
+  """Every 4th row and column of every frame: cheap clip statistics."""
+  return video[:, ::4, ::4]
+
+
 def _equalize(video):
-  """Histogram equalisation per channel over the whole clip."""
-  def channel(x):
-    idx = tf.cast(tf.clip_by_value(tf.round(x), 0, 255), tf.int32)
-    hist = tf.math.unsorted_segment_sum(tf.ones_like(x), idx, 256)
+  """Histogram equalisation per channel over the whole clip.
+
+  The histograms are taken on a 1/16 subsample of the pixels (same result up
+  to sampling noise, a fraction of the cost); one gather applies the 3 LUTs.
+  """
+  sample = _subsample(video)
+  luts = []
+  for c in range(3):
+    hist = tf.cast(tf.histogram_fixed_width(sample[..., c], [-0.5, 255.5],
+                                            nbins=256), tf.float32)
     cdf = tf.cumsum(hist)
     cdf_min = tf.reduce_min(tf.where(cdf > 0, cdf, cdf[-1]))
-    lut = (cdf - cdf_min) / tf.maximum(cdf[-1] - cdf_min, 1.0) * 255.0
-    return tf.gather(lut, idx)
-  return tf.stack([channel(video[..., c]) for c in range(3)], axis=-1)
+    luts.append(tf.clip_by_value(
+        (cdf - cdf_min) / tf.maximum(cdf[-1] - cdf_min, 1.0) * 255.0, 0.0, 255.0))
+  idx = tf.cast(tf.clip_by_value(video + 0.5, 0.0, 255.0), tf.int32)
+  return tf.gather(tf.concat(luts, 0), idx + tf.constant([0, 256, 512]))
 
 
 def _sharpen_degenerate(video):
@@ -228,16 +247,28 @@ def _randaugment_ops(video, level, sign):
     return lambda: _affine(video, tf.stack(t))
 
   def translate(axis):
-    frac = sign * level * 0.45
-    t = ([1.0, 0.0, frac * w, 0.0, 1.0, 0.0, 0.0, 0.0] if axis == 'x' else
-         [1.0, 0.0, 0.0, 0.0, 1.0, frac * h, 0.0, 0.0])
-    return lambda: _affine(video, tf.stack(t))
+    # A whole-pixel shift: slice and pad with grey (one pass, no gather).
+    size_i = tf.shape(video)[2 if axis == 'x' else 1]
+    shift = tf.cast(tf.round(sign * level * 0.45 * tf.cast(size_i, tf.float32)),
+                    tf.int32)
+    shift = tf.clip_by_value(shift, -size_i, size_i)
+    before, after = tf.maximum(-shift, 0), tf.maximum(shift, 0)
+    def run():
+      if axis == 'x':
+        kept = video[:, :, after:size_i - before]
+        pads = [[0, 0], [0, 0], [before, after], [0, 0]]
+      else:
+        kept = video[:, after:size_i - before]
+        pads = [[0, 0], [before, after], [0, 0], [0, 0]]
+      return tf.pad(kept, pads, constant_values=128.0)
+    return run
 
-  def auto_contrast():
-    lo = tf.reduce_min(video, axis=[0, 1, 2])
-    hi = tf.reduce_max(video, axis=[0, 1, 2])
+  def auto_contrast():  # channel range from a 1/16 subsample, then clipped
+    sample = tf.reshape(_subsample(video), [-1, 3])
+    lo, hi = tf.reduce_min(sample, axis=0), tf.reduce_max(sample, axis=0)
     scale = tf.where(hi > lo, 255.0 / tf.maximum(hi - lo, 1e-3), 1.0)
-    return tf.nn.bias_add(video * scale, tf.where(hi > lo, -lo * scale, 0.0))
+    out = tf.nn.bias_add(video * scale, tf.where(hi > lo, -lo * scale, 0.0))
+    return tf.clip_by_value(out, 0.0, 255.0)
 
   def solarize():
     threshold = 256.0 * (1.0 - level)
@@ -287,8 +318,9 @@ def randaugment(video, seed, num_layers=2, magnitude=9):
   for layer in range(num_layers):
     s = fold_in(seed, layer)
     op = tf.random.stateless_uniform([], fold_in(s, 0), 0, len(RANDAUGMENT_OPS),
-                                     dtype=tf.int32)
-    sign = tf.where(tf.random.stateless_uniform([], fold_in(s, 1)) < 0.5,
+                                     dtype=tf.int32, alg=_ALG)
+    coin = tf.random.stateless_uniform([], fold_in(s, 1), alg=_ALG)
+    sign = tf.where(coin < 0.5,
                     -1.0, 1.0)
     video = tf.switch_case(op, _randaugment_ops(video, level, sign))
   return video
@@ -302,7 +334,7 @@ def random_erasing(video, seed, prob):
   """
   shape = tf.shape(video)
   h, w = shape[1], shape[2]
-  u = tf.random.stateless_uniform([5], fold_in(seed, 1))
+  u = tf.random.stateless_uniform([5], fold_in(seed, 1), alg=_ALG)
   area = (0.02 + u[0] * (1.0 / 3.0 - 0.02)) * tf.cast(h * w, tf.float32)
   log_ratio = math.log(0.3) + u[1] * (math.log(1 / 0.3) - math.log(0.3))
   ratio = tf.exp(log_ratio)
@@ -315,7 +347,8 @@ def random_erasing(video, seed, prob):
   box = (ys >= y0) & (ys < y0 + eh) & (xs >= x0) & (xs < x0 + ew)
   def erase():
     noise = tf.random.stateless_normal(
-        tf.stack([1, h, w, shape[3]]), fold_in(seed, 2), dtype=video.dtype)
+        tf.stack([1, h, w, shape[3]]), fold_in(seed, 2), dtype=video.dtype,
+        alg=_ALG)
     return tf.where(box[None, :, :, None], noise, video)
   return tf.cond(u[4] < prob, erase, lambda: video)
 
