@@ -213,8 +213,7 @@ class _DmvrSource:
                          deterministic=True)
 
   def parse(self, raw):
-    label_keys = {field: key for field, key in self.heads.items()}
-    return tfrecord.parse_record(raw, self._frames_key, label_keys,
+    return tfrecord.parse_record(raw, self._frames_key, self.heads,
                                  self._video_id_key)
 
 
