@@ -11,8 +11,8 @@ from vvt.train import trainer  # noqa: E402
 data_dir, workdir, num_devices, accum = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 c = train_helpers.tiny_config(data_dir)
 c.batch_size = 16
-c.num_train_steps = 6
-c.checkpoint.every_steps = 6
+c.num_train_steps = 4
+c.checkpoint.every_steps = 4
 c.log_every_steps = 2
 c.optimizer.accumulation_steps = accum
 c.mesh.num_devices = num_devices

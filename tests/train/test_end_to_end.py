@@ -3,8 +3,6 @@ import json
 import math
 import os
 
-import pytest
-
 import train_helpers as common
 from vvt.train import checkpoints, cli
 
@@ -14,14 +12,18 @@ def _eval_json(workdir, step, split='test'):
     return json.load(f)
 
 
-@pytest.fixture(scope='module')
-def trained(tiny_data, tmp_path_factory):
-  wd = tmp_path_factory.mktemp('e2e') / 'run'
+def test_train_then_evaluate(tiny_data, tmp_path, capsys):
+  """One real training run (subprocess CLI), then every check on it (one run, not one per test)."""
+  wd = tmp_path / 'run'
   proc = common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd))
-  return wd, proc
+  trained = (wd, proc)
+  check_train_outputs(trained)
+  check_eval_reproduces_final_results(trained, tiny_data, capsys)
+  check_eval_missing_step_lists_existing_steps(trained, tiny_data, capsys)
+  check_params_only_checkpoint(trained, tiny_data, tmp_path)
 
 
-def test_train_writes_checkpoints_metrics_curves_and_results(trained):
+def check_train_outputs(trained):
   wd, proc = trained
   assert checkpoints.all_steps(str(wd)) == [4, 8, 12]
   assert 'ETA' in proc.stdout and 'clips/s' in proc.stdout
@@ -45,7 +47,7 @@ def test_train_writes_checkpoints_metrics_curves_and_results(trained):
   assert json.load(open(wd / 'config.json'))['batch_size'] == 8
 
 
-def test_eval_reproduces_final_results_and_evaluates_older_steps(trained, tiny_data, capsys):
+def check_eval_reproduces_final_results(trained, tiny_data, capsys):
   wd, _ = trained
   final = _eval_json(wd, 12)
   assert cli.eval_main(['--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd)]) == 0
@@ -59,7 +61,7 @@ def test_eval_reproduces_final_results_and_evaluates_older_steps(trained, tiny_d
   assert 'step 8' in capsys.readouterr().out
 
 
-def test_eval_missing_step_lists_existing_steps(trained, tiny_data, capsys):
+def check_eval_missing_step_lists_existing_steps(trained, tiny_data, capsys):
   wd, _ = trained
   rc = cli.eval_main(['--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd),
                       '--step', '7'])
@@ -71,7 +73,7 @@ def test_eval_missing_step_lists_existing_steps(trained, tiny_data, capsys):
   assert rc == 1 and 'no checkpoint in' in capsys.readouterr().err
 
 
-def test_params_only_checkpoint_evaluates_like_the_training_state(trained, tiny_data, tmp_path):
+def check_params_only_checkpoint(trained, tiny_data, tmp_path):
   wd, _ = trained
   params, step = checkpoints.load_params(str(wd))
   assert step == 12
