@@ -2,6 +2,8 @@
 
   vvt train --config configs/synthetic/axial.py[:DATA_DIR] --workdir runs/axial
 DATA_DIR defaults to data/synthetic (written by `make demo`).
+Shared recipe (vvt/train/defaults.py synthetic_config): 2 layers, width 64, 2x8x8 tubelets,
+sinusoidal positions, GAP, 8 frames of 32^2, AdamW 1e-3 cosine, batch 8, 20 epochs.
 """
 from vvt.train import defaults
 
