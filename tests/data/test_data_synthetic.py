@@ -101,3 +101,12 @@ def test_cli_writes_the_same_dataset_for_the_same_seed(tmp_path):
       assert fa.read() == fb.read()
   with pytest.raises(ValueError, match='num_classes'):
     synthetic.write_synthetic(str(tmp_path / 'c'), num_classes=9)
+
+
+def test_class_subset_relabels_in_the_given_order(tmp_path):
+  info = synthetic.write_synthetic(str(tmp_path / 's'), classes=('up_and_back', 'down_and_back'),
+                                   train_clips=4, test_clips=2, num_frames=8, frame_size=16)
+  assert info['num_classes'] == 2 and info['class_names'] == ['up_and_back', 'down_and_back']
+  assert (tmp_path / 's' / 'classes.txt').read_text().split() == ['up_and_back', 'down_and_back']
+  with pytest.raises(ValueError, match='classes must be distinct names'):
+    synthetic.write_synthetic(str(tmp_path / 'x'), classes=('up', 'sideways'))

@@ -11,7 +11,9 @@ import sys
 def _synthetic(args):
   from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
   info = synthetic.write_synthetic(
-      args.output, num_classes=args.classes, train_clips=args.train_clips,
+      args.output, num_classes=args.classes,
+      classes=args.class_names.split(',') if args.class_names else None,
+      train_clips=args.train_clips,
       test_clips=args.test_clips, num_frames=args.frames,
       frame_size=args.frame_size, seed=args.seed,
       train_shards=args.train_shards, test_shards=args.test_shards)
@@ -43,6 +45,9 @@ def build_parser():
   s = sub.add_parser('synthetic', help='write the synthetic motion dataset')
   s.add_argument('--output', required=True, help='output directory')
   s.add_argument('--classes', type=int, default=4, help='2..8 motion classes')
+  s.add_argument('--class-names', default='',
+                 help='comma-separated motion classes to use instead, in label order, '
+                      'e.g. down_and_back,up_and_back')
   s.add_argument('--train-clips', type=int, default=2048)
   s.add_argument('--test-clips', type=int, default=256)
   s.add_argument('--frames', type=int, default=16, help='frames per clip')

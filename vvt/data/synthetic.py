@@ -126,8 +126,10 @@ def _encode_jpeg(frame, quality=90):
   return buf.getvalue()
 
 
-def _write_split(out_dir, split, num_clips, num_shards, num_classes, num_frames,
+def _write_split(out_dir, split, num_clips, num_shards, class_ids, num_frames,
                  frame_size, seed):
+  """Label i of the split is motion class `class_ids[i]` (an index of CLASS_NAMES)."""
+  num_classes = len(class_ids)
   rng = np.random.default_rng([seed, 0 if split == 'train' else 1])
   labels = rng.permutation(np.arange(num_clips) % num_classes)
   clip_seeds = rng.integers(0, 2 ** 63 - 1, size=num_clips)
@@ -138,11 +140,12 @@ def _write_split(out_dir, split, num_clips, num_shards, num_classes, num_frames,
                         f'{split}-{shard:05d}-of-{num_shards:05d}.tfrecord')
     records = []
     for i in range(bounds[shard], bounds[shard + 1]):
-      clip = render_clip(int(labels[i]), np.random.default_rng(clip_seeds[i]),
+      motion = class_ids[labels[i]]
+      clip = render_clip(motion, np.random.default_rng(clip_seeds[i]),
                          num_frames, frame_size)
       records.append(tfrecord.encode_sequence_example(
           [_encode_jpeg(frame) for frame in clip], int(labels[i]),
-          video_id=f'{split}_{i:06d}', label_text=CLASS_NAMES[labels[i]]))
+          video_id=f'{split}_{i:06d}', label_text=CLASS_NAMES[motion]))
     tfrecord.write_records(path, records)
     with open(path, 'rb') as f:
       digest = hashlib.sha256(f.read()).hexdigest()
@@ -155,8 +158,13 @@ def _write_split(out_dir, split, num_clips, num_shards, num_classes, num_frames,
 
 def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
                     num_frames=16, frame_size=64, seed=0, train_shards=8,
-                    test_shards=2):
+                    test_shards=2, classes=None):
   """Writes the synthetic motion dataset; returns its description.
+
+  classes: names of CLASS_NAMES to use, in label order (default: the first
+  `num_classes`). E.g. ('down_and_back', 'up_and_back') differ only in the
+  order of the same local motions: a model that sees motion only within a
+  tubelet (space-only attention) is at chance on them.
 
   Files: out_dir/{train,test}-XXXXX-of-YYYYY.tfrecord, classes.txt (one class
   name per line, line i = label i), manifest.json.
@@ -164,6 +172,12 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
   'train_clips', 'test_clips', 'num_frames', 'frame_size', 'class_names',
   'manifest'}.
   """
+  if classes is not None:
+    unknown = [c for c in classes if c not in CLASS_NAMES]
+    if unknown or len(set(classes)) != len(classes):
+      raise ValueError(f'classes must be distinct names from {CLASS_NAMES}, '
+                       f'got {tuple(classes)}')
+    num_classes = len(classes)
   if not 2 <= num_classes <= MAX_CLASSES:
     raise ValueError(f'num_classes must be in [2, {MAX_CLASSES}], got {num_classes}')
   if num_frames < 4:
@@ -173,14 +187,15 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
   if train_clips < 1 or test_clips < 1:
     raise ValueError('train_clips and test_clips must be >= 1')
   os.makedirs(out_dir, exist_ok=True)
-  names = CLASS_NAMES[:num_classes]
+  names = tuple(classes) if classes is not None else CLASS_NAMES[:num_classes]
+  class_ids = [CLASS_NAMES.index(n) for n in names]
   shards = {}
   counts = {}
   for split, n, k in (('train', train_clips, train_shards),
                       ('test', test_clips, test_shards)):
     k = max(1, min(k, n))
     _, shards[split], per_class = _write_split(
-        out_dir, split, n, k, num_classes, num_frames, frame_size, seed)
+        out_dir, split, n, k, class_ids, num_frames, frame_size, seed)
     counts[split] = per_class.tolist()
   with open(os.path.join(out_dir, 'classes.txt'), 'w') as f:
     f.write('\n'.join(names) + '\n')
