@@ -152,3 +152,93 @@ def test_color_jitter_equals_the_four_ops_one_by_one():
   x = np.clip(yiq @ np.linalg.inv(a.T), 0, 255)
   np.testing.assert_allclose(out, x, atol=0.05)
   assert np.abs(out - video).max() > 5
+
+
+# ----------------------------------------------- fused (one-pass) augmentation --
+def _smooth_video(t=4, size=32, seed=0):
+  rng = np.random.default_rng(seed)
+  base = rng.uniform(20, 235, (1, 4, 4, 3)).astype(np.float32)
+  video = tf.image.resize(base, [size, size], 'bicubic')
+  shift = tf.constant(rng.uniform(-20, 20, (t, 1, 1, 3)), tf.float32)
+  return tf.clip_by_value(video + shift, 0.0, 255.0)
+
+
+def _full_aug_config(xla):
+  cfg = data_config.get_config()
+  cfg.update(color_jitter=0.4, randaugment={'num_layers': 2, 'magnitude': 9},
+             random_erasing=0.5, normalization='imagenet', xla_ops=xla)
+  return cfg
+
+
+def _drawn_ops(seed, num_layers=2):
+  s0 = transforms.fold_in(seed, 101)  # randaugment is op 1 of train_ops
+  return [transforms.RANDAUGMENT_OPS[int(tf.random.stateless_uniform(
+      [], transforms.fold_in(transforms.fold_in(s0, l), 0), 0,
+      len(transforms.RANDAUGMENT_OPS), dtype=tf.int32, alg='philox'))]
+          for l in range(num_layers)]
+
+
+def test_fused_augmentation_equals_op_by_op():
+  # Same draws, same ops: the one-pass XLA path and the reference op-by-op
+  # path agree up to rounding (the fused path rounds pixels to integers
+  # before per-channel LUTs and takes statistics from every 4th pixel).
+  video = _smooth_video()
+  fused = tf.function(transforms.train_augment(_full_aug_config(True)))
+  ref = tf.function(transforms.train_augment(_full_aug_config(False)))
+  kinds = set()
+  for s in range(14):
+    seed = _seed(s, 3)
+    ops = _drawn_ops(seed)
+    kinds.add((any(o in transforms._GEOMETRIC for o in ops),  # pylint: disable=protected-access
+               any(o in ('color', 'sharpness') for o in ops),
+               any(o in ('solarize', 'posterize', 'equalize') for o in ops)))
+    a, b = fused(video, seed).numpy(), ref(video, seed).numpy()
+    diff = np.abs(a - b)
+    assert a.shape == b.shape == (4, 32, 32, 3)
+    # 0.05 in ImageNet-normalised units is ~3 grey levels
+    assert np.mean(diff > 0.05) < 0.04, (s, ops, np.mean(diff > 0.05))
+    assert diff.mean() < 0.02, (s, ops)
+  assert len(kinds) >= 4  # geometric / mixing / LUT variants all ran
+
+
+def test_fused_geometry_maps_pixels_where_expected():
+  # translate_x by +k: output (y, x) shows input (y, x + k); then translate_y
+  # by +m composes to (y + m, x + k); the borders are marked outside.
+  h = w = 20.0
+  level = 0.5
+  geoms = tf.stack([
+      transforms._geometry(tf.constant(12), tf.constant(1.0), level, h, w),  # pylint: disable=protected-access
+      transforms._geometry(tf.constant(13), tf.constant(1.0), level, h, w)])  # pylint: disable=protected-access
+  k = m = round(0.5 * 0.45 * 20)
+  rows, cols = tf.range(h), tf.range(w)
+  idx, masks = transforms._grid_map(geoms, 2, rows, cols, h, w)  # pylint: disable=protected-access
+  idx = idx.numpy().reshape(20, 20)
+  assert idx[3, 4] == (3 + m) * 20 + (4 + k)
+  inside = (masks[0] & masks[1]).numpy()
+  assert inside[:20 - m, :20 - k].all() and not inside[20 - m:].any()
+  assert not inside[:, 20 - k:].any()
+  # rotation by 90 degrees about the centre moves a corner to a corner
+  rot = transforms._geometry(tf.constant(3), tf.constant(1.0),  # pylint: disable=protected-access
+                             3.0, h, w)  # level 3 -> 90 degrees
+  idx, _ = transforms._grid_map(rot[None], 1, rows, cols, h, w)  # pylint: disable=protected-access
+  src = idx.numpy().reshape(20, 20)[0, 0]
+  assert (src // 20, src % 20) == (19, 0)
+
+
+@pytest.mark.parametrize('op', ['solarize', 'posterize', 'brightness',
+                                'auto_contrast', 'equalize'])
+def test_fused_lut_equals_direct_computation(op):
+  # The per-clip LUT (one layer + normalisation) on the 256 grey levels equals
+  # the reference op applied to an image holding every grey level.
+  levels = tf.range(256.0)[None, :, None, None] * tf.ones([1, 1, 1, 3])
+  image = tf.tile(tf.reshape(levels, [1, 16, 16, 3]), [1, 4, 4, 1])  # 64x64
+  op_id = transforms.RANDAUGMENT_OPS.index(op)
+  scale, offset = (1 / 50.0,) * 3, (-2.0,) * 3
+  p = transforms._params_kernel(  # pylint: disable=protected-access
+      image, tf.zeros([5]), tf.constant([op_id]), tf.constant([1.0]),
+      strength=0.0, level=0.7, geo=False, scale=scale, offset=offset)
+  lut = p['lut'].numpy().reshape(3, 256).T  # (256, 3)
+  branches = transforms._randaugment_ops(tf.reshape(levels, [1, 16, 16, 3]),  # pylint: disable=protected-access
+                                         0.7, tf.constant(1.0))
+  want = branches[op_id]().numpy().reshape(256, 3) / 50.0 - 2.0
+  np.testing.assert_allclose(lut, want, atol=0.6 / 50.0)

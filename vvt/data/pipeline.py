@@ -405,7 +405,7 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
   data_seed = _mix(cfg.seed, seed)
   start_epoch, skip = divmod(int(start_step) * local_batch, n)
   num_frames, size = int(cfg.num_frames), int(cfg.image_size)
-  augment = transforms.compose(transforms.train_ops(cfg), xla=bool(cfg.xla_ops))
+  augment = transforms.train_augment(cfg)
 
   if cfg.cache:
     cached = source.records(lo, hi, None).cache()
