@@ -163,10 +163,10 @@ def _smooth_video(t=4, size=32, seed=0):
   return tf.clip_by_value(video + shift, 0.0, 255.0)
 
 
-def _full_aug_config(xla):
+def _full_aug_config(xla, erase=0.5):
   cfg = data_config.get_config()
   cfg.update(color_jitter=0.4, randaugment={'num_layers': 2, 'magnitude': 9},
-             random_erasing=0.5, normalization='imagenet', xla_ops=xla)
+             random_erasing=erase, normalization='imagenet', xla_ops=xla)
   return cfg
 
 
@@ -183,8 +183,11 @@ def test_fused_augmentation_equals_op_by_op():
   # path agree up to rounding (the fused path rounds pixels to integers
   # before per-channel LUTs and takes statistics from every 4th pixel).
   video = _smooth_video()
-  fused = tf.function(transforms.train_augment(_full_aug_config(True)))
-  ref = tf.function(transforms.train_augment(_full_aug_config(False)))
+  fused = tf.function(transforms.train_augment(_full_aug_config(True, 0.0)))
+  ref = tf.function(transforms.train_augment(_full_aug_config(False, 0.0)))
+  # Random erasing is the last op: the draws of the others do not change.
+  fused_e = tf.function(transforms.train_augment(_full_aug_config(True)))
+  ref_e = tf.function(transforms.train_augment(_full_aug_config(False)))
   kinds = set()
   for s in range(14):
     seed = _seed(s, 3)
@@ -198,6 +201,10 @@ def test_fused_augmentation_equals_op_by_op():
     # 0.05 in ImageNet-normalised units is ~3 grey levels
     assert np.mean(diff > 0.05) < 0.04, (s, ops, np.mean(diff > 0.05))
     assert diff.mean() < 0.02, (s, ops)
+    # erasing: the same box in both paths (the noise itself is drawn anew)
+    box_f = (fused_e(video, seed).numpy() != a).any(axis=(0, 3))
+    box_r = (ref_e(video, seed).numpy() != b).any(axis=(0, 3))
+    np.testing.assert_array_equal(box_f, box_r)
   assert len(kinds) >= 4  # geometric / mixing / LUT variants all ran
 
 

@@ -812,23 +812,31 @@ def train_augment(cfg):
       x0 = tf.cast(u[3] * tf.cast(w - ew + 1, tf.float32), tf.int32)
       on = u[4] < p_erase
       box = tf.stack([tf.cast(on, tf.int32), y0, x0, eh, ew])
-      noise = tf.cond(on, lambda: tf.random.stateless_normal(
-          tf.stack([1, h, w, 3]), fold_in(s, 2), alg=_ALG),
-                      lambda: tf.zeros(tf.stack([1, h, w, 3])))
+      noise_seed = fold_in(s, 2)
     else:
-      box, noise = tf.zeros([5], tf.int32), tf.zeros([1, 1, 1, 3])
+      on = tf.constant(False)
+      box = tf.zeros([5], tf.int32)
 
-    def variant(geo, slow, lut=False):
+    def variant(geo, slow, lut=False, erase=False):
       def run():
+        # Kernels with `erase` only for clips that are erased: the others
+        # neither draw the noise nor test the box.
+        noise = tf.zeros([1, 1, 1, 3])
+        if erase:  # noise drawn for the box only, placed in a (1, H, W, 3) frame
+          noise = tf.pad(
+              tf.random.stateless_normal(tf.stack([1, box[3], box[4], 3]),
+                                         noise_seed, alg=_ALG),
+              tf.stack([[0, 0], [box[1], h - box[1] - box[3]],
+                        [box[2], w - box[2] - box[4]], [0, 0]]))
         p = _kernel(_params_kernel, strength=strength, level=level, geo=geo,
                     scale=scale, offset=offset)(video, jitter_u, op_ids, signs)
         if not slow:
           z = _kernel(_pixel_kernel, scale=scale, offset=offset, geo=geo,
-                      erase=p_erase > 0, layers=num_layers, lut=lut)(
+                      erase=erase, layers=num_layers, lut=lut)(
                           video, p, box, noise)
           if not geo:
             return z
-          return _kernel(_move_kernel, layers=num_layers, erase=p_erase > 0)(
+          return _kernel(_move_kernel, layers=num_layers, erase=erase)(
               z, p, box, noise)
         y = _kernel(_pre_kernel, geo=geo)(video, p)
         for l in range(num_layers):
@@ -839,17 +847,25 @@ def train_augment(cfg):
               lambda y=y, l=l: _kernel(_layer_kernel, geo=geo, sharp=False)(
                   y, p, l))
         return _kernel(_finish_kernel, scale=scale, offset=offset,
-                       erase=p_erase > 0)(y, box, noise)
+                       erase=erase)(y, box, noise)
       return run
-    if not num_layers:
-      return variant(False, False)()
     is_geo = tf.reduce_any(tf.equal(op_ids[:, None], _GEOMETRIC_IDS))
     is_slow = tf.reduce_any(tf.equal(op_ids[:, None], _MIXING_IDS))
     is_lut = tf.reduce_any(tf.equal(op_ids[:, None], _LUT_IDS))
-    return tf.case([(is_slow & is_geo, variant(True, True)),
-                    (is_slow, variant(False, True)),
-                    (is_geo & is_lut, variant(True, False, True)),
-                    (is_geo, variant(True, False)),
-                    (is_lut, variant(False, False, True))],
-                   default=variant(False, False))
+    # One flat tf.case over the kernel variants (nested conds cost more).
+
+    branches = []
+    for erase in ((True, False) if p_erase > 0 else (False,)):
+      e = on if erase else tf.logical_not(on)
+      if num_layers:
+        branches += [
+            (e & is_slow & is_geo, variant(True, True, erase=erase)),
+            (e & is_slow, variant(False, True, erase=erase)),
+            (e & is_geo & is_lut, variant(True, False, True, erase=erase)),
+            (e & is_geo, variant(True, False, erase=erase)),
+            (e & is_lut, variant(False, False, True, erase=erase))]
+      branches.append((e, variant(False, False, erase=erase)))
+    if len(branches) == 1:
+      return branches[0][1]()
+    return tf.case(branches[:-1], default=branches[-1][1])
   return apply
