@@ -1,27 +1,22 @@
 """ViViT-L/16x2 factorised encoder (Model 2) on Kinetics-400 (Arnab et al. 2021, sec. 4).
 
 Same recipe as vivit_b_fe.py (SGD momentum 0.9, cosine, 30 epochs, batch 64,
-4x3 test views, 32 frames at stride 2) from the ImageNet-21k ViT-L/16.
+4x3 test views, 32 frames at stride 2), with ViT-L and its ImageNet-21k checkpoint.
 """
-import ml_collections
+import importlib.util
+import pathlib
 
-from vvt.train import defaults
+
+def _base_config_module():
+  path = pathlib.Path(__file__).with_name('vivit_b_fe.py')
+  spec = importlib.util.spec_from_file_location('vivit_b_fe', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 def get_config(arg=None):
-  del arg
-  c = defaults.paper_config(
-      model=dict(family='vivit', attention='factorised_encoder', variant='L/16x2',
-                 num_frames=32, image_size=224, num_classes=400, temporal_layers=4,
-                 classifier='token'),
-      dataset=dict(stride=2, num_test_clips=4, num_spatial_crops=3,
-                   train_files='kinetics400/train@1024', eval_files='kinetics400/test@512',
-                   horizontal_flip=True, normalization='zero_centre'),
-      batch_size=64, num_epochs=30.0,
-      optimizer__name='sgd', optimizer__momentum=0.9, optimizer__grad_clip_norm=1.0,
-      schedule__name='cosine', schedule__base_lr=0.1, schedule__warmup_epochs=2.5,
-      eval__batch_size=64, checkpoint__every_steps=1000)
-  c.init_from = ml_collections.ConfigDict(dict(
-      path='imagenet21k/ViT-L_16.npz', format='big_vision', tubelet_init='central_frame',
-      positional_embedding='repeat'))
+  c = _base_config_module().get_config(arg)
+  c.model.variant = 'L/16x2'
+  c.init_from.path = 'imagenet21k/ViT-L_16.npz'
   return c
