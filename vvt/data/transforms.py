@@ -728,14 +728,23 @@ def _pre_kernel(x, p, *, geo):
   return _jitter(_source(x, p, geo), (p['a0'], p['off']))
 
 
-def _layer_kernel(y, p, l, *, geo, sharp):
-  """Slow path, one layer on a materialised clip (3x3 colour mix, sharpness)."""
+def _layer_kernel(y, p, box, noise, l, *, geo, sharp, pre, finish, scale,
+                  offset, erase):
+  """Slow path, layer l on a materialised clip (3x3 colour mix, sharpness).
+
+  With `pre`, y is the source clip: first the geometric gather and the jitter
+  (only for a layer that does not mix channels or pixels, so nothing is
+  recomputed); with `finish`, normalisation and erasing follow."""
+  if pre:
+    y = _pre_kernel(y, p, geo=geo)
   layer = tuple(z[l] for z in p['layers'])
-  y = _colour_layer(y, layer, mix=True)
+  y = _colour_layer(y, layer, mix=not pre)
   if sharp:
     y = tf.where(layer[4], _sharpen_blend(y, layer[5]), y)
   if geo:
     y = tf.where(p['masks'][l][None, :, :, None], y, 128.0)
+  if finish:
+    y = _finish(y, box, noise, scale, offset, erase)
   return y
 
 
@@ -838,16 +847,29 @@ def train_augment(cfg):
             return z
           return _kernel(_move_kernel, layers=num_layers, erase=erase)(
               z, p, box, noise)
-        y = _kernel(_pre_kernel, geo=geo)(video, p)
-        for l in range(num_layers):
-          y = tf.cond(
-              p['layers'][4][l],
-              lambda y=y, l=l: _kernel(_layer_kernel, geo=geo, sharp=True)(
-                  y, p, l),
-              lambda y=y, l=l: _kernel(_layer_kernel, geo=geo, sharp=False)(
-                  y, p, l))
-        return _kernel(_finish_kernel, scale=scale, offset=offset,
-                       erase=erase)(y, box, noise)
+        # Passes over the clip: [gather + jitter (+ layer 0 when it is
+        # per-channel)], then one per remaining layer, the last one also
+        # normalising and erasing.
+        def layers_from(y, start, pre):
+          for l in range(start, num_layers):
+            flags = dict(geo=geo, pre=pre and l == start,
+                         finish=l == num_layers - 1, scale=scale,
+                         offset=offset, erase=erase)
+            y = tf.cond(
+                p['layers'][4][l],
+                lambda y=y, l=l, f=flags: _kernel(
+                    _layer_kernel, sharp=True, **f)(y, p, box, noise, l),
+                lambda y=y, l=l, f=flags: _kernel(
+                    _layer_kernel, sharp=False, **f)(y, p, box, noise, l))
+          return y
+
+        def slow_first():
+          return layers_from(_kernel(_pre_kernel, geo=geo)(video, p), 0, False)
+        if num_layers == 1:
+          return slow_first()
+        first_mixes = tf.reduce_any(tf.equal(op_ids[0], _MIXING_IDS))
+        return tf.cond(first_mixes, slow_first,
+                       lambda: layers_from(video, 0, True))
       return run
     is_geo = tf.reduce_any(tf.equal(op_ids[:, None], _GEOMETRIC_IDS))
     is_slow = tf.reduce_any(tf.equal(op_ids[:, None], _MIXING_IDS))
