@@ -15,8 +15,8 @@ import math
 import tensorflow as tf
 
 # Philox named explicitly: the random streams do not depend on TF's default
-# ('auto_select') generator. (XLA's stateless kernels draw other numbers than
-# TF's, so `dataset.xla_ops` changes the augmentation draws; fix it per run.)
+# ('auto_select') generator. The fused path (`train_augment`) draws in TF, as
+# the op-by-op path does, outside its XLA kernels.
 _ALG = 'philox'
 
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
