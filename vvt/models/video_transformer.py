@@ -97,10 +97,9 @@ class VideoTransformer(nn.Module):
       frames = norm(frames)
       if cfg.frame_aggregation == 'temporal_attention':  # X-ViT TA head.
         head = cfg.temporal_head
-        block = _block_fields(cfg, ('joint',), (1, 1, t := frames.shape[1]), num_heads=head.num_heads,
+        block = _block_fields(cfg, ('joint',), (1, 1, frames.shape[1]), num_heads=head.num_heads,
                               mlp_dim=head.mlp_ratio * cfg.hidden_size)
-        block.update(qkv_bias=head.qkv_bias, layer_norm_eps=head.layer_norm_eps, projected=(False,))
-        del t
+        block.update(qkv_bias=head.qkv_bias, layer_norm_eps=head.layer_norm_eps)
         rep = TemporalAttentionHead(head.num_layers, block, _dtype(cfg), name='temporal_head')(frames, train)
         return self._classify(rep, train, ta_head=True)
       return self._classify(jnp.mean(frames, axis=1), train)
