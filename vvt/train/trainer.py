@@ -251,6 +251,8 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
       scalars = {k: float(v) for k, v in jax.device_get(accumulated.compute()).items()}
       scalars.update(progress.rates(step))
       scalars['epoch'] = step / spe
+      if config.dataset.on_error == 'skip':  # bad records dropped so far, by reason (this process)
+        scalars.update({f'data_skipped_{k}': float(v) for k, v in pipeline.error_counts().items()})
       train_writer.write_scalars(step, scalars)
       progress.report(step, scalars)
       accumulated = None
