@@ -146,22 +146,10 @@ def color_jitter(video, seed, strength, prob=0.8):
   def jitter():
     u = tf.random.stateless_uniform([4], fold_in(seed, 1), -1.0, 1.0,
                                     alg=_ALG)
-    fb = 1.0 + 0.4 * strength * u[0]
-    fc = 1.0 + 0.4 * strength * u[1]
-    fs = 1.0 + 0.4 * strength * u[2]
-    theta = 2.0 * math.pi * 0.1 * strength * u[3]
-    luma = tf.constant(_RGB_TO_YIQ[0])
-    # Row-vector convention: pixel @ matrix.
-    sat = fs * tf.eye(3) + (1.0 - fs) * luma[:, None] * tf.ones([1, 3])
-    to_yiq = tf.transpose(tf.constant(_RGB_TO_YIQ))
-    c, s = tf.cos(theta), tf.sin(theta)
-    rot = tf.stack([tf.stack([1.0, 0.0, 0.0]), tf.stack([0.0, c, s]),
-                    tf.stack([0.0, -s, c])])
-    hue = to_yiq @ rot @ tf.linalg.inv(to_yiq)
-    matrix = sat @ hue
+    scale, offset_scale = _jitter_params(u, strength)
     mean = tf.reduce_mean(video, axis=[1, 2], keepdims=True)  # (T, 1, 1, 3)
-    offset = tf.einsum('thwc,cd->thwd', (1.0 - fc) * fb * mean, matrix)
-    out = tf.einsum('thwc,cd->thwd', video, fb * fc * matrix) + offset
+    offset = tf.einsum('thwc,cd->thwd', mean, offset_scale)
+    out = tf.einsum('thwc,cd->thwd', video, scale) + offset
     return tf.clip_by_value(out, 0.0, 255.0)
   apply = tf.random.stateless_uniform([], fold_in(seed, 0), alg=_ALG) < prob
   return tf.cond(apply, jitter, lambda: video)
