@@ -312,6 +312,18 @@ def torch_attention_out(w: Writer, name: str, key: str, num_heads: int):
   w.copy(f'{name}/bias', f'{key}.bias')
 
 
+def torch_vit_block(w: Writer, name: str, key: str, num_heads: int, *, norm: str, attention: str) -> bool:
+  """A timm-layout pre-LN block `key.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2}` into the vvt block
+  `name` (its attention LayerNorm and MSA named `norm` and `attention`). Returns whether the qkv has a bias."""
+  torch_layer_norm(w, f'{name}/{norm}', f'{key}.norm1')
+  has_bias = torch_qkv(w, f'{name}/{attention}', f'{key}.attn.qkv', num_heads)
+  torch_attention_out(w, f'{name}/{attention}/out', f'{key}.attn.proj', num_heads)
+  torch_layer_norm(w, f'{name}/mlp_norm', f'{key}.norm2')
+  torch_dense(w, f'{name}/mlp/Dense_0', f'{key}.mlp.fc1')
+  torch_dense(w, f'{name}/mlp/Dense_1', f'{key}.mlp.fc2')
+  return has_bias
+
+
 def torch_patch_embedding(w: Writer, name: str, key: str):
   """torch Conv2d (D, C, p, p) -> vvt tubelet kernel (1, p, p, C, D); Conv3d (D, C, t, h, w) -> (t, h, w, C, D)."""
   weight = w.src.take(f'{key}.weight')

@@ -170,13 +170,7 @@ def _read_torch(state, fmt, num_heads, origin) -> common.Writer:
       common.torch_dense(w, f'{n}/mlp/Dense_0', f'{base}.{names["fc1"]}')
       common.torch_dense(w, f'{n}/mlp/Dense_1', f'{base}.{names["fc2"]}')
     else:
-      base = f'blocks.{i}'
-      common.torch_layer_norm(w, f'{n}/norm', f'{base}.norm1')
-      common.torch_qkv(w, f'{n}/attention', f'{base}.attn.qkv', num_heads)
-      common.torch_attention_out(w, f'{n}/attention/out', f'{base}.attn.proj', num_heads)
-      common.torch_layer_norm(w, f'{n}/mlp_norm', f'{base}.norm2')
-      common.torch_dense(w, f'{n}/mlp/Dense_0', f'{base}.mlp.fc1')
-      common.torch_dense(w, f'{n}/mlp/Dense_1', f'{base}.mlp.fc2')
+      common.torch_vit_block(w, n, f'blocks.{i}', num_heads, norm='norm', attention='attention')
   if fmt == 'hf':
     common.torch_layer_norm(w, 'encoder_norm', f'{prefix}layernorm')
     if 'classifier.weight' in src:

@@ -114,12 +114,7 @@ def convert(state: Mapping[str, np.ndarray], *, num_heads: int | None = None, he
     bias = True
     for i in layers:
       b, n = f'{prefix}.{i}', f'{name}/block_{i}'
-      common.torch_layer_norm(w, f'{n}/{stage}_norm', f'{b}.norm1')
-      bias &= common.torch_qkv(w, f'{n}/{stage}_attention', f'{b}.attn.qkv', heads)
-      common.torch_attention_out(w, f'{n}/{stage}_attention/out', f'{b}.attn.proj', heads)
-      common.torch_layer_norm(w, f'{n}/mlp_norm', f'{b}.norm2')
-      common.torch_dense(w, f'{n}/mlp/Dense_0', f'{b}.mlp.fc1')
-      common.torch_dense(w, f'{n}/mlp/Dense_1', f'{b}.mlp.fc2')
+      bias &= common.torch_vit_block(w, n, b, heads, norm=f'{stage}_norm', attention=f'{stage}_attention')
     return len(layers), bias, src.state[f'{prefix}.0.mlp.fc1.weight'].shape[0]
 
   num_layers, qkv_bias, mlp_dim = blocks('base_model.blocks', 'encoder/layers', 'space', num_heads)
