@@ -51,6 +51,9 @@ def _explain(error, argv) -> str:
 
 def _parse(prog: str, argv):
   fv = _make_flags([prog] + list(argv))
+  if any(a in ('-h', '--help', '--helpshort') for a in argv):
+    print(__doc__.strip() + '\n\nflags:\n' + fv.get_help())
+    raise SystemExit(0)
   try:
     fv([prog] + list(argv))
   except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
