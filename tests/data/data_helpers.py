@@ -42,7 +42,6 @@ def small_config(train_files='', eval_files='', num_classes=5, **overrides):
   cfg.update(dict(train_files=train_files, eval_files=eval_files,
                   num_classes=num_classes, num_frames=4, stride=1, image_size=16,
                   train_min_resize=16, train_max_resize=20, eval_resize=16,
-                  shuffle_buffer=8, horizontal_flip=False, prefetch=1,
-                  xla_ops=False))  # XLA start-up is tested once
+                  shuffle_buffer=8, horizontal_flip=False, prefetch=1))
   cfg.update(overrides)
   return cfg

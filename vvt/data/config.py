@@ -58,7 +58,6 @@ def get_config():
   c.cache = False                 # keep the raw records in memory after epoch 1
   c.cycle_length = 8              # files read concurrently (interleave)
   c.prefetch = 2                  # batches prefetched
-  c.xla_ops = True                # fuse the per-pixel augmentation ops with XLA
   c.on_error = 'raise'            # bad record: 'raise' (name file+record) | 'skip' (count)
   c.seed = 0                      # data seed (combined with the iterator's seed)
   return c

@@ -1,13 +1,16 @@
 """Training and evaluation input pipelines: tf.data in, numpy batches out.
 
     it = make_train_iterator(cfg, global_batch_size=B, seed=0, start_step=0)
-    batch = next(it)  # {'inputs': f32 (b, T, H, W, 3), 'label': i32 (b,), 'mask': f32 (b,)}
+    batch = next(it)  # {'inputs': u8 (b, T, H, W, 3), 'label': i32 (b,), 'mask': f32 (b,)}
 
     it = make_eval_iterator(cfg, split='test', global_batch_size=B)
     for batch in it: ...  # + 'video_index', 'view_index'; mask 0 = padding
 
 `b = B // process_count` is the per-host batch. Multi-head datasets (a dict
 `label_keys`) give one 'label/<head>' per head instead of 'label'.
+'inputs' are uint8 pixels, augmented; `vvt.data.normalization.normalize`
+turns them into the model's input on the device (the train and eval steps
+do).
 
 Training is an infinite stream, deterministic given (cfg.seed, seed): element
 g of the stream is record (g mod n) of epoch (g div n), where each epoch reads
@@ -28,6 +31,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from vvt.data import augment
+from vvt.data import normalization
 from vvt.data import sampling
 from vvt.data import sources
 from vvt.data import tfrecord
@@ -152,7 +157,7 @@ def _validate(cfg):
   _check_choice(cfg, 'on_error', ('raise', 'skip'))
   _check_choice(cfg, 'short_video_policy', sampling.POLICIES)
   _check_choice(cfg, 'sampling', sampling.SCHEMES)
-  _check_choice(cfg, 'normalization', transforms.NORMALIZATIONS)
+  _check_choice(cfg, 'normalization', normalization.NORMALIZATIONS)
   _check_choice(cfg, 'num_spatial_crops', (1, 3))
   for field in ('num_frames', 'stride', 'image_size', 'num_test_clips',
                 'train_min_resize', 'train_max_resize', 'eval_resize'):
@@ -405,7 +410,7 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
   data_seed = _mix(cfg.seed, seed)
   start_epoch, skip = divmod(int(start_step) * local_batch, n)
   num_frames, size = int(cfg.num_frames), int(cfg.image_size)
-  augment = transforms.train_augment(cfg)
+  make_clip = augment.train_clip_fn(cfg)
 
   if cfg.cache:
     cached = source.records(lo, hi, None).cache()
@@ -440,10 +445,9 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
         transforms.fold_in(key, 2))
     flip = (transforms.random_flip_flag(transforms.fold_in(key, 4))
             if cfg.horizontal_flip else tf.constant(False))
-    video = transforms.resize(
-        transforms.decode_frames(encoded, num_frames, window), size, flip)
-    video = augment(video, transforms.fold_in(key, 3))
-    out = {'inputs': tf.ensure_shape(video, [num_frames, size, size, 3])}
+    video = make_clip(transforms.decode_frames(encoded, num_frames, window),
+                      flip, transforms.fold_in(key, 3))
+    out = {'inputs': video}
     for field in heads:
       out[field] = tf.cast(tf.maximum(parsed['labels'][field], 0), tf.int32)
     out.update(code=code, source=src, record=rec, detail=detail)
@@ -451,7 +455,7 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
 
   def fallback(pos, src, rec, gid, raw):
     del pos, gid, raw
-    out = {'inputs': tf.zeros([num_frames, size, size, 3], tf.float32)}
+    out = {'inputs': tf.zeros([num_frames, size, size, 3], tf.uint8)}
     out.update({field: tf.constant(0, tf.int32) for field in heads})
     out.update(code=tf.constant(3, tf.int32), source=src, record=rec,
                detail=tf.constant(''))
@@ -494,11 +498,6 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
                                          global_batch_size, pc)
   lo, hi = sources.host_range(source.num_records, pi, pc)
   num_frames, size = int(cfg.num_frames), int(cfg.image_size)
-  mode = cfg.normalization
-  normalize = transforms.compose(
-      [('normalize', lambda v, s: transforms.normalize(v, mode))],
-      xla=bool(cfg.xla_ops))
-
   def process(src, rec, gid, raw):
     parsed = source.parse(raw)
     code, detail = _check_record(parsed, num_classes, heads)
@@ -512,12 +511,12 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
     per_crop = []
     for k in range(crops):
       y, x, ch, cw = tf.unstack(windows[k])
-      per_crop.append(transforms.resize(video[:, y:y + ch, x:x + cw], size))
+      per_crop.append(augment.resize_tf(video[:, y:y + ch, x:x + cw], size))
     # (crops, clips*T, S, S, 3) -> (clips, crops, T, S, S, 3) -> (views, ...)
     v = tf.reshape(tf.stack(per_crop), [crops, clips, num_frames, size, size, 3])
     v = tf.reshape(tf.transpose(v, [1, 0, 2, 3, 4, 5]),
                    [views, num_frames, size, size, 3])
-    out = {'inputs': normalize(v, tf.constant([0, 0], tf.int64))}
+    out = {'inputs': v}
     for field in heads:
       label = tf.cast(tf.maximum(parsed['labels'][field], 0), tf.int32)
       out[field] = tf.fill([views], label)
@@ -528,7 +527,7 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
 
   def fallback(src, rec, gid, raw):
     del raw
-    out = {'inputs': tf.zeros([views, num_frames, size, size, 3], tf.float32)}
+    out = {'inputs': tf.zeros([views, num_frames, size, size, 3], tf.uint8)}
     out.update({field: tf.zeros([views], tf.int32) for field in heads})
     out.update(video_index=tf.fill([views], tf.cast(gid, tf.int32)),
                view_index=tf.range(views, dtype=tf.int32),
@@ -536,7 +535,7 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
                detail=tf.constant(''))
     return out
 
-  padding = {'inputs': tf.zeros([num_frames, size, size, 3], tf.float32),
+  padding = {'inputs': tf.zeros([num_frames, size, size, 3], tf.uint8),
              'video_index': tf.constant(-1, tf.int32),
              'view_index': tf.constant(-1, tf.int32),
              'mask': tf.constant(0.0, tf.float32)}
@@ -544,7 +543,7 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
 
   if lo < hi:
     ds = source.records(lo, hi, None)
-    # A video's views are one element (views x T x S x S x 3 floats): keep
+    # A video's views are one element (views x T x S x S x 3 bytes): keep
     # few in flight.
     ds = _safe_interleave(ds, process, fallback, _parallelism(4))
     ds = _handle_errors(ds, cfg.on_error).unbatch()

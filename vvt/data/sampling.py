@@ -17,8 +17,7 @@ int32 indices; only these frames are decoded later.
 import tensorflow as tf
 
 # Philox named explicitly: the random streams do not depend on TF's default
-# ('auto_select') generator. (XLA's stateless kernels draw other numbers than
-# TF's, so `dataset.xla_ops` changes the augmentation draws; fix it per run.)
+# ('auto_select') generator.
 _ALG = 'philox'
 
 POLICIES = ('loop', 'pad')

@@ -3,7 +3,10 @@
 A video is a (T, H, W, 3) tensor. Frames are decoded from encoded strings
 straight into the crop window (`decode_frames` with a window decodes only that
 window of a JPEG), resized to the crop side as float32 in [0, 255], augmented
-with the same parameters for every frame (video-consistent), then normalised.
+with the same parameters for every frame (video-consistent), and leave the
+host as uint8 pixels (`to_uint8`): a quarter of the bytes of float32 to batch
+and to copy to the accelerator. Normalisation (`vvt.data.normalization`) runs
+on the device, inside the jitted train and eval steps.
 Every random op takes a stateless seed (a [2] int tensor), so a clip's
 augmentation depends only on (data seed, position in the stream).
 
@@ -15,13 +18,10 @@ import math
 import tensorflow as tf
 
 # Philox named explicitly: the random streams do not depend on TF's default
-# ('auto_select') generator. The fused path (`train_augment`) draws in TF, as
-# the op-by-op path does, outside its XLA kernels.
+# ('auto_select') generator. `vvt.data.augment` draws with `train_draws`, in
+# TF, exactly what the op-by-op functions draw.
 _ALG = 'philox'
 
-IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
-NORMALIZATIONS = ('imagenet', 'zero_centre')
 
 
 def fold_in(seed, k):
@@ -135,6 +135,29 @@ _RGB_TO_YIQ = ((0.299, 0.587, 0.114),
                (0.211, -0.523, 0.312))
 
 
+def _jitter_draws(seed, prob):
+  """(apply: bool, u: (4,) uniform in [-1, 1]) of colour jitter."""
+  apply = tf.random.stateless_uniform([], fold_in(seed, 0), alg=_ALG) < prob
+  u = tf.random.stateless_uniform([4], fold_in(seed, 1), -1.0, 1.0, alg=_ALG)
+  return apply, u
+
+
+def _jitter_params(u, strength):
+  """Colour jitter as (matrix, offset scale) from u = 4 uniforms in [-1, 1]."""
+  fb = 1.0 + 0.4 * strength * u[0]
+  fc = 1.0 + 0.4 * strength * u[1]
+  fs = 1.0 + 0.4 * strength * u[2]
+  theta = 2.0 * math.pi * 0.1 * strength * u[3]
+  luma = tf.constant(_RGB_TO_YIQ[0])
+  sat = fs * tf.eye(3) + (1.0 - fs) * luma[:, None] * tf.ones([1, 3])
+  to_yiq = tf.transpose(tf.constant(_RGB_TO_YIQ))
+  c, s = tf.cos(theta), tf.sin(theta)
+  rot = tf.stack([tf.stack([1.0, 0.0, 0.0]), tf.stack([0.0, c, s]),
+                  tf.stack([0.0, -s, c])])
+  matrix = sat @ (to_yiq @ rot @ tf.linalg.inv(to_yiq))
+  return fb * fc * matrix, (1.0 - fc) * fb * matrix
+
+
 def color_jitter(video, seed, strength, prob=0.8):
   """Brightness, contrast, saturation (x [1-0.4s, 1+0.4s]) and hue (+-0.1s turn).
 
@@ -143,24 +166,19 @@ def color_jitter(video, seed, strength, prob=0.8):
   offset (contrast pulls each frame towards its per-channel mean; saturation
   towards grey; hue rotates the chroma plane of YIQ): one pass over the clip.
   """
+  apply, u = _jitter_draws(seed, prob)
+
   def jitter():
-    u = tf.random.stateless_uniform([4], fold_in(seed, 1), -1.0, 1.0,
-                                    alg=_ALG)
     scale, offset_scale = _jitter_params(u, strength)
     mean = tf.reduce_mean(video, axis=[1, 2], keepdims=True)  # (T, 1, 1, 3)
     offset = tf.einsum('thwc,cd->thwd', mean, offset_scale)
     out = tf.einsum('thwc,cd->thwd', video, scale) + offset
     return tf.clip_by_value(out, 0.0, 255.0)
-  apply = tf.random.stateless_uniform([], fold_in(seed, 0), alg=_ALG) < prob
   return tf.cond(apply, jitter, lambda: video)
 
 
 def _blend(degenerate, video, factor):
   return tf.clip_by_value(degenerate + factor * (video - degenerate), 0.0, 255.0)
-
-
-def _grayscale(video):
-  return tf.image.rgb_to_grayscale(video) * tf.ones([1, 1, 1, 3])
 
 
 def _affine(video, transform):
@@ -302,57 +320,85 @@ def randaugment(video, seed, num_layers=2, magnitude=9):
 
   `magnitude` is on the paper's 0..10 scale. `video` is float in [0, 255].
   """
-  level = min(max(float(magnitude), 0.0), 10.0) / 10.0
+  ops, signs = _randaugment_draws(seed, num_layers)
   for layer in range(num_layers):
-    s = fold_in(seed, layer)
-    op = tf.random.stateless_uniform([], fold_in(s, 0), 0, len(RANDAUGMENT_OPS),
-                                     dtype=tf.int32, alg=_ALG)
-    coin = tf.random.stateless_uniform([], fold_in(s, 1), alg=_ALG)
-    sign = tf.where(coin < 0.5,
-                    -1.0, 1.0)
-    video = tf.switch_case(op, _randaugment_ops(video, level, sign))
+    video = tf.switch_case(ops[layer], _randaugment_ops(
+        video, randaugment_level(magnitude), signs[layer]))
   return video
 
 
-def random_erasing(video, seed, prob):
-  """With probability `prob`, fills one random box (same in every frame).
+def randaugment_level(magnitude):
+  """The paper's magnitude 0..10 as a level in [0, 1]."""
+  return min(max(float(magnitude), 0.0), 10.0) / 10.0
 
-  Area 2%..1/3 of the frame, aspect ratio 0.3..3.3, filled with N(0, 1) noise
-  (applied after normalisation, so noise has the data's scale).
+
+def _randaugment_draws(seed, num_layers):
+  """(ops: (num_layers,) int32 indices into RANDAUGMENT_OPS, signs: +-1.0)."""
+  ops, signs = [], []
+  for layer in range(num_layers):
+    s = fold_in(seed, layer)
+    ops.append(tf.random.stateless_uniform(
+        [], fold_in(s, 0), 0, len(RANDAUGMENT_OPS), dtype=tf.int32, alg=_ALG))
+    coin = tf.random.stateless_uniform([], fold_in(s, 1), alg=_ALG)
+    signs.append(tf.where(coin < 0.5, -1.0, 1.0))
+  return (tf.stack(ops) if ops else tf.zeros([0], tf.int32),
+          tf.stack(signs) if signs else tf.zeros([0]))
+
+
+def _erasing_box(seed, h, w, prob):
+  """[on, y0, x0, height, width] int32 of random erasing's box in a (h, w) frame.
+
+  Area 2%..1/3 of the frame, aspect ratio 0.3..3.3 (log-uniform); `on` is 1
+  with probability `prob`.
   """
-  shape = tf.shape(video)
-  h, w = shape[1], shape[2]
   u = tf.random.stateless_uniform([5], fold_in(seed, 1), alg=_ALG)
   area = (0.02 + u[0] * (1.0 / 3.0 - 0.02)) * tf.cast(h * w, tf.float32)
-  log_ratio = math.log(0.3) + u[1] * (math.log(1 / 0.3) - math.log(0.3))
-  ratio = tf.exp(log_ratio)
+  ratio = tf.exp(math.log(0.3) + u[1] * (math.log(1 / 0.3) - math.log(0.3)))
   eh = tf.clip_by_value(tf.cast(tf.round(tf.sqrt(area * ratio)), tf.int32), 1, h)
   ew = tf.clip_by_value(tf.cast(tf.round(tf.sqrt(area / ratio)), tf.int32), 1, w)
   y0 = tf.cast(u[2] * tf.cast(h - eh + 1, tf.float32), tf.int32)
   x0 = tf.cast(u[3] * tf.cast(w - ew + 1, tf.float32), tf.int32)
-  ys = tf.range(h)[:, None]
-  xs = tf.range(w)[None, :]
-  box = (ys >= y0) & (ys < y0 + eh) & (xs >= x0) & (xs < x0 + ew)
+  return tf.stack([tf.cast(u[4] < prob, tf.int32), y0, x0, eh, ew])
+
+
+def _erasing_noise(seed, box):
+  """(1, height, width, 3) uint8 of the box: uniform random pixels."""
+  noise = tf.random.stateless_uniform(tf.stack([1, box[3], box[4], 3]),
+                                      fold_in(seed, 2), 0, 256, dtype=tf.int32,
+                                      alg=_ALG)
+  return tf.cast(noise, tf.uint8)
+
+
+def _in_box(box, h, w):
+  """(h, w) bool: inside the erasing box (and the box is on)."""
+  ys, xs = tf.range(h)[:, None], tf.range(w)[None, :]
+  return ((box[0] > 0) & (ys >= box[1]) & (ys < box[1] + box[3])
+          & (xs >= box[2]) & (xs < box[2] + box[4]))
+
+
+def random_erasing(video, seed, prob):
+  """With probability `prob`, fills one random box (same in every frame) with
+  random pixels, uniform in [0, 255] per pixel and channel.
+
+  This is the 'random values' fill of Random Erasing (Zhong et al., 2020):
+  erasing runs before the uint8 clip leaves the host, so the box's noise does
+  not depend on the normalisation chosen (timm's 'pixel' mode, N(0, 1) after
+  normalisation, is the same idea on the normalised scale).
+  """
+  shape = tf.shape(video)
+  h, w = shape[1], shape[2]
+  box = _erasing_box(seed, h, w, prob)
   def erase():
-    noise = tf.random.stateless_normal(
-        tf.stack([1, h, w, shape[3]]), fold_in(seed, 2), dtype=video.dtype,
-        alg=_ALG)
-    return tf.where(box[None, :, :, None], noise, video)
-  return tf.cond(u[4] < prob, erase, lambda: video)
+    noise = tf.pad(tf.cast(_erasing_noise(seed, box), video.dtype),
+                   tf.stack([[0, 0], [box[1], h - box[1] - box[3]],
+                             [box[2], w - box[2] - box[4]], [0, 0]]))
+    return tf.where(_in_box(box, h, w)[None, :, :, None], noise, video)
+  return tf.cond(box[0] > 0, erase, lambda: video)
 
 
-def normalize(video, mode):
-  """float [0, 255] -> 'imagenet' mean/std, or 'zero_centre' [-1, 1]."""
-  if mode == 'imagenet':
-    mean, std = IMAGENET_MEAN, IMAGENET_STD
-  elif mode == 'zero_centre':
-    mean, std = (127.5,) * 3, (127.5,) * 3
-  else:
-    raise ValueError(f'dataset.normalization must be one of {NORMALIZATIONS}, '
-                     f'got {mode!r}')
-  scale = tf.constant([1.0 / v for v in std])
-  offset = tf.constant([-m / v for m, v in zip(mean, std)])
-  return tf.nn.bias_add(video * scale, offset)
+def to_uint8(video):
+  """float [0, 255] -> uint8, rounded (half up) and clipped."""
+  return tf.cast(tf.clip_by_value(video + 0.5, 0.0, 255.0), tf.uint8)
 
 
 def _randaugment_args(cfg):
@@ -370,16 +416,12 @@ def _randaugment_args(cfg):
   return (num_layers, magnitude) if num_layers > 0 else None
 
 
-# RandAugment compiles under XLA but its 14 branches take ~20 s to compile for
-# no speed-up, so it runs op by op.
-_NOT_XLA = frozenset({'randaugment'})
-
-
 def train_ops(cfg):
   """Training augmentations after the crop: [(name, fn(video, seed))].
 
-  Videos enter as float [0, 255] and leave normalised. (The random flip,
-  `cfg.horizontal_flip`, is done on the crop before its resize, see `resize`.)
+  Videos enter and leave as float [0, 255]; `train_augment` then rounds them
+  to uint8. (The random flip, `cfg.horizontal_flip`, is done on the crop
+  before its resize, see `resize`; normalisation on the device.)
   """
   ops = []
   if cfg.color_jitter > 0:
@@ -388,494 +430,53 @@ def train_ops(cfg):
   ra = _randaugment_args(cfg)
   if ra is not None:
     ops.append(('randaugment', lambda v, s: randaugment(v, s, *ra)))
-  mode = cfg.normalization
-  normalize(tf.zeros([1, 1, 1, 3]), mode)  # validates the name now
-  ops.append(('normalize', lambda v, s: normalize(v, mode)))
   if cfg.random_erasing > 0:
     p = float(cfg.random_erasing)
     ops.append(('random_erasing', lambda v, s: random_erasing(v, s, p)))
   return ops
 
 
-def compose(ops, xla=True):
-  """One fn(video, seed) applying `ops` in order, op i seeded by fold_in(seed, 100+i).
-
-  With `xla`, runs of consecutive ops XLA can compile become one jit-compiled
-  function: the per-pixel ops of a clip then make one pass over memory
-  instead of one each (the clip is 16x224x224x3 floats; memory is the cost).
-  """
-  groups = []  # [(jit, [(index, fn)])]
-  for i, (name, fn) in enumerate(ops):
-    jit = xla and name not in _NOT_XLA
-    if groups and groups[-1][0] == jit:
-      groups[-1][1].append((i, fn))
-    else:
-      groups.append((jit, [(i, fn)]))
-
-  def run_group(members):
-    def run(video, seed):
-      for i, fn in members:
-        video = fn(video, fold_in(seed, 100 + i))
-      return video
-    return run
-
-  stages = [tf.function(run_group(m), jit_compile=True) if jit else run_group(m)
-            for jit, m in groups]
-
+def compose(ops):
+  """One fn(video, seed) applying `ops` in order, op i seeded by
+  fold_in(seed, 100 + i): the op-by-op reference of `train_augment`."""
   def apply(video, seed):
-    for stage in stages:
-      video = stage(video, seed)
+    for i, (_, fn) in enumerate(ops):
+      video = fn(video, fold_in(seed, 100 + i))
     return video
   return apply
 
 
-def apply_ops(ops, video, seed):
-  """Applies `ops` without compilation (same results up to float rounding)."""
-  return compose(ops, xla=False)(video, seed)
-
-
-# ------------------------------------------------- fused training augmentation --
-# The op-by-op functions above are the reference. `train_augment` computes the
-# same augmentations (same random draws: op i of `train_ops` is seeded by
-# fold_in(seed, 100 + i) as in `compose`) in ONE XLA-compiled pass over the
-# clip: colour jitter (a 3x3 matrix and a per-frame offset), every RandAugment
-# layer as 'per-channel linear map + clip, per-channel 256-entry LUT (solarize,
-# posterize, equalize), grey fill outside a geometric op', normalisation and
-# random erasing; the geometric ops of all layers (rotate, shear, translate)
-# compose into one output->input affine map, applied as one gather (nearest
-# pixel). Statistics (per-frame means, channel ranges, luma mean, histograms)
-# come from the same chain evaluated on every 4th row and column. Variants
-# without geometric / sharpness ops skip the gather / the 3x3 filter; each
-# variant is compiled once per process and clip shape.
-_GEOMETRIC = ('rotate', 'shear_x', 'shear_y', 'translate_x', 'translate_y')
-_GEOMETRIC_IDS = tuple(RANDAUGMENT_OPS.index(n) for n in _GEOMETRIC)
-_SHARPNESS_ID = RANDAUGMENT_OPS.index('sharpness')
-_EQUALIZE_ID = RANDAUGMENT_OPS.index('equalize')
-_MIXING_IDS = (RANDAUGMENT_OPS.index('color'), _SHARPNESS_ID)
-_LUT_IDS = tuple(RANDAUGMENT_OPS.index(n)
-                 for n in ('equalize', 'solarize', 'posterize'))
-
-
-def _mix3(v, a):
-  """v (..., 3) @ a (3, 3) as three broadcast multiply-adds (XLA fuses them)."""
-  return v[..., 0:1] * a[0] + v[..., 1:2] * a[1] + v[..., 2:3] * a[2]
-
-
-def _jitter_params(u, strength):
-  """Colour jitter as (matrix, offset scale) from u = 4 uniforms in [-1, 1]."""
-  fb = 1.0 + 0.4 * strength * u[0]
-  fc = 1.0 + 0.4 * strength * u[1]
-  fs = 1.0 + 0.4 * strength * u[2]
-  theta = 2.0 * math.pi * 0.1 * strength * u[3]
-  luma = tf.constant(_RGB_TO_YIQ[0])
-  sat = fs * tf.eye(3) + (1.0 - fs) * luma[:, None] * tf.ones([1, 3])
-  to_yiq = tf.transpose(tf.constant(_RGB_TO_YIQ))
-  c, s = tf.cos(theta), tf.sin(theta)
-  rot = tf.stack([tf.stack([1.0, 0.0, 0.0]), tf.stack([0.0, c, s]),
-                  tf.stack([0.0, -s, c])])
-  matrix = sat @ (to_yiq @ rot @ tf.linalg.inv(to_yiq))
-  return fb * fc * matrix, (1.0 - fc) * fb * matrix
-
-
-def _geometry(op, sign, level, h, w):
-  """Output->input affine [[ax, ay, a0], [bx, by, b0]] (pixel centres) of
-  RandAugment op `op`, the identity for colour ops (as in _randaugment_ops)."""
-  theta = sign * level * 30.0 * math.pi / 180.0
-  c, s = tf.cos(theta), tf.sin(theta)
-  cx, cy = (w - 1) / 2, (h - 1) / 2
-  one, zero = tf.constant(1.0), tf.constant(0.0)
-  sh = sign * level * 0.3
-  tx = tf.clip_by_value(tf.round(sign * level * 0.45 * w), -w, w)
-  ty = tf.clip_by_value(tf.round(sign * level * 0.45 * h), -h, h)
-  ident = [one, zero, zero, zero, one, zero]
-  table = {
-      'rotate': [c, s, cx - c * cx - s * cy, -s, c, cy + s * cx - c * cy],
-      'shear_x': [one, sh, zero, zero, one, zero],
-      'shear_y': [one, zero, zero, sh, one, zero],
-      'translate_x': [one, zero, tx, zero, one, zero],
-      'translate_y': [one, zero, zero, zero, one, ty],
-  }
-  rows = tf.stack([tf.stack(table.get(n, ident)) for n in RANDAUGMENT_OPS])
-  return tf.reshape(tf.gather(rows, op), [2, 3])
-
-
-def _colour_params(op, sign, level, sample):
-  """(A (3, 3), b (3,), lut (768,), lut_on, sharp_on, factor) of one layer;
-  `sample` (N, 3) float: pixels of the layer's input, for its statistics."""
-  e = 1.0 + sign * 0.9 * level
-  eye = tf.eye(3)
-  luma = tf.constant(_RGB_TO_YIQ[0])
-  lo, hi = tf.reduce_min(sample, 0), tf.reduce_max(sample, 0)
-  ac_scale = tf.where(hi > lo, 255.0 / tf.maximum(hi - lo, 1e-3), 1.0)
-  ac_b = tf.where(hi > lo, -lo * ac_scale, 0.0)
-  grey = tf.tensordot(tf.reduce_mean(sample, 0), luma, 1)
-  colour = e * eye + (1.0 - e) * luma[:, None] * tf.ones([1, 3])
-  mats, offs = [], []
-  for name in RANDAUGMENT_OPS:
-    mats.append({'auto_contrast': tf.linalg.diag(ac_scale), 'color': colour,
-                 'contrast': e * eye, 'brightness': e * eye}.get(name, eye))
-    offs.append({'auto_contrast': ac_b,
-                 'contrast': (1.0 - e) * grey * tf.ones([3])}.get(
-                     name, tf.zeros([3])))
-  a, b = tf.gather(tf.stack(mats), op), tf.gather(tf.stack(offs), op)
-  i = tf.range(256, dtype=tf.float32)
-  q = tf.pow(2.0, tf.round(4.0 * level))
-  solarize = tf.tile(tf.where(i >= 256.0 * (1.0 - level), 255.0 - i, i), [3])
-  posterize = tf.tile(tf.floor(i / q) * q, [3])
-
-  def equalize():  # per channel, from the sample's histograms
-    idx = tf.cast(tf.clip_by_value(sample + 0.5, 0.0, 255.0), tf.int32)
-    hist = tf.math.unsorted_segment_sum(
-        tf.ones_like(idx, tf.float32), idx + tf.constant([0, 256, 512]), 768)
-    cdf = tf.cumsum(tf.reshape(hist, [3, 256]), axis=1)
-    last = cdf[:, -1:]
-    cdf_min = tf.reduce_min(tf.where(cdf > 0, cdf, last), axis=1, keepdims=True)
-    return tf.reshape(tf.clip_by_value(
-        (cdf - cdf_min) / tf.maximum(last - cdf_min, 1.0) * 255.0, 0.0, 255.0),
-                      [768])
-  lut = tf.cond(tf.equal(op, _EQUALIZE_ID), equalize,
-                lambda: tf.where(tf.equal(op, RANDAUGMENT_OPS.index('solarize')),
-                                 solarize, posterize))
-  lut_on = tf.reduce_any(tf.equal(op, _LUT_IDS))
-  return a, b, lut, lut_on, tf.equal(op, _SHARPNESS_ID), e
-
-
-def _sharpen_blend(y, factor):
-  """_blend(_sharpen_degenerate(y), y, factor) with shifted sums (a 3x3 filter,
-  zero padding as 'SAME'); XLA's depthwise convolution is far slower."""
-  h, w = y.shape[1], y.shape[2]
-  p = tf.pad(y, [[0, 0], [1, 1], [1, 1], [0, 0]])
-  box = tf.add_n([p[:, dy:dy + h, dx:dx + w] for dy in range(3)
-                  for dx in range(3)])
-  return _blend((box + 4.0 * y) / 13.0, y, factor)
-
-
-def _grid_map(geoms, num_layers, rows, cols, h, w):
-  """Source pixel index (rows*cols,) and per-layer 'inside' masks of the
-  composed output->input maps of layers [0, num_layers)."""
-  qx = 0.0 * rows[:, None] + cols[None]
-  qy = rows[:, None] + 0.0 * cols[None]
-  masks = []
-  for l in reversed(range(num_layers)):
-    m = geoms[l]
-    qx, qy = (m[0, 0] * qx + m[0, 1] * qy + m[0, 2],
-              m[1, 0] * qx + m[1, 1] * qy + m[1, 2])
-    rx, ry = tf.round(qx), tf.round(qy)
-    masks.insert(0, (rx >= 0) & (rx <= w - 1) & (ry >= 0) & (ry <= h - 1))
-  idx = (tf.cast(tf.clip_by_value(tf.round(qy), 0.0, h - 1.0), tf.int32)
-         * int(w)
-         + tf.cast(tf.clip_by_value(tf.round(qx), 0.0, w - 1.0), tf.int32))
-  return tf.reshape(idx, [-1]), masks
-
-
-def _gather_pixels(x, idx, rows, cols):
-  t, h, w = x.shape[0], x.shape[1], x.shape[2]
-  y = tf.gather(tf.reshape(x, [t, h * w, 3]), idx, axis=1)
-  return tf.reshape(y, [t, rows.shape[0], cols.shape[0], 3])
-
-
-def _colour_layer(y, layer, mix):
-  """Linear part (full 3x3 with `mix`, else its diagonal) + clip, then LUT."""
-  a, b, lut, lut_on = layer[:4]
-  lin = _mix3(y, a) if mix else y * tf.linalg.diag_part(a)
-  y = tf.clip_by_value(lin + b, 0.0, 255.0)
-  idx = tf.cast(tf.clip_by_value(y + 0.5, 0.0, 255.0), tf.int32)
-  return tf.where(lut_on, tf.gather(lut, idx + tf.constant([0, 256, 512])), y)
-
-
-def _jitter(y, frame):
-  a0, off = frame
-  return tf.clip_by_value(_mix3(y, a0) + off[:, None, None, :], 0.0, 255.0)
-
-
-def _mix_small(y, a):
-  """y @ a as a matrix product (XLA materialises it: no recomputation)."""
-  return tf.reshape(tf.reshape(y, [-1, 3]) @ a, y.shape)
-
-
-def _params_kernel(x, jitter_u, ops, signs, *, strength, level, geo, scale,
-                   offset):
-  """Stage 1: every per-clip parameter, from the draws and a 1/16 sample
-  (the augmentation chain evaluated at every 4th row and column).
-
-  Besides the per-layer parameters it returns, for the one-pass path, the
-  source pixel of every output pixel and the per-layer 'inside' masks of the
-  geometric ops, and 'lut': all per-channel layers and the normalisation
-  tabulated over the 256 values of the (rounded) jittered pixel, with 'fills':
-  the normalised value of a pixel filled with grey 128 by layer l.
+def train_draws(cfg, seed, h, w):
+  """Every random number of `train_ops(cfg)` for one clip of (h, w) frames,
+  as a dict of tensors, for `vvt.data.augment`: the same draws as the op-by-op
+  functions (op i of train_ops seeded by fold_in(seed, 100 + i), as in
+  `compose`). 'jitter_on', 'jitter_scale' and 'jitter_offset' (3, 3) of
+  colour jitter (`_jitter_params`); 'ops', 'signs' of RandAugment's layers;
+  'box' [on, y0, x0, height, width] and 'noise' (1, height, width, 3) uint8
+  of random erasing.
   """
-  t, h, w = x.shape[0], x.shape[1], x.shape[2]
-  sub = x[:, ::4, ::4]
-  if strength > 0:
-    a0, o0 = _jitter_params(jitter_u[1:], strength)
-    on = jitter_u[0] > 0.5
-    a0 = tf.where(on, a0, tf.eye(3))
-    off = tf.where(on, tf.reduce_mean(sub, [1, 2]) @ o0, 0.0)
+  names = [n for n, _ in train_ops(cfg)]
+  seed_of = lambda name: fold_in(seed, 100 + names.index(name))
+  out = {}
+  if 'color_jitter' in names:
+    apply, u = _jitter_draws(seed_of('color_jitter'),
+                             float(cfg.color_jitter_prob))
+    scale, offset_scale = _jitter_params(u, float(cfg.color_jitter))
+    out['jitter_on'] = apply
+    out['jitter_scale'], out['jitter_offset'] = scale, offset_scale
   else:
-    a0, off = tf.eye(3), tf.zeros([t, 3])
-  num_layers = ops.shape[0]
-  geoms = tf.stack([_geometry(ops[l], signs[l], level, float(h), float(w))
-                    for l in range(num_layers)] or [tf.zeros([2, 3])])
-  rows = tf.range(0, h, 4, dtype=tf.float32)
-  cols = tf.range(0, w, 4, dtype=tf.float32)
-  layers = []
-  for l in range(num_layers):
-    if geo and l:
-      idx, masks = _grid_map(geoms, l, rows, cols, float(h), float(w))
-      y = _gather_pixels(x, idx, rows, cols)
-    else:
-      y, masks = sub, None
-    y = tf.clip_by_value(_mix_small(y, a0) + off[:, None, None, :], 0.0, 255.0)
-    for k, (a, b, lut, lut_on, _, _) in enumerate(layers):
-      y = tf.clip_by_value(_mix_small(y, a) + b, 0.0, 255.0)
-      i = tf.cast(tf.clip_by_value(y + 0.5, 0.0, 255.0), tf.int32)
-      y = tf.where(lut_on, tf.gather(lut, i + tf.constant([0, 256, 512])), y)
-      if masks is not None:
-        y = tf.where(masks[k][None, :, :, None], y, 128.0)
-    layers.append(_colour_params(ops[l], signs[l], level,
-                                 tf.reshape(y, [-1, 3])))
-  p = {'a0': a0, 'off': off, 'geoms': geoms}
-  scale, offset = tf.constant(scale), tf.constant(offset)
-  table = tf.range(256.0)[:, None] * tf.ones([1, 3])
-  for layer in layers:
-    table = _colour_layer(table, layer, mix=False)
-  p['lut'] = tf.reshape(tf.transpose(table * scale + offset), [768])
-  fills = []
-  for l in range(num_layers):
-    f = tf.fill([1, 3], 128.0)
-    for layer in layers[l + 1:]:
-      f = _colour_layer(f, layer, mix=False)
-    fills.append(f[0] * scale + offset)
-  p['fills'] = tf.stack(fills) if fills else tf.zeros([1, 3])
-  if geo and num_layers:
-    idx, masks = _grid_map(geoms, num_layers, tf.range(float(h)),
-                           tf.range(float(w)), float(h), float(w))
-    p['idx'], p['masks'] = idx, tf.stack(masks)
-  else:
-    p['idx'], p['masks'] = tf.zeros([1], tf.int32), tf.zeros([1, 1, 1], tf.bool)
-  p['layers'] = tuple(tf.stack(z) for z in zip(*layers)) if layers else ()
-  if layers:
-    p['diag'] = tf.linalg.diag_part(p['layers'][0])
-    p['bias'] = p['layers'][1]
-  return p
-
-
-def _finish(y, box, noise, scale, offset, erase, normalise=True):
-  h, w = y.shape[1], y.shape[2]
-  if normalise:
-    y = y * tf.constant(scale) + tf.constant(offset)
-  if erase:
-    ys, xs = tf.range(h)[:, None], tf.range(w)[None, :]
-    inbox = ((box[0] > 0) & (ys >= box[1]) & (ys < box[1] + box[3])
-             & (xs >= box[2]) & (xs < box[2] + box[4]))
-    y = tf.where(inbox[None, :, :, None], noise, y)
-  return y
-
-
-def _source(x, p, geo):
-  """The clip's pixels moved by the composed geometric ops (one gather)."""
-  if not geo:
-    return x
-  t, h, w = x.shape[0], x.shape[1], x.shape[2]
-  y = tf.gather(tf.reshape(x, [t, h * w, 3]), p['idx'], axis=1)
-  return tf.reshape(y, x.shape)
-
-
-def _pixel_kernel(x, p, box, noise, *, scale, offset, geo, erase, layers, lut):
-  """Stage 2, fast path (no 'color' or 'sharpness' layer): one pass over the
-  clip. The jitter (the only op mixing channels) reads x; with `lut` (a
-  solarize, posterize or equalize layer) its rounded result indexes
-  p['lut'] (all later per-channel ops and the normalisation), else the layers'
-  per-channel linear maps and clips are computed. Colour ops act on each pixel
-  alone, so they commute with the geometric ops: with `geo` the result is
-  moved afterwards by `_move_kernel`, which also fills the grey borders."""
-  y = _jitter(x, (p['a0'], p['off']))
-  if layers and lut:
-    q = tf.cast(y + 0.5, tf.int32)
-    y = tf.gather(p['lut'], q + tf.constant([0, 256, 512]))
-  else:
-    for l in range(layers):
-      y = tf.clip_by_value(y * p['diag'][l] + p['bias'][l], 0.0, 255.0)
-    y = y * tf.constant(scale) + tf.constant(offset)
-  if geo:
-    return y
-  return _finish(y, box, noise, scale, offset, erase, normalise=False)
-
-
-def _move_kernel(z, p, box, noise, *, layers, erase):
-  """Fast path with geometric ops: one gather of the coloured, normalised
-  clip; pixels a geometric op brought in from outside get p['fills']."""
-  y = _source(z, p, True)
-  for l in range(layers):
-    y = tf.where(p['masks'][l][None, :, :, None], y, p['fills'][l])
-  return _finish(y, box, noise, None, None, erase, normalise=False)
-
-
-def _pre_kernel(x, p, *, geo):
-  """Slow path, step 1: geometric gather (all layers' maps) and jitter."""
-  return _jitter(_source(x, p, geo), (p['a0'], p['off']))
-
-
-def _layer_kernel(y, p, box, noise, l, *, geo, sharp, pre, finish, scale,
-                  offset, erase):
-  """Slow path, layer l on a materialised clip (3x3 colour mix, sharpness).
-
-  With `pre`, y is the source clip: first the geometric gather and the jitter
-  (only for a layer that does not mix channels or pixels, so nothing is
-  recomputed); with `finish`, normalisation and erasing follow."""
-  if pre:
-    y = _pre_kernel(y, p, geo=geo)
-  layer = tuple(z[l] for z in p['layers'])
-  y = _colour_layer(y, layer, mix=not pre)
-  if sharp:
-    y = tf.where(layer[4], _sharpen_blend(y, layer[5]), y)
-  if geo:
-    y = tf.where(p['masks'][l][None, :, :, None], y, 128.0)
-  if finish:
-    y = _finish(y, box, noise, scale, offset, erase)
-  return y
-
-
-def _finish_kernel(y, box, noise, *, scale, offset, erase):
-  return _finish(y, box, noise, scale, offset, erase)
-
-
-_KERNELS = {}
-
-
-def _kernel(fn, **flags):
-  """fn compiled with XLA for these static flags (once per process)."""
-  key = (fn.__name__,) + tuple(sorted(flags.items()))
-  if key not in _KERNELS:
-    _KERNELS[key] = tf.function(
-        lambda *a: fn(*a, **dict(key[1:])), jit_compile=True)
-  return _KERNELS[key]
-
-
-def train_augment(cfg):
-  """fn(video, seed): `train_ops(cfg)` as one XLA pass (`cfg.xla_ops`), or op
-  by op. Video float (T, H, W, 3) in [0, 255] -> normalised float."""
-  ops = train_ops(cfg)
-  if not cfg.xla_ops:
-    return compose(ops, xla=False)
-  names = [n for n, _ in ops]
-  strength = float(cfg.color_jitter)
-  prob = float(cfg.color_jitter_prob)
+    out['jitter_on'] = tf.constant(False)
+    out['jitter_scale'], out['jitter_offset'] = tf.eye(3), tf.zeros([3, 3])
   ra = _randaugment_args(cfg)
-  num_layers, magnitude = ra if ra is not None else (0, 0.0)
-  level = min(max(float(magnitude), 0.0), 10.0) / 10.0
-  p_erase = float(cfg.random_erasing)
-  mode = cfg.normalization
-  mean, std = ((IMAGENET_MEAN, IMAGENET_STD) if mode == 'imagenet'
-               else ((127.5,) * 3, (127.5,) * 3))
-  scale = tuple(1.0 / v for v in std)
-  offset = tuple(-m / v for m, v in zip(mean, std))
-
-  def seed_of(name):
-    return lambda seed: fold_in(seed, 100 + names.index(name))
-
-  def apply(video, seed):
-    shape = tf.shape(video)
-    h, w = shape[1], shape[2]
-    if strength > 0:
-      s = seed_of('color_jitter')(seed)
-      apply_j = tf.random.stateless_uniform([], fold_in(s, 0), alg=_ALG) < prob
-      u = tf.random.stateless_uniform([4], fold_in(s, 1), -1.0, 1.0, alg=_ALG)
-      jitter_u = tf.concat([tf.cast(apply_j, tf.float32)[None], u], 0)
-    else:
-      jitter_u = tf.zeros([5])
-    op_ids, signs = [], []
-    if num_layers:
-      s0 = seed_of('randaugment')(seed)
-      for layer in range(num_layers):
-        s = fold_in(s0, layer)
-        op_ids.append(tf.random.stateless_uniform(
-            [], fold_in(s, 0), 0, len(RANDAUGMENT_OPS), dtype=tf.int32,
-            alg=_ALG))
-        coin = tf.random.stateless_uniform([], fold_in(s, 1), alg=_ALG)
-        signs.append(tf.where(coin < 0.5, -1.0, 1.0))
-    op_ids = tf.stack(op_ids) if op_ids else tf.zeros([0], tf.int32)
-    signs = tf.stack(signs) if signs else tf.zeros([0])
-    if p_erase > 0:
-      s = seed_of('random_erasing')(seed)
-      u = tf.random.stateless_uniform([5], fold_in(s, 1), alg=_ALG)
-      area = (0.02 + u[0] * (1.0 / 3.0 - 0.02)) * tf.cast(h * w, tf.float32)
-      ratio = tf.exp(math.log(0.3) + u[1] * (math.log(1 / 0.3) - math.log(0.3)))
-      eh = tf.clip_by_value(tf.cast(tf.round(tf.sqrt(area * ratio)), tf.int32),
-                            1, h)
-      ew = tf.clip_by_value(tf.cast(tf.round(tf.sqrt(area / ratio)), tf.int32),
-                            1, w)
-      y0 = tf.cast(u[2] * tf.cast(h - eh + 1, tf.float32), tf.int32)
-      x0 = tf.cast(u[3] * tf.cast(w - ew + 1, tf.float32), tf.int32)
-      on = u[4] < p_erase
-      box = tf.stack([tf.cast(on, tf.int32), y0, x0, eh, ew])
-      noise_seed = fold_in(s, 2)
-    else:
-      on = tf.constant(False)
-      box = tf.zeros([5], tf.int32)
-
-    def variant(geo, slow, lut=False, erase=False):
-      def run():
-        # Kernels with `erase` only for clips that are erased: the others
-        # neither draw the noise nor test the box.
-        noise = tf.zeros([1, 1, 1, 3])
-        if erase:  # noise drawn for the box only, placed in a (1, H, W, 3) frame
-          noise = tf.pad(
-              tf.random.stateless_normal(tf.stack([1, box[3], box[4], 3]),
-                                         noise_seed, alg=_ALG),
-              tf.stack([[0, 0], [box[1], h - box[1] - box[3]],
-                        [box[2], w - box[2] - box[4]], [0, 0]]))
-        p = _kernel(_params_kernel, strength=strength, level=level, geo=geo,
-                    scale=scale, offset=offset)(video, jitter_u, op_ids, signs)
-        if not slow:
-          z = _kernel(_pixel_kernel, scale=scale, offset=offset, geo=geo,
-                      erase=erase, layers=num_layers, lut=lut)(
-                          video, p, box, noise)
-          if not geo:
-            return z
-          return _kernel(_move_kernel, layers=num_layers, erase=erase)(
-              z, p, box, noise)
-        # Passes over the clip: [gather + jitter (+ layer 0 when it is
-        # per-channel)], then one per remaining layer, the last one also
-        # normalising and erasing.
-        def layers_from(y, start, pre):
-          for l in range(start, num_layers):
-            flags = dict(geo=geo, pre=pre and l == start,
-                         finish=l == num_layers - 1, scale=scale,
-                         offset=offset, erase=erase)
-            y = tf.cond(
-                p['layers'][4][l],
-                lambda y=y, l=l, f=flags: _kernel(
-                    _layer_kernel, sharp=True, **f)(y, p, box, noise, l),
-                lambda y=y, l=l, f=flags: _kernel(
-                    _layer_kernel, sharp=False, **f)(y, p, box, noise, l))
-          return y
-
-        def slow_first():
-          return layers_from(_kernel(_pre_kernel, geo=geo)(video, p), 0, False)
-        if num_layers == 1:
-          return slow_first()
-        first_mixes = tf.reduce_any(tf.equal(op_ids[0], _MIXING_IDS))
-        return tf.cond(first_mixes, slow_first,
-                       lambda: layers_from(video, 0, True))
-      return run
-    is_geo = tf.reduce_any(tf.equal(op_ids[:, None], _GEOMETRIC_IDS))
-    is_slow = tf.reduce_any(tf.equal(op_ids[:, None], _MIXING_IDS))
-    is_lut = tf.reduce_any(tf.equal(op_ids[:, None], _LUT_IDS))
-    # One flat tf.case over the kernel variants (nested conds cost more).
-
-    branches = []
-    for erase in ((True, False) if p_erase > 0 else (False,)):
-      e = on if erase else tf.logical_not(on)
-      if num_layers:
-        branches += [
-            (e & is_slow & is_geo, variant(True, True, erase=erase)),
-            (e & is_slow, variant(False, True, erase=erase)),
-            (e & is_geo & is_lut, variant(True, False, True, erase=erase)),
-            (e & is_geo, variant(True, False, erase=erase)),
-            (e & is_lut, variant(False, False, True, erase=erase))]
-      branches.append((e, variant(False, False, erase=erase)))
-    if len(branches) == 1:
-      return branches[0][1]()
-    return tf.case(branches[:-1], default=branches[-1][1])
-  return apply
+  out['ops'], out['signs'] = _randaugment_draws(
+      seed_of('randaugment') if ra else seed, ra[0] if ra else 0)
+  if 'random_erasing' in names:
+    s = seed_of('random_erasing')
+    box = _erasing_box(s, h, w, float(cfg.random_erasing))
+    out['box'] = box
+    out['noise'] = tf.cond(box[0] > 0, lambda: _erasing_noise(s, box),
+                           lambda: tf.zeros([1, 0, 0, 3], tf.uint8))
+  else:
+    out['box'] = tf.zeros([5], tf.int32)
+    out['noise'] = tf.zeros([1, 0, 0, 3], tf.uint8)
+  return out

@@ -1,7 +1,8 @@
 """Jitted train and eval steps (jax.jit with NamedSharding; no pmap).
 
 The state is replicated, the batch is sharded over the mesh's `data` axis; XLA
-inserts the gradient all-reduce. Per-step randomness is
+inserts the gradient all-reduce. Batches carry uint8 pixels; both steps
+normalise them on the device (`vvt.data.normalization`). Per-step randomness is
 `fold_in(state.rng, state.step)`, so a resumed run draws exactly the same
 dropout / stochastic-depth / mixup masks as an uninterrupted one.
 """
@@ -13,6 +14,7 @@ import optax
 from clu import metrics as clu_metrics
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from vvt.data import normalization
 from vvt.train import losses
 from vvt.train import mesh as mesh_lib
 from vvt.train.state import TrainState
@@ -55,6 +57,7 @@ def make_train_step(module, tx, schedule, config, mesh):
                 cutmix_alpha=float(config.loss.cutmix_alpha),
                 switch_prob=float(config.loss.mix_switch_prob))
   metrics_cls = train_metrics_class(heads)
+  norm = config.dataset.normalization
   micro_sharding = NamedSharding(mesh, P(None, mesh_lib.DATA_AXIS))
 
   def loss_fn(params, inputs, targets, mask, denom, rng):
@@ -77,7 +80,8 @@ def make_train_step(module, tx, schedule, config, mesh):
     mask = batch['mask'].astype(jnp.float32)
     labels = {h: batch[losses.label_key(h)] for h in heads}
     targets = {h: losses.one_hot_targets(labels[h], n, ls) for h, n in heads.items()}
-    inputs, targets, _ = losses.mix_batch(r_mix, batch['inputs'], targets, **mix_kw)
+    inputs = normalization.normalize(batch['inputs'], norm)
+    inputs, targets, _ = losses.mix_batch(r_mix, inputs, targets, **mix_kw)
     denom = jnp.maximum(jnp.sum(mask), 1.0)
     if accum == 1:
       (loss, (per_example, logits)), grads = grad_fn(
@@ -146,10 +150,12 @@ def make_eval_step(module, config, mesh):
   """
   heads = heads_of(config.model)
   average = config.eval.average
+  norm = config.dataset.normalization
 
   def eval_step(params, batch):
-    logits = losses.as_head_dict(module.apply({'params': params},
-                                              batch['inputs'], train=False))
+    inputs = normalization.normalize(batch['inputs'], norm)
+    logits = losses.as_head_dict(module.apply({'params': params}, inputs,
+                                              train=False))
     scores = {}
     for h in heads:
       lg = logits[h].astype(jnp.float32)
