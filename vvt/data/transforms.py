@@ -2,16 +2,15 @@
 
 A video is a (T, H, W, 3) tensor. Frames are decoded from encoded strings
 straight into the crop window (`decode_frames` with a window decodes only that
-window of a JPEG), resized to the crop side as float32 in [0, 255], augmented
-with the same parameters for every frame (video-consistent), and leave the
-host as uint8 pixels (`to_uint8`): a quarter of the bytes of float32 to batch
-and to copy to the accelerator. Normalisation (`vvt.data.normalization`) runs
-on the device, inside the jitted train and eval steps.
-Every random op takes a stateless seed (a [2] int tensor), so a clip's
-augmentation depends only on (data seed, position in the stream).
+window of a JPEG); the input pipeline then resizes and augments the uint8
+window with OpenCV (`vvt.data.augment`), with the random numbers drawn here
+(`train_draws`). Every random op takes a stateless seed (a [2] int tensor), so
+a clip's augmentation depends only on (data seed, position in the stream).
 
-`train_ops(cfg)` composes the training augmentations in the style of
-big_vision: a list of (name, fn(video, seed) -> video).
+`train_ops(cfg)` composes the training augmentations as float TF ops in the
+style of big_vision, a list of (name, fn(video, seed) -> video): the
+reference `vvt.data.augment` is tested against. Normalisation
+(`vvt.data.normalization`) runs on the device.
 """
 import math
 
@@ -369,13 +368,6 @@ def _erasing_noise(seed, box):
   return tf.cast(noise, tf.uint8)
 
 
-def _in_box(box, h, w):
-  """(h, w) bool: inside the erasing box (and the box is on)."""
-  ys, xs = tf.range(h)[:, None], tf.range(w)[None, :]
-  return ((box[0] > 0) & (ys >= box[1]) & (ys < box[1] + box[3])
-          & (xs >= box[2]) & (xs < box[2] + box[4]))
-
-
 def random_erasing(video, seed, prob):
   """With probability `prob`, fills one random box (same in every frame) with
   random pixels, uniform in [0, 255] per pixel and channel.
@@ -392,7 +384,10 @@ def random_erasing(video, seed, prob):
     noise = tf.pad(tf.cast(_erasing_noise(seed, box), video.dtype),
                    tf.stack([[0, 0], [box[1], h - box[1] - box[3]],
                              [box[2], w - box[2] - box[4]], [0, 0]]))
-    return tf.where(_in_box(box, h, w)[None, :, :, None], noise, video)
+    ys, xs = tf.range(h)[:, None], tf.range(w)[None, :]
+    inside = ((ys >= box[1]) & (ys < box[1] + box[3])
+              & (xs >= box[2]) & (xs < box[2] + box[4]))
+    return tf.where(inside[None, :, :, None], noise, video)
   return tf.cond(box[0] > 0, erase, lambda: video)
 
 
@@ -419,8 +414,8 @@ def _randaugment_args(cfg):
 def train_ops(cfg):
   """Training augmentations after the crop: [(name, fn(video, seed))].
 
-  Videos enter and leave as float [0, 255]; `train_augment` then rounds them
-  to uint8. (The random flip, `cfg.horizontal_flip`, is done on the crop
+  Videos enter and leave as float [0, 255] (`to_uint8` rounds them, as
+  `vvt.data.augment` does per op). (The random flip, `cfg.horizontal_flip`, is done on the crop
   before its resize, see `resize`; normalisation on the device.)
   """
   ops = []
