@@ -9,14 +9,14 @@ Records carry `verb_label` and `noun_label` (int64) in the context.
 """
 import ml_collections
 
-from vvt.train import defaults
+from configs import common
 
 HEADS = {'verb': 97, 'noun': 300}
 
 
 def get_config(arg=None):
   del arg
-  c = defaults.paper_config(
+  c = common.paper_config(
       model=dict(family='vivit', attention='factorised_encoder', variant='L/16x2',
                  num_frames=32, image_size=224, temporal_layers=4, stochastic_depth=0.2),
       dataset=dict(stride=1, num_test_clips=4, num_spatial_crops=1,
@@ -29,7 +29,7 @@ def get_config(arg=None):
       schedule__name='cosine', schedule__base_lr=0.5, schedule__warmup_epochs=2.5,
       loss__label_smoothing=0.2, loss__mixup_alpha=0.1,
       eval__batch_size=64, eval__split='validation', checkpoint__every_steps=1000)
-  defaults.set_num_classes(c, HEADS)
+  c.num_classes = HEADS  # the shared field: the model and the data read it
   c.init_from = ml_collections.ConfigDict(dict(
       path='imagenet21k/ViT-L_16.npz', format='big_vision', tubelet_init='central_frame',
       positional_embedding='repeat'))

@@ -11,7 +11,7 @@ test: 1 temporal clip x 3 spatial crops.
 """
 import ml_collections
 
-from vvt.train import defaults
+from configs import common
 
 VARIANTS = {  # name: (frames, sampling rate, image size)
     'base': (8, 32, 224),
@@ -26,12 +26,12 @@ def get_config(arg=None):
     raise ValueError(f'timesformer_b.py: unknown variant {arg!r}; expected one of '
                      f'{", ".join(VARIANTS)}')
   frames, rate, size = VARIANTS[name]
-  c = defaults.paper_config(
+  c = common.paper_config(
       model=dict(family='timesformer', attention='divided', variant='B/16',
                  num_frames=frames, image_size=size, num_classes=400, classifier='token'),
       dataset=dict(stride=rate, num_test_clips=1, num_spatial_crops=3,
                    train_files='kinetics400/train@1024', eval_files='kinetics400/test@512',
-                   image_size=size, train_min_resize=256 if size == 224 else 448,
+                   train_min_resize=256 if size == 224 else 448,
                    train_max_resize=320 if size == 224 else 512,
                    eval_resize=224 if size == 224 else 448,
                    horizontal_flip=True, normalization='imagenet'),

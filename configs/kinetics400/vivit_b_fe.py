@@ -14,14 +14,14 @@ reproduction.
 """
 import ml_collections
 
-from vvt.train import defaults
+from configs import common
 
 IMAGENET21K_B16 = 'imagenet21k/ViT-B_16.npz'
 
 
 def get_config(arg=None):
   del arg
-  c = defaults.paper_config(
+  c = common.paper_config(
       model=dict(family='vivit', attention='factorised_encoder', variant='B/16x2',
                  num_frames=32, image_size=224, num_classes=400, temporal_layers=4,
                  classifier='token'),

@@ -11,14 +11,14 @@ a reproduction.)
 """
 import ml_collections
 
-from vvt.train import defaults
+from configs import common
 
 
 def get_config(arg=None):
   frames = int(arg or 8)
   if frames not in (8, 16):
     raise ValueError(f'xvit_b.py: frames must be 8 or 16, got {arg!r}')
-  c = defaults.paper_config(
+  c = common.paper_config(
       model=dict(family='xvit', attention='space_time_mixing', variant='B/16',
                  num_frames=frames, image_size=224, num_classes=400,
                  frame_aggregation='temporal_attention'),

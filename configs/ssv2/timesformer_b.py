@@ -7,12 +7,12 @@ the paper's Table 1 (space vs divided attention on SSv2).
 """
 import ml_collections
 
-from vvt.train import defaults
+from configs import common
 
 
 def get_config(arg=None):
   attention = arg or 'divided'
-  c = defaults.paper_config(
+  c = common.paper_config(
       model=dict(family='timesformer', attention=attention, variant='B/16',
                  num_frames=8, image_size=224, num_classes=174),
       dataset=dict(sampling='segment', num_test_clips=1, num_spatial_crops=3,

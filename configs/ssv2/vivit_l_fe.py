@@ -7,12 +7,12 @@ ViViT-L model (or ImageNet-21k); SGD momentum, cosine; 4x3 test views.
 """
 import ml_collections
 
-from vvt.train import defaults
+from configs import common
 
 
 def get_config(arg=None):
   del arg
-  c = defaults.paper_config(
+  c = common.paper_config(
       model=dict(family='vivit', attention='factorised_encoder', variant='L/16x2',
                  num_frames=32, image_size=224, num_classes=174, temporal_layers=4,
                  stochastic_depth=0.3),

@@ -6,12 +6,12 @@ ImageNet-21k; SGD momentum, cosine; test 1 clip x 3 crops.
 """
 import ml_collections
 
-from vvt.train import defaults
+from configs import common
 
 
 def get_config(arg=None):
   frames = int(arg or 16)
-  c = defaults.paper_config(
+  c = common.paper_config(
       model=dict(family='xvit', attention='space_time_mixing', variant='B/16',
                  num_frames=frames, image_size=224, num_classes=174, stochastic_depth=0.2,
                  frame_aggregation='temporal_attention'),

@@ -1,14 +1,11 @@
 """A very small config on a tiny synthetic set, for the tests (CLI: --config tests/train/tiny_config.py:DATA_DIR[,ATTENTION])."""
-from vvt.train import defaults
+from configs import common
 
 
 def get_config(arg=None):
   data_dir, _, attention = (arg or '').partition(',')
-  attention = attention or 'divided'
-  family = {'space_time_mixing': 'xvit', 'spatiotemporal': 'vivit',
-            'factorised_encoder': 'vivit'}.get(attention, 'timesformer')
-  c = defaults.synthetic_config(attention, data_dir or None, family=family,
-                                hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64)
+  c = common.synthetic_config(attention or 'divided', data_dir or 'data/synthetic',
+                              hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64)
   c.batch_size = 8
   c.num_train_steps = 12
   c.schedule.warmup_steps = 2

@@ -31,50 +31,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
-from vvt.convert import common, image
+from vvt.convert import common, image, init_options
 
-FIELDS = dict(checkpoint=None, format='auto', num_heads=None, positional_embedding='auto', resize='bilinear',
-              tubelet='central_frame', temporal_attention='auto', reinit_head=True)
-CHOICES = dict(positional_embedding=('auto', 'repeat', 'separate_time_zero'),
-               resize=('bilinear', 'bicubic', 'nearest'), tubelet=('central_frame', 'inflate'),
-               temporal_attention=('auto', 'copy_spatial', 'zero'), format=image.FORMATS)
-
-
-def get_config(**overrides) -> ml_collections.ConfigDict:
-  """Default `init_from` section (checkpoint must be set)."""
-  c = ml_collections.ConfigDict(dict(FIELDS))
-  c.update(overrides)
-  return c
-
-
-ALIASES = {'path': 'checkpoint', 'tubelet_init': 'tubelet'}  # other spellings accepted in configs
-
-
-def validate(init_from) -> dict:
-  """Checks an `init_from` section (unknown fields, choices; aliases `path` = checkpoint, `tubelet_init` =
-  tubelet) and returns the complete options dict. Does not read the checkpoint."""
-  opts = dict(init_from.to_dict() if hasattr(init_from, 'to_dict') else init_from)
-  for alias, field in ALIASES.items():
-    if alias in opts:
-      value = opts.pop(alias)
-      if field in opts and opts[field] != value:
-        raise ValueError(f'init_from.{alias} and init_from.{field} are the same field and disagree: '
-                         f'{value!r} vs {opts[field]!r}')
-      opts[field] = value
-  unknown = sorted(set(opts) - set(FIELDS))
-  if unknown:
-    raise ValueError(f'unknown init_from field(s): {", ".join("init_from." + u for u in unknown)}; known: '
-                     f'{", ".join(sorted(FIELDS))}')
-  opts = {**FIELDS, **opts}
-  if not opts['checkpoint']:
-    raise ValueError('init_from.checkpoint is not set')
-  for field, choices in CHOICES.items():
-    if opts[field] not in choices:
-      raise ValueError(f'init_from.{field} must be one of {choices}, got {opts[field]!r}')
-  return opts
+get_config, validate = init_options.get_config, init_options.validate  # the `init_from` section
 
 
 def _resize_grid(grid: np.ndarray, shape, method: str) -> np.ndarray:

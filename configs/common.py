@@ -1,0 +1,122 @@
+"""Pieces shared by the config files: the paper-recipe builder, the synthetic recipe, argument parsing.
+
+Every config file is `get_config(arg=None) -> ConfigDict` (big_vision style), loaded by `vvt` commands as
+`--config FILE[:ARG]`; any field can then be changed with `--config.a.b=value`. The shared fields
+(`num_frames`, `image_size`, `num_classes`, `class_names`) sit at the top of the run config and the
+model and the data read them (`vvt.train.defaults.link_shared`), so they are stated once.
+"""
+import ml_collections
+
+from vvt.data import config as data_config
+from vvt.models import config as model_config
+from vvt.train import defaults
+
+
+def parse_arg(arg, **defaults_):
+  """'divided,data_dir=x' -> {'scheme'...}: big_vision-style `FILE:ARG` parsing.
+
+  `arg` is a comma-separated list of `key=value` items; a bare item sets the first key of
+  `defaults_`. Values take the type of their default (int, float, bool, str).
+  """
+  out = dict(defaults_)
+  first = next(iter(defaults_), None)
+  for item in filter(None, (arg or '').split(',')):
+    key, eq, value = item.partition('=')
+    if not eq:
+      key, value = first, item
+    key = key.strip()
+    if key not in defaults_:
+      raise ValueError(f'config argument {key!r} is not one of {", ".join(defaults_)}')
+    default = defaults_[key]
+    if isinstance(default, bool):
+      value = value.lower() in ('1', 'true', 'yes')
+    elif isinstance(default, (int, float)) and default is not None:
+      value = type(default)(value)
+    out[key] = value
+  return out
+
+
+def paper_config(model: dict, dataset: dict, class_names=None, **train) -> ml_collections.ConfigDict:
+  """A paper-recipe run config: model fields, dataset fields, then training fields.
+
+  `model` holds `vvt.models.get_config` arguments (its num_frames, image_size and num_classes
+  become the run's shared fields); `dataset` overrides `vvt.data.config.get_config()`;
+  `train` keys use `__` for nesting, e.g. `optimizer__name='sgd'`.
+  """
+  d = data_config.get_config()
+  for k, v in dataset.items():
+    if k not in d:
+      raise ValueError(f'unknown dataset config field {k!r}')
+    if k in defaults.SHARED_FIELDS:
+      raise ValueError(f'dataset.{k} is a shared field: give it once, in the model fields')
+    d[k] = v
+  c = defaults.make_config(model_config.get_config(**model), d, class_names)
+  for key, value in train.items():
+    *path, leaf = key.split('__')
+    node = c
+    for p in path:
+      node = node[p]
+    if leaf not in node:
+      raise ValueError(f'unknown config field {".".join(path + [leaf])!r}')
+    node[leaf] = value
+  return c
+
+
+def init_from(checkpoint: str, **options) -> ml_collections.ConfigDict:
+  """An `init_from` section (fields: vvt/convert/init_options.py)."""
+  from vvt.convert import init_options  # pylint: disable=g-import-not-at-top
+  return init_options.get_config(checkpoint=checkpoint, **options)
+
+
+# The miniature recipe of the synthetic motion data (vvt/data/synthetic.py): every scheme on 2 CPU
+# cores in minutes. Family of each scheme (its paper) and the fields the scheme needs.
+SYNTHETIC_SCHEMES = {
+    'spatiotemporal': dict(family='vivit'),
+    'factorised_encoder': dict(family='vivit', temporal_layers=2),
+    'factorised_self_attention': dict(family='vivit'),
+    'factorised_dot_product': dict(family='vivit'),
+    'space': dict(family='timesformer', positional_embedding='spatial'),
+    'joint': dict(family='timesformer'),
+    'divided': dict(family='timesformer'),
+    'local_global': dict(family='timesformer'),
+    'axial': dict(family='timesformer'),
+    'space_time_mixing': dict(family='xvit'),
+}
+
+
+def synthetic_config(attention: str, data_dir: str = defaults.SYNTHETIC_DIR,
+                     **model_overrides) -> ml_collections.ConfigDict:
+  """A ~0.2M-parameter model of one attention scheme on the synthetic motion dataset.
+
+  2 layers, width 64, 2x8x8 tubelets, sinusoidal positions, GAP, 8 frames of 32^2 sampled at stride 2
+  from the 16 written (a clip covers the whole video: the class is the order of the frames), AdamW 1e-3
+  cosine, batch 8, 20 epochs.
+  """
+  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
+  if attention not in SYNTHETIC_SCHEMES:
+    raise ValueError(f'unknown scheme {attention!r}; one of {", ".join(SYNTHETIC_SCHEMES)}')
+  num_classes = defaults.SYNTHETIC['num_classes']
+  model = dict(attention=attention, variant='Ti/16', num_frames=8, image_size=32,
+               num_classes=num_classes, hidden_size=64, num_layers=2, num_heads=4, mlp_dim=128,
+               # 2x8x8 tubelets (ViViT's tokeniser) for every scheme: with 1-frame patches
+               # no scheme left the chance plateau of this motion-only data within CPU
+               # minutes; a tubelet sees the local motion between two frames.
+               tubelet=(2, 8, 8),
+               # A fixed sine-cosine table tells every token its frame from step 0 (the
+               # papers' learned time table starts at zero: a symmetric start when
+               # training from scratch); GAP works for every scheme (Models 3/4 need it).
+               positional_embedding='sinusoidal', classifier='gap')
+  model.update(SYNTHETIC_SCHEMES[attention])
+  model.update(model_overrides)
+  return paper_config(
+      model=model,
+      dataset=dict(train_files=f'{data_dir}/train-*-of-*.tfrecord',
+                   eval_files=f'{data_dir}/test-*-of-*.tfrecord',
+                   stride=2, train_min_resize=34, train_max_resize=40, eval_resize=36,
+                   num_test_clips=1, num_spatial_crops=3, shuffle_buffer=256),
+      class_names=synthetic.CLASS_NAMES[:num_classes],
+      # Small batches: ~5x more optimiser steps per CPU-second than batch 32 here.
+      batch_size=8, num_epochs=20.0,
+      optimizer__name='adamw', optimizer__weight_decay=0.05, optimizer__grad_clip_norm=1.0,
+      schedule__name='cosine', schedule__base_lr=1e-3, schedule__warmup_epochs=1.0,
+      eval__batch_size=64, checkpoint__every_steps=500, checkpoint__keep=2, log_every_steps=250)

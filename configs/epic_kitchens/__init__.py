@@ -1,0 +1,1 @@
+"""epic_kitchens configs."""

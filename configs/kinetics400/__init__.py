@@ -1,0 +1,1 @@
+"""kinetics400 configs."""

@@ -1,0 +1,1 @@
+"""ssv2 configs."""
