@@ -21,9 +21,9 @@ test: $(STAMP)
 # multi-view evaluation; prints the video-level top-1 and where the run's files are.
 DEMO_DATA ?= data/synthetic
 DEMO_DIR ?= runs/demo
-DEMO_CONFIG ?= configs/synthetic/divided.py
+DEMO_CONFIG ?= configs/synthetic.py:divided,data_dir=$(DEMO_DATA)
 demo: $(STAMP)
-	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/python -m vvt.train.demo --config $(DEMO_CONFIG) \
+	$(VENV)/bin/python -m vvt demo --config $(DEMO_CONFIG) \
 	  --data_dir $(DEMO_DATA) --workdir $(DEMO_DIR)
 
 clean-venv:

@@ -7,22 +7,19 @@ import sys
 import jax
 import numpy as np
 import pytest
-from absl import flags
-from ml_collections import config_flags
 from safetensors import safe_open
 
 import vvt.cli
 import vvt.models
 from tests.conftest import FIXTURES, REPO
+from vvt.cli import config as config_loader
+from vvt.cli import convert as convert_cli
 from vvt.convert import common, export
 from vvt.train import checkpoints
 
 
 def _load_config(path):
-  fv = flags.FlagValues()
-  config_flags.DEFINE_config_file('config', None, '', flag_values=fv)
-  fv(['x', f'--config={path}'])
-  return fv.config
+  return config_loader.load(str(path), files=(), init=False)
 
 
 @pytest.fixture(scope='module')
@@ -42,10 +39,10 @@ def converted(tmp_path_factory):
 def test_convert_writes_a_checkpoint_that_eval_loads(converted):
   params, step = checkpoints.load_params(str(converted))
   assert step == 0 and checkpoints.read_meta(str(converted), 0)['kind'] == 'params'
-  config = _load_config(converted / 'config.py')  # what `vvt eval --config DIR/config.py` reads
+  config = _load_config(converted)  # what `vvt eval --workdir DIR` reads (DIR/config.json)
   m = vvt.models.resolve(config.model)
   assert (m.image_size, m.num_frames, m.num_classes, m.hidden_size, m.layer_norm_eps) == (32, 8, 10, 64, 1e-6)
-  assert config.dataset.image_size == 32 and config.dataset.num_frames == 8  # kept consistent for eval
+  assert config.dataset.image_size == 32 and config.dataset.num_frames == 8 == config.num_frames  # shared
   z = np.load(FIXTURES / 'hf_timesformer_divided.npz')
   out = np.asarray(jax.jit(vvt.models.build(config.model).apply)({'params': params}, z['input']))
   assert np.abs(out - z['logits']).max() < 1e-5
@@ -67,7 +64,7 @@ def test_export_roundtrip(converted, tmp_path):
   assert names == set(flat)
   back = tmp_path / 'back'
   assert vvt.cli.main(['export', '--import', str(path), '--output', str(back),
-                       '--config', str(converted / 'config.py')]) == 0
+                       '--config', str(converted)]) == 0
   params2, _ = checkpoints.load_params(str(back))
   for k, v in common.flatten(params2).items():
     np.testing.assert_array_equal(np.asarray(v), np.asarray(flat[k]))
@@ -83,7 +80,7 @@ def test_import_checks_shapes(converted, tmp_path):
   path = tmp_path / 'bad.safetensors'
   export.to_safetensors(common.unflatten(flat), str(path))
   with pytest.raises(ValueError) as info:
-    export.import_safetensors(str(path), str(tmp_path / 'x'), _load_config(converted / 'config.py'))
+    convert_cli.import_safetensors(str(path), str(tmp_path / 'x'), _load_config(converted))
   assert 'encoder/cls: missing' in str(info.value)
   assert 'head/output_projection/kernel: model expects (64, 10), converted (64, 3)' in str(info.value)
 

@@ -1,31 +1,32 @@
-"""The `vvt` console command: one entry point, one sub-command per concept.
+"""The `vvt` console command: one entry point, one sub-command per task, one config syntax.
 
-Each sub-command lives beside the code it drives and is imported lazily, so
-`vvt summary` does not pay for TensorFlow and `vvt data` does not pay for Flax.
+Every command that takes a config reads it through `vvt.cli.config` (`--config FILE[:ARG]` or a run's
+config.json, then `--config.a.b=VALUE`), reports a bad config or argument as one line naming the field or
+file (exit 2; other errors exit 1), keeps library logs quiet unless `--verbose` (which also shows
+tracebacks), and imports its heavy libraries lazily, so `vvt summary` does not pay for TensorFlow.
+Layering: vvt.models <- vvt.data <- vvt.convert <- vvt.train <- vvt.cli.
 """
 import importlib
 import sys
 
 # sub-command -> (module, function taking argv without the sub-command, help)
 COMMANDS = {
-    'summary': ('vvt.models.summary', 'cli_main',
-                'params, GFLOPs and tokens of a model config'),
-    'data': ('vvt.data.cli', 'main',
-             'write datasets: convert videos, synthetic motion data'),
-    'train': ('vvt.train.cli', 'train_main', 'train from a config file'),
-    'eval': ('vvt.train.cli', 'eval_main',
-             'multi-view evaluation of a checkpoint'),
-    'convert': ('vvt.convert.cli', 'main',
-                'convert official / Hugging Face checkpoints to vvt'),
-    'export': ('vvt.convert.cli', 'export_main',
-               'export a vvt checkpoint to safetensors'),
+    'train': ('vvt.cli.train', 'train_main', 'train from a config file (resumes a workdir)'),
+    'eval': ('vvt.cli.train', 'eval_main', 'multi-view evaluation of a checkpoint'),
+    'summary': ('vvt.cli.summary', 'main', 'params, GFLOPs and tokens of a config\'s model'),
+    'data': ('vvt.cli.data', 'main', 'write datasets: convert videos, synthetic motion data'),
+    'convert': ('vvt.cli.convert', 'main', 'convert official / Hugging Face checkpoints to vvt'),
+    'export': ('vvt.cli.convert', 'export_main', 'export a vvt checkpoint to safetensors (and back)'),
+    'demo': ('vvt.cli.demo', 'main', 'synthetic data -> small model -> multi-view evaluation'),
 }
 
 
 def _usage():
-  lines = ['usage: vvt COMMAND [ARGS...]', '', 'commands:']
+  lines = ['usage: vvt COMMAND [--config FILE[:ARG]] [--config.FIELD=VALUE ...] [ARGS...] [--verbose]', '',
+           'commands:']
   for name, (_, _, text) in COMMANDS.items():
     lines.append(f'  {name:<9} {text}')
+  lines.append('\n`vvt COMMAND --help` for its arguments.')
   return '\n'.join(lines)
 
 
@@ -36,7 +37,7 @@ def main(argv=None):
     return 0
   name, rest = argv[0], argv[1:]
   if name not in COMMANDS:
-    print(f'vvt: unknown command {name!r}\n\n{_usage()}', file=sys.stderr)
+    print(f'vvt: error: unknown command {name!r} (one of {", ".join(COMMANDS)})', file=sys.stderr)
     return 2
   module, func, _ = COMMANDS[name]
   result = getattr(importlib.import_module(module), func)(rest)

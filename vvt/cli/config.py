@@ -251,10 +251,18 @@ def set_field(config: ml_collections.ConfigDict, path: str, raw: str) -> None:
   leaf = parts[-1]
   if not isinstance(node, ml_collections.ConfigDict):
     raise ConfigError(f'--config.{path}: config.{prefix.rstrip(".")} is {_describe(node)}, not a section')
+  schema = _section_defaults(prefix.rstrip('.'))
+  if leaf not in node and schema is not None and leaf in schema:  # a field the file left at its default
+    node[leaf] = schema[leaf]
   if leaf not in node:
-    raise ConfigError(f'--config.{path}: unknown config field {path!r}{_hint(leaf, node, prefix)}; '
-                      f'known fields of {prefix.rstrip(".") or "the config"}: {", ".join(sorted(node.keys()))}')
-  value = coerce(path, node[leaf], raw)
+    hint = _hint(leaf, node, prefix) or (f'; known fields of {prefix.rstrip(".") or "the config"}: '
+                                         f'{", ".join(sorted(node.keys()))}')
+    raise ConfigError(f'--config.{path}: unknown config field {path!r}{hint}')
+  if node.get_type(leaf) is object:  # a flexible field: int or dict (num_classes), tuple or dict (label_keys)
+    value = parse_value(raw)
+    value = tuple(value) if isinstance(value, list) else value
+  else:
+    value = coerce(path, node[leaf], raw)
   try:
     node[leaf] = value
   except (TypeError, ValueError) as e:
@@ -277,8 +285,10 @@ def is_run_config(config) -> bool:
 
 
 def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validate: bool = True,
-         check_files: bool = True) -> ml_collections.ConfigDict:
-  """Loads SPEC, applies the overrides, then (run configs) validates and checks the files it names.
+         files: Sequence[str] = ('train_files', 'eval_files'), init: bool = True
+         ) -> ml_collections.ConfigDict:
+  """Loads SPEC, applies the overrides, then (for a run config) validates every field and checks
+  that the files it needs exist: the dataset `files` fields and, with `init`, the init checkpoint.
 
   Raises ConfigError with one line naming the field or file.
   """
@@ -290,21 +300,22 @@ def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validat
   if config.get('runlocal') is True:
     defaults.apply_runlocal(config)
   apply_overrides(config, overrides)
-  if runlocal and check_files:
+  if not is_run_config(config):
+    return config
+  if validate:
+    defaults.validate(config)
+  if runlocal and files and str(config.dataset.train_files).startswith(defaults.SYNTHETIC_DIR):
     ensure_synthetic(defaults.SYNTHETIC_DIR)
-  if is_run_config(config):
-    if validate:
-      defaults.validate(config)
-    if check_files:
-      problems = defaults.missing_files(config) + _missing_data(config)
-      if problems:
-        raise ConfigError(problems[0])
+  problems = (defaults.missing_files(config) if init else []) + (
+      _missing_data(config, files) if files else [])
+  if problems:
+    raise ConfigError(problems[0])
   return config
 
 
-def _missing_data(config) -> list[str]:
+def _missing_data(config, fields) -> list[str]:
   from vvt.data import config as data_config  # pylint: disable=g-import-not-at-top
-  return data_config.missing_files(config.dataset)
+  return data_config.missing_files(config.dataset, tuple(fields))
 
 
 def ensure_synthetic(data_dir: str, log=None) -> bool:

@@ -44,27 +44,3 @@ def from_safetensors(path: str):
     metadata = dict(f.metadata() or {})
     flat = {k: f.get_tensor(k) for k in f.keys()}
   return common.unflatten(flat), metadata
-
-
-def export_checkpoint(workdir: str, output: str, step: int | None = None):
-  """The params of a vvt checkpoint (full training state or params-only) -> safetensors file."""
-  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
-  params, step = checkpoints.load_params(workdir, step)
-  meta = checkpoints.read_meta(workdir, step)
-  config = meta.get('config')
-  n = to_safetensors(params, output, json.dumps(config) if config is not None else None)
-  return output, n
-
-
-def import_safetensors(path: str, output: str, config=None, step: int = 0) -> str:
-  """safetensors (vvt flat names) -> params-only vvt checkpoint in `output`; checked against `config` if given."""
-  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
-  params, metadata = from_safetensors(path)
-  if config is not None:
-    from vvt.convert import video  # pylint: disable=g-import-not-at-top
-    model = config.model if 'model' in config else config
-    video.check_params(params, model)
-  elif 'config' in metadata:
-    import ml_collections  # pylint: disable=g-import-not-at-top
-    config = ml_collections.ConfigDict(json.loads(metadata['config']))
-  return checkpoints.save_params(output, params, step=step, config=config)

@@ -207,9 +207,9 @@ def _unknown(config, reference, prefix=''):
   for key in config.keys():
     path = f'{prefix}{key}'
     if key not in reference:
-      raise ConfigError(f'unknown config field {path!r}{_hint(prefix, key, reference)}; known fields of '
-                        f'{prefix.rstrip(".") or "the config"}: '
-                        f'{", ".join(sorted(reference.keys()))}')
+      hint = _hint(prefix, key, reference) or (f'; known fields of {prefix.rstrip(".") or "the config"}: '
+                                               f'{", ".join(sorted(reference.keys()))}')
+      raise ConfigError(f'unknown config field {path!r}{hint}')
     ref = reference[key]
     if isinstance(ref, ml_collections.ConfigDict) and ref.keys() and key != 'model':
       if not isinstance(config[key], ml_collections.ConfigDict):

@@ -3,9 +3,10 @@
     vvt data synthetic --output DIR [--classes 4 --train-clips 2048 ...]
     vvt data convert --input videos.csv --classes classes.txt --output DIR/train ...
 """
-import argparse
 import json
 import sys
+
+from vvt.cli import common
 
 
 def _synthetic(args):
@@ -31,15 +32,14 @@ def _convert(args):
   totals = manifest['totals']
   print(json.dumps({'output': args.output, 'manifest': manifest['path'],
                     'files': manifest['pattern'], **totals}, indent=1))
-  if totals["failed"]:
+  if totals['failed']:
     print(f"vvt data convert: {totals['failed']} video(s) failed, reasons in "
           f"{manifest['path']}", file=sys.stderr)
   return 0
 
 
 def build_parser():
-  parser = argparse.ArgumentParser(prog='vvt data', description=__doc__,
-                                   formatter_class=argparse.RawTextHelpFormatter)
+  parser = common.Parser('vvt data', __doc__)
   sub = parser.add_subparsers(dest='command', required=True)
 
   s = sub.add_parser('synthetic', help='write the synthetic motion dataset')
@@ -81,10 +81,10 @@ def build_parser():
   return parser
 
 
-def main(argv=None):
-  args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+def _data(argv):
+  args = build_parser().parse_args(argv)
   return args.func(args)
 
 
-if __name__ == '__main__':
-  sys.exit(main())
+def main(argv) -> int:
+  return common.run('vvt data', _data, argv)
