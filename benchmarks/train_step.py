@@ -1,6 +1,6 @@
 """Throughput of the jitted train step (no input pipeline): clips/s and steps/s.
 
-  python benchmarks/train_step.py [--config configs/synthetic/divided.py] [--batch_sizes 8,32]
+  python benchmarks/train_step.py [--config configs/synthetic.py:divided] [--batch_sizes 8,32]
                                   [--steps 30] [--devices N]
 
 Random inputs of the config's shape, the config's optimiser and loss; the first
@@ -17,7 +17,7 @@ import numpy as np
 
 def main():
   ap = argparse.ArgumentParser()
-  ap.add_argument('--config', default='configs/synthetic/divided.py')
+  ap.add_argument('--config', default="configs/synthetic.py:divided")
   ap.add_argument('--batch_sizes', default='8,32')
   ap.add_argument('--steps', type=int, default=30)
   ap.add_argument('--devices', type=int, default=-1)

@@ -144,9 +144,11 @@ def _error(spec, *overrides, **kw):
     ('dataset.train_min_resize=400', 'dataset.train_min_resize=400 is larger than'),
     ('image_size=512', 'dataset.train_min_resize=256 is smaller than the crop image_size=512'),
     ('mesh.num_devices=0', 'mesh.num_devices must be -1 or positive'),
+    ('schedule.warmup_steps=5000', 'schedule.warmup_steps=5000 does not fit in num_train_steps=200'),
 ])
 def test_validation_errors_name_the_field(override, message):
-  assert message in _error(VIVIT_B, override)
+  extra = ('num_train_steps=200',) if 'warmup' in override else ()
+  assert message in _error(VIVIT_B, override, *extra)
 
 
 def test_unknown_field_in_a_config_file_is_named_with_a_hint(tmp_path):

@@ -353,6 +353,9 @@ def validate(config, num_devices: int = 1, num_processes: int = 1) -> None:
                       f'{num_devices} devices of the mesh')
   if config.num_train_steps <= 0 and config.num_epochs <= 0:
     raise ConfigError('set num_epochs > 0 or num_train_steps > 0')
+  if 0 < config.num_train_steps <= config.schedule.warmup_steps:
+    raise ConfigError(f'schedule.warmup_steps={config.schedule.warmup_steps} does not fit in '
+                      f'num_train_steps={config.num_train_steps}')
   _validate_model(config.model)
   if config.init_from is not None:
     _validate_init_from(config.init_from)
