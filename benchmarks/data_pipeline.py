@@ -80,10 +80,10 @@ def _report(name, result):
 
 def plain_rate(files, batch, steps, warmup):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.data import sources, tfrecord  # pylint: disable=g-import-not-at-top
+  from vvt.data import records, sources  # pylint: disable=g-import-not-at-top
 
   def parse(r):
-    x = tfrecord.parse_record(r, 'image/encoded', {'label': 'clip/label/index'}, '')
+    x = records.parse_record(r, 'image/encoded', {'label': 'clip/label/index'}, '')
     frames = tf.gather(x['frames'], tf.range(16) * 2)
     video = tf.map_fn(lambda s: tf.io.decode_jpeg(s, channels=3), frames,
                       fn_output_signature=tf.uint8)

@@ -6,7 +6,7 @@ import pytest
 
 from vvt.data import pipeline
 from vvt.data import tfrecord
-from vvt.data.tfrecord import DataError, TruncatedFileError
+from vvt.data.errors import DataError, TruncatedFileError
 
 from data_helpers import small_config, solid_video
 

@@ -1,6 +1,5 @@
 """Train and eval pipelines: shapes, labels, determinism, resume, multi-host views."""
 import itertools
-import os
 
 import numpy as np
 import pytest

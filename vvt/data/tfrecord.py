@@ -4,9 +4,9 @@
 * context `clip/label/index` (int64; configurable, several for multi-head
   datasets), `clip/label/text` (bytes, optional), `video_id` (bytes, optional).
 
-Records live in TFRecord files. This module writes records, parses them in
-tf.data and walks a TFRecord file's framing (without reading the payloads) to
-count its records and find truncation.
+Records live in TFRecord files. This module writes records and walks a
+TFRecord file's framing (without reading the payloads) to count its records
+and find truncation; `vvt.data.records` parses them in tf.data.
 """
 import dataclasses
 import os
@@ -18,14 +18,6 @@ FRAMES_KEY = 'image/encoded'
 LABEL_KEY = 'clip/label/index'
 LABEL_TEXT_KEY = 'clip/label/text'
 VIDEO_ID_KEY = 'video_id'
-
-
-class DataError(RuntimeError):
-  """A bad record or file; the message names the file and the record."""
-
-
-class TruncatedFileError(DataError):
-  """A TFRecord file ends in the middle of a record."""
 
 
 def encode_sequence_example(frames, labels, video_id=None, label_text=None,
@@ -71,31 +63,6 @@ def write_records(path, records):
     for record in records:
       writer.write(record)
   tf.io.gfile.rename(tmp, path, overwrite=True)
-
-
-def parse_record(serialized, frames_key, label_keys, video_id_key):
-  """tf.data: serialized SequenceExample -> {'frames', 'labels', 'video_id'}.
-
-  A missing label becomes -1 and a missing frame list an empty one, so the
-  validity checks downstream can name the problem instead of failing here.
-  `label_keys` maps head name -> context key.
-  """
-  context_features = {
-      key: tf.io.FixedLenFeature([], tf.int64, default_value=-1)
-      for key in label_keys.values()}
-  if video_id_key:
-    context_features[video_id_key] = tf.io.FixedLenFeature(
-        [], tf.string, default_value='')
-  context, sequence = tf.io.parse_single_sequence_example(
-      serialized,
-      context_features=context_features,
-      sequence_features={frames_key: tf.io.FixedLenSequenceFeature(
-          [], tf.string, allow_missing=True)})
-  return {
-      'frames': sequence[frames_key],
-      'labels': {head: context[key] for head, key in label_keys.items()},
-      'video_id': context[video_id_key] if video_id_key else tf.constant(''),
-  }
 
 
 @dataclasses.dataclass(frozen=True)
