@@ -6,9 +6,9 @@ For each training clip the tf.data pipeline decodes the crop window (uint8
 `tf.numpy_function` then runs `make_clip`: horizontal flip, bilinear resize to
 (T, S, S, 3), colour jitter, RandAugment and random erasing, all on uint8
 frames with OpenCV's vectorised kernels (each op writes uint8, as PIL-based
-RandAugment does). The op-by-op TF functions of `transforms`
-(`compose(train_ops(cfg))` on float clips) are the reference the tests hold
-this to, up to rounding; `BENCHMARKS.md` has the speed.
+RandAugment does). The tests hold this to an op-by-op float TF reference
+(tests/data/reference_transforms.py), up to rounding; `BENCHMARKS.md` has the
+speed.
 
 A clip is processed as a whole where an op acts on each pixel alone (a
 (T*H, W, 3) image) and frame by frame where pixels move (resize, geometric
@@ -27,7 +27,7 @@ from vvt.data import transforms
 # that runs TF's thread pools crashed or hung here (opencv-python-headless
 # 5.0.0.93, tensorflow-cpu 2.21). tf.data runs clips in parallel anyway.
 
-_LUMA = np.array(transforms._RGB_TO_YIQ[0], np.float32)  # pylint: disable=protected-access
+_LUMA = np.array(transforms.RGB_TO_YIQ[0], np.float32)
 _GREY = (128.0, 128.0, 128.0)
 _SHARPEN = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13.0
 
@@ -68,7 +68,7 @@ def _lut(video, table):
 
 def _warp(video, matrix):
   """Output->input affine map (2, 3) on every frame: nearest pixel, grey 128
-  where the map leaves the frame (as `transforms._affine`)."""
+  where the map leaves the frame."""
   out = np.empty_like(video)
   h, w = video.shape[1:3]
   m = np.asarray(matrix, np.float64)
@@ -229,11 +229,12 @@ _DRAW_KEYS = ('jitter_on', 'jitter_scale', 'jitter_offset', 'ops', 'signs',
 
 def train_clip_fn(cfg):
   """fn(window, flip, seed) -> uint8 (T, S, S, 3) tensor, for tf.data: the
-  crop window resized to cfg.image_size and augmented by `train_ops(cfg)`."""
+  crop window resized to cfg.image_size and augmented by the ops of
+  `transforms.train_op_names(cfg)`."""
   size = int(cfg.image_size)
-  ra = transforms._randaugment_args(cfg)  # pylint: disable=protected-access
+  ra = transforms.randaugment_args(cfg)
   level = transforms.randaugment_level(ra[1]) if ra else 0.0
-  transforms.train_ops(cfg)  # validates the augmentation fields now
+  transforms.train_op_names(cfg)  # validates the augmentation fields now
 
   def run(window, flip, *values):
     return make_clip(window, size, bool(flip), dict(zip(_DRAW_KEYS, values)),
