@@ -85,3 +85,6 @@ def test_a_paper_config_shrinks_on_the_command_line_and_trains(tiny_data, tmp_pa
   assert noise == []
   saved = (tmp_path / 'run' / 'config.json').read_text()
   assert '"attention": "factorised_encoder"' in saved and '"hidden_size": 64' in saved
+  # The run's own config.json is enough to evaluate it again, with the same override syntax.
+  res = vvt('eval', '--workdir', str(tmp_path / 'run'), '--config.eval.batch_size=4')
+  assert res.returncode == 0 and '[done] step 3' in res.stdout, res.stderr[-3000:]

@@ -314,8 +314,8 @@ def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validat
 
 
 def _missing_data(config, fields) -> list[str]:
-  from vvt.data import config as data_config  # pylint: disable=g-import-not-at-top
-  return data_config.missing_files(config.dataset, tuple(fields))
+  from vvt.data import patterns  # pylint: disable=g-import-not-at-top
+  return patterns.missing_files(config.dataset, tuple(fields))
 
 
 def ensure_synthetic(data_dir: str, log=None) -> bool:

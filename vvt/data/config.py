@@ -63,47 +63,5 @@ def get_config():
   return c
 
 
-def patterns(value) -> list[str]:
-  """A files field ('a,b', a list, or '') as a list of patterns."""
-  if not value:
-    return []
-  if isinstance(value, str):
-    return [p for p in value.split(',') if p]
-  return list(value)
 
-
-def expand(pattern: str) -> list[str]:
-  """The existing files of one pattern: a glob, or a sharded name `base@N` (base-0000i-of-0000N)."""
-  import glob  # pylint: disable=g-import-not-at-top
-  import os  # pylint: disable=g-import-not-at-top
-  import re  # pylint: disable=g-import-not-at-top
-  m = re.fullmatch(r'(.*)@(\d+)', pattern)
-  if m:
-    base, n = m.group(1), int(m.group(2))
-    names = [f'{base}-{i:05d}-of-{n:05d}' for i in range(n)]
-    return [x for x in names if os.path.exists(x)]
-  return sorted(glob.glob(pattern))
-
-
-def missing_files(cfg, fields=('train_files', 'eval_files')) -> list[str]:
-  """One line per files field that matches nothing (remote paths and TFDS are left to the reader)."""
-  import os  # pylint: disable=g-import-not-at-top
-  out = []
-  if cfg.get('name') == 'tfds':
-    return out
-  for field in fields:
-    pats = patterns(cfg.get(field))
-    if not pats:
-      out.append(f'dataset.{field} is empty: set it to the TFRecord files (glob or base@N)')
-      continue
-    base = cfg.get('data_dir', '') or ''
-    for p in pats:
-      if '://' in p:
-        continue
-      if base and not os.path.isabs(p):
-        p = os.path.join(base, p)
-      if not expand(p):
-        out.append(f'dataset.{field}: no file matches {p!r} (absolute: {os.path.abspath(p)!r}); '
-                   'write the synthetic set with `vvt data synthetic` or point the config at '
-                   'your TFRecords')
-  return out
+from vvt.data.patterns import missing_files  # noqa: E402,F401  TEMPORARY alias while the trainer moves

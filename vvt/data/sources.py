@@ -17,26 +17,15 @@ raw record (`vvt.data.records`).
 """
 import dataclasses
 import os
-import re
 
 import tensorflow as tf
 
 from vvt.data import errors
+from vvt.data import patterns as file_patterns
 from vvt.data import records
 from vvt.data import tfrecord
 
-_SHARDED = re.compile(r'^(?P<base>.+)@(?P<n>\d+)$')
-
-
-def shard_names(base, num_shards):
-  """Names of `base@num_shards`: base-00000-of-0000N, ..."""
-  return [f'{base}-{i:05d}-of-{num_shards:05d}' for i in range(num_shards)]
-
-
-def _split_patterns(patterns):
-  if isinstance(patterns, str):
-    patterns = [p.strip() for p in patterns.split(',')]
-  return [p for p in patterns if p]
+shard_names = file_patterns.shard_names
 
 
 def expand_patterns(patterns, data_dir=''):
@@ -44,7 +33,7 @@ def expand_patterns(patterns, data_dir=''):
 
   Raises FileNotFoundError naming the pattern or the missing file.
   """
-  parts = _split_patterns(patterns)
+  parts = file_patterns.split_patterns(patterns)
   if not parts:
     raise ValueError('no data files configured: set dataset.train_files / '
                      'dataset.eval_files (a glob or a name like dir/x.tfrecord@16)')
@@ -52,7 +41,7 @@ def expand_patterns(patterns, data_dir=''):
   for pattern in parts:
     if data_dir and not os.path.isabs(pattern) and '://' not in pattern:
       pattern = os.path.join(data_dir, pattern)
-    m = _SHARDED.match(pattern)
+    m = file_patterns.SHARDED.match(pattern)
     if m:
       names = shard_names(m.group('base'), int(m.group('n')))
       missing = [n for n in names if not tf.io.gfile.exists(n)]
