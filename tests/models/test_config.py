@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 import vvt.models as models
@@ -60,3 +62,75 @@ def test_unknown_field_is_named():
   cfg.num_layer = 3
   with pytest.raises(ValueError, match='model.num_layer'):
     models.build(cfg)
+
+
+# One case per numeric field: (overrides, the field the one-line error must name).
+RANGE_CASES = [
+    (dict(dropout_rate=-0.5), 'model.dropout_rate'),
+    (dict(dropout_rate=1.0), 'model.dropout_rate'),
+    (dict(attention_dropout_rate=1.2), 'model.attention_dropout_rate'),
+    (dict(stochastic_depth=1.5), 'model.stochastic_depth'),
+    (dict(stochastic_depth=True), 'model.stochastic_depth'),
+    (dict(num_layers=0), 'model.num_layers'),
+    (dict(num_heads=0), 'model.num_heads'),
+    (dict(num_heads=True), 'model.num_heads'),
+    (dict(hidden_size=-32), 'model.hidden_size'),
+    (dict(mlp_dim=0), 'model.mlp_dim'),
+    (dict(mlp_dim=64.0), 'model.mlp_dim'),
+    (dict(num_frames=0), 'model.num_frames'),
+    (dict(image_size=-32), 'model.image_size'),
+    (dict(tubelet=(1, 0, 8)), 'model.tubelet'),
+    (dict(tubelet=(1, 8.5, 8)), 'model.tubelet'),
+    (dict(tubelet=(True, 8, 8)), 'model.tubelet'),
+    (dict(family='vivit', attention='factorised_encoder', temporal_num_heads=0), 'model.temporal_num_heads'),
+    (dict(family='vivit', attention='factorised_encoder', temporal_num_heads=3), 'model.temporal_num_heads=3'),
+    (dict(family='vivit', attention='factorised_encoder', temporal_mlp_dim=-1), 'model.temporal_mlp_dim'),
+    (dict(family='vivit', attention='factorised_encoder', temporal_layers=-1), 'model.temporal_layers'),
+    (dict(representation_size=0), 'model.representation_size'),
+    (dict(layer_norm_eps=0.0), 'model.layer_norm_eps'),
+    (dict(family='xvit', temporal_head=dict(layer_norm_eps=-1e-5)), 'model.temporal_head.layer_norm_eps'),
+    (dict(family='xvit', temporal_head=dict(num_layers=0)), 'model.temporal_head.num_layers'),
+    (dict(family='xvit', temporal_head=dict(num_heads=0)), 'model.temporal_head.num_heads'),
+    (dict(family='xvit', temporal_head=dict(num_heads=3)), 'model.temporal_head.num_heads=3'),
+    (dict(family='xvit', temporal_head=dict(mlp_ratio=0)), 'model.temporal_head.mlp_ratio'),
+    (dict(family='xvit', temporal_head=dict(mlp_dim=-8)), 'model.temporal_head.mlp_dim'),
+    (dict(family='xvit', mixing=dict(window=-1)), 'model.mixing.window'),
+    (dict(family='xvit', mixing=dict(shift_div=0)), 'model.mixing.shift_div'),
+    (dict(family='xvit', mixing=dict(shift_div=2.5)), 'model.mixing.shift_div'),
+]
+
+
+@pytest.mark.parametrize('kwargs,field', RANGE_CASES, ids=[f'{f}={list(k.values())[-1]}' for k, f in RANGE_CASES])
+def test_numeric_field_out_of_range_is_one_line_naming_it(kwargs, field):
+  family = kwargs.pop('family', 'timesformer')
+  with pytest.raises(ValueError, match=re.escape(field)) as err:
+    config_lib.resolve(tiny(family, **kwargs))
+  assert '\n' not in str(err.value)
+
+
+@pytest.mark.parametrize('where,typo,hint', [
+    (None, 'stochastic_dept', 'model.stochastic_depth'),
+    ('mixing', 'shift_dv', 'model.mixing.shift_div'),
+    ('temporal_head', 'num_layer', 'model.temporal_head.num_layers'),
+])
+def test_unknown_field_names_the_closest_valid_one(where, typo, hint):
+  cfg = tiny('xvit')
+  if where is None:
+    cfg[typo] = 0.1
+  else:
+    cfg[where][typo] = 1
+  prefix = 'model.' + (f'{where}.' if where else '')
+  with pytest.raises(ValueError, match=re.escape(f'{prefix}{typo} (did you mean {hint}?)')):
+    config_lib.resolve(cfg)
+
+
+@pytest.mark.parametrize('family,attention', [('timesformer', 'divided'), ('vivit', 'factorised_encoder')])
+@pytest.mark.parametrize('shape', [(2, 4, 32, 32, 3), (2, 8, 16, 16, 3), (2, 8, 32, 32, 1), (8, 32, 32, 3)])
+def test_wrong_input_shape_names_the_expected_shape(family, attention, shape):
+  import jax
+  import numpy as np
+  module = models.build(tiny(family, attention=attention))
+  good = np.zeros((1, 8, 32, 32, 3), np.float32)
+  params = jax.eval_shape(lambda v: module.init(jax.random.key(0), v), good)
+  with pytest.raises(AssertionError, match=re.escape('(B, T, H, W, 3) = (B, 8, 32, 32, 3)')):
+    jax.eval_shape(lambda p, v: module.apply(p, v), params, np.zeros(shape, np.float32))

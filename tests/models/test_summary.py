@@ -75,8 +75,8 @@ def test_summary_command(tmp_path):
       "  c.model = vvt.models.get_config('timesformer', attention=arg or 'divided', variant='Ti/16', num_frames=4)\n"
       '  return c\n')
   out = subprocess.run([sys.executable, '-m', 'vvt.cli', 'summary', '--config', f'{cfg_file}:space',
-                        '--set', 'num_classes=10'], capture_output=True, text=True, check=True).stdout
+                        '--config.model.num_classes=10'], capture_output=True, text=True, check=True).stdout
   assert 'params 5.5M' in out and 'GFLOPs/view' in out and 'tokens 784 = 4x14x14' in out, out
-  bad = subprocess.run([sys.executable, '-m', 'vvt.cli', 'summary', '--config', str(cfg_file), '--set',
-                        'num_frame=3'], capture_output=True, text=True)
+  bad = subprocess.run([sys.executable, '-m', 'vvt.cli', 'summary', '--config', str(cfg_file),
+                        '--config.model.num_frame=3'], capture_output=True, text=True)
   assert bad.returncode == 2 and 'model.num_frame' in bad.stderr

@@ -14,6 +14,8 @@ Field names follow the papers:
 """
 from __future__ import annotations
 
+import difflib
+
 import ml_collections
 
 # ViT sizes (Dosovitskiy et al., Table 1): hidden size, layers, heads, MLP width.
@@ -128,21 +130,80 @@ def parse_variant(variant: str) -> tuple[str, int, int | None]:
     raise ValueError(f"model.variant must look like 'B/16' or 'B/16x2', got {variant!r}") from None
 
 
-_KNOWN_FIELDS = set(get_config('vivit').keys())
+_DEFAULTS = get_config('vivit')
+_KNOWN_FIELDS = set(_DEFAULTS.keys())
+_NESTED_FIELDS = {'mixing': set(_DEFAULTS.mixing.keys()), 'temporal_head': set(_DEFAULTS.temporal_head.keys())}
+
+
+def _check_known(names, known, prefix: str) -> None:
+  """ValueError naming the first unknown field, with the closest valid name as a hint."""
+  for name in sorted(set(names) - set(known)):
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    hint = f' (did you mean {prefix}{close[0]}?)' if close else ''
+    raise ValueError(f'unknown model config field {prefix}{name}{hint}')
+
+
+def _is_int(v) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _positive_int(name: str, v, optional: bool = False) -> None:
+  if optional and v is None:
+    return
+  if not _is_int(v) or v < 1:
+    raise ValueError(f'model.{name} must be a positive int{" or None" if optional else ""}, got {v!r}')
+
+
+def _rate(name: str, v) -> None:
+  if not _is_number(v) or not 0 <= v < 1:
+    raise ValueError(f'model.{name} must be a number in [0, 1), got {v!r}')
+
+
+def _check_ranges(c) -> None:
+  """Types and ranges of every numeric field (before anything divides by them)."""
+  for name in ('dropout_rate', 'attention_dropout_rate', 'stochastic_depth'):
+    _rate(name, c[name])
+  for name in ('num_frames', 'image_size'):
+    _positive_int(name, c[name])
+  for name in ('hidden_size', 'num_layers', 'num_heads', 'mlp_dim',  # None: from the variant
+               'temporal_num_heads', 'temporal_mlp_dim', 'representation_size'):
+    _positive_int(name, c[name], optional=True)
+  if not _is_int(c.temporal_layers) or c.temporal_layers < 0:
+    raise ValueError(f'model.temporal_layers must be an int >= 0 (0 is the average-pool baseline), '
+                     f'got {c.temporal_layers!r}')
+  head = c.temporal_head
+  for name, v in (('layer_norm_eps', c.layer_norm_eps), ('temporal_head.layer_norm_eps', head.layer_norm_eps)):
+    if not _is_number(v) or v <= 0:
+      raise ValueError(f'model.{name} must be a number > 0, got {v!r}')
+  for name in ('num_layers', 'mlp_ratio'):
+    _positive_int(f'temporal_head.{name}', head[name])
+  for name in ('num_heads', 'mlp_dim'):
+    _positive_int(f'temporal_head.{name}', head[name], optional=True)
+  if not _is_int(c.mixing.window) or c.mixing.window < 0:
+    raise ValueError(f'model.mixing.window must be an int >= 0, got {c.mixing.window!r}')
+  if not _is_int(c.mixing.shift_div) or c.mixing.shift_div < 1:
+    raise ValueError(f'model.mixing.shift_div must be an int >= 1, got {c.mixing.shift_div!r}')
 
 
 def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """Checks a model config and returns a copy with every derived field filled in.
 
-  Raises ValueError naming the field for unknown fields and impossible combinations, before anything
-  is traced or compiled.
+  Raises ValueError naming the field (one line) for unknown fields (with the closest valid name), wrong types
+  and ranges, and impossible combinations, before anything is traced or compiled.
   """
-  unknown = sorted(set(cfg.keys()) - _KNOWN_FIELDS)
-  if unknown:
-    raise ValueError(f'unknown model config field(s): {", ".join("model." + u for u in unknown)}')
+  _check_known(cfg.keys(), _KNOWN_FIELDS, 'model.')
   if cfg.family not in FAMILIES:
     raise ValueError(f'model.family must be one of {FAMILIES}, got {cfg.family!r}')
   c = _merge(get_config(cfg.family).to_dict(), cfg)
+  for name, known in _NESTED_FIELDS.items():
+    if not isinstance(c[name], (dict, ml_collections.ConfigDict)):
+      raise ValueError(f'model.{name} must be a dict of {sorted(known)}, got {c[name]!r}')
+    _check_known(c[name].keys(), known, f'model.{name}.')
+  _check_ranges(c)
   if c.attention not in SCHEMES:
     raise ValueError(f'model.attention must be one of {SCHEMES}, got {c.attention!r}')
   size, patch, t = parse_variant(c.variant)
@@ -153,9 +214,10 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
       c[k] = v
   if c.tubelet is None:  # 'B/16x2' -> (2, 16, 16); 'B/16' -> (1, 16, 16), uniform frame sampling.
     c.tubelet = (t or 1, patch, patch)
-  c.tubelet = tuple(int(x) for x in c.tubelet)
-  if len(c.tubelet) != 3 or min(c.tubelet) < 1:
-    raise ValueError(f'model.tubelet must be three positive sizes (t, h, w), got {c.tubelet}')
+  if (not isinstance(c.tubelet, (tuple, list)) or len(c.tubelet) != 3
+      or not all(_is_int(x) and x >= 1 for x in c.tubelet)):
+    raise ValueError(f'model.tubelet must be three positive ints (t, h, w), got {c.tubelet!r}')
+  c.tubelet = tuple(c.tubelet)
   tt, th, tw = c.tubelet
   if c.num_frames % tt:
     raise ValueError(f'model.num_frames={c.num_frames} is not divisible by the tubelet length {tt}')
@@ -199,14 +261,17 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     if w < 0 or div < 1 or 2 * w * (c.hidden_size // div) > c.hidden_size:
       raise ValueError(f'model.mixing: window={w} and shift_div={div} take more than hidden_size='
                        f'{c.hidden_size} channels from neighbouring frames')
-  if c.attention == 'factorised_encoder' and c.temporal_layers < 0:
-    raise ValueError('model.temporal_layers must be >= 0 (0 is the average-pool baseline)')
   if c.temporal_num_heads is None:
     c.temporal_num_heads = c.num_heads
   if c.temporal_mlp_dim is None:
     c.temporal_mlp_dim = c.mlp_dim
   if c.temporal_head.num_heads is None:
     c.temporal_head.num_heads = c.num_heads
+  used = (('temporal_num_heads', c.temporal_num_heads, c.attention == 'factorised_encoder'),
+          ('temporal_head.num_heads', c.temporal_head.num_heads, c.frame_aggregation == 'temporal_attention'))
+  for name, heads, in_use in used:
+    if in_use and c.hidden_size % heads:
+      raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.{name}={heads}')
   return c
 
 

@@ -8,6 +8,7 @@ FactorisedEncoder (ViViT Model 2, sec. 3.3): a spatial encoder shared over the n
 """
 from __future__ import annotations
 
+import chex
 import flax.linen as nn
 import jax.numpy as jnp
 import ml_collections
@@ -20,6 +21,15 @@ from vvt.models.heads import ClassifierHead, TemporalAttentionHead
 
 def _dtype(cfg):
   return jnp.bfloat16 if cfg.dtype == 'bfloat16' else jnp.float32
+
+
+def check_video(video, cfg) -> None:
+  """The model boundary: video must be (B, T, H, W, 3) with T = model.num_frames, H = W = model.image_size."""
+  expected = (None, cfg.num_frames, cfg.image_size, cfg.image_size, 3)
+  message = (f'video input must be (B, T, H, W, 3) = (B, {cfg.num_frames}, {cfg.image_size}, {cfg.image_size}, 3) '
+             f'for model.num_frames={cfg.num_frames}, model.image_size={cfg.image_size}; got {tuple(video.shape)}')
+  chex.assert_rank(video, 5, custom_message=message)
+  chex.assert_shape(video, expected, custom_message=message)
 
 
 def _block_fields(cfg, stages, grid, *, num_heads=None, mlp_dim=None, mixing=None):
@@ -83,6 +93,7 @@ class VideoTransformer(nn.Module):
   @nn.compact
   def __call__(self, video, train: bool = False):
     cfg = self.cfg
+    check_video(video, cfg)
     x = TubeletEmbedding(cfg.hidden_size, cfg.tubelet, _dtype(cfg), name='embedding')(video)
     grid = config_lib.token_grid(cfg)
     class_token = cfg.class_token if cfg.classifier == 'token' else None
@@ -121,6 +132,7 @@ class FactorisedEncoder(nn.Module):
   @nn.compact
   def __call__(self, video, train: bool = False):
     cfg = self.cfg
+    check_video(video, cfg)
     x = TubeletEmbedding(cfg.hidden_size, cfg.tubelet, _dtype(cfg), name='embedding')(video)
     b, t, n, d = x.shape
     nt, nh, nw = config_lib.token_grid(cfg)
