@@ -4,6 +4,7 @@ precision — tests/conftest.py). The eps / GELU / bias numerics are also checke
 because a wrong LayerNorm eps moves the logits by only ~1e-5 (see the fixture README)."""
 import json
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -50,10 +51,9 @@ def converted(request):
 def test_fixture_logits_within_1e5(converted):
   name, conv, video, expected, meta = converted
   out = _logits(conv, video)
-  diff = float(np.abs(out - expected).max())
-  print(f'{name}: max |logit difference| = {diff:.3g}')
+  print(f'{name}: max |logit difference| = {float(np.abs(out - expected).max()):.3g}')
   assert out.shape == tuple(meta['logits_shape'])
-  assert diff < ATOL, f'{name}: max abs logit difference {diff} >= {ATOL}'
+  chex.assert_trees_all_close(out, expected, atol=ATOL, rtol=0)
   # Every tensor of the file is used (key biases included: they cannot change the logits, but are placed).
   assert conv.report.unused == []
   assert len(conv.report.loaded) + len({n for n, _ in conv.report.transformed}) == len(

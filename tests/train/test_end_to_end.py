@@ -4,7 +4,8 @@ import math
 import os
 
 import train_helpers as common
-from vvt.train import checkpoints, cli
+from vvt.cli import train as cli
+from vvt.train import checkpoints
 
 
 def _eval_json(workdir, step, split='test'):

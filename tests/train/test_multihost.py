@@ -6,7 +6,8 @@ import socket
 import subprocess
 
 import train_helpers as common
-from vvt.train import checkpoints, cli
+from vvt.cli import train as cli
+from vvt.train import checkpoints
 
 HELPER = str(common.REPO / 'tests' / 'train' / 'multihost_run.py')
 

@@ -1,4 +1,5 @@
 """Schedules, weight-decay mask, clipping and gradient accumulation."""
+import chex
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -108,7 +109,7 @@ def test_gradient_clipping_bounds_the_update():
 def test_gradient_accumulation_equals_full_batch(tiny_data):
   """4 micro-batches give the same update as one full batch (no dropout, no mixing)."""
   import train_helpers
-  from vvt.train import mesh as mesh_lib, state as state_lib, steps, trainer
+  from vvt.train import mesh as mesh_lib, model_state, steps
   results = []
   rng = np.random.default_rng(0)
   batch = {'inputs': rng.normal(size=(8, 8, 32, 32, 3)).astype(np.float32),
@@ -124,15 +125,14 @@ def test_gradient_accumulation_equals_full_batch(tiny_data):
     mesh = mesh_lib.make_mesh()
     sched = optimizers.make_schedule(c.schedule, 10, 10)
     tx = optimizers.make_optimizer(c.optimizer, sched)
-    module, init_fn, _ = trainer.build_model_and_init(c, mesh, tx)
-    st = jax.jit(init_fn)(jax.random.PRNGKey(0))
+    module = model_state.build_model(c)
+    st = jax.jit(model_state.init_fn(module, c, tx))(jax.random.PRNGKey(0))
     step = steps.make_train_step(module, tx, sched, c, mesh)
     gb = mesh_lib.global_batch(batch, mesh, 8)
     new, metrics, status = step(st, gb)
     results.append((jax.device_get(new.params), metrics.compute(), status))
   (p1, m1, s1), (p4, m4, s4) = results
-  for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(p4)):
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+  chex.assert_trees_all_close(p1, p4, rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(s1['loss'], s4['loss'], rtol=1e-5)
   np.testing.assert_allclose(m1['loss'], m4['loss'], rtol=1e-5)
   np.testing.assert_allclose(m1['accuracy'], m4['accuracy'])

@@ -6,8 +6,8 @@ import signal
 import subprocess
 import time
 
+import chex
 import numpy as np
-import jax
 
 import train_helpers as common
 from vvt.train import checkpoints
@@ -51,8 +51,7 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_data, tmp_path):
 
   p_ref, _ = checkpoints.load_params(str(ref_wd), STEPS)
   p_cut, _ = checkpoints.load_params(str(cut_wd), STEPS)
-  for a, b in zip(jax.tree.leaves(p_ref), jax.tree.leaves(p_cut)):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+  chex.assert_trees_all_close(p_ref, p_cut, rtol=1e-6, atol=1e-7)
   r_ref = json.load(open(checkpoints.eval_results_path(str(ref_wd), STEPS, 'test')))
   r_cut = json.load(open(checkpoints.eval_results_path(str(cut_wd), STEPS, 'test')))
   for k in ('video_top1', 'video_top5', 'clip_top1', 'clip_top5', 'num_views'):

@@ -2,7 +2,7 @@
 import json
 import subprocess
 
-import jax
+import chex
 import numpy as np
 
 import train_helpers as common
@@ -28,8 +28,7 @@ def test_eight_devices_equal_one_device(tiny_data, tmp_path):
     assert one[k] == eight[k], k
   p1, _ = checkpoints.load_params(str(tmp_path / 'one'), 4)
   p8, _ = checkpoints.load_params(str(tmp_path / 'eight'), 4)
-  for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(p8)):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-5)
+  chex.assert_trees_all_close(p1, p8, rtol=2e-4, atol=2e-5)
   l1 = [json.loads(l) for l in open(tmp_path / 'one' / 'metrics.jsonl')]
   l8 = [json.loads(l) for l in open(tmp_path / 'eight' / 'metrics.jsonl')]
   for a, b in zip(l1, l8):

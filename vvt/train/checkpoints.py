@@ -69,7 +69,12 @@ def save_state(mngr: ocp.CheckpointManager, state, *, data_position: int,
   mngr.wait_until_finished()
 
 
-def _check_step(workdir: str, step: Optional[int]) -> int:
+def resolve_step(workdir: str, step: Optional[int] = None) -> int:
+  """`step` if it was saved in `workdir` (default: the latest step).
+
+  Raises CheckpointNotFoundError naming the directory, and the existing steps
+  when `step` is not one of them.
+  """
   steps = all_steps(workdir)
   if not steps:
     raise CheckpointNotFoundError(
@@ -84,15 +89,26 @@ def _check_step(workdir: str, step: Optional[int]) -> int:
   return int(step)
 
 
-def read_meta(workdir: str, step: int) -> dict:
-  mngr = manager(workdir, create=False)
+def _meta(mngr: ocp.CheckpointManager, step: int) -> dict:
   return dict(mngr.restore(step, args=ocp.args.Composite(
       meta=ocp.args.JsonRestore()))['meta'])
 
 
+def read_meta(workdir: str, step: int) -> dict:
+  return _meta(manager(workdir, create=False), step)
+
+
+def latest(mngr: ocp.CheckpointManager) -> tuple[Optional[int], Optional[str]]:
+  """(latest step, its kind 'train_state' | 'params') of a manager, or (None, None) if it has none."""
+  step = mngr.latest_step()
+  if step is None:
+    return None, None
+  return step, _meta(mngr, step).get('kind')
+
+
 def restore_state(workdir: str, abstract_state, step: Optional[int] = None):
   """Restores a full training state -> (state, meta). `abstract_state` carries shardings."""
-  step = _check_step(workdir, step)
+  step = resolve_step(workdir, step)
   meta = read_meta(workdir, step)
   if meta.get('kind') != 'train_state':
     raise ValueError(f'checkpoint step {step} in {checkpoint_dir(workdir)} is '
@@ -141,7 +157,7 @@ def load_params(workdir: str, step: Optional[int] = None, abstract_params=None):
   the arrays are restored with those shardings; without, on one local device
   (whatever the topology the checkpoint was written on).
   """
-  step = _check_step(workdir, step)
+  step = resolve_step(workdir, step)
   if abstract_params is None:
     abstract_params = abstract_params_from_checkpoint(workdir, step)
   mngr = manager(workdir, create=False)

@@ -7,13 +7,18 @@ per-view scores (logits, or softmax when `eval.average == 'softmax'`); here
 they are summed per `video_index` over valid views and averaged, giving
 per-clip (per-view) and per-video top-1 / top-5, and for two-head datasets
 (Epic-Kitchens) verb / noun / action accuracy (action = both heads right).
+`write_results` stores them as `WORKDIR/checkpoints/eval_<step>_<split>.json` and the
+per-video scores as `.npz`.
 """
+import json
+import os
 import time
 from typing import Mapping, Optional
 
 import jax
 import numpy as np
 
+from vvt.train import checkpoints
 from vvt.train import losses
 from vvt.train import mesh as mesh_lib
 from vvt.train.steps import heads_of
@@ -143,3 +148,29 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
         f'in {n_batches} batches of {batch_size}: {main} = {res[main]:.4f} '
         f'({res["eval_seconds"]:.1f}s)')
   return res, agg
+
+
+def _atomic_write(path: str, write, mode: str = 'w') -> None:
+  with open(path + '.tmp', mode) as f:
+    write(f)
+  os.replace(path + '.tmp', path)
+
+
+def write_results(workdir: str, step: int, split: str, results: dict,
+                  agg: Optional[MultiViewAggregator] = None) -> str:
+  """Writes eval_<step>_<split>.json (and .npz: per-video scores, labels, views); returns the json path.
+
+  The npz holds `video_scores[_head]` float32 (num_videos, num_classes),
+  `video_labels[_head]` int64 (num_videos,) and `views_per_video` int64 (num_videos,).
+  """
+  path = checkpoints.eval_results_path(workdir, step, split)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  _atomic_write(path, lambda f: json.dump({'step': step, 'split': split, **results}, f, indent=2))
+  if agg is not None:
+    sfx = lambda h: '_' + h if h else ''  # pylint: disable=unnecessary-lambda-assignment
+    arrays = {f'video_scores{sfx(h)}': v for h, v in agg.video_scores().items()}
+    arrays.update({f'video_labels{sfx(h)}': v for h, v in agg.video_labels.items()})
+    arrays['views_per_video'] = agg.counts
+    _atomic_write(checkpoints.eval_results_path(workdir, step, split, 'npz'),
+                  lambda f: np.savez(f, **arrays), 'wb')
+  return path

@@ -49,6 +49,20 @@ def make_train_step(module, tx, schedule, config, mesh):
   """Returns jitted `train_step(state, batch) -> (state, metrics, status)`.
 
   `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf.
+  The state is replicated and donated, the batch sharded over `data`.
+  """
+  rep = mesh_lib.replicated(mesh)
+  return jax.jit(train_step_fn(module, tx, schedule, config, mesh),
+                 in_shardings=(rep, mesh_lib.batch_sharding(mesh)),
+                 out_shardings=(rep, rep, rep),
+                 donate_argnums=(0,))
+
+
+def train_step_fn(module, tx, schedule, config, mesh):
+  """`train_step(state, batch) -> (state, metrics, status)` before jit (see make_train_step).
+
+  batch: 'inputs' uint8 or float (B, T, H, W, 3), 'label' (or 'label/<head>') int32 (B,),
+  'mask' float32 (B,). `mesh` places the micro-batches of gradient accumulation.
   """
   heads = heads_of(config.model)
   accum = int(config.optimizer.accumulation_steps)
@@ -133,11 +147,7 @@ def make_train_step(module, tx, schedule, config, mesh):
     status = {'loss': loss, 'param_norm': optax.tree.norm(params)}
     return new_state, metrics, status
 
-  rep = mesh_lib.replicated(mesh)
-  return jax.jit(train_step,
-                 in_shardings=(rep, mesh_lib.batch_sharding(mesh)),
-                 out_shardings=(rep, rep, rep),
-                 donate_argnums=(0,))
+  return train_step
 
 
 def make_eval_step(module, config, mesh):
@@ -147,6 +157,16 @@ def make_eval_step(module, config, mesh):
   `eval.average == 'softmax'`) for each head; they and the batch's
   video_index / mask / labels come back replicated, so every host can
   aggregate the whole global batch.
+  """
+  rep = mesh_lib.replicated(mesh)
+  return jax.jit(eval_step_fn(module, config),
+                 in_shardings=(rep, mesh_lib.batch_sharding(mesh)), out_shardings=(rep, rep))
+
+
+def eval_step_fn(module, config):
+  """`eval_step(params, batch) -> (scores, passthrough)` before jit (see make_eval_step).
+
+  scores: {head: float32 (B, num_classes)}; passthrough: the batch without 'inputs'.
   """
   heads = heads_of(config.model)
   average = config.eval.average
@@ -163,6 +183,4 @@ def make_eval_step(module, config, mesh):
     passthrough = {k: v for k, v in batch.items() if k != 'inputs'}
     return scores, passthrough
 
-  rep = mesh_lib.replicated(mesh)
-  return jax.jit(eval_step, in_shardings=(rep, mesh_lib.batch_sharding(mesh)),
-                 out_shardings=(rep, rep))
+  return eval_step

@@ -1,22 +1,34 @@
-"""`train_and_evaluate(config, workdir)`: the training loop with exact resume."""
-import glob
-import json
+"""`train_and_evaluate(config, workdir)`: training with exact resume, in named steps.
+
+  run = setup(config, workdir)                  devices, mesh, config and dataset checks, workdir
+  check_resume_config(run, allow_config_change) refuse config changes that alter a resumed run
+  program = make_program(run, num_train_videos) model, optimiser, schedule, jitted steps
+  state, data_position = restore_or_init(run, program)
+                                                train-state checkpoint, params-only checkpoint,
+                                                `init_from`, or a fresh init
+  train_loop(run, program, writers, state, ...)  steps, with hooks: NaN check, train metrics,
+                                                checkpoints, periodic evaluation
+  final_evaluation(run, program, writers, ...)  multi-view eval, results, training_curves.png
+
+`evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`.
+"""
+import dataclasses
 import math
 import os
-import re
-import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import jax
-import jax.numpy as jnp
-import numpy as np
+import orbax.checkpoint as ocp
 
+from vvt.data import patterns as data_patterns
 from vvt.train import checkpoints
 from vvt.train import defaults
 from vvt.train import evaluate as evaluate_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
+from vvt.train import model_state
 from vvt.train import optimizers
+from vvt.train import run_config
 from vvt.train import state as state_lib
 from vvt.train import steps as steps_lib
 
@@ -25,46 +37,81 @@ class NonFiniteLossError(FloatingPointError):
   pass
 
 
-def _patterns(value):
-  if value is None:
-    return []
-  if isinstance(value, str):
-    return [p for p in value.split(',') if p]
-  return list(value)
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """Where a run happens: its config, devices, workdir, checkpoints and log (silent off chief)."""
+  config: Any
+  workdir: str
+  mesh: jax.sharding.Mesh
+  mngr: ocp.CheckpointManager
+  log: Callable
+  is_chief: bool
+
+  @property
+  def replicated(self) -> jax.sharding.NamedSharding:
+    return mesh_lib.replicated(self.mesh)
 
 
-def _expand(pattern: str) -> list[str]:
-  m = re.fullmatch(r'(.*)@(\d+)', pattern)
-  if m:  # sharded name: base@N -> base-00000-of-0000N
-    base, n = m.group(1), int(m.group(2))
-    names = [f'{base}-{i:05d}-of-{n:05d}' for i in range(n)]
-    return [x for x in names if os.path.exists(x)]
-  return sorted(glob.glob(pattern))
+@dataclasses.dataclass(frozen=True)
+class Program:
+  """What a run computes: the model, optimiser, schedule, step counts and jitted steps."""
+  module: Any
+  tx: Any
+  schedule: Callable
+  num_train_videos: int
+  steps_per_epoch: int
+  total_steps: int
+  train_step: Callable  # (state, batch) -> (state, metrics, status)
+  eval_step: Callable   # (params, batch) -> (scores, passthrough)
 
 
-def check_dataset_files(dataset_cfg, fields=('train_files', 'eval_files')) -> None:
+@dataclasses.dataclass
+class LoopState:
+  """The training loop's bookkeeping (the model's state is the TrainState)."""
+  step: int
+  data_position: int
+  last_saved: Optional[int]
+  metrics: Any = None   # clu metrics merged since the last train log
+  pending: Any = None   # (step, status): checked one step late to keep dispatch asynchronous
+
+
+# ----------------------------------------------------------------------------- setup
+
+
+def make_mesh(config) -> jax.sharding.Mesh:
+  """Initialises jax.distributed if asked, builds the mesh and validates `config` against it."""
+  mesh_lib.maybe_initialize_distributed(config.distributed)
+  mesh = mesh_lib.make_mesh(config.mesh.num_devices)
+  defaults.validate(config, mesh.devices.size, jax.process_count())
+  return mesh
+
+
+def require_files(dataset_cfg, fields=('train_files', 'eval_files')) -> None:
   """A missing dataset path fails before anything compiles, naming the path."""
-  for field in fields:
-    if field not in dataset_cfg:
-      continue
-    pats = _patterns(dataset_cfg[field])
-    if not pats:
-      if dataset_cfg.get('tfds_name') or str(dataset_cfg.get('name', '')).startswith('tfds'):
-        continue
-      raise FileNotFoundError(f'dataset.{field} is empty: set it to the TFRecord files '
-                              '(glob or base@N)')
-    base = dataset_cfg.get('data_dir', '') or ''
-    for p in pats:
-      if '://' in p:  # remote file systems: left to tf.data
-        continue
-      if base and not os.path.isabs(p):
-        p = os.path.join(base, p)
-      if not _expand(p):
-        raise FileNotFoundError(
-            f'dataset.{field}: no file matches {p!r} (absolute: '
-            f'{os.path.abspath(p)!r}). Write the synthetic set with '
-            '`python -m vvt.train.demo --data_only` or `vvt data synthetic`, '
-            'or point the config at your TFRecords.')
+  missing = data_patterns.missing_files(dataset_cfg, fields)
+  if missing:
+    raise FileNotFoundError(missing[0])
+
+
+def setup(config, workdir: str, log: Callable = print) -> Run:
+  """Devices and mesh, config and dataset checks, the workdir and its checkpoint manager."""
+  mesh = make_mesh(config)
+  require_files(config.dataset)
+  is_chief = jax.process_index() == 0
+  workdir = os.path.abspath(workdir)
+  os.makedirs(workdir, exist_ok=True)
+  mngr = checkpoints.manager(workdir, keep=config.checkpoint.keep)
+  return Run(config=config, workdir=workdir, mesh=mesh, mngr=mngr,
+             log=log if is_chief else (lambda *a, **k: None), is_chief=is_chief)
+
+
+def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
+  """Before resuming a training state: the changes from WORKDIR/config.json (see run_config)."""
+  _, kind = checkpoints.latest(run.mngr)
+  if kind != 'train_state':
+    return []
+  return run_config.check_resume(run_config.load_saved(run.workdir), run.config,
+                                 allow_config_change=allow_config_change, log=run.log)
 
 
 def steps_per_epoch_and_total(config, num_train_videos: int) -> tuple[int, int]:
@@ -74,63 +121,80 @@ def steps_per_epoch_and_total(config, num_train_videos: int) -> tuple[int, int]:
   return spe, max(1, int(math.ceil(config.num_epochs * spe)))
 
 
-def build_model_and_init(config, mesh, tx):
-  """(module, init_fn, abstract_state with replicated shardings)."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  module = vvt.models.build(config.model)
-  m = config.model
-  dummy_shape = (1, int(m.num_frames), int(m.image_size), int(m.image_size), 3)
-  rep = mesh_lib.replicated(mesh)
-
-  def init_fn(rng):
-    r_params, r_drop, r_train = jax.random.split(rng, 3)
-    variables = module.init({'params': r_params, 'dropout': r_drop},
-                            jnp.zeros(dummy_shape, jnp.float32), train=False)
-    return state_lib.create(variables['params'], tx, r_train)
-
-  shapes = jax.eval_shape(init_fn, jax.random.PRNGKey(0))
-  abstract = jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=rep), shapes)
-  return module, init_fn, abstract
+def make_program(run: Run, num_train_videos: int) -> Program:
+  """The model, optimiser and schedule of `run.config`, and its jitted train / eval steps."""
+  config = run.config
+  spe, total = steps_per_epoch_and_total(config, num_train_videos)
+  schedule = optimizers.make_schedule(config.schedule, total, spe)
+  tx = optimizers.make_optimizer(config.optimizer, schedule)
+  module = model_state.build_model(config)
+  return Program(
+      module=module, tx=tx, schedule=schedule, num_train_videos=num_train_videos,
+      steps_per_epoch=spe, total_steps=total,
+      train_step=steps_lib.make_train_step(module, tx, schedule, config, run.mesh),
+      eval_step=steps_lib.make_eval_step(module, config, run.mesh))
 
 
-def abstract_params(config, mesh):
-  """Module and abstract params (with replicated shardings) for evaluation."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  module = vvt.models.build(config.model)
-  m = config.model
-  shape = (1, int(m.num_frames), int(m.image_size), int(m.image_size), 3)
-  rep = mesh_lib.replicated(mesh)
-  shapes = jax.eval_shape(
-      lambda r: module.init({'params': r, 'dropout': r},
-                            jnp.zeros(shape, jnp.float32), train=False)['params'],
-      jax.random.PRNGKey(0))
-  return module, jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=rep), shapes)
+# ----------------------------------------------------------------------------- state
 
 
-def write_eval_results(workdir: str, step: int, split: str, results: dict,
-                       agg: Optional[evaluate_lib.MultiViewAggregator] = None) -> str:
-  path = checkpoints.eval_results_path(workdir, step, split)
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump({'step': step, 'split': split, **results}, f, indent=2)
-  os.replace(tmp, path)
-  if agg is not None:
-    npz = checkpoints.eval_results_path(workdir, step, split, 'npz')
-    arrays = {f'video_scores{"_" + h if h else ""}': v
-              for h, v in agg.video_scores().items()}
-    arrays.update({f'video_labels{"_" + h if h else ""}': v
-                   for h, v in agg.video_labels.items()})
-    arrays['views_per_video'] = agg.counts
-    with open(npz + '.tmp', 'wb') as f:
-      np.savez(f, **arrays)
-    os.replace(npz + '.tmp', npz)
-  return path
+def _resume(run: Run, abstract, step: int) -> tuple[state_lib.TrainState, int]:
+  state, meta = checkpoints.restore_state(run.workdir, abstract, step)
+  data_position = int(meta['data_position'])
+  at = int(jax.device_get(state.step))
+  run.log(f'[train] resumed from {checkpoints.checkpoint_dir(run.workdir)}/{step} '
+          f'(step {at}, data position {data_position})')
+  if run.is_chief:  # records the interrupted run logged after its last checkpoint
+    metrics_lib.truncate_jsonl(run.workdir, at)
+  return state, data_position
 
 
-def _check_finite(step: int, status, workdir: str) -> None:
+def _init_from(run: Run, params):
+  """`config.init_from` (image-ViT weights) applied to fresh `params`; the report is saved."""
+  from vvt.convert import image_init  # pylint: disable=g-import-not-at-top
+  params, report = image_init.initialise(params, run.config.init_from, run.config.model)
+  run.log(f'[train] init_from report:\n{report}')
+  if run.is_chief:
+    with open(os.path.join(run.workdir, 'init_from_report.txt'), 'w') as f:
+      f.write(str(report))
+  return params
+
+
+def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, int]:
+  """(state, data position): the latest training state of the workdir if there is one;
+  else a fresh init (seed `config.seed`) whose params come from a params-only checkpoint
+  (e.g. converted weights), from `config.init_from`, or stay fresh."""
+  abstract = model_state.abstract_state(program.module, run.config, program.tx, run.replicated)
+  latest, kind = checkpoints.latest(run.mngr)
+  if kind == 'train_state':
+    return _resume(run, abstract, latest)
+  init = model_state.init_fn(program.module, run.config, program.tx)
+  state = jax.jit(init, out_shardings=run.replicated)(jax.random.PRNGKey(run.config.seed))
+  if latest is not None:
+    params, _ = checkpoints.load_params(run.workdir, latest, abstract.params)
+    run.log(f'[train] initialised params from params-only checkpoint step {latest}')
+  elif run.config.init_from is not None:
+    params = _init_from(run, state.params)
+  else:
+    return state, 0
+  create = lambda p, r: state_lib.create(p, program.tx, r)  # pylint: disable=unnecessary-lambda-assignment
+  params = jax.device_put(params, run.replicated)
+  return jax.jit(create, out_shardings=run.replicated)(params, state.rng), 0
+
+
+def log_start(run: Run, program: Program, state) -> None:
+  config = run.config
+  run.log(f'[train] {state_lib.num_params(state.params) / 1e6:.2f}M params, '
+          f'{program.num_train_videos} training videos, {program.steps_per_epoch} steps/epoch, '
+          f'{program.total_steps} steps, global batch {config.batch_size} on '
+          f'{run.mesh.devices.size} device(s) / {jax.process_count()} process(es); '
+          f'workdir {run.workdir}')
+
+
+# ----------------------------------------------------------------------------- loop hooks
+
+
+def check_finite(step: int, status, workdir: str) -> None:
   """Stops the run if the loss or the parameters after update `step` are NaN / inf."""
   status = jax.device_get(status)
   loss, pnorm = float(status['loss']), float(status['param_norm'])
@@ -147,156 +211,170 @@ def _check_finite(step: int, status, workdir: str) -> None:
       f'without saving: {last}')
 
 
-def train_and_evaluate(config, workdir: str, *, log: Callable = print,
-                       stop_after_step: int = -1) -> dict:
-  """Trains `config` in `workdir` (resuming from its latest checkpoint), then evaluates.
+def _check_pending(run: Run, loop: LoopState) -> None:
+  if loop.pending is not None:
+    check_finite(*loop.pending, run.workdir)
 
-  Returns the final multi-view evaluation metrics (plus `step`, `workdir`).
-  `stop_after_step` (testing aid) stops the loop early without the final eval.
+
+def _due(step: int, every: int) -> bool:
+  return every > 0 and step % every == 0
+
+
+def train_one_step(run: Run, program: Program, state, batch, loop: LoopState):
+  """Dispatches one update; checks the previous one's loss meanwhile. Returns the new state."""
+  gbatch = mesh_lib.global_batch(batch, run.mesh, run.config.batch_size)
+  state, metrics, status = program.train_step(state, gbatch)
+  loop.step += 1
+  loop.data_position += 1
+  _check_pending(run, loop)
+  loop.pending = (loop.step, status)
+  loop.metrics = metrics if loop.metrics is None else loop.metrics.merge(metrics)
+  return state
+
+
+def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
+                      progress: metrics_lib.Progress) -> None:
+  """Writes the metrics merged since the last log (+ throughput, epoch, skipped records)."""
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  _check_pending(run, loop)
+  scalars = {k: float(v) for k, v in jax.device_get(loop.metrics.compute()).items()}
+  scalars.update(progress.rates(loop.step))
+  scalars['epoch'] = loop.step / program.steps_per_epoch
+  if run.config.dataset.on_error == 'skip':  # bad records dropped so far, by reason (this process)
+    scalars.update({f'data_skipped_{k}': float(v) for k, v in pipeline.error_counts().items()})
+  train_writer.write_scalars(loop.step, scalars)
+  progress.report(loop.step, scalars)
+  loop.metrics = None
+
+
+def save_checkpoint(run: Run, state, loop: LoopState) -> None:
+  """Saves the training state after checking it is finite (a NaN never overwrites a good one)."""
+  _check_pending(run, loop)
+  checkpoints.save_state(run.mngr, state, data_position=loop.data_position, config=run.config)
+  loop.last_saved = loop.step
+
+
+def run_eval(run: Run, program: Program, params, step: int, eval_writer) -> dict:
+  """Multi-view evaluation on `eval.split`; the chief writes the results and eval scalars."""
+  split = run.config.eval.split
+  res, agg = evaluate_lib.evaluate(program.eval_step, params, run.config, run.mesh,
+                                   split=split, log=run.log)
+  if run.is_chief:
+    path = evaluate_lib.write_results(run.workdir, step, split, res, agg)
+    eval_writer.write_scalars(step, {k: v for k, v in res.items() if isinstance(v, (int, float))})
+    eval_writer.flush()
+    run.log(f'[eval] results: {path}')
+  return res
+
+
+# ----------------------------------------------------------------------------- loop
+
+
+def train_loop(run: Run, program: Program, writers, state, data_position: int,
+               stop_after_step: int = -1):
+  """Trains up to `program.total_steps` -> (state, step, stopped early).
+
+  The data iterator starts at `data_position`; the last state is checkpointed (if it was not).
   """
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  mesh_lib.maybe_initialize_distributed(config.distributed)
-  mesh = mesh_lib.make_mesh(config.mesh.num_devices)
-  n_dev, n_proc = mesh.devices.size, jax.process_count()
-  defaults.validate(config, n_dev, n_proc)
-  check_dataset_files(config.dataset)
-  is_chief = jax.process_index() == 0
-  if not is_chief:
-    log = lambda *a, **k: None  # pylint: disable=unnecessary-lambda-assignment
-  workdir = os.path.abspath(workdir)
-  os.makedirs(workdir, exist_ok=True)
-
-  num_train = pipeline.num_videos(config.dataset, 'train')
-  spe, total = steps_per_epoch_and_total(config, num_train)
-  schedule = optimizers.make_schedule(config.schedule, total, spe)
-  tx = optimizers.make_optimizer(config.optimizer, schedule)
-  module, init_fn, abstract = build_model_and_init(config, mesh, tx)
-  rep = mesh_lib.replicated(mesh)
-
-  mngr = checkpoints.manager(workdir, keep=config.checkpoint.keep)
-  latest = mngr.latest_step()
-  data_position = 0
-  if latest is not None and checkpoints.read_meta(workdir, latest).get('kind') == 'train_state':
-    state, meta = checkpoints.restore_state(workdir, abstract, latest)
-    data_position = int(meta['data_position'])
-    log(f'[train] resumed from {checkpoints.checkpoint_dir(workdir)}/{latest} '
-        f'(step {int(jax.device_get(state.step))}, data position {data_position})')
-    if is_chief:
-      metrics_lib.truncate_jsonl(workdir, int(jax.device_get(state.step)))
-  else:
-    state = jax.jit(init_fn, out_shardings=rep)(jax.random.PRNGKey(config.seed))
-    if latest is not None:  # a params-only checkpoint (e.g. converted weights)
-      params, _ = checkpoints.load_params(workdir, latest, abstract.params)
-      state = jax.jit(lambda p: state_lib.create(p, tx, state.rng),
-                      out_shardings=rep)(params)
-      log(f'[train] initialised params from params-only checkpoint step {latest}')
-    elif config.init_from is not None:
-      from vvt.convert import image_init  # pylint: disable=g-import-not-at-top
-      params, report = image_init.initialise(state.params, config.init_from, config.model)
-      log(f'[train] init_from report:\n{report}')
-      if is_chief:
-        with open(os.path.join(workdir, 'init_from_report.txt'), 'w') as f:
-          f.write(str(report))
-      params = jax.device_put(params, rep)
-      state = jax.jit(lambda p, r: state_lib.create(p, tx, r),
-                      out_shardings=rep)(params, state.rng)
-  if is_chief:
-    with open(os.path.join(workdir, 'config.json'), 'w') as f:
-      f.write(config.to_json_best_effort(indent=2))
-
-  step = int(jax.device_get(state.step))
-  log(f'[train] {state_lib.num_params(state.params) / 1e6:.2f}M params, '
-      f'{num_train} training videos, {spe} steps/epoch, {total} steps, '
-      f'global batch {config.batch_size} on {n_dev} device(s) / {n_proc} process(es); '
-      f'workdir {workdir}')
-  train_step = steps_lib.make_train_step(module, tx, schedule, config, mesh)
-  eval_step = steps_lib.make_eval_step(module, config, mesh)
-  train_writer, eval_writer = metrics_lib.make_writers(workdir, is_chief)
-  progress = metrics_lib.Progress(total, step, config.batch_size, enabled=is_chief)
-
-  def run_eval(at_step):
-    res, agg = evaluate_lib.evaluate(eval_step, state.params, config, mesh,
-                                     split=config.eval.split, log=log)
-    if is_chief:
-      path = write_eval_results(workdir, at_step, config.eval.split, res, agg)
-      eval_writer.write_scalars(at_step, {k: v for k, v in res.items()
-                                          if isinstance(v, (int, float))})
-      eval_writer.flush()
-      log(f'[eval] results: {path}')
-    return res
-
+  config, total = run.config, program.total_steps
   it = pipeline.make_train_iterator(
       config.dataset, global_batch_size=config.batch_size, seed=config.seed,
       start_step=data_position, process_index=jax.process_index(),
-      process_count=n_proc)
-  accumulated = None
-  pending = None  # (step, loss) checked one step late to keep dispatch async
-  first = step
-  last_saved = step if data_position else None
-  while step < total:
-    batch = next(it)
-    gbatch = mesh_lib.global_batch(batch, mesh, config.batch_size)
-    state, m, status = train_step(state, gbatch)
-    step += 1
-    data_position += 1
-    if pending is not None:
-      _check_finite(*pending, workdir)
-    pending = (step, status)
-    accumulated = m if accumulated is None else accumulated.merge(m)
-    if step == first + 1:
-      _check_finite(*pending, workdir)  # waits for compilation
-      progress.start(step)
-    if step % config.log_every_steps == 0 or step == total:
-      _check_finite(*pending, workdir)
-      scalars = {k: float(v) for k, v in jax.device_get(accumulated.compute()).items()}
-      scalars.update(progress.rates(step))
-      scalars['epoch'] = step / spe
-      if config.dataset.on_error == 'skip':  # bad records dropped so far, by reason (this process)
-        scalars.update({f'data_skipped_{k}': float(v) for k, v in pipeline.error_counts().items()})
-      train_writer.write_scalars(step, scalars)
-      progress.report(step, scalars)
-      accumulated = None
-    if (config.checkpoint.every_steps > 0 and step % config.checkpoint.every_steps == 0) \
-        or step == total:
-      _check_finite(*pending, workdir)
-      checkpoints.save_state(mngr, state, data_position=data_position, config=config)
-      last_saved = step
-    if 0 < stop_after_step <= step:
-      return {'step': step, 'workdir': workdir, 'stopped_early': True}
-    if config.eval.every_steps > 0 and step % config.eval.every_steps == 0 \
-        and step != total:
-      run_eval(step)
-  if pending is not None:
-    _check_finite(*pending, workdir)
-  if last_saved != step:
-    checkpoints.save_state(mngr, state, data_position=data_position, config=config)
-  train_writer.flush()
-  results = run_eval(step)
-  if is_chief:
-    png = metrics_lib.plot_curves(workdir)
+      process_count=jax.process_count())
+  first = int(jax.device_get(state.step))
+  loop = LoopState(step=first, data_position=data_position,
+                   last_saved=first if data_position else None)
+  progress = metrics_lib.Progress(total, first, config.batch_size, enabled=run.is_chief)
+  while loop.step < total:
+    state = train_one_step(run, program, state, next(it), loop)
+    if loop.step == first + 1:
+      _check_pending(run, loop)  # waits for compilation
+      progress.start(loop.step)
+    if _due(loop.step, config.log_every_steps) or loop.step == total:
+      log_train_metrics(run, program, loop, writers[0], progress)
+    if _due(loop.step, config.checkpoint.every_steps) or loop.step == total:
+      save_checkpoint(run, state, loop)
+    if 0 < stop_after_step <= loop.step:
+      return state, loop.step, True
+    if _due(loop.step, config.eval.every_steps) and loop.step != total:
+      run_eval(run, program, state.params, loop.step, writers[1])
+  _check_pending(run, loop)
+  if loop.last_saved != loop.step:
+    save_checkpoint(run, state, loop)
+  return state, loop.step, False
+
+
+def final_evaluation(run: Run, program: Program, writers, state, step: int) -> dict:
+  """Evaluates the final params, draws training_curves.png, closes the checkpoints."""
+  writers[0].flush()
+  results = run_eval(run, program, state.params, step, writers[1])
+  if run.is_chief:
+    png = metrics_lib.plot_curves(run.workdir)
     if png:
-      log(f'[train] training curves: {png}')
-  mngr.close()
-  return {**results, 'step': step, 'workdir': workdir}
+      run.log(f'[train] training curves: {png}')
+  run.mngr.close()
+  return {**results, 'step': step, 'workdir': run.workdir}
+
+
+def train_and_evaluate(config, workdir: str, *, log: Callable = print,
+                       stop_after_step: int = -1, allow_config_change: bool = False) -> dict:
+  """Trains `config` in `workdir` (resuming from its latest checkpoint), then evaluates.
+
+  Returns the final multi-view evaluation metrics (plus `step`, `workdir`).
+  Resuming with a config that differs from WORKDIR/config.json in a field that changes what
+  the run learns raises defaults.ConfigError unless `allow_config_change`.
+  `stop_after_step` (testing aid) stops the loop early without the final eval.
+  """
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  run = setup(config, workdir, log)
+  check_resume_config(run, allow_config_change)
+  program = make_program(run, pipeline.num_videos(config.dataset, 'train'))
+  state, data_position = restore_or_init(run, program)
+  if run.is_chief:
+    run_config.write(run.workdir, config)
+  log_start(run, program, state)
+  writers = metrics_lib.make_writers(run.workdir, run.is_chief)
+  state, step, stopped = train_loop(run, program, writers, state, data_position, stop_after_step)
+  if stopped:
+    return {'step': step, 'workdir': run.workdir, 'stopped_early': True}
+  return final_evaluation(run, program, writers, state, step)
+
+
+# ----------------------------------------------------------------------------- vvt eval
 
 
 def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
                         split: Optional[str] = None, log: Callable = print) -> dict:
   """`vvt eval`: multi-view evaluation of a full or params-only checkpoint."""
-  mesh_lib.maybe_initialize_distributed(config.distributed)
-  mesh = mesh_lib.make_mesh(config.mesh.num_devices)
-  defaults.validate(config, mesh.devices.size, jax.process_count())
+  mesh = make_mesh(config)
   split = split or config.eval.split
   workdir = os.path.abspath(workdir)
-  # Check the checkpoint first: a wrong --step is the commonest mistake.
-  step = checkpoints._check_step(workdir, step)  # pylint: disable=protected-access
-  check_dataset_files(config.dataset, fields=('eval_files',))
-  module, abstract = abstract_params(config, mesh)
+  step = checkpoints.resolve_step(workdir, step)  # first: a wrong --step is the commonest mistake
+  require_files(config.dataset, fields=('eval_files',))
+  module = model_state.build_model(config)
+  abstract = model_state.abstract_params(module, config, mesh_lib.replicated(mesh))
   params, step = checkpoints.load_params(workdir, step, abstract)
   log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}')
   eval_step = steps_lib.make_eval_step(module, config, mesh)
   res, agg = evaluate_lib.evaluate(eval_step, params, config, mesh, split=split, log=log)
   if jax.process_index() == 0:
-    path = write_eval_results(workdir, step, split, res, agg)
+    path = evaluate_lib.write_results(workdir, step, split, res, agg)
     log(f'[eval] results: {path}')
   return {**res, 'step': step, 'workdir': workdir}
+
+
+# ----------------------------------------------------------------------------- kept for callers
+
+
+def build_model_and_init(config, mesh, tx):
+  """(module, init_fn, abstract_state): see `vvt.train.model_state` (benchmarks/train_step.py)."""
+  module = model_state.build_model(config)
+  return (module, model_state.init_fn(module, config, tx),
+          model_state.abstract_state(module, config, tx, mesh_lib.replicated(mesh)))
+
+
+def abstract_params(config, mesh):
+  """(module, abstract params): see `vvt.train.model_state` (tests/train/test_configs.py)."""
+  module = model_state.build_model(config)
+  return module, model_state.abstract_params(module, config, mesh_lib.replicated(mesh))

@@ -1,0 +1,64 @@
+"""The model of a run config and its (abstract) state: one build for train, eval, memory, predict.
+
+  module = build_model(config)                         # vvt.models.build(config.model)
+  init = init_fn(module, config, tx)                   # rng -> TrainState (params, opt state, rng)
+  abstract_state(module, config, tx, sharding)         # TrainState of jax.ShapeDtypeStruct
+  abstract_params(module, config, sharding)            # params of jax.ShapeDtypeStruct
+
+Shapes come from `jax.eval_shape` (nothing is allocated). The dummy input is one clip of the run's
+shared fields, float32 `(1, config.num_frames, config.image_size, config.image_size, 3)`.
+A `sharding` (e.g. `mesh.replicated(mesh)`) is attached to every leaf; without one the leaves
+carry none (enough to count bytes, or to restore on one device).
+"""
+import functools
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+
+from vvt.train import state as state_lib
+
+
+def build_model(config):
+  """The flax module of run config `config` (checked by `vvt.models.resolve`)."""
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  return vvt.models.build(config.model)
+
+
+def dummy_input(config, batch_size: int = 1) -> jax.Array:
+  """Zeros of one batch of clips: float32 (batch_size, T, H, W, 3) from the shared fields."""
+  t, s = int(config.num_frames), int(config.image_size)
+  return jnp.zeros((batch_size, t, s, s, 3), jnp.float32)
+
+
+def init_params(module, config, rng: jax.Array) -> Any:
+  """Fresh params; `rng` is split (params, dropout, train) exactly as `init_fn` splits it."""
+  r_params, r_drop, _ = jax.random.split(rng, 3)
+  variables = module.init({'params': r_params, 'dropout': r_drop}, dummy_input(config),
+                          train=False)
+  return variables['params']
+
+
+def init_fn(module, config, tx) -> Callable[[jax.Array], state_lib.TrainState]:
+  """`init(rng) -> TrainState` at step 0: params of `init_params`, `tx.init`, the third split as rng."""
+  def init(rng):
+    _, _, r_train = jax.random.split(rng, 3)
+    return state_lib.create(init_params(module, config, rng), tx, r_train)
+  return init
+
+
+def with_sharding(shapes, sharding: Optional[jax.sharding.Sharding] = None):
+  """jax.ShapeDtypeStruct leaves of `shapes`, each with `sharding`."""
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), shapes)
+
+
+def abstract_state(module, config, tx, sharding=None) -> state_lib.TrainState:
+  """The TrainState of `init_fn` as shapes (with `sharding`): what a checkpoint restores into."""
+  shapes = jax.eval_shape(init_fn(module, config, tx), jax.random.PRNGKey(0))
+  return with_sharding(shapes, sharding)
+
+
+def abstract_params(module, config, sharding=None) -> Any:
+  """The params of `init_params` as shapes (with `sharding`): what evaluation restores into."""
+  shapes = jax.eval_shape(functools.partial(init_params, module, config), jax.random.PRNGKey(0))
+  return with_sharding(shapes, sharding)

@@ -1,0 +1,89 @@
+"""WORKDIR/config.json: the run's saved config, what changed on resume, and rewriting it.
+
+A resumed run must learn what the interrupted run would have learned, so resuming with a config
+that differs in a field outside `defaults.SAFE_ON_RESUME` (learning rate, batch size, model, ...)
+is refused with a `defaults.ConfigError` naming the fields, unless `allow_config_change`.
+Changes to safe fields (evaluation, logging, checkpoint cadence, file locations) are logged.
+"""
+import json
+import os
+from typing import Callable, Optional
+
+from vvt.train import defaults
+
+FILENAME = 'config.json'
+MAX_LISTED = 3  # changed fields named in the one-line error
+
+Change = tuple[str, object, object]  # (field, saved value, new value)
+
+
+def path(workdir: str) -> str:
+  return os.path.join(workdir, FILENAME)
+
+
+def load_saved(workdir: str):
+  """The config saved in `workdir` (links restored by `defaults.from_dict`), or None."""
+  if not os.path.exists(path(workdir)):
+    return None
+  with open(path(workdir)) as f:
+    return defaults.from_dict(json.load(f))
+
+
+def write(workdir: str, config) -> None:
+  """Writes `config` as WORKDIR/config.json (atomically)."""
+  tmp = path(workdir) + '.tmp'
+  with open(tmp, 'w') as f:
+    f.write(config.to_json_best_effort(indent=2))
+  os.replace(tmp, path(workdir))
+
+
+def _as_saved(config):
+  """`config` as it would read back from config.json, so both sides compare alike."""
+  return defaults.from_dict(json.loads(config.to_json_best_effort()))
+
+
+def _without_links(changes: list[Change]) -> list[Change]:
+  """Drops `model.X` / `dataset.X` when the shared top-level `X` changed the same way."""
+  top = {(k, repr(a), repr(b)) for k, a, b in changes if k in defaults.SHARED_FIELDS}
+  def linked(k, a, b):
+    section, _, field = k.partition('.')
+    return section in ('model', 'dataset') and (field, repr(a), repr(b)) in top
+  return [c for c in changes if not linked(*c)]
+
+
+def _short(value, width: int = 40) -> str:
+  text = repr(value)
+  return text if len(text) <= width else text[:width - 3] + '...'
+
+
+def describe(changes: list[Change], limit: Optional[int] = None) -> str:
+  """'field: old -> new, ...' for the first `limit` changes (all by default), '(+N more)' after."""
+  shown = changes if limit is None else changes[:limit]
+  text = ', '.join(f'{k}: {_short(a)} -> {_short(b)}' for k, a, b in shown)
+  rest = len(changes) - len(shown)
+  return text + (f' (+{rest} more)' if rest else '')
+
+
+def check_resume(saved, config, *, allow_config_change: bool = False,
+                 log: Callable = print) -> list[Change]:
+  """Checks a resumed run's `config` against its `saved` one; returns the changes (logged).
+
+  Raises defaults.ConfigError, one line naming the first changed fields, when a field
+  outside SAFE_ON_RESUME changed and not `allow_config_change`.
+  """
+  if saved is None:
+    return []
+  new = _as_saved(config)
+  changes = _without_links(defaults.differences(saved, new))
+  unsafe = _without_links(defaults.unsafe_changes(saved, new))
+  if unsafe and not allow_config_change:
+    for k, a, b in unsafe:
+      log(f'[train] config change refused on resume: {k}: {a!r} -> {b!r}')
+    raise defaults.ConfigError(
+        f'the config differs from the run\'s saved {FILENAME} in {len(unsafe)} field(s) that '
+        f'change what it learns: {describe(unsafe, MAX_LISTED)}; pass --allow_config_change '
+        'to resume with the new values')
+  for k, a, b in changes:
+    kind = 'allowed' if (k, a, b) in unsafe else 'safe'
+    log(f'[train] config change on resume ({kind}): {k}: {a!r} -> {b!r}')
+  return changes
