@@ -20,8 +20,8 @@ def _train(argv):
   args, spec, overrides = common.parse(p, argv)
   config = common.run_config(spec, overrides, args.workdir)
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
-  extra = {'allow_config_change': True} if args.allow_config_change else {}
-  res = trainer.train_and_evaluate(config, args.workdir, **extra)
+  res = trainer.train_and_evaluate(config, args.workdir,
+                                   allow_config_change=args.allow_config_change)
   key = 'video_top1' if 'video_top1' in res else 'video_top1_action'
   print(f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}; '
         f'workdir {res["workdir"]}')

@@ -61,7 +61,3 @@ def get_config():
   c.on_error = 'raise'            # bad record: 'raise' (name file+record) | 'skip' (count)
   c.seed = 0                      # data seed (combined with the iterator's seed)
   return c
-
-
-
-from vvt.data.patterns import missing_files  # noqa: E402,F401  TEMPORARY alias while the trainer moves
