@@ -1,16 +1,17 @@
 """`train_and_evaluate(config, workdir)`: training with exact resume, in named steps.
 
-  run = setup(config, workdir)                  devices, mesh, config and dataset checks, workdir
-  check_resume_config(run, allow_config_change) refuse config changes that alter a resumed run
-  program = make_program(run, num_train_videos) model, optimiser, schedule, jitted steps
+  run = setup(config, workdir)                    devices, mesh, config and dataset checks, workdir
+  check_resume_config(run, allow_config_change)   refuse config changes that alter a resumed run
+  program = make_program(run, num_train_videos)   model, optimiser, schedule, jitted steps
   state, data_position = restore_or_init(run, program)
-                                                train-state checkpoint, params-only checkpoint,
-                                                `init_from`, or a fresh init
-  train_loop(run, program, writers, state, ...)  steps, with hooks: NaN check, train metrics,
-                                                checkpoints, periodic evaluation
-  final_evaluation(run, program, writers, ...)  multi-view eval, results, training_curves.png
+                                                  train-state checkpoint, params-only checkpoint,
+                                                  `init_from`, or a fresh init
+  train_loop(run, program, writers, state, ...)   steps, with hooks: NaN check, train metrics,
+                                                  checkpoints, periodic evaluation
+  final_evaluation(run, program, writers, ...)    multi-view eval, results, training_curves.png
 
-`evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`.
+`evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`. The model and its abstract
+state come from `model_state`, WORKDIR/config.json from `run_config`.
 """
 import dataclasses
 import math
