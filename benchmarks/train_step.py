@@ -22,8 +22,9 @@ def main():
   ap.add_argument('--steps', type=int, default=30)
   ap.add_argument('--devices', type=int, default=-1)
   args = ap.parse_args()
-  from vvt.train import demo, mesh as mesh_lib, optimizers, steps, trainer
-  config = demo.load_config(args.config, None)
+  from vvt.cli import config as config_loader
+  from vvt.train import mesh as mesh_lib, model_state, optimizers, steps
+  config = config_loader.load(args.config, files=(), init=False)
   mesh = mesh_lib.make_mesh(args.devices)
   m = config.model
   print(f'{args.config}: {m.family}/{m.attention}, {m.num_frames}x{m.image_size}^2, '
@@ -32,7 +33,8 @@ def main():
     config.batch_size = bs
     sched = optimizers.make_schedule(config.schedule, 1000, 100)
     tx = optimizers.make_optimizer(config.optimizer, sched)
-    module, init_fn, _ = trainer.build_model_and_init(config, mesh, tx)
+    module = model_state.build_model(config)
+    init_fn = model_state.init_fn(module, config, tx)
     state = jax.jit(init_fn, out_shardings=mesh_lib.replicated(mesh))(jax.random.PRNGKey(0))
     step = steps.make_train_step(module, tx, sched, config, mesh)
     rng = np.random.default_rng(0)

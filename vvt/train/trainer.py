@@ -363,19 +363,3 @@ def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
     path = evaluate_lib.write_results(workdir, step, split, res, agg)
     log(f'[eval] results: {path}')
   return {**res, 'step': step, 'workdir': workdir}
-
-
-# ----------------------------------------------------------------------------- kept for callers
-
-
-def build_model_and_init(config, mesh, tx):
-  """(module, init_fn, abstract_state): see `vvt.train.model_state` (benchmarks/train_step.py)."""
-  module = model_state.build_model(config)
-  return (module, model_state.init_fn(module, config, tx),
-          model_state.abstract_state(module, config, tx, mesh_lib.replicated(mesh)))
-
-
-def abstract_params(config, mesh):
-  """(module, abstract params): see `vvt.train.model_state` (tests/train/test_configs.py)."""
-  module = model_state.build_model(config)
-  return module, model_state.abstract_params(module, config, mesh_lib.replicated(mesh))
