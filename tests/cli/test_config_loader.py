@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import REPO
 from vvt.cli import config as loader
-from vvt.train import defaults
+from vvt.train import defaults, run_config
 
 VIVIT_B = str(REPO / 'configs/kinetics400/vivit_b_fe.py')
 TSF = str(REPO / 'configs/kinetics400/timesformer_b.py')
@@ -91,7 +91,7 @@ def test_saved_config_json_and_run_directory_round_trip(tmp_path):
   (tmp_path / 'config.json').write_text(c.to_json_best_effort(indent=2))
   for spec in (str(tmp_path / 'config.json'), str(tmp_path)):
     back = load(spec)
-    assert defaults.differences(c, back) == []
+    assert run_config.differences(c, back) == []
     assert isinstance(back.model.tubelet, (tuple, type(None))) and isinstance(back.dataset.label_keys, dict)
     moved = load(spec, 'num_frames=16')          # the links come back after JSON
     assert moved.model.num_frames == moved.dataset.num_frames == 16
@@ -183,8 +183,8 @@ def test_missing_init_checkpoint_and_dataset_are_named():
 def test_resume_differences_know_what_is_safe():
   a = load(SYNTHETIC)
   b = load(SYNTHETIC, 'eval.batch_size=16', 'log_every_steps=5', 'schedule.base_lr=0.5')
-  assert {k for k, _, _ in defaults.differences(a, b)} == {
+  assert {k for k, _, _ in run_config.differences(a, b)} == {
       'eval.batch_size', 'log_every_steps', 'schedule.base_lr'}
-  assert defaults.unsafe_changes(a, b) == [('schedule.base_lr', 0.001, 0.5)]
+  assert run_config.unsafe_changes(a, b) == [('schedule.base_lr', 0.001, 0.5)]
   assert isinstance(a, ml_collections.ConfigDict) and os.path.exists(SYNTHETIC)
   assert json.loads(a.to_json_best_effort())['model']['num_frames'] == 8

@@ -6,7 +6,7 @@ or a run directory (its `config.json`). Overrides use one syntax everywhere, `--
 sections (`--config.init_from=None`), tuples (`--config.model.tubelet=1,8,8` or `'(1,8,8)'`) and dicts
 (`--config.num_classes="{'verb': 97, 'noun': 300}"`). Values are Python literals where they parse as
 one (`None`/`null`, `True`/`true`, numbers, tuples, dicts); a string field takes the text as it is.
-`--config.runlocal=True` first shrinks the config to a few-minute CPU run (`defaults.apply_runlocal`),
+`--config.runlocal=True` first shrinks the config to a few-minute CPU run (`vvt.train.runlocal`),
 then the other overrides apply.
 
 Nothing here imports JAX or TensorFlow: a bad config or a missing file is reported at once.
@@ -24,6 +24,8 @@ from typing import Sequence
 import ml_collections
 
 from vvt.train import defaults
+from vvt.train import runlocal
+from vvt.train import validation
 from vvt.train.defaults import ConfigError
 
 _NONE = ('none', 'null')
@@ -274,7 +276,7 @@ def apply_overrides(config, overrides: Sequence[tuple[str, str]]) -> ml_collecti
   overrides = list(overrides)
   if any(path == 'runlocal' and parse_value(raw) is True for path, raw in overrides):
     overrides = [(p, r) for p, r in overrides if p != 'runlocal']
-    defaults.apply_runlocal(config)
+    runlocal.apply(config)
   for path, raw in overrides:
     set_field(config, path, raw)
   return config
@@ -295,18 +297,18 @@ def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validat
   if not spec:
     raise ConfigError('missing --config FILE[:ARG] (or a run\'s config.json)')
   config = load_file(spec)
-  runlocal = config.get('runlocal') is True or any(
+  local = config.get('runlocal') is True or any(
       p == 'runlocal' and parse_value(r) is True for p, r in overrides)
   if config.get('runlocal') is True:
-    defaults.apply_runlocal(config)
+    runlocal.apply(config)
   apply_overrides(config, overrides)
   if not is_run_config(config):
     return config
   if validate:
-    defaults.validate(config)
-  if runlocal and files and str(config.dataset.train_files).startswith(defaults.SYNTHETIC_DIR):
+    validation.validate(config)
+  if local and files and str(config.dataset.train_files).startswith(defaults.SYNTHETIC_DIR):
     ensure_synthetic(defaults.SYNTHETIC_DIR)
-  problems = (defaults.missing_files(config) if init else []) + (
+  problems = (validation.missing_files(config) if init else []) + (
       _missing_data(config, files) if files else [])
   if problems:
     raise ConfigError(problems[0])

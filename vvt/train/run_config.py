@@ -1,7 +1,7 @@
 """WORKDIR/config.json: the run's saved config, what changed on resume, and rewriting it.
 
 A resumed run must learn what the interrupted run would have learned, so resuming with a config
-that differs in a field outside `defaults.SAFE_ON_RESUME` (learning rate, batch size, model, ...)
+that differs in a field outside `SAFE_ON_RESUME` (learning rate, batch size, model, ...)
 is refused with a `defaults.ConfigError` naming the fields, unless `allow_config_change`.
 Changes to safe fields (evaluation, logging, checkpoint cadence, file locations) are logged.
 """
@@ -9,12 +9,58 @@ import json
 import os
 from typing import Callable, Optional
 
+import ml_collections
+
 from vvt.train import defaults
 
 FILENAME = 'config.json'
 MAX_LISTED = 3  # changed fields named in the one-line error
 
 Change = tuple[str, object, object]  # (field, saved value, new value)
+
+
+# Fields that may change when a run resumes: they change how it is watched, not what it learns.
+SAFE_ON_RESUME = ('eval.batch_size', 'eval.every_steps', 'eval.split', 'eval.average',
+                  'log_every_steps', 'checkpoint.every_steps', 'checkpoint.keep',
+                  'dataset.prefetch', 'dataset.cycle_length', 'dataset.data_dir',
+                  'dataset.train_files', 'dataset.eval_files', 'dataset.cache',
+                  'dataset.num_test_clips', 'dataset.num_spatial_crops', 'dataset.eval_resize',
+                  'mesh.num_devices', 'distributed.initialize', 'distributed.coordinator_address',
+                  'distributed.num_processes', 'distributed.process_id', 'init_from',
+                  'class_names')
+
+
+def flatten(config, prefix='') -> dict:
+  """{'a.b': value} for every leaf (sections that are None are leaves)."""
+  out = {}
+  items = config.items() if isinstance(config, (ml_collections.ConfigDict, dict)) else ()
+  for key, value in items:
+    path = f'{prefix}{key}'
+    if isinstance(value, (ml_collections.ConfigDict, dict)) and value and path != 'num_classes' \
+        and not path.endswith('.num_classes'):
+      out.update(flatten(value, path + '.'))
+    else:
+      value = defaults.plain(value)
+      out[path] = tuple(value) if isinstance(value, list) else value
+  return out
+
+
+def differences(old, new) -> list[tuple[str, object, object]]:
+  """(field, old value, new value) for every leaf that differs between two configs."""
+  a, b = flatten(old), flatten(new)
+  missing = object()
+  out = []
+  for key in sorted(set(a) | set(b)):
+    x, y = a.get(key, missing), b.get(key, missing)
+    if x != y:
+      out.append((key, None if x is missing else x, None if y is missing else y))
+  return out
+
+
+def unsafe_changes(old, new) -> list[tuple[str, object, object]]:
+  """The differences that change what a resumed run learns (not in SAFE_ON_RESUME)."""
+  return [(k, x, y) for k, x, y in differences(old, new)
+          if not any(k == s or k.startswith(s + '.') for s in SAFE_ON_RESUME)]
 
 
 def path(workdir: str) -> str:
@@ -74,8 +120,8 @@ def check_resume(saved, config, *, allow_config_change: bool = False,
   if saved is None:
     return []
   new = _as_saved(config)
-  changes = _without_links(defaults.differences(saved, new))
-  unsafe = _without_links(defaults.unsafe_changes(saved, new))
+  changes = _without_links(differences(saved, new))
+  unsafe = _without_links(unsafe_changes(saved, new))
   if unsafe and not allow_config_change:
     for k, a, b in unsafe:
       log(f'[train] config change refused on resume: {k}: {a!r} -> {b!r}')

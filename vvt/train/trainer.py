@@ -23,7 +23,6 @@ import orbax.checkpoint as ocp
 
 from vvt.data import patterns as data_patterns
 from vvt.train import checkpoints
-from vvt.train import defaults
 from vvt.train import evaluate as evaluate_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
@@ -32,6 +31,7 @@ from vvt.train import optimizers
 from vvt.train import run_config
 from vvt.train import state as state_lib
 from vvt.train import steps as steps_lib
+from vvt.train import validation
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -83,7 +83,7 @@ def make_mesh(config) -> jax.sharding.Mesh:
   """Initialises jax.distributed if asked, builds the mesh and validates `config` against it."""
   mesh_lib.maybe_initialize_distributed(config.distributed)
   mesh = mesh_lib.make_mesh(config.mesh.num_devices)
-  defaults.validate(config, mesh.devices.size, jax.process_count())
+  validation.validate(config, mesh.devices.size, jax.process_count())
   return mesh
 
 
