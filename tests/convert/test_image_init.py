@@ -351,10 +351,14 @@ def test_shipped_configs_init_from_sections_are_valid():
     spec = importlib.util.spec_from_file_location(f'cfg_{path.stem}', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if not hasattr(module, 'get_config'):  # configs/__init__.py, configs/common.py
+      continue
     config = module.get_config()
     if config.get('init_from') is not None:
       opts = image_init.validate(config.init_from)
-      assert opts['checkpoint'].endswith('.npz')
+      # An image ViT (.npz), or a Kinetics-400 vvt model exported by `vvt export` (format 'vvt').
+      assert opts['checkpoint'].endswith('.npz') or (opts['checkpoint'].endswith('.safetensors')
+                                                     and opts['format'] == 'vvt'), opts
       found += 1
   assert found >= 5
 
@@ -364,3 +368,109 @@ def test_init_from_aliases(checkpoints):
   assert (opts['checkpoint'], opts['tubelet']) == ('a.npz', 'inflate')
   with pytest.raises(ValueError, match='disagree'):
     image_init.validate(dict(path='a.npz', checkpoint='b.npz'))
+
+
+# ----------------------------------------------------------------------------- vvt video checkpoints (format 'vvt')
+
+
+def _video_cfg(**kw):
+  """A small ViViT Model 2 (the ViViT SSv2 / Epic-Kitchens configs start from a Kinetics-400 one of these)."""
+  base = dict(family='vivit', attention='factorised_encoder', num_frames=4, tubelet=(2, P, P),
+              positional_embedding='joint', temporal_layers=1, classifier='token', class_token=None)
+  base.update(kw)
+  return model_cfg(**base)
+
+
+def _export(tmp_path, cfg, name='k400.safetensors', seed=5, config=None):
+  from vvt.convert import export  # pylint: disable=g-import-not-at-top
+  params = fresh(cfg, seed=seed)
+  path = str(tmp_path / name)
+  export.to_safetensors(params, path, config if config is not None else {'model': cfg.to_dict()})
+  return params, path
+
+
+def test_video_checkpoint_loads_everything_but_the_classifier(tmp_path):
+  """K400 model -> a model with other heads (Epic's verb/noun): all but the classifier loaded as is; the file is
+  recognised by its metadata with format 'auto'."""
+  source_cfg = _video_cfg()
+  source, path = _export(tmp_path, source_cfg)
+  assert image_init.video_format(path) and not image_init.video_format(path, 'big_vision')
+  cfg = _video_cfg(num_classes={'verb': 3, 'noun': 4})
+  start = fresh(cfg, seed=9)
+  params, report = image_init.initialise(start, image_init.get_config(checkpoint=path), cfg)
+  got, want, init = common.flatten(params), common.flatten(source), common.flatten(start)
+  for k in got:
+    if k.startswith('head/output_projection'):
+      np.testing.assert_array_equal(got[k], init[k])
+    else:
+      np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+  assert sorted(k for k, _ in report.initialised) == sorted(k for k in got if k.startswith('head/'))
+  assert report.unused == ['head/output_projection/bias', 'head/output_projection/kernel']
+  assert len(report.loaded) == len(got) - 4 and report.transformed == []
+  # The model then runs (same tree and shapes as its own init).
+  video.check_params(params, cfg)
+
+
+def test_video_checkpoint_keeps_the_head_when_asked(tmp_path):
+  cfg = _video_cfg()
+  source, path = _export(tmp_path, cfg)
+  params, report = image_init.initialise(fresh(cfg, seed=9), dict(checkpoint=path, format='vvt',
+                                                                 reinit_head=False), cfg)
+  for k, v in common.flatten(source).items():
+    np.testing.assert_array_equal(common.flatten(params)[k], v, err_msg=k)
+  assert report.initialised == [] and report.unused == []
+  clip = RNG.standard_normal((B, 4, S, S, 3)).astype(np.float32)
+  np.testing.assert_allclose(np.asarray(apply(cfg, params, clip)), np.asarray(apply(cfg, source, clip)), atol=1e-6)
+
+
+@pytest.mark.parametrize('attention', ['factorised_encoder', 'spatiotemporal'])
+def test_video_checkpoint_at_another_resolution_resizes_the_grid(tmp_path, attention):
+  """A 4x4-grid model (32 px) into a 6x6-grid one (48 px; ViViT's SSv2 crop is larger than Kinetics'): the
+  positional table is interpolated per frame, class-token row kept; a linear ramp over the grid stays one."""
+  kw = dict(attention=attention, classifier='token' if attention == 'factorised_encoder' else 'gap')
+  source_cfg = _video_cfg(**kw)
+  source = fresh(source_cfg, seed=5)
+  table_name = ('spatial_encoder' if attention == 'factorised_encoder' else 'encoder') + '/posembed/pos_embedding'
+  flat = common.flatten(source)
+  table = flat[table_name]
+  frames = 1 if attention == 'factorised_encoder' else 2
+  extra = table.shape[1] - frames * 16
+  ramp = np.arange(4, dtype=np.float32)
+  grid = ramp[:, None] * 1.0 + ramp[None, :] * 0.5
+  table[0, extra:] = np.repeat((grid.reshape(1, 16) + np.arange(frames)[:, None] * 10).reshape(-1, 1), D, axis=1)
+  from vvt.convert import export  # pylint: disable=g-import-not-at-top
+  path = str(tmp_path / 'small.safetensors')
+  export.to_safetensors(common.unflatten(flat), path, {'model': source_cfg.to_dict()})
+  cfg = _video_cfg(image_size=48, **kw)
+  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=path), cfg)
+  how = dict(report.transformed)
+  assert list(how) == [table_name] and 'bilinear resize of the 4x4 grid to 6x6' in how[table_name]
+  out = common.flatten(params)[table_name]
+  np.testing.assert_array_equal(out[0, :extra], table[0, :extra])
+  src = np.clip((np.arange(6) + 0.5) * 4 / 6 - 0.5, 0, 3)
+  want = src[:, None] * 1.0 + src[None, :] * 0.5
+  for f in range(frames):
+    np.testing.assert_allclose(out[0, extra + 36 * f:extra + 36 * (f + 1), 0].reshape(6, 6), want + 10 * f,
+                               atol=1e-5)
+  video.check_params(params, cfg)
+
+
+def test_video_checkpoint_mismatches_are_listed_and_architectures_checked(tmp_path):
+  _, path = _export(tmp_path, _video_cfg())
+  other = _video_cfg(num_layers=LAYERS + 1, num_frames=8, tubelet=(4, P, P))
+  with pytest.raises(ValueError) as info:
+    image_init.initialise(fresh(other), dict(checkpoint=path), other)
+  msg = str(info.value)
+  assert 'embedding/conv/kernel: model (4, 8, 8, 3, 32), checkpoint (2, 8, 8, 3, 32)' in msg
+  assert 'spatial_encoder/layers/block_2/mlp/Dense_0/kernel: in the model, not in the checkpoint' in msg
+  assert 'does not fit the model' in msg
+  shallow = _video_cfg(num_layers=LAYERS - 1)
+  with pytest.raises(ValueError, match='spatial_encoder/layers/block_1/.*: in the checkpoint, not in the model'):
+    image_init.initialise(fresh(shallow), dict(checkpoint=path), shallow)
+  model3 = _video_cfg(attention='factorised_self_attention', classifier='gap')
+  with pytest.raises(ValueError, match='vivit/factorised_encoder model; .* same architecture'):
+    image_init.initialise(fresh(model3), dict(checkpoint=path), model3)
+  with pytest.raises(FileNotFoundError, match='missing.safetensors'):
+    image_init.initialise(fresh(model3), dict(checkpoint=str(tmp_path / 'missing.safetensors'), format='vvt'),
+                          model3)
+  assert image_init.validate(dict(checkpoint='k400.safetensors', format='vvt'))['format'] == 'vvt'

@@ -5,7 +5,9 @@
 `init_from` (ConfigDict or dict) fields:
   checkpoint (or path)  path of the image checkpoint (.npz big_vision/AugReg/scenic, .msgpack flax,
                         .safetensors/.bin Hugging Face or timm)
-  format                'auto' (from names) | 'big_vision' | 'scenic' | 'flax' | 'hf' | 'timm'
+  format                'auto' (from names) | 'big_vision' | 'scenic' | 'flax' | 'hf' | 'timm' |
+                        'vvt': a vvt *video* model of the same architecture, written by `vvt export`
+                        (a .safetensors file with metadata format=vvt; 'auto' recognises it). See below.
   num_heads             heads of the image model (PyTorch layouts only; default: the video model's)
   positional_embedding  'auto' | 'repeat' (ViViT: the 2D table repeated over time, for a joint table) |
                         'separate_time_zero' (TimeSformer / X-ViT: space table from the image, time table zero)
@@ -24,10 +26,22 @@ Which stage is "the image's": 'space' if the scheme has one, else 'joint', else 
 (factorised_dot_product) or its last stage (local_global: global, axial: height). ViViT Model 2 loads the image
 ViT into its spatial encoder; its temporal encoder, X-ViT's TA head and new heads keep their fresh init.
 
+Video checkpoints (format 'vvt', e.g. a Kinetics-400 model to start SSv2 or Epic-Kitchens training from, ViViT
+Table 3 "Kinetics 400 initialisation"): every parameter of the model is loaded as is from the same name in the file;
+the classifier (`head/output_projection*`) keeps its fresh init when reinit_head (new classes, new heads), else
+it is loaded too; a positional table whose patch grid differs (another image size) is resized per frame with
+`resize` (class-token row kept). Any other shape difference, and any parameter (classifier aside) that only the
+model or only the file has, is an error (all listed together). The file's config (metadata), when present, must
+be of the same family and attention scheme. num_heads, positional_embedding, tubelet
+and temporal_attention do not apply (nothing is transformed but the grid).
+
 The report lists every model parameter as loaded, transformed (how), or freshly initialised, and the file's
 unused tensors. All shape mismatches are collected and raised together, each with both shapes.
 """
 from __future__ import annotations
+
+import json
+import os
 
 import jax
 import jax.numpy as jnp
@@ -199,6 +213,8 @@ def initialise(params, init_from, model_cfg):
   from vvt.models.blocks import projected_stages, stages_of  # pylint: disable=g-import-not-at-top
   opts = validate(init_from)
   cfg = vvt.models.resolve(model_cfg)
+  if video_format(opts['checkpoint'], opts['format']):
+    return _from_video(params, opts, cfg)
   vit = image.read(opts['checkpoint'], opts['format'], opts['num_heads'] or cfg.num_heads)
   init = _Init(jax.device_get(params), vit)
   nt, nh, nw = vvt.models.token_grid(cfg)
@@ -247,3 +263,97 @@ def initialise(params, init_from, model_cfg):
   unused_canonical = sorted(set(vit.tensors) - init.used)
   init.report.unused = sorted(set(vit.unused) | {vit.origin.get(n, n).split(' of ')[-1] for n in unused_canonical})
   return common.unflatten(init.flat), init.report
+
+
+# ----------------------------------------------------------------------------- vvt video checkpoints
+
+
+def video_format(path: str, fmt: str = 'auto') -> bool:
+  """True when `path` is to be read as a vvt video checkpoint: format 'vvt', or 'auto' and a .safetensors file
+  whose metadata says format=vvt (what `vvt export` writes)."""
+  if fmt == init_options.VIDEO_FORMAT:
+    return True
+  if fmt != 'auto' or not str(path).endswith('.safetensors') or not os.path.exists(path):
+    return False
+  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
+  with safe_open(path, framework='numpy') as f:
+    return (f.metadata() or {}).get('format') == init_options.VIDEO_FORMAT
+
+
+def _source_model(metadata) -> dict:
+  """The model section of the config stored in an exported file's metadata ({} when absent)."""
+  try:
+    values = json.loads(metadata.get('config') or '{}')
+  except (TypeError, ValueError):
+    return {}
+  model = values.get('model', values) if isinstance(values, dict) else {}
+  return model if isinstance(model, dict) else {}
+
+
+def _is_classifier(name: str) -> bool:
+  return name.startswith('head/output_projection')
+
+
+def _pos_table_resized(target, value, expected, cfg, method):
+  """A positional table of another patch grid resized to the model's, or None when that is not the difference.
+
+  The model's table is [class-token row +] F x (n_h * n_w) rows (F = n_t for a joint table of a single encoder,
+  else 1); the file's has the same class-token rows and F, on a g x g grid."""
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  if not target.endswith('posembed/pos_embedding') or target.startswith(('temporal_encoder/', 'temporal_head/')):
+    return None
+  nt, nh, nw = vvt.models.token_grid(cfg)
+  frames = nt if (cfg.attention != 'factorised_encoder' and cfg.positional_embedding == 'joint') else 1
+  extra = expected[1] - frames * nh * nw
+  if extra not in (0, 1) or value.shape[0] != 1 or value.shape[2] != expected[2]:
+    return None
+  rows = value.shape[1] - extra
+  g = int(round(np.sqrt(max(rows // frames, 0))))
+  if rows <= 0 or rows % frames or g * g != rows // frames or (g, g) == (nh, nw):
+    return None
+  grids = value[0, extra:].reshape(frames, g, g, -1)
+  resized = np.stack([_resize_grid(grid, (nh, nw), method) for grid in grids]).reshape(1, frames * nh * nw, -1)
+  how = f'{method} resize of the {g}x{g} grid to {nh}x{nw}' + (f' (each of {frames} frames)' if frames > 1 else '')
+  return np.concatenate([value[:, :extra], resized], axis=1), how
+
+
+def _from_video(params, opts, cfg):
+  """`initialise` for a vvt video checkpoint (format 'vvt'): load every matching parameter (see the docstring)."""
+  from vvt.convert import export  # pylint: disable=g-import-not-at-top
+  path = opts['checkpoint']
+  source, metadata = export.from_safetensors(path)
+  src = {k: np.asarray(v, np.float32) for k, v in common.flatten(source).items()}
+  model = _source_model(metadata)
+  for field in ('family', 'attention'):
+    if model.get(field) not in (None, cfg[field]):
+      raise ValueError(f'video checkpoint {path} is a {model.get("family")}/{model.get("attention")} model; '
+                       f'init_from format {init_options.VIDEO_FORMAT!r} needs the same architecture as the model '
+                       f'({cfg.family}/{cfg.attention})')
+  flat = {k: np.asarray(v) for k, v in common.flatten(jax.device_get(params)).items()}
+  report, mismatches, used = common.Report(), [], set()
+  for target in sorted(flat):
+    if opts['reinit_head'] and _is_classifier(target):
+      report.initialised.append((target, 'new classifier (reinit_head)'))
+      continue
+    if target not in src:
+      mismatches.append(f'  {target}: in the model, not in the checkpoint')
+      continue
+    value, expected = src[target], flat[target].shape
+    used.add(target)
+    if value.shape == expected:
+      flat[target] = value
+      report.loaded.append((target, f'{target} of {os.path.basename(path)}'))
+      continue
+    resized = _pos_table_resized(target, value, expected, cfg, opts['resize'])
+    if resized is not None and resized[0].shape == expected:
+      flat[target] = resized[0]
+      report.transformed.append((target, f'{resized[1]} of {target}'))
+    else:
+      mismatches.append(f'  {target}: model {tuple(expected)}, checkpoint {tuple(value.shape)}')
+  mismatches += [f'  {name}: in the checkpoint, not in the model' for name in sorted(set(src) - set(flat))
+                 if not _is_classifier(name)]
+  if mismatches:
+    raise ValueError(f'video checkpoint {path} does not fit the model ({len(mismatches)} mismatch(es)):\n'
+                     + '\n'.join(mismatches))
+  report.unused = sorted(set(src) - used)
+  return common.unflatten(flat), report

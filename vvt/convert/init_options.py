@@ -1,7 +1,8 @@
 """The `init_from` section of a run config: its fields, choices and checks (no JAX; see image_init.py).
 
-  checkpoint (or path)  image checkpoint file; format, num_heads, positional_embedding, resize,
-  tubelet (or tubelet_init), temporal_attention, reinit_head: documented in vvt/convert/image_init.py.
+  checkpoint (or path)  image checkpoint file, or a vvt video checkpoint exported by `vvt export` (.safetensors,
+  format 'vvt'); format, num_heads, positional_embedding, resize, tubelet (or tubelet_init), temporal_attention,
+  reinit_head: documented in vvt/convert/image_init.py.
 """
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import ml_collections
 
 from vvt.convert import image
 
+VIDEO_FORMAT = 'vvt'  # a vvt video model of the same architecture, exported to safetensors (vvt.convert.export)
 FIELDS = dict(checkpoint=None, format='auto', num_heads=None, positional_embedding='auto', resize='bilinear',
               tubelet='central_frame', temporal_attention='auto', reinit_head=True)
 CHOICES = dict(positional_embedding=('auto', 'repeat', 'separate_time_zero'),
                resize=('bilinear', 'bicubic', 'nearest'), tubelet=('central_frame', 'inflate'),
-               temporal_attention=('auto', 'copy_spatial', 'zero'), format=image.FORMATS)
+               temporal_attention=('auto', 'copy_spatial', 'zero'), format=(*image.FORMATS, VIDEO_FORMAT))
 ALIASES = {'path': 'checkpoint', 'tubelet_init': 'tubelet'}  # other spellings accepted in configs
 
 
