@@ -68,6 +68,35 @@ def init_from(checkpoint: str, **options) -> ml_collections.ConfigDict:
   return init_options.get_config(checkpoint=checkpoint, **options)
 
 
+# ----------------------------------------------------------------------------- paper recipes
+# Each paper config states its recipe; docs/recipes.md gives every value's source (paper section, or the
+# official code / Scenic config it was taken from where the paper is silent) and why ours differs where it does.
+
+IMAGENET21K = 'imagenet21k/ViT-{size}_16.npz'  # big_vision / AugReg ImageNet-21k ViT checkpoints
+KINETICS400 = 'kinetics400/{name}.safetensors'  # Kinetics-400 vvt models, exported by `vvt export`
+
+
+def imagenet21k_init(size: str, **options) -> ml_collections.ConfigDict:
+  """`init_from` the ImageNet-21k ViT-{size}/16 (the papers' image initialisation); options: init_options."""
+  return ml_collections.ConfigDict(dict(path=IMAGENET21K.format(size=size), format='big_vision', **options))
+
+
+def kinetics400_init(name: str, **options) -> ml_collections.ConfigDict:
+  """`init_from` the vvt model trained by configs/kinetics400/{name}.py (ViViT Table 3, "Kinetics 400
+  initialisation"): every parameter but the classifier, loaded by name (init_from format 'vvt'). Make it with
+
+    vvt train --config configs/kinetics400/{name}.py --workdir runs/k400_{name}
+    vvt export --workdir runs/k400_{name} --output kinetics400/{name}.safetensors
+  """
+  return ml_collections.ConfigDict(dict(path=KINETICS400.format(name=name), format='vvt', **options))
+
+
+def scale_jitter(short_side: int, low: float, high: float) -> dict:
+  """Training scale jitter as dataset fields: the shorter side resized to short_side x U[low, high] (Scenic's
+  jitter_scale of its min_resize; X-ViT's "random scaling 0.9x to 1.3x"), then the random crop."""
+  return dict(train_min_resize=round(short_side * low), train_max_resize=round(short_side * high))
+
+
 # The miniature recipe of the synthetic motion data (vvt/data/synthetic.py): every scheme on 2 CPU
 # cores in minutes. Family of each scheme (its paper) and the fields the scheme needs.
 SYNTHETIC_SCHEMES = {

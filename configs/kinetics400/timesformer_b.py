@@ -3,14 +3,12 @@
   --config configs/kinetics400/timesformer_b.py      TimeSformer:    8 frames x rate 32, 224^2
   --config configs/kinetics400/timesformer_b.py:hr   TimeSformer-HR: 16 frames x rate 16, 448^2
   --config configs/kinetics400/timesformer_b.py:l    TimeSformer-L:  96 frames x rate 4, 224^2
-All are ViT-B/16 (ImageNet-21k init, time embedding at zero, temporal attention
-copied from the spatial one with its temporal projection at zero). Recipe of
-the paper / official code: SGD momentum 0.9 (Nesterov), weight decay 1e-4,
-lr 0.005, 15 epochs with the lr divided by 10 at epochs 11 and 14, batch 64;
-test: 1 temporal clip x 3 spatial crops.
+All are ViT-B/16 from ImageNet-21k, time embedding at zero, temporal attention copied from the spatial one
+(its temporal projection at zero). Appendix A: SGD momentum 0.9, weight decay 1e-4, lr 0.005 divided by 10
+at epochs 11 and 14 of 15, batch 16, shorter side jittered in [256, 320] ([448, 512] for HR); test: 1 clip in
+the middle x 3 crops of the shorter side scaled to 224 (448), "averaging the softmax scores". Nesterov and
+stochastic depth 0.1 are the official code's; sources: docs/recipes.md.
 """
-import ml_collections
-
 from configs import common
 
 VARIANTS = {  # name: (frames, sampling rate, image size)
@@ -28,20 +26,19 @@ def get_config(arg=None):
   frames, rate, size = VARIANTS[name]
   c = common.paper_config(
       model=dict(family='timesformer', attention='divided', variant='B/16',
-                 num_frames=frames, image_size=size, num_classes=400, classifier='token'),
+                 num_frames=frames, image_size=size, num_classes=400, classifier='token',
+                 stochastic_depth=0.1),
       dataset=dict(stride=rate, num_test_clips=1, num_spatial_crops=3,
                    train_files='kinetics400/train@1024', eval_files='kinetics400/test@512',
                    train_min_resize=256 if size == 224 else 448,
                    train_max_resize=320 if size == 224 else 512,
-                   eval_resize=224 if size == 224 else 448,
-                   horizontal_flip=True, normalization='imagenet'),
-      batch_size=64, num_epochs=15.0,
+                   eval_resize=size, horizontal_flip=True, normalization='imagenet'),
+      batch_size=16, num_epochs=15.0,
       optimizer__name='sgd', optimizer__momentum=0.9, optimizer__nesterov=True,
       optimizer__weight_decay=1e-4,
       schedule__name='step', schedule__base_lr=0.005, schedule__decay_epochs=(11, 14),
       schedule__decay_factor=0.1,
-      eval__batch_size=32, checkpoint__every_steps=1000)
-  c.init_from = ml_collections.ConfigDict(dict(
-      path='imagenet21k/ViT-B_16.npz', format='big_vision', positional_embedding='separate_time_zero',
-      temporal_attention='copy_spatial'))
+      eval__batch_size=32, eval__average='softmax', checkpoint__every_steps=1000)
+  c.init_from = common.imagenet21k_init('B', positional_embedding='separate_time_zero',
+                                        temporal_attention='copy_spatial')
   return c

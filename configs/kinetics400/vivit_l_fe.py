@@ -1,13 +1,25 @@
 """ViViT-L/16x2 factorised encoder (Model 2) on Kinetics-400 (Arnab et al. 2021, sec. 4).
 
-Same recipe as vivit_b_fe.py (SGD momentum 0.9, cosine, 30 epochs, batch 64,
-4x3 test views, 32 frames at stride 2), with ViT-L and its ImageNet-21k checkpoint.
+  --config configs/kinetics400/vivit_l_fe.py       32 frames at stride 2, 4x3 test views
+  --config configs/kinetics400/vivit_l_fe.py:128   128 frames at stride 2, 1x3 test views (Table 5a's
+                                                   ViViT-L/16x2 FE: 3.98 TFLOPs a view; Fig. 7: 128 frames
+                                                   "requires just a single view to 'see' the whole video")
+The recipe of vivit_b_fe.py with ViT-L, its ImageNet-21k checkpoint and Scenic's ViViT-L lr (0.1);
+sources: docs/recipes.md. SSv2 and Epic-Kitchens start from this model (common.kinetics400_init).
 """
+from configs import common
 from configs.kinetics400 import vivit_b_fe
 
 
 def get_config(arg=None):
-  c = vivit_b_fe.get_config(arg)
+  frames = common.parse_arg(arg, frames=32)['frames']
+  if frames not in (32, 128):
+    raise ValueError(f'vivit_l_fe.py: frames must be 32 or 128, got {arg!r}')
+  c = vivit_b_fe.get_config()
   c.model.variant = 'L/16x2'
-  c.init_from.path = 'imagenet21k/ViT-L_16.npz'
+  c.schedule.base_lr = 0.1
+  c.init_from = common.imagenet21k_init('L', tubelet_init='central_frame', positional_embedding='repeat')
+  c.num_frames = frames  # the shared field: model and data read it
+  if frames == 128:
+    c.dataset.num_test_clips = 1
   return c
