@@ -142,7 +142,8 @@ def _error(spec, *overrides, **kw):
     ('model.num_heads=0', 'model.num_heads'),
     ('model.num_heads=5', 'not divisible by model.num_heads=5'),
     ('dataset.train_min_resize=400', 'dataset.train_min_resize=400 is larger than'),
-    ('image_size=512', 'dataset.train_min_resize=256 is smaller than the crop image_size=512'),
+    ('image_size=512', 'dataset.train_min_resize=230 is smaller than the crop image_size=512'),
+    ('dataset.randaugment={"num_layers": 2, "magnitude": 20}', 'dataset.randaugment.magnitude must be in [0, 10]'),
     ('mesh.num_devices=0', 'mesh.num_devices must be -1 or positive'),
     ('schedule.warmup_steps=5000', 'schedule.warmup_steps=5000 does not fit in num_train_steps=200'),
 ])

@@ -208,6 +208,10 @@ def _check_shared(config):
 
 
 def _check_data(d, image_size):
+  ra = d.get('randaugment')
+  if ra is not None and hasattr(ra, 'get') and not 0 <= float(ra.get('magnitude', 9)) <= 10:
+    raise ConfigError(f'dataset.randaugment.magnitude must be in [0, 10] (vvt\'s RandAugment scale, '
+                      f'where 10 is the strongest), got {ra.get("magnitude")}')
   if d.train_min_resize > d.train_max_resize:
     raise ConfigError(f'dataset.train_min_resize={d.train_min_resize} is larger than '
                       f'dataset.train_max_resize={d.train_max_resize}')
