@@ -144,6 +144,7 @@ def test_xvit_checkpoint_file_with_module_prefix(tmp_path):
   path = tmp_path / 'xvit.pth'
   torch.save({'state_dict': state}, path)
   cfg = vvt.models.get_config('xvit', num_heads=4, image_size=32, num_frames=8,
+                              mixing=dict(shift_div=meta['config']['shift_div']),  # 4 here; the default is 8
                               temporal_head=dict(num_heads=meta['config']['ta_head']['num_heads']))
   conv = video.convert('xvit', str(path), cfg)
   assert conv.report.unused == ['new_fc.bias', 'new_fc.weight']

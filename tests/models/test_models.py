@@ -21,6 +21,7 @@ SCHEMES = [
     ('xvit', 'space_time_mixing', {}),
     ('xvit', 'space_time_mixing', dict(frame_aggregation='mean')),
     ('xvit', 'space_time_mixing', dict(mixing=dict(window=1, shift_div=4, summary_token=True))),
+    ('xvit', 'space_time_mixing', dict(mixing=dict(num_segments=2, summary_token=True), time_embedding_rows=2)),
     ('vivit', 'divided', dict(tubelet=(2, 8, 8), positional_embedding='sinusoidal')),
 ]
 
@@ -132,3 +133,20 @@ def test_space_only_is_blind_to_frame_order_and_divided_is_not():
     params = randomise(init(jax.random.key(0), x)['params'])
     diff = float(jnp.abs(apply(params, x) - apply(params, reverse)).max())
     assert (diff < 1e-5) == blind, (attention, diff)
+
+
+def test_shorter_time_table_is_used_periodically():
+  """time_embedding_rows=R < T: temporal index t gets row t mod R (official X-ViT), i.e. exactly the model with a
+  T-row table holding the R rows T/R times; any other T-row table (here: the rows interpolated) differs."""
+  short = models.build(tiny('xvit', 'space_time_mixing', time_embedding_rows=2))
+  full = models.build(tiny('xvit', 'space_time_mixing'))
+  x = video()
+  params = randomise(jax.jit(short.init)(jax.random.key(0), x)['params'])
+  table = params['encoder']['posembed']['time_embedding']
+  assert table.shape == (1, 2, 32)
+  tiled = jax.tree.map(lambda a: a, params)
+  tiled['encoder']['posembed']['time_embedding'] = jnp.tile(table, (1, 2, 1))
+  out = short.apply({'params': params}, x)
+  np.testing.assert_allclose(out, full.apply({'params': tiled}, x), atol=1e-6)
+  tiled['encoder']['posembed']['time_embedding'] = jnp.repeat(table, 2, axis=1)  # rows 0,0,1,1: not periodic
+  assert np.abs(out - full.apply({'params': tiled}, x)).max() > 1e-3

@@ -95,6 +95,36 @@ def test_temporal_shift_channel_roles_and_zero_fill():
     np.testing.assert_array_equal(y[t, 4:], t + 1)  # own frame
 
 
+@pytest.mark.parametrize('window', [1, 2])
+def test_space_time_mixing_stays_within_segments(window):
+  """Official XVIT.NUM_SEGMENTS: frames 0-1 and 2-3 mix as two clips of their own (zeros at every segment end)."""
+  seg = 2
+  mixing = ml_collections.ConfigDict(dict(window=window, shift_div=8, summary_token=False, num_segments=seg))
+  fn, params, x = mha('space_time_mixing', mixing)
+  masks = influence_all(lambda x: fn(params, x), x)
+  for q in COORDS:
+    want = expected('space_time_mixing', q, window) & (np.arange(T) // seg == q[0] // seg)[:, None]
+    np.testing.assert_array_equal(masks[q[0], q[1] * NW + q[2]], want, err_msg=f'query {q}')
+
+
+def test_temporal_shift_by_segments_is_the_shift_of_each_segment():
+  x = jax.random.normal(jax.random.key(3), (2, T, 3, 8))
+  y = attn_lib.temporal_shift(x, window=1, shift_div=4, num_segments=2)
+  for s in range(0, T, 2):
+    np.testing.assert_array_equal(y[:, s:s + 2], attn_lib.temporal_shift(x[:, s:s + 2], window=1, shift_div=4))
+  np.testing.assert_array_equal(attn_lib.temporal_shift(x, window=1, shift_div=4, num_segments=T),
+                                attn_lib.temporal_shift(x, window=1, shift_div=4))
+  with pytest.raises(ValueError, match='num_segments=3'):
+    attn_lib.temporal_shift(x, window=1, shift_div=4, num_segments=3)
+
+
+def test_summary_tokens_are_shared_within_a_segment_only():
+  mixing = ml_collections.ConfigDict(dict(window=1, shift_div=4, summary_token=True, num_segments=2))
+  fn, params, x = mha('space_time_mixing', mixing)
+  got = influence(lambda x: fn(params, x), x, (0, 1, 1))
+  assert got[:2].all() and not got[2:].any()
+
+
 def test_summary_token_lets_every_frame_see_every_frame():
   mixing = ml_collections.ConfigDict(dict(window=1, shift_div=4, summary_token=True))
   fn, params, x = mha('space_time_mixing', mixing)

@@ -33,6 +33,10 @@ TABLES = [
      None, 196),
     # X-ViT Table 5: X-ViT-B/16, 8 x 224^2, 425 GFLOPs for 1 x 3 views -> ~142 per view.
     ('xvit', models.get_config('xvit', num_classes=K400), None, 142),
+    # X-ViT Table 5: 16 x 224^2, 850 GFLOPs for 1 x 3 views -> ~283 per view; as the official Kinetics config
+    # runs it: two 8-frame segments (NUM_SEGMENTS 8) and the backbone's 8-row temporal embedding.
+    ('xvit_16', models.get_config('xvit', num_classes=K400, num_frames=16, mixing=dict(num_segments=8),
+                                  time_embedding_rows=8), None, 283),
 ]
 
 
@@ -56,6 +60,9 @@ def test_xvit_params_and_cost_equal_to_spatial_only_attention():
   assert abs(mixing['gflops'] - space['gflops']) / space['gflops'] < 0.01
   assert abs(mixing['params_m'] - 92) / 92 < 0.015
   assert mixing['params'] == space['params']  # mixing is parameter-free
+  sixteen = summarise(models.get_config('xvit', num_classes=K400, num_frames=16, mixing=dict(num_segments=8),
+                                        time_embedding_rows=8))
+  assert sixteen['params'] == mixing['params']  # "92M" for 8 and 16 frames alike: the same 8-row time table
 
 
 def test_executed_flops_drop_dead_patch_tokens_only_for_class_token_models():

@@ -9,7 +9,9 @@ Sources:
   hf_vivit         Hugging Face VivitForVideoClassification (old and new key names)
 
 What the weights do not say (heads of a fused torch qkv, frame size of X-ViT, Model 4 vs Model 1 in scenic,
-Model 3's attention order) is taken from `model_cfg` (a vvt model ConfigDict) when given.
+Model 3's attention order, X-ViT's shift_div and num_segments) is taken from `model_cfg` (a vvt model ConfigDict)
+when given. `num_frames` asks for a clip length: X-ViT runs at any multiple of its temporal embedding's rows
+(frame t gets row t mod rows, as the official code); sources whose weights fix the clip length must agree.
 """
 from __future__ import annotations
 
@@ -44,12 +46,35 @@ def _hf_config(checkpoint: str, hf_config):
   return hf_config
 
 
-def convert_state(source: str, state, model_cfg=None, hf_config=None) -> common.Converted:
+def _raw(model_cfg, *path):
+  """A field of the config as written (None where unset): X-ViT's num_segments None means "= num_frames"."""
+  node = model_cfg
+  for p in path:
+    if node is None or not hasattr(node, 'get'):
+      return None
+    node = node.get(p)
+  return node
+
+
+def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames: int | None = None
+                  ) -> common.Converted:
   """A loaded flat state dict of `source` -> Converted (params, exact model fields, report).
 
   Sizes the weights determine (frames, frame size, classes, depth, widths) come from the weights; `model_cfg` only
   fills in what they do not say (see the module doc), so a config written for another clip length is no error.
+  num_frames: the clip length to run at (X-ViT: a multiple of its temporal embedding's rows; elsewhere it must
+  be what the weights say, or fills in where they say nothing).
   """
+  result = _convert_state(source, state, model_cfg, hf_config, num_frames)
+  got = result.model_fields.get('num_frames')
+  if num_frames is not None and got != num_frames:
+    raise ValueError(f'{source} checkpoint is for {got} frames and cannot run at num_frames={num_frames} '
+                     '(only X-ViT repeats its temporal embedding over a longer clip)')
+  return result
+
+
+def _convert_state(source, state, model_cfg, hf_config, num_frames):
+  frames_hint = num_frames or _hint(model_cfg, 'num_frames')
   if source == 'scenic_vivit':
     att = _hint(model_cfg, 'attention')
     two_stage = any(k.startswith('SpatialTransformer/') for k in state)
@@ -57,35 +82,41 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None) -> common.
     return scenic.convert(state, attention='factorised_dot_product' if att == 'factorised_dot_product' and
                           not two_stage else None,
                           num_frames=None if two_stage and any(k.startswith('TemporalTransformer/') for k in state)
-                          else _hint(model_cfg, 'num_frames'),
+                          else frames_hint,
                           attention_order=_hint(model_cfg, 'attention_order') or 'space_time')
   if source == 'timesformer':
     space_only = timesformer.detect_attention_type(common.strip_prefix(state, ('module.', 'model.'))) == 'space_only'
     return timesformer.convert_official(state, num_heads=_hint(model_cfg, 'num_heads'),
-                                        num_frames=_hint(model_cfg, 'num_frames') if space_only else None)
+                                        num_frames=frames_hint if space_only else None)
   if source == 'xvit':
     th = _hint(model_cfg, 'temporal_head')
     mixing = _hint(model_cfg, 'mixing')
     return xvit.convert(state, num_heads=_hint(model_cfg, 'num_heads'),
                         head_num_heads=th.get('num_heads') if th else None,
                         image_size=_hint(model_cfg, 'image_size') or 224,
-                        shift_div=mixing.get('shift_div', 4) if mixing else 4)
+                        shift_div=(mixing.get('shift_div') if mixing else None) or 8,
+                        num_frames=num_frames, num_segments=_raw(model_cfg, 'mixing', 'num_segments'))
   if source == 'hf_timesformer':
     return timesformer.convert_hf(state, hf_config, num_heads=None if hf_config else _hint(model_cfg, 'num_heads'))
   if source == 'hf_vivit':
     return hf_vivit.convert(state, hf_config, num_heads=None if hf_config else _hint(model_cfg, 'num_heads'),
-                            num_frames=None if hf_config else _hint(model_cfg, 'num_frames'))
+                            num_frames=None if hf_config else frames_hint)
   raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
 
 
-def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check: bool = True) -> common.Converted:
+def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check: bool = True,
+            num_frames: int | None = None) -> common.Converted:
   """Reads `checkpoint` (file, or Hugging Face folder) of `source` and converts it; with `check`, builds the
-  vvt model abstractly and verifies every parameter name and shape (clear error listing all differences)."""
+  vvt model abstractly and verifies every parameter name and shape (clear error listing all differences).
+  num_frames: the clip length to run at (`vvt convert --num-frames`; X-ViT: any multiple of its 8-row temporal
+  embedding), checked before the file is read."""
+  if num_frames is not None and (not isinstance(num_frames, int) or isinstance(num_frames, bool) or num_frames < 1):
+    raise ValueError(f'num_frames must be a positive int, got {num_frames!r}')
   if source not in SOURCES:
     raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
   hf_config = _hf_config(checkpoint, hf_config) if source.startswith('hf_') else None
   state = common.load_state(checkpoint)
-  result = convert_state(source, state, model_cfg, hf_config)
+  result = convert_state(source, state, model_cfg, hf_config, num_frames=num_frames)
   if check:
     check_params(result.params, result.model_config())
   return result

@@ -12,10 +12,19 @@ Quirks expressed exactly:
     (image_size/16)/(224/16), align_corners=False. The converter does that resize once (`torch_bicubic_resize`,
     a float64 re-implementation of torch's kernel: A = -0.75, border indices clamped).
   * `temp_embed` is added to every token of frame t, the per-frame class token included (vvt: per-frame class
-    token + separable embedding).
-  * Keys and values of every backbone block are mixed over time on the flat channel index (head*d_h + j):
-    channels [0, D/shift_div) from frame t+1, the next D/shift_div from t-1, zeros at the clip ends (vvt
-    `temporal_shift`). shift_div is not stored in the weights (official default 4).
+    token + separable embedding). It has the backbone's own `num_frames` rows, and XVIT never passes the clip
+    length (VisionTransformer default num_frames=8, vit.py:171; XVIT._prepare_base_model,
+    video_model_builder.py:106-121), so released checkpoints have 8 rows. forward_features adds it to groups of
+    8 consecutive frames (vit.py:341-350): at 16 frames frame t gets row t mod 8, never an interpolation.
+    vvt: `time_embedding_rows` = the rows of the file, `num_frames` = the clip length asked for (a multiple).
+  * Keys and values of every backbone block (configs: LOCATIONS_LIST [0..14], i.e. all 12 blocks) are mixed
+    over time on the flat channel index (head*d_h + j): channels [0, D/shift_div) from frame t+1, the next
+    D/shift_div from t-1, zeros at the clip ends (vvt `temporal_shift`; temporal_shift.py:51-73). Frames are
+    grouped by XVIT.NUM_SEGMENTS (temporal_shift.py:53-54): only frames of one segment mix; the TA head then
+    attends over all frames (video_model_builder.py:178-180). Neither shift_div nor NUM_SEGMENTS is in the
+    weights: shift_div defaults to the official default 8 (defaults.py:120; Kinetics configs 8, SSv2 4),
+    num_segments to the rows of temp_embed (defaults.py:112 NUM_SEGMENTS = 8 = the backbone's num_frames;
+    Kinetics 16-frame configs 8, SSv2 16).
   * Backbone: LayerNorm eps 1e-6, exact GELU, qkv bias. TA head (VitHead): no qkv bias, LayerNorm eps 1e-5,
     MLP ratio 4, no temporal position embedding; mlp_head LayerNorm eps 1e-5.
 """
@@ -62,11 +71,15 @@ def torch_bicubic_resize(grid: np.ndarray, scale_factor: float) -> np.ndarray:
 
 
 def convert(state: Mapping[str, np.ndarray], *, num_heads: int | None = None, head_num_heads: int | None = None,
-            image_size: int = 224, shift_div: int = 4) -> common.Converted:
+            image_size: int = 224, shift_div: int = 8, num_frames: int | None = None,
+            num_segments: int | None = None) -> common.Converted:
   """X-ViT state dict -> vvt params + the exact model fields.
 
   num_heads / head_num_heads: backbone / TA-head heads (not stored; default hidden_size // 64 and num_heads).
   image_size: the frame size the model runs at (the official config's DATA.TRAIN_CROP_SIZE).
+  shift_div: XVIT.SHIFT_DIV (default 8, the official default; the SSv2 config uses 4).
+  num_frames: the clip length (DATA.NUM_FRAMES), a multiple of the R rows of temp_embed (default R).
+  num_segments: XVIT.NUM_SEGMENTS, a divisor of num_frames (default R: the official default 8 = R).
   """
   state = common.strip_prefix(state, ('module.',))
   src = common.Source(state, 'X-ViT checkpoint')
@@ -102,9 +115,22 @@ def convert(state: Mapping[str, np.ndarray], *, num_heads: int | None = None, he
       raise ValueError(f'X-ViT base_model.pos_embed is a {g}x{g} grid of {ph}px patches, not a 224px frame')
     w.put('encoder/posembed/pos_embedding', pos, 'base_model.pos_embed')
   temp = src.take('base_model.temp_embed')
-  num_frames = temp.shape[1]
-  w.put('encoder/posembed/time_embedding', temp.reshape(1, num_frames, -1), 'base_model.temp_embed',
-        '(1,T,1,D) -> (1,T,D)')
+  rows = temp.shape[1]
+  asked = num_frames
+  num_frames = num_frames or rows
+  if num_frames % rows:
+    raise ValueError(f'X-ViT: num_frames={num_frames} is not a multiple of the {rows} rows of base_model.temp_embed '
+                     f'(the official backbone adds row t mod {rows} to frame t; it never interpolates)')
+  num_segments = num_segments or rows
+  if num_frames % num_segments:
+    default = '' if asked else f'; num_frames defaults to the {rows} rows of temp_embed: pass num_frames'
+    raise ValueError(f'X-ViT: num_frames={num_frames} is not a multiple of num_segments={num_segments} '
+                     f'(XVIT.NUM_SEGMENTS: frames mix within consecutive segments of that many frames){default}')
+  how = f'(1,{rows},1,D) -> (1,{rows},D)'
+  if num_frames != rows:
+    how += (f'; for {num_frames} frames used periodically, frame t gets row t mod {rows} '
+            f'(model.time_embedding_rows={rows}, as the official forward_features)')
+  w.put('encoder/posembed/time_embedding', temp.reshape(1, rows, -1), 'base_model.temp_embed', how)
   w.copy('encoder/cls', 'base_model.cls_token')
 
   def blocks(prefix, name, stage, heads):
@@ -129,12 +155,14 @@ def convert(state: Mapping[str, np.ndarray], *, num_heads: int | None = None, he
   common.torch_dense(w, 'head/output_projection', 'consensus.mlp_head.4')
 
   fields = dict(
-      family='xvit', attention='space_time_mixing', variant=common.variant_name(hidden, ph), tubelet=(1, ph, pw), num_frames=num_frames,
+      family='xvit', attention='space_time_mixing', variant=common.variant_name(hidden, ph), tubelet=(1, ph, pw),
+      num_frames=int(num_frames),
       image_size=image_size, num_classes=int(src.state['consensus.mlp_head.4.weight'].shape[0]),
       hidden_size=int(hidden), num_layers=num_layers, num_heads=int(num_heads), mlp_dim=int(mlp_dim),
       classifier='token', class_token='per_frame', positional_embedding='separable',
       frame_aggregation='temporal_attention', attention_order='space_time', temporal_projection=False,
-      mixing=dict(window=1, shift_div=int(shift_div), summary_token=False),
+      time_embedding_rows=int(rows),
+      mixing=dict(window=1, shift_div=int(shift_div), summary_token=False, num_segments=int(num_segments)),
       temporal_head=dict(num_layers=head_layers, num_heads=int(head_num_heads), mlp_ratio=head_mlp // hidden,
                          qkv_bias=bool(head_bias), layer_norm_eps=1e-5,
                          mlp_dim=int(src.state['consensus.mlp_head.1.weight'].shape[0])),

@@ -22,6 +22,9 @@ Two schemes change more than the grouping, and are still this one primitive:
   space_time_mixing       (X-ViT eq. 9-10) K and V take 1/shift_div of their channels from frame t+i and
                           as many from t-i (i = 1..t_w, zeros at the clip ends) before `space` attention;
                           optionally every frame also attends to one summary token (spatial mean) per frame.
+                          With `num_segments` < T the T frames are cut into consecutive segments of
+                          num_segments frames that mix only among themselves (zeros at every segment end), as
+                          the official code's TemporalShift(n_segment=NUM_SEGMENTS) does.
 
 A class token (global, shape (B, 1, D)) is prepended to every group of a stage except `time`, and its
 outputs are averaged over the groups (TimeSformer: the class token is excluded from temporal attention,
@@ -103,13 +106,21 @@ def ungroup(y, stage: str, grid, batch: int, t: int, n: int):
   return y.reshape(batch, t, n, *feat)
 
 
-def temporal_shift(x, *, window: int, shift_div: int):
+def temporal_shift(x, *, window: int, shift_div: int, num_segments: int | None = None):
   """X-ViT eq. 9: channels of frame t taken from frames t +- i (i = 1..window), zeros at the clip ends.
 
   x: (B, T, N, C) with C the flat channel index (head * d_h + j). With fold = C // shift_div, for i = 1..window
   channels [(2i-2) fold, (2i-1) fold) come from frame t+i and [(2i-1) fold, 2i fold) from frame t-i; the rest
-  stay at frame t.
+  stay at frame t. num_segments (a divisor of T; None = T): the frames are cut into T / num_segments
+  consecutive segments, each shifted as a clip of its own: (B, T, ...) -> (B * T/num_segments, num_segments, ...).
   """
+  b, t = x.shape[:2]
+  if num_segments is not None and num_segments != t:
+    if t % num_segments:
+      raise ValueError(f'temporal_shift: {t} temporal indices are not a multiple of num_segments={num_segments}')
+    y = temporal_shift(x.reshape(b * (t // num_segments), num_segments, *x.shape[2:]), window=window,
+                       shift_div=shift_div)
+    return y.reshape(x.shape)
   c = x.shape[-1]
   fold = c // shift_div
   parts = []
@@ -149,14 +160,17 @@ class MultiHeadAttention(nn.Module):
       cq, ck, cv = (proj[name](cls) for name in ('query', 'key', 'value'))  # (B, 1, H, d_h)
 
     extra_kv = None
-    if mixing is not None:  # X-ViT space-time mixing of keys and values (eq. 9).
-      shift = functools.partial(temporal_shift, window=mixing.window, shift_div=mixing.shift_div)
+    if mixing is not None:  # X-ViT space-time mixing of keys and values (eq. 9), within segments.
+      seg = mixing.get('num_segments') or t  # temporal indices per segment
+      shift = functools.partial(temporal_shift, window=mixing.window, shift_div=mixing.shift_div, num_segments=seg)
       k = shift(k.reshape(b, t, n, d)).reshape(k.shape)
       v = shift(v.reshape(b, t, n, d)).reshape(v.shape)
-      if mixing.summary_token:  # one summary token (spatial mean) per frame, seen by every frame.
+      if mixing.summary_token:  # one summary token (spatial mean) per frame, seen by every frame of its segment.
         summary = jnp.mean(x, axis=2)  # (B, T, D)
         sk, sv = proj['key'](summary), proj['value'](summary)  # (B, T, H, d_h)
-        extra_kv = (jnp.repeat(sk, t, axis=0), jnp.repeat(sv, t, axis=0))  # (B*T, T, H, d_h)
+        per_frame = lambda s: jnp.repeat(s.reshape(b * (t // seg), 1, seg, h, d // h), seg, axis=1).reshape(
+            b * t, seg, h, d // h)  # (B*T, seg, H, d_h): the summaries of the frame's segment
+        extra_kv = (per_frame(sk), per_frame(sv))
 
     rng = self.make_rng('dropout') if train and self.dropout_rate > 0 else None
     attend = functools.partial(dot_product_attention, dropout_rate=self.dropout_rate, dropout_rng=rng,

@@ -11,6 +11,12 @@ Field names follow the papers:
                   (TimeSformer Fig. 1), space_time_mixing (X-ViT eq. 10)
   variant         'Ti/16', 'B/16', 'L/16x2' (ViViT naming: patch h=w=16, tubelet t=2) ...
   tubelet         (t, h, w) of the tokeniser; t=1 is uniform frame sampling (2D patches per frame)
+  mixing          X-ViT space-time mixing (eq. 9): window t_w, shift_div (each neighbour gives 1/shift_div of
+                  the channels, rho = 2/shift_div; official default and Kinetics configs 8, SSv2 4),
+                  summary_token, num_segments (the official XVIT.NUM_SEGMENTS: frames are mixed only within
+                  consecutive segments of num_segments frames; None = num_frames, one segment)
+  time_embedding_rows  rows R of the separable time table; temporal index t gets row t mod R (None: one row
+                  per temporal index). The official X-ViT backbone always has R = 8.
 """
 from __future__ import annotations
 
@@ -84,8 +90,11 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   # Factorised self-attention / divided: order of the stages and TimeSformer's extra temporal projection.
   c.attention_order = fam['attention_order']  # 'space_time' | 'time_space'
   c.temporal_projection = fam['temporal_projection']
-  # X-ViT space-time mixing (eq. 9): temporal window t_w, fraction of channels from each neighbour = 1/shift_div.
-  c.mixing = ml_collections.ConfigDict(dict(window=1, shift_div=4, summary_token=False))
+  # Separable embedding: rows of the time table, used periodically (t mod rows); None: one per temporal index.
+  c.time_embedding_rows = None
+  # X-ViT space-time mixing (eq. 9): temporal window t_w, fraction of channels from each neighbour = 1/shift_div
+  # (official default SHIFT_DIV = 8, rho = 25%); frames mix within segments of num_segments frames (None: all).
+  c.mixing = ml_collections.ConfigDict(dict(window=1, shift_div=8, summary_token=False, num_segments=None))
   # How per-frame outputs are turned into one video output (per-frame class tokens only).
   c.frame_aggregation = fam['frame_aggregation']
   # X-ViT temporal-attention (TA) head.
@@ -170,7 +179,7 @@ def _check_ranges(c) -> None:
   for name in ('num_frames', 'image_size'):
     _positive_int(name, c[name])
   for name in ('hidden_size', 'num_layers', 'num_heads', 'mlp_dim',  # None: from the variant
-               'temporal_num_heads', 'temporal_mlp_dim', 'representation_size'):
+               'temporal_num_heads', 'temporal_mlp_dim', 'representation_size', 'time_embedding_rows'):
     _positive_int(name, c[name], optional=True)
   if not _is_int(c.temporal_layers) or c.temporal_layers < 0:
     raise ValueError(f'model.temporal_layers must be an int >= 0 (0 is the average-pool baseline), '
@@ -187,6 +196,7 @@ def _check_ranges(c) -> None:
     raise ValueError(f'model.mixing.window must be an int >= 0, got {c.mixing.window!r}')
   if not _is_int(c.mixing.shift_div) or c.mixing.shift_div < 1:
     raise ValueError(f'model.mixing.shift_div must be an int >= 1, got {c.mixing.shift_div!r}')
+  _positive_int('mixing.num_segments', c.mixing.num_segments, optional=True)
 
 
 def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -256,11 +266,27 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   if c.attention == 'factorised_dot_product' and c.num_heads % 2:
     raise ValueError(f'model.attention=factorised_dot_product splits heads in half: '
                      f'model.num_heads={c.num_heads} must be even')
+  if c.mixing.num_segments is None:
+    c.mixing.num_segments = c.num_frames
   if c.attention == 'space_time_mixing':
-    w, div = c.mixing.window, c.mixing.shift_div
-    if w < 0 or div < 1 or 2 * w * (c.hidden_size // div) > c.hidden_size:
+    w, div, seg = c.mixing.window, c.mixing.shift_div, c.mixing.num_segments
+    if 2 * w * (c.hidden_size // div) > c.hidden_size:
       raise ValueError(f'model.mixing: window={w} and shift_div={div} take more than hidden_size='
                        f'{c.hidden_size} channels from neighbouring frames')
+    if c.num_frames % seg:
+      raise ValueError(f'model.num_frames={c.num_frames} is not a multiple of model.mixing.num_segments={seg} '
+                       '(frames are mixed within consecutive segments of num_segments frames)')
+    if seg % tt:
+      raise ValueError(f'model.mixing.num_segments={seg} is not a multiple of the tubelet length {tt}')
+  rows = c.time_embedding_rows
+  if rows is not None and (c.positional_embedding != 'separable' or c.attention == 'factorised_encoder'):
+    raise ValueError(f'model.time_embedding_rows={rows} applies to positional_embedding=\'separable\' of a '
+                     f'single-encoder model only, not {c.positional_embedding!r} with attention={c.attention!r}')
+  if rows is not None and nt % rows:
+    raise ValueError(f'model.time_embedding_rows={rows} does not divide the {nt} temporal indices '
+                     f'(model.num_frames={c.num_frames} / tubelet {tt}): index t uses row t mod {rows}')
+  if rows is None and c.positional_embedding == 'separable' and c.attention != 'factorised_encoder':
+    c.time_embedding_rows = nt
   if c.temporal_num_heads is None:
     c.temporal_num_heads = c.num_heads
   if c.temporal_mlp_dim is None:

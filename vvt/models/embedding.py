@@ -41,14 +41,19 @@ class PositionalEmbedding(nn.Module):
 
   kind:
     joint       one learned table over all tokens (ViViT eq. 1): (1, [1 +] T*N, D), row 0 for a global cls.
-    separable   learned space (1, [1 +] N, D) + time (1, T, D) tables (TimeSformer, X-ViT); the global cls gets
-                space row 0 and no time embedding; tokens of a frame (a per-frame cls included) get time row t.
+    separable   learned space (1, [1 +] N, D) + time (1, R, D) tables (TimeSformer, X-ViT); the global cls gets
+                space row 0 and no time embedding; tokens of a frame (a per-frame cls included) get time row
+                t mod R. R = time_rows (a divisor of T; None: R = T). R < T is the official X-ViT's: its backbone's
+                temp_embed always has 8 rows and is added to frames in groups of 8, so at T = 16 frame t gets row
+                t mod 8 (slowfast/models/transformers/vit.py VisionTransformer.forward_features); no
+                interpolation.
     spatial     the space table only (TimeSformer space-only).
     sinusoidal  fixed sine-cosine table over the flattened token index (cls = row 0).
     none        nothing.
   """
   kind: str
   init_std: float = 0.02
+  time_rows: int | None = None
 
   @nn.compact
   def __call__(self, x, cls):
@@ -71,8 +76,11 @@ class PositionalEmbedding(nn.Module):
       if cls is not None:
         cls = cls + space[:, :1]
       if self.kind == 'separable':
-        time = self.param('time_embedding', nn.initializers.zeros, (1, t, d), jnp.float32).astype(x.dtype)
-        x = x + time[:, :, None]
+        rows = self.time_rows or t
+        if t % rows:
+          raise ValueError(f'time embedding of {rows} rows does not divide the {t} temporal indices')
+        time = self.param('time_embedding', nn.initializers.zeros, (1, rows, d), jnp.float32).astype(x.dtype)
+        x = x + jnp.tile(time, (1, t // rows, 1))[:, :, None]  # temporal index t gets row t mod rows
     elif self.kind != 'none':
       raise ValueError(f'unknown positional embedding {self.kind!r}')
     return x, cls

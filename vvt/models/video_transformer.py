@@ -56,6 +56,7 @@ class SpaceTimeEncoder(nn.Module):
   num_heads: int | None = None
   mlp_dim: int | None = None
   mixing: object = None
+  time_embedding_rows: int | None = None
 
   @nn.compact
   def __call__(self, x, train: bool = False):
@@ -68,7 +69,8 @@ class SpaceTimeEncoder(nn.Module):
         cls = jnp.broadcast_to(token, (b, 1, d))
       else:
         x = jnp.concatenate([jnp.broadcast_to(token[:, None], (b, t, 1, d)), x], axis=2)
-    x, cls = PositionalEmbedding(self.positional_embedding, name='posembed')(x, cls)
+    x, cls = PositionalEmbedding(self.positional_embedding, time_rows=self.time_embedding_rows,
+                                 name='posembed')(x, cls)
     x = nn.Dropout(cfg.dropout_rate)(x, deterministic=not train)
     grid = self.grid
     block = _block_fields(cfg, self.stages, grid, num_heads=self.num_heads, mlp_dim=self.mlp_dim,
@@ -97,10 +99,14 @@ class VideoTransformer(nn.Module):
     x = TubeletEmbedding(cfg.hidden_size, cfg.tubelet, _dtype(cfg), name='embedding')(video)
     grid = config_lib.token_grid(cfg)
     class_token = cfg.class_token if cfg.classifier == 'token' else None
-    mixing = cfg.mixing if cfg.attention == 'space_time_mixing' else None
+    mixing = None
+    if cfg.attention == 'space_time_mixing':  # segments in temporal indices (frames / tubelet length)
+      segment = (cfg.mixing.get('num_segments') or cfg.num_frames) // cfg.tubelet[0]
+      mixing = ml_collections.ConfigDict(dict(cfg.mixing.to_dict(), num_segments=segment))
     x, cls, norm = SpaceTimeEncoder(
         cfg, stages_of(cfg.attention, cfg.attention_order), grid, cfg.num_layers, class_token,
-        cfg.positional_embedding, mixing=mixing, name='encoder')(x, train)
+        cfg.positional_embedding, mixing=mixing, time_embedding_rows=cfg.get('time_embedding_rows'),
+        name='encoder')(x, train)
     if class_token == 'per_frame':
       frames = x[:, :, 0]  # (B, T, D): the per-frame class tokens.
       if cfg.frame_aggregation == 'mean_before_norm':  # TimeSformer space-only: average frames, then norm.
