@@ -7,8 +7,10 @@ t_w=1 and the one-layer temporal-attention (TA) head. Training details (sec. 4.1
 with linear warmup, 30 epochs on Kinetics, base lr 0.03 "set at a batch size of 128", random scaling 0.9x to
 1.3x and cropping, flip, autoaugment (RandAugment here: vvt has no AutoAugment), mixup 0.4; test 1x3 views.
 Weight decay, warmup length, Nesterov, sampling rate and [-1, 1] inputs are the official code's (rate 32 for 8
-frames is ours: the span of its 16x16); sources: docs/recipes.md. The official code's segments and shift_div:
-see docs/recipes.md (X-ViT model work).
+frames is ours: the span of its 16x16); sources: docs/recipes.md. As the official code runs X-ViT: mixing
+within segments of 8 frames (`XVIT.NUM_SEGMENTS: 8`, so the 16-frame model is two 8-frame clips that meet in
+the TA head), the backbone's 8-row time table used periodically (row t mod 8), shift_div 8 (a quarter of the
+channels from the neighbours), all blocks mixing, and the TA head's MLP of width 768.
 """
 from configs import common
 
@@ -22,7 +24,9 @@ def get_config(arg=None):
   c = common.paper_config(
       model=dict(family='xvit', attention='space_time_mixing', variant='B/16',
                  num_frames=frames, image_size=224, num_classes=400,
-                 frame_aggregation='temporal_attention'),
+                 frame_aggregation='temporal_attention', time_embedding_rows=8,
+                 mixing=dict(window=1, shift_div=8, num_segments=8),
+                 temporal_head=dict(mlp_dim=768)),
       dataset=dict(stride=STRIDE[frames], num_test_clips=1, num_spatial_crops=3,
                    train_files='kinetics400/train@1024', eval_files='kinetics400/test@512',
                    **common.scale_jitter(256, 0.9, 1.3), eval_resize=224,

@@ -5,7 +5,9 @@ Training details (sec. 4.1): SGD momentum 0.9, cosine with linear warmup, 35 epo
 "set at a batch size of 128", random scaling 0.9x to 1.3x and cropping, no flip on SSv2, autoaugment
 (RandAugment here: vvt has no AutoAugment), random erasing 0.5, label smoothing 0.3; ImageNet-21k init;
 test 1x3 views. Weight decay, warmup length, Nesterov, segment sampling and [-1, 1] inputs are the official
-code's; sources: docs/recipes.md. The official code's segments and shift_div: see docs/recipes.md.
+code's; sources: docs/recipes.md. As the official SSv2 config runs X-ViT: one segment of all the frames
+(`XVIT.NUM_SEGMENTS: 16`), the backbone's 8-row time table used periodically (row t mod 8), shift_div 4 (half
+of the channels from the neighbours), all blocks mixing, and the TA head's MLP of width 768.
 """
 from configs import common
 
@@ -17,7 +19,9 @@ def get_config(arg=None):
   c = common.paper_config(
       model=dict(family='xvit', attention='space_time_mixing', variant='B/16',
                  num_frames=frames, image_size=224, num_classes=174,
-                 frame_aggregation='temporal_attention'),
+                 frame_aggregation='temporal_attention', time_embedding_rows=8,
+                 mixing=dict(window=1, shift_div=4, num_segments=frames),
+                 temporal_head=dict(mlp_dim=768)),
       dataset=dict(sampling='segment', num_test_clips=1, num_spatial_crops=3,
                    train_files='ssv2/train@256', eval_files='ssv2/validation@64',
                    **common.scale_jitter(256, 0.9, 1.3), eval_resize=224,

@@ -88,3 +88,33 @@ def test_a_paper_config_shrinks_on_the_command_line_and_trains(tiny_data, tmp_pa
   # The run's own config.json is enough to evaluate it again, with the same override syntax.
   res = vvt('eval', '--workdir', str(tmp_path / 'run'), '--config.eval.batch_size=4')
   assert res.returncode == 0 and '[done] step 3' in res.stdout, res.stderr[-3000:]
+
+
+def test_convert_xvit_at_16_frames_with_its_8_row_time_table(tmp_path):
+  """`vvt convert --source xvit --num-frames 16` on an official-layout torch file (the Kinetics fixture made by
+  the official code): the recorded config says 16 frames, 8 rows used periodically, 8 segments; the converted
+  weights reproduce the official logits when evaluated from the written config.json."""
+  import json  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  fixtures = REPO / 'tests' / 'convert' / 'fixtures'
+  raw = np.load(fixtures / 'xvit_segments_k400.npz')
+  meta = json.loads((fixtures / 'xvit_segments_k400.json').read_text())['config']
+  state = {k[len('params/'):]: torch.from_numpy(raw[k]) for k in raw.files if k.startswith('params/')}
+  torch.save({'state_dict': state}, tmp_path / 'xvit.pth')
+  res = vvt('convert', '--source', 'xvit', '--checkpoint', str(tmp_path / 'xvit.pth'), '--num-frames', '16',
+            '--config', 'configs/kinetics400/xvit_b.py', '--output', str(tmp_path / 'out'),
+            f'--config.model.num_heads={meta["num_heads"]}', f'--config.image_size={meta["image_size"]}',
+            f'--config.model.temporal_head.num_heads={meta["ta_head"]["num_heads"]}')
+  assert res.returncode == 0, res.stderr[-3000:]
+  saved = json.loads((tmp_path / 'out' / 'config.json').read_text())
+  assert (saved['num_frames'], saved['model']['num_frames'], saved['dataset']['num_frames']) == (16, 16, 16)
+  assert saved['model']['time_embedding_rows'] == 8 and saved['model']['mixing']['num_segments'] == 8
+  assert 'row t mod 8' in (tmp_path / 'out' / 'convert_report.txt').read_text()
+  from vvt.cli import config as loader  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  from vvt.models import build  # pylint: disable=g-import-not-at-top
+  config = loader.load(str(tmp_path / 'out'), files=(), init=False)
+  params, _ = checkpoints.load_params(str(tmp_path / 'out'))
+  out = build(config.model).apply({'params': params}, raw['input'], train=False)
+  assert np.abs(np.asarray(out) - raw['logits']).max() < 1e-5

@@ -1,7 +1,7 @@
 """`vvt convert` (official / Hugging Face / scenic video checkpoints -> vvt checkpoint) and `vvt export`.
 
   vvt convert --source SOURCE --checkpoint FILE --config CONFIG[:ARG] --output DIR [--hf-config JSON]
-              [--config.model.FIELD=VALUE ...]
+              [--num-frames N] [--config.model.FIELD=VALUE ...]
   vvt export  --workdir DIR [--step N] --output FILE.safetensors
   vvt export  --import FILE.safetensors --output DIR [--config CONFIG]   (safetensors -> vvt checkpoint)
 
@@ -49,13 +49,18 @@ def _with_model(run_config, model):
   return defaults.from_dict(values)
 
 
-def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_config=None, log=print):
-  """Converts `checkpoint` and writes a params-only vvt checkpoint (step 0) to `output`; returns Converted."""
+def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_config=None, log=print,
+                          num_frames=None):
+  """Converts `checkpoint` and writes a params-only vvt checkpoint (step 0) to `output`; returns Converted.
+
+  `num_frames`: the clip length to run the weights at, where the source allows another than the one its
+  tables fix (X-ViT: a multiple of its 8-row time table, used periodically as the official code does).
+  """
   from vvt.convert import video  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
   is_run = config is not None and 'model' in config
   model_cfg = config.model if is_run else config
-  result = video.convert(source, checkpoint, model_cfg, hf_config)
+  result = video.convert(source, checkpoint, model_cfg, hf_config, num_frames=num_frames)
   changes = _fields_diff(model_cfg, result.model_fields) if model_cfg is not None else []
   full = _with_model(config, result.model_config()) if is_run else result.model_config()
   os.makedirs(output, exist_ok=True)
@@ -109,11 +114,15 @@ def _convert(argv):
   p.add_argument('--checkpoint', required=True, help='checkpoint file (or Hugging Face model folder)')
   p.add_argument('--output', required=True, help='directory for the vvt checkpoint (the eval workdir)')
   p.add_argument('--hf-config', default=None, help='Hugging Face config.json (default: the folder\'s)')
+  p.add_argument('--num-frames', type=int, default=None,
+                 help='clip length to run the weights at (X-ViT: a multiple of its 8-row time table, '
+                      'e.g. 16 with the released 8-frame checkpoints)')
   args, spec, overrides = common.parse(p, argv)
   if not spec:
     raise common.UsageError('missing --config FILE[:ARG] (a run or model config)')
   config = common.run_config(spec, overrides, validate=False, files=(), init=False)
-  convert_to_checkpoint(args.source, args.checkpoint, config, args.output, args.hf_config)
+  convert_to_checkpoint(args.source, args.checkpoint, config, args.output, args.hf_config,
+                        num_frames=args.num_frames)
 
 
 def _export(argv):
