@@ -9,9 +9,7 @@ jitted classifier really runs.
 """
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -58,38 +56,3 @@ def _xla_flops(fn, *args) -> float:
 def format_summary(name: str, s: dict) -> str:
   return (f'{name}: params {s["params_m"]:.1f}M | {s["gflops"]:.4g} GFLOPs/view (multiply-add = 1 FLOP, all '
           f'tokens; {s["gflops_executed"]:.4g} executed) | tokens {s["tokens"]} = {"x".join(map(str, s["grid"]))}')
-
-
-def _load_model_config(path: str):
-  from ml_collections import config_flags  # noqa: F401  (same loader semantics as `vvt train --config`)
-  import importlib.util
-  file, _, arg = path.partition(':')
-  spec = importlib.util.spec_from_file_location('vvt_config', file)
-  if spec is None:
-    raise FileNotFoundError(f'config file not found: {file}')
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  cfg = mod.get_config(arg) if arg else mod.get_config()
-  return cfg.model if 'model' in cfg else cfg
-
-
-def cli_main(argv) -> int:
-  parser = argparse.ArgumentParser(prog='vvt summary', description=__doc__.splitlines()[0])
-  parser.add_argument('--config', required=True, help='config file (FILE or FILE:ARG); uses its .model')
-  parser.add_argument('--set', action='append', default=[], metavar='FIELD=VALUE',
-                      help='override a model field, e.g. --set num_frames=16 (Python literal values)')
-  args = parser.parse_args(argv)
-  import ast
-  cfg = _load_model_config(args.config)
-  for item in args.set:
-    key, _, value = item.partition('=')
-    try:
-      value = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-      pass
-    if key not in cfg:
-      print(f'vvt summary: unknown model config field model.{key}', file=sys.stderr)
-      return 2
-    cfg[key] = value
-  print(format_summary(args.config, summarise(cfg)))
-  return 0
