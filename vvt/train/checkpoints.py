@@ -13,6 +13,13 @@ commit, so a killed process never leaves a half-written step behind):
 weights are written with `save_params` and are params-only.
 Evaluation results are written beside the step directories as
 `WORKDIR/checkpoints/eval_<step>_<split>.json` (+ `.npz` per-video scores).
+
+At scale: arrays are saved as they are sharded (each host writes its own shards; orbax's
+OCDBT/Tensorstore format), a training manager saves asynchronously (`async_save=True`: `save`
+returns once the arrays are off the devices; the step directory is committed when the write
+finishes), and a restore takes the shardings of the abstract tree it is given, so a state written on
+`fsdp=8` restores on one CPU device and the reverse. The workdir may be a URL (`gs://bucket/run`):
+paths go through `etils.epath` (`os.path` only for local paths).
 """
 import json
 import os
@@ -20,8 +27,35 @@ from typing import Any, Optional
 
 import jax
 import orbax.checkpoint as ocp
+from etils import epath
 
 SUBDIR = 'checkpoints'
+
+
+# ----------------------------------------------------------------------------- paths (local or URL)
+
+
+def is_url(path: str) -> bool:
+  return '://' in str(path)
+
+
+def abspath(path: str) -> str:
+  """An absolute local path, or the URL as it is (`gs://b/run/` -> `gs://b/run`)."""
+  path = str(path)
+  return path.rstrip('/') if is_url(path) else os.path.abspath(path)
+
+
+def join(*parts) -> str:
+  """Joins path parts; URLs keep their `scheme://` (no `os.path`)."""
+  return str(epath.Path(str(parts[0])).joinpath(*map(str, parts[1:])))
+
+
+def makedirs(path: str) -> None:
+  epath.Path(path).mkdir(parents=True, exist_ok=True)
+
+
+def write_text(path: str, text: str) -> None:
+  epath.Path(path).write_text(text)
 
 
 class CheckpointNotFoundError(FileNotFoundError):
@@ -29,19 +63,20 @@ class CheckpointNotFoundError(FileNotFoundError):
 
 
 def checkpoint_dir(workdir: str) -> str:
-  return os.path.join(os.path.abspath(workdir), SUBDIR)
+  return join(abspath(workdir), SUBDIR)
 
 
-def manager(workdir: str, keep: Optional[int] = None,
-            create: bool = True) -> ocp.CheckpointManager:
+def manager(workdir: str, keep: Optional[int] = None, create: bool = True,
+            async_save: bool = False) -> ocp.CheckpointManager:
+  """The orbax manager of `WORKDIR/checkpoints`; `async_save`: saves return before the write ends."""
   options = ocp.CheckpointManagerOptions(
       max_to_keep=keep if keep and keep > 0 else None,
-      enable_async_checkpointing=False, create=create)
-  return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
+      enable_async_checkpointing=async_save, create=create)
+  return ocp.CheckpointManager(epath.Path(checkpoint_dir(workdir)), options=options)
 
 
 def all_steps(workdir: str) -> list[int]:
-  if not os.path.isdir(checkpoint_dir(workdir)):
+  if not epath.Path(checkpoint_dir(workdir)).is_dir():
     return []
   return sorted(manager(workdir, create=False).all_steps())
 
@@ -56,8 +91,12 @@ def _config_json(config) -> Any:
 
 
 def save_state(mngr: ocp.CheckpointManager, state, *, data_position: int,
-               config=None) -> None:
-  """Saves a full training state (params, opt state, rng, step, data position)."""
+               config=None, wait: bool = True) -> None:
+  """Saves a full training state (params, opt state, rng, step, data position), sharded as it is.
+
+  `wait=False` on an asynchronous manager returns once the arrays are copied off the devices
+  (the state may then be donated to the next step); `mngr.wait_until_finished()` ends the write.
+  """
   step = int(jax.device_get(state.step))
   meta = {'kind': 'train_state', 'step': step, 'data_position': int(data_position),
           'config': _config_json(config)}
@@ -66,7 +105,8 @@ def save_state(mngr: ocp.CheckpointManager, state, *, data_position: int,
       params=ocp.args.StandardSave(state.params),
       train=ocp.args.StandardSave(train),
       meta=ocp.args.JsonSave(meta)), force=True)
-  mngr.wait_until_finished()
+  if wait:
+    mngr.wait_until_finished()
 
 
 def resolve_step(workdir: str, step: Optional[int] = None) -> int:
@@ -79,7 +119,7 @@ def resolve_step(workdir: str, step: Optional[int] = None) -> int:
   if not steps:
     raise CheckpointNotFoundError(
         f'no checkpoint in {checkpoint_dir(workdir)} (the directory '
-        f'{"is empty" if os.path.isdir(checkpoint_dir(workdir)) else "does not exist"})')
+        f'{"is empty" if epath.Path(checkpoint_dir(workdir)).is_dir() else "does not exist"})')
   if step is None:
     return steps[-1]
   if step not in steps:
@@ -135,12 +175,12 @@ def save_params(workdir: str, params, step: int = 0, config=None) -> str:
       params=ocp.args.StandardSave(params), meta=ocp.args.JsonSave(meta)),
             force=True)
   mngr.wait_until_finished()
-  return os.path.join(checkpoint_dir(workdir), str(int(step)))
+  return join(checkpoint_dir(workdir), str(int(step)))
 
 
 def abstract_params_from_checkpoint(workdir: str, step: int, sharding=None):
   """ShapeDtypeStructs of a checkpoint's params (on `sharding`, default one local device)."""
-  path = os.path.join(checkpoint_dir(workdir), str(step), 'params')
+  path = epath.Path(join(checkpoint_dir(workdir), str(step), 'params'))
   meta = ocp.StandardCheckpointer().metadata(path)
   tree = getattr(meta, 'item_metadata', meta)
   tree = getattr(tree, 'tree', tree)
@@ -167,4 +207,4 @@ def load_params(workdir: str, step: Optional[int] = None, abstract_params=None):
 
 
 def eval_results_path(workdir: str, step: int, split: str, ext: str = 'json') -> str:
-  return os.path.join(checkpoint_dir(workdir), f'eval_{step}_{split}.{ext}')
+  return join(checkpoint_dir(workdir), f'eval_{step}_{split}.{ext}')

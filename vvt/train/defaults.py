@@ -18,7 +18,9 @@ A run config is an `ml_collections.ConfigDict`:
                (0 = only at the end), split
   checkpoint   every_steps, keep
   log_every_steps
-  mesh         num_devices (-1 = all)
+  mesh         axes ({'data': -1, 'fsdp': 8} or (name, size) pairs; -1 = the rest), rules
+               ((regex, spec) pairs before the default FSDP strategy), fsdp_min_size (elements),
+               num_devices (-1 = all): vvt.train.mesh and vvt.train.sharding
   distributed  initialize, coordinator_address, num_processes, process_id
   init_from    None or a ConfigDict read by vvt.convert.image_init
   runlocal     True: shrink any config to a few-minute CPU run on the synthetic data (vvt.train.runlocal)
@@ -71,7 +73,11 @@ def get_base_config() -> ml_collections.ConfigDict:
       batch_size=64, average='logits', every_steps=0, split='test'))
   c.checkpoint = ml_collections.ConfigDict(dict(every_steps=1000, keep=3))
   c.log_every_steps = 50
-  c.mesh = ml_collections.ConfigDict(dict(num_devices=-1))
+  c.mesh = ml_collections.ConfigDict(dict(
+      axes=_flexible((('data', -1),)),  # dict or (name, size) pairs in mesh order: vvt.train.mesh
+      rules=_flexible(()),              # ((regex, spec), ...) first match wins: vvt.train.sharding
+      fsdp_min_size=2 ** 18,            # parameters with fewer elements stay replicated
+      num_devices=-1))                  # use the first N devices (-1 = all)
   c.distributed = ml_collections.ConfigDict(dict(
       initialize=False, coordinator_address='', num_processes=-1, process_id=-1))
   c.init_from = None

@@ -11,12 +11,12 @@ per-clip (per-view) and per-video top-1 / top-5, and for two-head datasets
 per-video scores as `.npz`.
 """
 import json
-import os
 import time
 from typing import Mapping, Optional
 
 import jax
 import numpy as np
+from etils import epath
 
 from vvt.train import checkpoints
 from vvt.train import losses
@@ -151,9 +151,11 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
 
 
 def _atomic_write(path: str, write, mode: str = 'w') -> None:
-  with open(path + '.tmp', mode) as f:
+  """Writes `path` (local or URL) through a temporary file renamed over it."""
+  tmp = epath.Path(path + '.tmp')
+  with tmp.open(mode) as f:
     write(f)
-  os.replace(path + '.tmp', path)
+  tmp.replace(path)
 
 
 def write_results(workdir: str, step: int, split: str, results: dict,
@@ -164,7 +166,7 @@ def write_results(workdir: str, step: int, split: str, results: dict,
   `video_labels[_head]` int64 (num_videos,) and `views_per_video` int64 (num_videos,).
   """
   path = checkpoints.eval_results_path(workdir, step, split)
-  os.makedirs(os.path.dirname(path), exist_ok=True)
+  epath.Path(path).parent.mkdir(parents=True, exist_ok=True)
   _atomic_write(path, lambda f: json.dump({'step': step, 'split': split, **results}, f, indent=2))
   if agg is not None:
     sfx = lambda h: '_' + h if h else ''  # pylint: disable=unnecessary-lambda-assignment

@@ -1,17 +1,36 @@
-"""Device mesh over a `data` axis, shardings, and global batches from per-host data.
+"""The device mesh of a run (`config.mesh`), the batch sharding, and global batches from per-host data.
 
-Params are replicated (`P()`), batches are sharded along their first dimension
-over `data` (`P('data')`). Each process feeds only its own rows; the global
-array is assembled with `jax.make_array_from_process_local_data`, so the same
-code runs on 1 CPU device, 8 forced host devices and several hosts.
+  axes = resolve_axes(config.mesh.axes, num_devices)    # (('data', 4), ('fsdp', 8), ('model', 1))
+  mesh = make_mesh(config.mesh)                         # jax.make_mesh: axes follow the topology
+  batch_sharding(mesh)                                  # P(('data', 'fsdp')): every data-like axis
+
+`config.mesh.axes` names the axes and their sizes, as a dict `{'data': -1, 'fsdp': 8}` or a tuple
+of (name, size) pairs, in mesh order (the last axis is the fastest-varying, i.e. the nearest devices:
+put `model`, then `fsdp`, last). `-1` = the devices the other axes leave. Known axes:
+
+  data    batch sharded, params replicated (data parallelism)
+  fsdp    batch sharded and params sharded (`vvt.train.sharding`: ZeRO-3 / FSDP)
+  model   params sharded over heads and MLP units (tensor parallelism); the batch is replicated
+
+Axes not named have size 1 and are still in the mesh, so rules and specs may always name all three.
+`mesh.num_devices` (-1 = all) uses only the first N devices. Each process feeds only its own rows;
+the global array is built with `jax.make_array_from_process_local_data`, so the same config runs on
+1 CPU device, 8 forced host devices, several hosts and a pod.
 """
 import logging
+import math
+from typing import Any, Optional, Sequence
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-DATA_AXIS = 'data'
+from vvt.train import sharding as sharding_lib
+
+DATA_AXIS, FSDP_AXIS, MODEL_AXIS = sharding_lib.DATA_AXIS, sharding_lib.FSDP_AXIS, sharding_lib.MODEL_AXIS
+AXES, DATA_AXES = sharding_lib.AXES, sharding_lib.DATA_AXES
+MeshError = sharding_lib.MeshError
+resolve_axes = sharding_lib.resolve_axes
 
 
 def maybe_initialize_distributed(dist_cfg) -> None:
@@ -33,23 +52,65 @@ def maybe_initialize_distributed(dist_cfg) -> None:
     logging.info('jax.distributed already initialised: %s', e)
 
 
-def make_mesh(num_devices: int = -1) -> Mesh:
-  """A 1-D mesh over all (or the first `num_devices`) devices, axis `data`."""
-  devices = jax.devices()
-  if num_devices > 0:
-    if num_devices > len(devices):
-      raise ValueError(f'mesh.num_devices={num_devices} but only '
-                       f'{len(devices)} devices are available')
-    devices = devices[:num_devices]
-  return Mesh(np.asarray(devices).reshape(-1), (DATA_AXIS,))
+# ----------------------------------------------------------------------------- mesh
+
+
+def mesh_devices(mesh_cfg=None, devices: Optional[Sequence[Any]] = None) -> list:
+  """The devices of the mesh: `devices` (default `jax.devices()`), the first `mesh.num_devices`."""
+  devices = list(jax.devices() if devices is None else devices)
+  n = -1 if mesh_cfg is None else int(mesh_cfg.get('num_devices', -1))
+  if n > 0:
+    if n > len(devices):
+      raise MeshError(f'mesh.num_devices={n} but only {len(devices)} devices are available')
+    devices = devices[:n]
+  return devices
+
+
+def make_mesh(mesh_cfg=None, devices: Optional[Sequence[Any]] = None) -> Mesh:
+  """The mesh of `config.mesh` over `devices` (default: all), axes in `AXES` (sizes may be 1).
+
+  Built with `jax.make_mesh` (Auto axis types), so on a TPU pod the axes follow the physical
+  topology. `mesh_cfg` may be None (one `data` axis over all devices), a ConfigDict with
+  `axes` / `num_devices`, or an int (the old `make_mesh(num_devices)`).
+  """
+  if isinstance(mesh_cfg, int):
+    mesh_cfg = {'num_devices': mesh_cfg}
+  devices = mesh_devices(mesh_cfg, devices)
+  axes = resolve_axes(None if mesh_cfg is None else mesh_cfg.get('axes'), len(devices))
+  names = tuple(k for k, _ in axes)
+  shape = tuple(v for _, v in axes)
+  auto = (jax.sharding.AxisType.Auto,) * len(names)
+  try:
+    return jax.make_mesh(shape, names, axis_types=auto, devices=devices)
+  except (ValueError, NotImplementedError, AssertionError):  # a shape the topology helper cannot lay out
+    return Mesh(np.asarray(devices).reshape(shape), names, axis_types=auto)
+
+
+def axis_sizes(mesh: Mesh) -> dict:
+  return sharding_lib.mesh_sizes(mesh)
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
+def batch_axes(mesh: Mesh) -> tuple:
+  """The mesh axes the batch dimension is sharded over (the data-like ones)."""
+  return tuple(a for a in mesh.axis_names if a in DATA_AXES)
+
+
+def batch_spec(mesh: Mesh, leading: int = 0) -> P:
+  """P(None * leading, ('data', 'fsdp')): the batch dimension after `leading` dimensions."""
+  return P(*([None] * leading), batch_axes(mesh))
+
+
 def batch_sharding(mesh: Mesh) -> NamedSharding:
-  return NamedSharding(mesh, P(DATA_AXIS))
+  return NamedSharding(mesh, batch_spec(mesh))
+
+
+def num_batch_shards(mesh: Mesh) -> int:
+  sizes = axis_sizes(mesh)
+  return math.prod(sizes[a] for a in batch_axes(mesh))
 
 
 def local_batch_size(global_batch_size: int, mesh: Mesh) -> int:
@@ -59,7 +120,7 @@ def local_batch_size(global_batch_size: int, mesh: Mesh) -> int:
 
 
 def global_batch(batch: dict, mesh: Mesh, global_batch_size: int) -> dict:
-  """Per-host numpy batch -> dict of global jax.Arrays sharded over `data`."""
+  """Per-host numpy batch -> dict of global jax.Arrays sharded over the data-like axes."""
   sharding = batch_sharding(mesh)
   out = {}
   for key, value in batch.items():

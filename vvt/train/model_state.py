@@ -4,11 +4,14 @@
   init = init_fn(module, config, tx)                   # rng -> TrainState (params, opt state, rng)
   abstract_state(module, config, tx, sharding)         # TrainState of jax.ShapeDtypeStruct
   abstract_params(module, config, sharding)            # params of jax.ShapeDtypeStruct
+  state_shardings(module, config, tx, mesh)            # TrainState of NamedSharding (config.mesh rules)
+  param_shardings(module, config, mesh)                # params of NamedSharding
 
 Shapes come from `jax.eval_shape` (nothing is allocated). The dummy input is one clip of the run's
 shared fields, float32 `(1, config.num_frames, config.image_size, config.image_size, 3)`.
-A `sharding` (e.g. `mesh.replicated(mesh)`) is attached to every leaf; without one the leaves
-carry none (enough to count bytes, or to restore on one device).
+A `sharding` (one Sharding for every leaf, e.g. `mesh.replicated(mesh)`, or a pytree of them such
+as `state_shardings(...)`) is attached to the leaves; without one the leaves carry none (enough to
+count bytes, or to restore on one device).
 """
 import functools
 from typing import Any, Callable, Optional
@@ -16,6 +19,7 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 
+from vvt.train import sharding as sharding_lib
 from vvt.train import state as state_lib
 
 
@@ -47,9 +51,11 @@ def init_fn(module, config, tx) -> Callable[[jax.Array], state_lib.TrainState]:
   return init
 
 
-def with_sharding(shapes, sharding: Optional[jax.sharding.Sharding] = None):
-  """jax.ShapeDtypeStruct leaves of `shapes`, each with `sharding`."""
-  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), shapes)
+def with_sharding(shapes, sharding=None):
+  """jax.ShapeDtypeStruct leaves of `shapes`, each with `sharding` (one, or a pytree like `shapes`)."""
+  if sharding is None or isinstance(sharding, jax.sharding.Sharding):
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), shapes)
+  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, sharding)
 
 
 def abstract_state(module, config, tx, sharding=None) -> state_lib.TrainState:
@@ -62,3 +68,13 @@ def abstract_params(module, config, sharding=None) -> Any:
   """The params of `init_params` as shapes (with `sharding`): what evaluation restores into."""
   shapes = jax.eval_shape(functools.partial(init_params, module, config), jax.random.PRNGKey(0))
   return with_sharding(shapes, sharding)
+
+
+def state_shardings(module, config, tx, mesh) -> state_lib.TrainState:
+  """NamedShardings of the TrainState on `mesh`: params by `config.mesh` rules, opt state following."""
+  return sharding_lib.state_shardings(abstract_state(module, config, tx), mesh, config.get('mesh'))
+
+
+def param_shardings(module, config, mesh) -> Any:
+  """NamedShardings of the params on `mesh` by the `config.mesh` rules."""
+  return sharding_lib.param_shardings(abstract_params(module, config), mesh, config.get('mesh'))

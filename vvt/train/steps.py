@@ -1,7 +1,9 @@
 """Jitted train and eval steps (jax.jit with NamedSharding; no pmap).
 
-The state is replicated, the batch is sharded over the mesh's `data` axis; XLA
-inserts the gradient all-reduce. Batches carry uint8 pixels; both steps
+The state is sharded by `config.mesh`'s rules (`vvt.train.sharding`: replicated on a `data`-only
+mesh, FSDP over `fsdp`, heads / MLP over `model`), the batch over the data-like axes; XLA inserts
+the all-gathers of sharded params and the reduce-scatter / all-reduce of the gradients, which are
+constrained to their parameters' shardings. Batches carry uint8 pixels; both steps
 normalise them on the device (`vvt.data.normalization`). Per-step randomness is
 `fold_in(state.rng, state.step)`, so a resumed run draws exactly the same
 dropout / stochastic-depth / mixup masks as an uninterrupted one.
@@ -12,11 +14,12 @@ import jax
 import jax.numpy as jnp
 import optax
 from clu import metrics as clu_metrics
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
 
 from vvt.data import normalization
 from vvt.train import losses
 from vvt.train import mesh as mesh_lib
+from vvt.train import model_state
 from vvt.train.state import TrainState
 
 
@@ -45,24 +48,29 @@ def train_metrics_class(heads: dict):
   return clu_metrics.Collection.create(**fields)
 
 
-def make_train_step(module, tx, schedule, config, mesh):
+def make_train_step(module, tx, schedule, config, mesh, shardings=None):
   """Returns jitted `train_step(state, batch) -> (state, metrics, status)`.
 
   `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf.
-  The state is replicated and donated, the batch sharded over `data`.
+  The state is donated and kept on `shardings` (a TrainState of NamedSharding; default
+  `model_state.state_shardings`, i.e. the `config.mesh` rules), the batch sharded over the
+  data-like axes; metrics and status come back replicated.
   """
+  if shardings is None:
+    shardings = model_state.state_shardings(module, config, tx, mesh)
   rep = mesh_lib.replicated(mesh)
-  return jax.jit(train_step_fn(module, tx, schedule, config, mesh),
-                 in_shardings=(rep, mesh_lib.batch_sharding(mesh)),
-                 out_shardings=(rep, rep, rep),
+  return jax.jit(train_step_fn(module, tx, schedule, config, mesh, shardings.params),
+                 in_shardings=(shardings, mesh_lib.batch_sharding(mesh)),
+                 out_shardings=(shardings, rep, rep),
                  donate_argnums=(0,))
 
 
-def train_step_fn(module, tx, schedule, config, mesh):
+def train_step_fn(module, tx, schedule, config, mesh, param_shardings=None):
   """`train_step(state, batch) -> (state, metrics, status)` before jit (see make_train_step).
 
   batch: 'inputs' uint8 or float (B, T, H, W, 3), 'label' (or 'label/<head>') int32 (B,),
-  'mask' float32 (B,). `mesh` places the micro-batches of gradient accumulation.
+  'mask' float32 (B,). `mesh` places the inputs and the micro-batches of gradient accumulation
+  (batch dimension over the data-like axes); `param_shardings` (optional) those of the gradients.
   """
   heads = heads_of(config.model)
   accum = int(config.optimizer.accumulation_steps)
@@ -72,7 +80,13 @@ def train_step_fn(module, tx, schedule, config, mesh):
                 switch_prob=float(config.loss.mix_switch_prob))
   metrics_cls = train_metrics_class(heads)
   norm = config.dataset.normalization
-  micro_sharding = NamedSharding(mesh, P(None, mesh_lib.DATA_AXIS))
+  micro_sharding = NamedSharding(mesh, mesh_lib.batch_spec(mesh, leading=1))
+  batch_sharding = mesh_lib.batch_sharding(mesh)
+
+  def constrain_grads(grads):
+    if param_shardings is None:
+      return grads
+    return jax.lax.with_sharding_constraint(grads, param_shardings)
 
   def loss_fn(params, inputs, targets, mask, denom, rng):
     logits = losses.as_head_dict(module.apply(
@@ -96,6 +110,7 @@ def train_step_fn(module, tx, schedule, config, mesh):
     targets = {h: losses.one_hot_targets(labels[h], n, ls) for h, n in heads.items()}
     inputs = normalization.normalize(batch['inputs'], norm)
     inputs, targets, _ = losses.mix_batch(r_mix, inputs, targets, **mix_kw)
+    inputs = jax.lax.with_sharding_constraint(inputs, batch_sharding)
     denom = jnp.maximum(jnp.sum(mask), 1.0)
     if accum == 1:
       (loss, (per_example, logits)), grads = grad_fn(
@@ -117,16 +132,17 @@ def train_step_fn(module, tx, schedule, config, mesh):
         x, t, m, lab = xs
         (l, (pe, lg)), g = grad_fn(state.params, x, t, m, denom,
                                    jax.random.fold_in(r_drop, i))
-        g_acc = jax.tree.map(jnp.add, g_acc, g)
+        g_acc = constrain_grads(jax.tree.map(jnp.add, g_acc, g))
         return (g_acc, i + 1), (l, pe, correct_of(lg, lab))
 
-      zeros = jax.tree.map(jnp.zeros_like, state.params)
+      zeros = constrain_grads(jax.tree.map(jnp.zeros_like, state.params))
       (grads, _), (ls_, pe, corr) = jax.lax.scan(
           body, (zeros, jnp.zeros((), jnp.int32)), micro)
       loss = jnp.sum(ls_)
       unsplit = lambda x: x.swapaxes(0, 1).reshape((-1,) + x.shape[2:])
       per_example = unsplit(pe)
       correct = {h: unsplit(c) for h, c in corr.items()}
+    grads = constrain_grads(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     lr = schedule(state.step)
@@ -150,17 +166,21 @@ def train_step_fn(module, tx, schedule, config, mesh):
   return train_step
 
 
-def make_eval_step(module, config, mesh):
+def make_eval_step(module, config, mesh, param_shardings=None):
   """Returns jitted `eval_step(params, batch) -> (scores, passthrough)`.
 
+  Params on `param_shardings` (default `model_state.param_shardings`: the `config.mesh` rules).
   Scores are per-view logits (or softmax probabilities when
   `eval.average == 'softmax'`) for each head; they and the batch's
   video_index / mask / labels come back replicated, so every host can
   aggregate the whole global batch.
   """
+  if param_shardings is None:
+    param_shardings = model_state.param_shardings(module, config, mesh)
   rep = mesh_lib.replicated(mesh)
   return jax.jit(eval_step_fn(module, config),
-                 in_shardings=(rep, mesh_lib.batch_sharding(mesh)), out_shardings=(rep, rep))
+                 in_shardings=(param_shardings, mesh_lib.batch_sharding(mesh)),
+                 out_shardings=(rep, rep))
 
 
 def eval_step_fn(module, config):

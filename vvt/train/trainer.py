@@ -2,7 +2,8 @@
 
   run = setup(config, workdir)                    devices, mesh, config and dataset checks, workdir
   check_resume_config(run, allow_config_change)   refuse config changes that alter a resumed run
-  program = make_program(run, num_train_videos)   model, optimiser, schedule, jitted steps
+  program = make_program(run, num_train_videos)   model, optimiser, schedule, state shardings
+                                                  (config.mesh rules), jitted steps
   state, data_position = restore_or_init(run, program)
                                                   train-state checkpoint, params-only checkpoint,
                                                   `init_from`, or a fresh init
@@ -10,12 +11,13 @@
                                                   checkpoints, periodic evaluation
   final_evaluation(run, program, writers, ...)    multi-view eval, results, training_curves.png
 
-`evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`. The model and its abstract
-state come from `model_state`, WORKDIR/config.json from `run_config`.
+`evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`. The model, its abstract state
+and its shardings come from `model_state`, WORKDIR/config.json from `run_config`. Checkpoints are
+saved asynchronously (training goes on while they are written) and restore onto any mesh: the
+abstract state carries this run's shardings. The workdir may be a local path or a URL (`gs://`).
 """
 import dataclasses
 import math
-import os
 from typing import Any, Callable, Optional
 
 import jax
@@ -55,13 +57,14 @@ class Run:
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-  """What a run computes: the model, optimiser, schedule, step counts and jitted steps."""
+  """What a run computes: the model, optimiser, schedule, step counts, shardings and jitted steps."""
   module: Any
   tx: Any
   schedule: Callable
   num_train_videos: int
   steps_per_epoch: int
   total_steps: int
+  shardings: Any        # TrainState of NamedSharding (vvt.train.sharding rules)
   train_step: Callable  # (state, batch) -> (state, metrics, status)
   eval_step: Callable   # (params, batch) -> (scores, passthrough)
 
@@ -82,9 +85,8 @@ class LoopState:
 def make_mesh(config) -> jax.sharding.Mesh:
   """Initialises jax.distributed if asked, builds the mesh and validates `config` against it."""
   mesh_lib.maybe_initialize_distributed(config.distributed)
-  mesh = mesh_lib.make_mesh(config.mesh.num_devices)
-  validation.validate(config, mesh.devices.size, jax.process_count())
-  return mesh
+  validation.validate(config, len(mesh_lib.mesh_devices(config.mesh)), jax.process_count())
+  return mesh_lib.make_mesh(config.mesh)
 
 
 def require_files(dataset_cfg, fields=('train_files', 'eval_files')) -> None:
@@ -99,9 +101,9 @@ def setup(config, workdir: str, log: Callable = print) -> Run:
   mesh = make_mesh(config)
   require_files(config.dataset)
   is_chief = jax.process_index() == 0
-  workdir = os.path.abspath(workdir)
-  os.makedirs(workdir, exist_ok=True)
-  mngr = checkpoints.manager(workdir, keep=config.checkpoint.keep)
+  workdir = checkpoints.abspath(workdir)
+  checkpoints.makedirs(workdir)
+  mngr = checkpoints.manager(workdir, keep=config.checkpoint.keep, async_save=True)
   return Run(config=config, workdir=workdir, mesh=mesh, mngr=mngr,
              log=log if is_chief else (lambda *a, **k: None), is_chief=is_chief)
 
@@ -129,11 +131,12 @@ def make_program(run: Run, num_train_videos: int) -> Program:
   schedule = optimizers.make_schedule(config.schedule, total, spe)
   tx = optimizers.make_optimizer(config.optimizer, schedule)
   module = model_state.build_model(config)
+  shardings = model_state.state_shardings(module, config, tx, run.mesh)  # rule errors: here
   return Program(
       module=module, tx=tx, schedule=schedule, num_train_videos=num_train_videos,
-      steps_per_epoch=spe, total_steps=total,
-      train_step=steps_lib.make_train_step(module, tx, schedule, config, run.mesh),
-      eval_step=steps_lib.make_eval_step(module, config, run.mesh))
+      steps_per_epoch=spe, total_steps=total, shardings=shardings,
+      train_step=steps_lib.make_train_step(module, tx, schedule, config, run.mesh, shardings),
+      eval_step=steps_lib.make_eval_step(module, config, run.mesh, shardings.params))
 
 
 # ----------------------------------------------------------------------------- state
@@ -156,31 +159,32 @@ def _init_from(run: Run, params):
   params, report = image_init.initialise(params, run.config.init_from, run.config.model)
   run.log(f'[train] init_from report:\n{report}')
   if run.is_chief:
-    with open(os.path.join(run.workdir, 'init_from_report.txt'), 'w') as f:
-      f.write(str(report))
+    checkpoints.write_text(checkpoints.join(run.workdir, 'init_from_report.txt'), str(report))
   return params
 
 
 def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, int]:
   """(state, data position): the latest training state of the workdir if there is one;
   else a fresh init (seed `config.seed`) whose params come from a params-only checkpoint
-  (e.g. converted weights), from `config.init_from`, or stay fresh."""
-  abstract = model_state.abstract_state(program.module, run.config, program.tx, run.replicated)
+  (e.g. converted weights), from `config.init_from`, or stay fresh. Everything is restored or
+  created directly on `program.shardings`, whatever mesh a checkpoint was written on."""
+  abstract = model_state.abstract_state(program.module, run.config, program.tx, program.shardings)
   latest, kind = checkpoints.latest(run.mngr)
   if kind == 'train_state':
     return _resume(run, abstract, latest)
   init = model_state.init_fn(program.module, run.config, program.tx)
-  state = jax.jit(init, out_shardings=run.replicated)(jax.random.PRNGKey(run.config.seed))
+  state = jax.jit(init, out_shardings=program.shardings)(jax.random.PRNGKey(run.config.seed))
   if latest is not None:
     params, _ = checkpoints.load_params(run.workdir, latest, abstract.params)
     run.log(f'[train] initialised params from params-only checkpoint step {latest}')
   elif run.config.init_from is not None:
-    params = _init_from(run, state.params)
+    # init_from reads the params on the host: gather them (every process gets all of them)
+    params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params))
+    params = jax.device_put(params, program.shardings.params)
   else:
     return state, 0
   create = lambda p, r: state_lib.create(p, program.tx, r)  # pylint: disable=unnecessary-lambda-assignment
-  params = jax.device_put(params, run.replicated)
-  return jax.jit(create, out_shardings=run.replicated)(params, state.rng), 0
+  return jax.jit(create, out_shardings=program.shardings)(params, state.rng), 0
 
 
 def log_start(run: Run, program: Program, state) -> None:
@@ -188,8 +192,8 @@ def log_start(run: Run, program: Program, state) -> None:
   run.log(f'[train] {state_lib.num_params(state.params) / 1e6:.2f}M params, '
           f'{program.num_train_videos} training videos, {program.steps_per_epoch} steps/epoch, '
           f'{program.total_steps} steps, global batch {config.batch_size} on '
-          f'{run.mesh.devices.size} device(s) / {jax.process_count()} process(es); '
-          f'workdir {run.workdir}')
+          f'{run.mesh.devices.size} device(s) / {jax.process_count()} process(es), mesh '
+          f'{mesh_lib.axis_sizes(run.mesh)}; workdir {run.workdir}')
 
 
 # ----------------------------------------------------------------------------- loop hooks
@@ -249,9 +253,14 @@ def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
 
 
 def save_checkpoint(run: Run, state, loop: LoopState) -> None:
-  """Saves the training state after checking it is finite (a NaN never overwrites a good one)."""
+  """Saves the training state after checking it is finite (a NaN never overwrites a good one).
+
+  Asynchronous: the arrays are copied off the devices, then written while training goes on
+  (each host writes its own shards); the step directory appears when the write has committed.
+  """
   _check_pending(run, loop)
-  checkpoints.save_state(run.mngr, state, data_position=loop.data_position, config=run.config)
+  checkpoints.save_state(run.mngr, state, data_position=loop.data_position, config=run.config,
+                         wait=False)
   loop.last_saved = loop.step
 
 
@@ -329,17 +338,20 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
   """
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
   run = setup(config, workdir, log)
-  check_resume_config(run, allow_config_change)
-  program = make_program(run, pipeline.num_videos(config.dataset, 'train'))
-  state, data_position = restore_or_init(run, program)
-  if run.is_chief:
-    run_config.write(run.workdir, config)
-  log_start(run, program, state)
-  writers = metrics_lib.make_writers(run.workdir, run.is_chief)
-  state, step, stopped = train_loop(run, program, writers, state, data_position, stop_after_step)
-  if stopped:
-    return {'step': step, 'workdir': run.workdir, 'stopped_early': True}
-  return final_evaluation(run, program, writers, state, step)
+  try:
+    check_resume_config(run, allow_config_change)
+    program = make_program(run, pipeline.num_videos(config.dataset, 'train'))
+    state, data_position = restore_or_init(run, program)
+    if run.is_chief:
+      run_config.write(run.workdir, config)
+    log_start(run, program, state)
+    writers = metrics_lib.make_writers(run.workdir, run.is_chief)
+    state, step, stopped = train_loop(run, program, writers, state, data_position, stop_after_step)
+    if stopped:
+      return {'step': step, 'workdir': run.workdir, 'stopped_early': True}
+    return final_evaluation(run, program, writers, state, step)
+  finally:
+    run.mngr.wait_until_finished()  # an asynchronous save in flight (also on an error) completes
 
 
 # ----------------------------------------------------------------------------- vvt eval
@@ -350,14 +362,15 @@ def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
   """`vvt eval`: multi-view evaluation of a full or params-only checkpoint."""
   mesh = make_mesh(config)
   split = split or config.eval.split
-  workdir = os.path.abspath(workdir)
+  workdir = checkpoints.abspath(workdir)
   step = checkpoints.resolve_step(workdir, step)  # first: a wrong --step is the commonest mistake
   require_files(config.dataset, fields=('eval_files',))
   module = model_state.build_model(config)
-  abstract = model_state.abstract_params(module, config, mesh_lib.replicated(mesh))
+  shardings = model_state.param_shardings(module, config, mesh)  # this mesh, not the training one
+  abstract = model_state.abstract_params(module, config, shardings)
   params, step = checkpoints.load_params(workdir, step, abstract)
   log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}')
-  eval_step = steps_lib.make_eval_step(module, config, mesh)
+  eval_step = steps_lib.make_eval_step(module, config, mesh, shardings)
   res, agg = evaluate_lib.evaluate(eval_step, params, config, mesh, split=split, log=log)
   if jax.process_index() == 0:
     path = evaluate_lib.write_results(workdir, step, split, res, agg)

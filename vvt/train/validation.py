@@ -38,6 +38,7 @@ RANGES = {
     'dataset.color_jitter_prob': _PROBABILITY, 'dataset.random_erasing': _PROBABILITY,
     'dataset.shuffle_buffer': _NON_NEGATIVE, 'dataset.cycle_length': _POSITIVE,
     'dataset.prefetch': _NON_NEGATIVE, 'dataset.seed': _NON_NEGATIVE,
+    'mesh.fsdp_min_size': _POSITIVE,
 }
 CHOICES = {
     'optimizer.name': ('sgd', 'adamw'),
@@ -152,12 +153,14 @@ def _check_num_classes(value):
       raise ConfigError(f'{where} must be a positive integer, got {n!r}')
 
 
-def validate(config, num_devices: int = 1, num_processes: int = 1) -> None:
+def validate(config, num_devices: int | None = None, num_processes: int = 1) -> None:
   """Raises ConfigError naming the field for anything wrong in a run config, before any work.
 
   Checks unknown fields (with the closest valid name), types, choices and ranges of every run-level
   and dataset field, the shared fields, the model (`vvt.models.resolve`), the `init_from` section,
-  and cross-field consistency (batch splits over devices, processes and accumulation steps).
+  and cross-field consistency (the mesh's axes over the devices, batch splits over the data axes,
+  processes and accumulation steps). `num_devices=None` (not known yet, e.g. when a command loads
+  its config): the mesh and the batch are checked against the axes' fixed sizes only.
   """
   reference = schema()
   _unknown(config, reference)
@@ -169,7 +172,7 @@ def validate(config, num_devices: int = 1, num_processes: int = 1) -> None:
   _check_values(config)
   _check_shared(config)
   _check_data(config.dataset, config.image_size)
-  _check_batch(config, num_devices, num_processes)
+  _check_batch(config, _check_mesh(config.mesh, num_devices), num_processes)
   _check_schedule(config)
   _validate_model(config.model)
   if config.init_from is not None:
@@ -220,18 +223,47 @@ def _check_data(d, image_size):
       raise ConfigError(f'dataset.{field}={d[field]} is smaller than the crop image_size={image_size}')
 
 
-def _check_batch(config, num_devices, num_processes):
+def _check_mesh(mesh_cfg, num_devices):
+  """`mesh.axes` and `mesh.rules` well formed and, with `num_devices`, dividing the devices.
+
+  Returns (number of batch shards, what they are) for the batch checks.
+  """
+  from vvt.train import sharding  # pylint: disable=g-import-not-at-top
+  axes = sharding.axes_of(mesh_cfg.axes)
+  if num_devices is not None:
+    axes = sharding.resolve_axes(axes, num_devices)
+  _check_rules(mesh_cfg.rules)
+  data = [(k, v) for k, v in axes if k in sharding.DATA_AXES and v != -1]
+  n = 1
+  for _, v in data:
+    n *= v
+  what = ' x '.join(f'{k}={v}' for k, v in data) or 'data=1'
+  return n, f'data axes of the mesh ({what})'
+
+
+def _check_rules(rules):
+  if rules is None:
+    return
+  if not isinstance(rules, (tuple, list)):
+    raise ConfigError(f"mesh.rules must be a tuple of (regex, spec) pairs, e.g. "
+                      f"((r'head/', 'replicate'),), got {rules!r}")
+  from vvt.train import sharding  # pylint: disable=g-import-not-at-top
+  sharding.check_rules(rules)
+
+
+def _check_batch(config, shards, num_processes):
+  n, what = shards
   bs, accum, eval_bs = config.batch_size, config.optimizer.accumulation_steps, config.eval.batch_size
   if bs % accum:
     raise ConfigError(f'batch_size={bs} is not divisible by optimizer.accumulation_steps={accum}')
-  if (bs // accum) % num_devices:
+  if (bs // accum) % n:
     raise ConfigError(f'the micro-batch batch_size/accumulation_steps={bs // accum} '
-                      f'is not divisible by the {num_devices} devices of the mesh')
+                      f'is not divisible by the {n} batch shards of the {what}')
   if bs % num_processes or eval_bs % num_processes:
     raise ConfigError(f'batch_size={bs} and eval.batch_size={eval_bs} '
                       f'must be divisible by the {num_processes} processes')
-  if eval_bs % num_devices:
-    raise ConfigError(f'eval.batch_size={eval_bs} must be a multiple of the {num_devices} devices of the mesh')
+  if eval_bs % n:
+    raise ConfigError(f'eval.batch_size={eval_bs} must be a multiple of the {n} batch shards of the {what}')
 
 
 def _check_schedule(config):
