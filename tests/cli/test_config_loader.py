@@ -189,3 +189,11 @@ def test_resume_differences_know_what_is_safe():
   assert run_config.unsafe_changes(a, b) == [('schedule.base_lr', 0.001, 0.5)]
   assert isinstance(a, ml_collections.ConfigDict) and os.path.exists(SYNTHETIC)
   assert json.loads(a.to_json_best_effort())['model']['num_frames'] == 8
+
+
+def test_configs_load_from_any_working_directory(tmp_path, monkeypatch):
+  """`--config configs/...` finds vvt's own configs from elsewhere; a configs/ package in the working
+  directory wins over vvt's when the file named is there."""
+  monkeypatch.chdir(tmp_path)
+  assert load('configs/synthetic.py:space').model.attention == 'space'
+  assert load('configs/kinetics400/timesformer_b.py:hr').image_size == 448

@@ -85,9 +85,16 @@ def _module_name(path: str) -> tuple[str | None, str]:
   return ('.'.join(parts) if len(parts) > 1 else None), folder
 
 
-def _add_path(folder: str) -> None:
-  if folder and folder not in sys.path:
+def _add_path(folder: str, first: bool = True) -> None:
+  """Puts `folder` on sys.path: first (the named config file's own root wins), or last (a fallback)."""
+  if not folder:
+    return
+  if first:
+    while folder in sys.path:
+      sys.path.remove(folder)
     sys.path.insert(0, folder)
+  elif folder not in sys.path:
+    sys.path.append(folder)
 
 
 def _repo_root() -> str:
@@ -97,7 +104,7 @@ def _repo_root() -> str:
 
 
 def _load_py(path: str, arg: str | None):
-  _add_path(_repo_root())
+  _add_path(_repo_root(), first=False)
   name, root = _module_name(path)
   try:
     if name is not None:
@@ -143,6 +150,9 @@ def _load_json(path: str):
 def load_file(spec: str) -> ml_collections.ConfigDict:
   """The config of SPEC (FILE.py[:ARG], config.json, or a run directory), without overrides."""
   path, arg = _split_spec(spec)
+  if not os.path.exists(path) and not os.path.isabs(path) and path.startswith('configs' + os.sep):
+    beside = os.path.join(_repo_root(), path)  # vvt's own configs/, from any working directory
+    path = beside if os.path.exists(beside) else path
   if os.path.isdir(path):
     path = os.path.join(path, 'config.json')
     if not os.path.exists(path):
