@@ -30,6 +30,10 @@ def apply(config, data_dir: str = defaults.SYNTHETIC_DIR):
       m[f] = None
   if 'temporal_layers' in m:
     m.temporal_layers = min(int(m.temporal_layers), 1)
+  if 'mixing' in m:  # one segment of the 8 frames (X-ViT's paper configs mix within 8 or 16)
+    m.mixing.num_segments = None
+  if 'time_embedding_rows' in m:
+    m.time_embedding_rows = None
   if 'temporal_head' in m:
     m.temporal_head.num_heads = None
     m.temporal_head.mlp_dim = None
