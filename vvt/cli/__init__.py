@@ -14,10 +14,13 @@ COMMANDS = {
     'train': ('vvt.cli.train', 'train_main', 'train from a config file (resumes a workdir)'),
     'eval': ('vvt.cli.train', 'eval_main', 'multi-view evaluation of a checkpoint'),
     'summary': ('vvt.cli.summary', 'main', 'params, GFLOPs and tokens of a config\'s model'),
+    'memory': ('vvt.cli.memory', 'main', 'per-device memory and FLOPs of a step on a TPU topology'),
     'data': ('vvt.cli.data', 'main', 'write datasets: convert videos, synthetic motion data'),
     'convert': ('vvt.cli.convert', 'main', 'convert official / Hugging Face checkpoints to vvt'),
     'export': ('vvt.cli.convert', 'export_main', 'export a vvt checkpoint to safetensors (and back)'),
     'demo': ('vvt.cli.demo', 'main', 'synthetic data -> small model -> multi-view evaluation'),
+    'sweep': ('vvt.cli.sweep', 'main', 'run a study\'s trials (experiments/FILE.py), then its results'),
+    'results': ('vvt.cli.results', 'main', 'results table and plot of a sweep directory'),
 }
 
 
