@@ -18,6 +18,12 @@ setup(
     packages=find_packages(include=['vvt', 'vvt.*']),
     python_requires='>=3.10',
     install_requires=_reqs('requirements.txt'),
-    extras_require={'test': _reqs('requirements-test.txt')},
+    extras_require={
+        'test': _reqs('requirements-test.txt'),
+        # TPU VMs: the libtpu that jax 0.10.2's own `tpu` extra pins (libtpu==0.0.42.*).
+        'tpu': ['jax[tpu]==0.10.2', 'libtpu==0.0.42.1'],
+        # NVIDIA GPUs, CUDA 12 from pip wheels: jax 0.10.2's `cuda12` extra.
+        'cuda12': ['jax[cuda12]==0.10.2', 'jax-cuda12-plugin[with-cuda]==0.10.2'],
+    },
     entry_points={'console_scripts': ['vvt=vvt.cli:main']},
 )
