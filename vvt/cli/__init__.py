@@ -15,7 +15,6 @@ COMMANDS = {
     'eval': ('vvt.cli.train', 'eval_main', 'multi-view evaluation of a checkpoint'),
     'summary': ('vvt.cli.summary', 'main', 'params, GFLOPs and tokens of a config\'s model'),
     'memory': ('vvt.cli.memory', 'main', 'per-device memory and FLOPs of a step on a TPU topology'),
-    'memory': ('vvt.cli.memory', 'main', 'per-device memory and FLOPs of a step on a TPU topology'),
     'data': ('vvt.cli.data', 'main', 'write datasets: convert videos, synthetic motion data'),
     'convert': ('vvt.cli.convert', 'main', 'convert official / Hugging Face checkpoints to vvt'),
     'export': ('vvt.cli.convert', 'export_main', 'export a vvt checkpoint to safetensors (and back)'),
