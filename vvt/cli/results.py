@@ -21,7 +21,7 @@ def report(sweep_dir: str, with_summary: bool = True, out=print) -> int:
   out(results.markdown(table))
   out(f'[results] {paths["csv"]}, {paths["md"]}' + (f', {paths["png"]}' if paths['png'] else ''))
   if not table.finished:
-    print(f'vvt results: no finished trial in {sweep_dir} yet: 0 of {len(table.rows)} finished '
+    print(f'vvt results: error: no finished trial in {sweep_dir} yet: 0 of {len(table.rows)} finished '
           f'(missing: {", ".join(r["trial"] + " " + r["status"] for r in table.missing[:4])}'
           f'{", ..." if len(table.missing) > 4 else ""})', file=sys.stderr)
     return 1

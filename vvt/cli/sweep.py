@@ -34,12 +34,17 @@ def _split(spec: str) -> tuple[str, str | None]:
 
 
 def _module(path: str):
-  """The module the config loader imported for `path`."""
+  """The module the config loader imported for `path` (a file inside a package such as experiments/), or
+  the file imported again on its own (a file outside packages, which the loader does not keep)."""
   want = os.path.abspath(path)
   for module in list(sys.modules.values()):
     if os.path.abspath(getattr(module, '__file__', None) or '') == want:
       return module
-  raise ConfigError(f'sweep file {path}: could not import it')
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  spec = importlib.util.spec_from_file_location('vvt_sweep_' + os.path.splitext(os.path.basename(path))[0], path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)  # it just ran in the loader without error
+  return module
 
 
 def load_trials(spec: str):

@@ -151,7 +151,10 @@ def trial_row(workdir: str, with_summary: bool = True) -> dict:
   if _number(record.get('wall_s')):
     row['wall_s'] = record['wall_s']
   if with_summary and os.path.exists(run_config.path(workdir)):
-    row.update(model_summary(workdir))
+    try:
+      row.update(model_summary(workdir))
+    except Exception as e:  # pylint: disable=broad-except  # the table is still worth having without it
+      row['summary_error'] = f'{type(e).__name__}: {e}'.splitlines()[0]
   return row
 
 
@@ -278,7 +281,7 @@ def markdown(table: Table) -> str:
   n_done = len(table.finished)
   lines = [f'# Results: {table.sweep_dir}', '']
   if table.spec:
-    lines += [f'Sweep `{table.spec}`; ', '']
+    lines += [f'Sweep of `{table.spec}`.', '']
   lines += [f'{n_done} of {len(table.rows)} trials finished.'
             + (f' Missing: {len(table.missing)} (listed below).' if table.missing else ''), '']
   header = [short_field(f) for f in table.fields] + [

@@ -1,0 +1,166 @@
+"""`vvt sweep` and `vvt results` as a user runs them: a 2-trial miniature sweep end to end (train, evaluate,
+aggregate), re-run (nothing retrained), an interrupted trial resumed, a failed trial recorded; bad input as
+one line; `--dry-run` of every study in experiments/."""
+import csv
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli.test_commands import env
+from tests.conftest import REPO
+
+EXPERIMENTS = sorted(p for p in glob.glob(str(REPO / 'experiments' / '*.py'))
+                     if os.path.basename(p) not in ('__init__.py', 'common.py'))
+
+STUDY = '''
+from configs import common
+from vvt.train import sweep
+
+
+def get_config(arg=None):
+  c = common.synthetic_config('divided', {data!r}, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
+  c.num_train_steps, c.batch_size, c.log_every_steps = 6, 4, 3
+  c.checkpoint.every_steps, c.schedule.warmup_steps, c.eval.batch_size = 3, 1, 8
+  return c
+
+
+def get_sweep(arg=None):
+  {body}
+'''
+
+
+def study(tmp_path, data, body='return sweep.axis("model.attention", ["space", "divided"])', name='study.py'):
+  path = tmp_path / name
+  path.write_text(STUDY.format(data=str(data), body=body))
+  return str(path)
+
+
+def vvt(*args, timeout=900):
+  return subprocess.run([sys.executable, '-m', 'vvt', *args], cwd=REPO, env=env(), capture_output=True,
+                        text=True, timeout=timeout)
+
+
+def one_line_error(res, command, message, code=2):
+  lines = [l for l in res.stderr.splitlines() if l.strip()]
+  assert res.returncode == code, res.stdout[-2000:] + res.stderr[-2000:]
+  assert len(lines) == 1 and lines[0].startswith(f'vvt {command}: error: ') and message in lines[0], lines
+
+
+def mtimes(folder):
+  return {p: os.path.getmtime(p) for p in glob.glob(os.path.join(folder, '**', '*'), recursive=True)
+          if os.path.isfile(p) and not p.endswith(('trial.json', 'train.log', 'model_summary.json'))}
+
+
+def test_a_two_trial_sweep_end_to_end_then_rerun_and_resume(tiny_data, tmp_path):
+  spec, out = study(tmp_path, tiny_data), str(tmp_path / 'sweep')
+  res = vvt('sweep', '--config', spec, '--workdir', out, '--parallel', '2')
+  assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+  assert '(1/2) finished attention=space in' in res.stdout and '(2/2) finished attention=divided' in res.stdout
+  rows = list(csv.DictReader(open(os.path.join(out, 'results.csv'))))
+  assert [(r['trial'], r['status'], r['attention'], r['step']) for r in rows] == [
+      ('attention=space', 'finished', 'space', '6'), ('attention=divided', 'finished', 'divided', '6')]
+  for r in rows:
+    assert 0 <= float(r['video_top1']) <= 1 and 0 <= float(r['clip_top1']) <= 1
+    assert float(r['params_m']) > 0 and float(r['gflops']) > 0 and float(r['steps_per_sec']) > 0
+  assert '2 of 2 trials finished' in open(os.path.join(out, 'results.md')).read()
+  assert os.path.getsize(os.path.join(out, 'results.png')) > 10_000
+  before = mtimes(out + '/attention=space') | mtimes(out + '/attention=divided')
+
+  # Re-run: both trials are finished, nothing is retrained or rewritten.
+  res = vvt('sweep', '--config', spec, '--workdir', out)
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert res.stdout.count('finished before, kept') == 2 and 'starting' not in res.stdout
+  assert mtimes(out + '/attention=space') | mtimes(out + '/attention=divided') == before
+
+  # An interrupted trial (its final evaluation missing) is resumed from its checkpoint; the other is kept.
+  for p in glob.glob(out + '/attention=divided/checkpoints/eval_6_*') + [out + '/attention=divided/training_curves.png']:
+    os.remove(p)
+  res = vvt('sweep', '--config', spec, '--workdir', out)
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert '(1/2) attention=space: finished before, kept' in res.stdout
+  assert '(2/2) resuming attention=divided' in res.stdout and '(2/2) finished attention=divided' in res.stdout
+  assert '[train] resumed from' in open(out + '/attention=divided/train.log').read()
+  assert mtimes(out + '/attention=space') == {p: t for p, t in before.items() if '/attention=space/' in p}
+
+  res = vvt('results', out, '--no_summary')
+  assert res.returncode == 0 and '| divided | 1/1 |' in res.stdout, res.stderr
+
+
+def test_a_failed_trial_is_recorded_and_results_say_what_is_missing(tiny_data, tmp_path):
+  bad = tmp_path / 'bad'
+  bad.mkdir()
+  (bad / 'train-00000-of-00001.tfrecord').write_bytes(b'not a tfrecord' * 100)
+  spec = study(tmp_path, tiny_data, body=f'return [{{"dataset.train_files": "{bad}/train-*-of-*.tfrecord"}}]')
+  out = str(tmp_path / 'sweep')
+  res = vvt('sweep', '--config', spec, '--workdir', out)
+  assert res.returncode == 1 and 'FAILED train_files=' in res.stdout, res.stdout[-3000:] + res.stderr[-2000:]
+  assert 'vvt sweep: 1 of 1 trials failed' in res.stderr
+  md = open(os.path.join(out, 'results.md')).read()
+  assert '0 of 1 trials finished' in md and '| failed |' in md
+  res = vvt('results', out, '--no_summary')
+  one_line_error(res, 'results', 'no finished trial in', code=1)
+  assert '## Missing trials' in res.stdout
+
+
+def test_launch_print_gives_one_train_command_per_trial(tiny_data, tmp_path):
+  spec = study(tmp_path, tiny_data)
+  res = vvt('sweep', '--config', spec, '--workdir', 'gs://bucket/sweep', '--launch', 'print',
+            '--config.batch_size=2')
+  assert res.returncode == 0, res.stderr
+  lines = res.stdout.splitlines()
+  assert lines == [f'vvt train --config {spec} --config.batch_size=2 --config.model.attention={a} '
+                   f'--workdir gs://bucket/sweep/attention={a}' for a in ('space', 'divided')]
+
+
+@pytest.mark.parametrize('body,args,message', [
+    ('return sweep.axis("model.stochastic_dept", [0.1])', [],
+     "trial 'stochastic_dept=0.1': --config.model.stochastic_dept: unknown config field"),
+    ('return sweep.axis("seed", [1])', ['--config.bacth_size=3'], 'did you mean --config.batch_size'),
+    ('return [{"seed": 1}, {"seed": 1}]', [], "trials 0 and 1 have the same name 'seed=1'"),
+    ('return []', [], 'the sweep has no trials'),
+    ('return sweep.axis("seed", [1])', ['--only', 'nothing'], "--only 'nothing' matches none of the 1 trials"),
+    ('return sweep.axis("seed", [1])', ['--parallel', '0'], '--parallel must be >= 1'),
+])
+def test_bad_sweeps_are_one_line_errors(tiny_data, tmp_path, body, args, message):
+  res = vvt('sweep', '--config', study(tmp_path, tiny_data, body=body), '--workdir', str(tmp_path / 's'),
+            '--dry-run', *args)
+  one_line_error(res, 'sweep', message)
+  assert not (tmp_path / 's').exists()
+
+
+def test_a_file_without_a_sweep_and_bad_results_directories(tmp_path):
+  res = vvt('sweep', '--config', 'configs/synthetic.py', '--workdir', str(tmp_path / 's'), '--dry-run')
+  one_line_error(res, 'sweep', 'configs/synthetic.py defines no sweep: add get_sweep(arg=None)')
+  one_line_error(vvt('results', str(tmp_path / 'nope')), 'results', 'no such sweep directory')
+  one_line_error(vvt('results', str(tmp_path)), 'results', 'holds no trials')
+
+
+def test_a_sweep_directory_of_another_study_is_refused(tiny_data, tmp_path):
+  out = tmp_path / 'sweep'
+  out.mkdir()
+  (out / 'sweep.json').write_text('{"config": "experiments/other.py", "trials": []}')
+  res = vvt('sweep', '--config', study(tmp_path, tiny_data), '--workdir', str(out))
+  one_line_error(res, 'sweep', 'holds a sweep of \'experiments/other.py\'')
+
+
+def _settings(path):
+  text = open(path).read()
+  settings = [s for s in ('k400', 'ssv2', 'epic') if f"'{s}'" in text]
+  return [f'{path}:{s}' for s in settings] + [f'{path}:mini', path]
+
+
+@pytest.mark.parametrize('spec', [s for p in EXPERIMENTS for s in _settings(os.path.relpath(p, REPO))])
+def test_every_study_expands_in_a_dry_run(spec, tmp_path, capsys):
+  from vvt.cli import main  # pylint: disable=g-import-not-at-top
+  cwd = os.getcwd()
+  os.chdir(REPO)
+  try:
+    rc = main(['sweep', '--config', spec, '--workdir', str(tmp_path / 's'), '--dry-run'])
+  finally:
+    os.chdir(cwd)
+  captured = capsys.readouterr()
+  assert rc == 0, captured.err
+  assert f'trials of {spec} (valid configs)' in captured.out
