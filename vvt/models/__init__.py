@@ -10,13 +10,23 @@ load on first use.
 from vvt.models.config import get_config, resolve, token_grid  # noqa: F401
 
 
-def build(cfg):
-  """Validates `cfg` (a model ConfigDict; clear ValueError naming the field) and returns the flax module."""
+def build(cfg, backend: str | None = None):
+  """Validates `cfg` (a model ConfigDict; clear ValueError naming the field) and returns the flax module.
+
+  backend: the platform the model will be compiled for ('cpu', 'gpu', 'tpu'; None: jax's default backend):
+  model.attention_impl='auto' chooses per stage for it, and 'splash' (the Pallas TPU kernel) is a ValueError
+  for any backend but 'tpu'. A deviceless TPU compile on a CPU host passes backend='tpu'.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
   from vvt.models.video_transformer import FactorisedEncoder, VideoTransformer  # pylint: disable=g-import-not-at-top
   cfg = resolve(cfg)
+  backend = backend or jax.default_backend()
+  if cfg.attention_impl == 'splash' and backend != 'tpu':
+    raise ValueError(f"model.attention_impl='splash' is the Pallas TPU kernel: this model is built for backend "
+                     f"{backend!r}; use 'auto', 'chunked' or 'dot_product'")
   if cfg.attention == 'factorised_encoder':
-    return FactorisedEncoder(cfg)
-  return VideoTransformer(cfg)
+    return FactorisedEncoder(cfg, backend=backend)
+  return VideoTransformer(cfg, backend=backend)
 
 
 def __getattr__(name):

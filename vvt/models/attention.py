@@ -30,6 +30,20 @@ A class token (global, shape (B, 1, D)) is prepended to every group of a stage e
 outputs are averaged over the groups (TimeSformer: the class token is excluded from temporal attention,
 replicated for each frame's spatial attention and averaged). A per-frame class token is simply part of
 the frame's N tokens.
+
+Implementations of the one primitive (`model.attention_impl`; all compute the same softmax(Q K^T / sqrt(d_h)) V):
+  einsum       the two einsums and a float32 softmax: materialises the (G, H, Lq, Lk) scores; attention dropout.
+  dot_product  jax.nn.dot_product_attention: cuDNN flash attention on GPU where cuDNN takes the call (bfloat16 /
+               float16, d_h <= 128 and a multiple of 8; tokens padded to a multiple of 64, the padding masked by
+               query_seq_lengths / key_value_seq_lengths), jax's XLA implementation otherwise.
+  chunked      blockwise over key blocks with an online softmax (pure JAX, any backend): O(Lq * block) temporaries,
+               and a custom VJP whose backward recomputes the scores block by block from the saved log-sum-exp,
+               so neither pass stores the (Lq, Lk) scores.
+  splash       the Pallas TPU splash-attention kernel (TPU only): tokens padded to a multiple of 128, padded keys
+               masked by segment ids.
+  auto         per stage, from the stage's sequence length and the backend (`choose_impl`).
+Only `einsum` implements attention dropout; the config refuses attention_dropout_rate > 0 with the others, and
+`auto` then picks `einsum` everywhere.
 """
 from __future__ import annotations
 
@@ -41,22 +55,225 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from vvt.models.config import ATTENTION_IMPLS
+
+IMPLS = ATTENTION_IMPLS  # model.attention_impl
+AUTO_MIN_LENGTH = 1024  # auto: groups of at least this many queries or keys leave einsum
+CHUNK_SIZE = 512  # chunked: keys per block
+
 STAGES = ('joint', 'space', 'time', 'width', 'height', 'local', 'global')
 _CLASS_TOKEN_STAGES = ('joint', 'space', 'width', 'height', 'local', 'global')
 
 
-def dot_product_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None, deterministic=True):
-  """Softmax(Q K^T / sqrt(d_h)) V, per head (ViViT eq. 7).
+def dot_product_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None, deterministic=True, impl='einsum',
+                          backend=None):
+  """Softmax(Q K^T / sqrt(d_h)) V, per head (ViViT eq. 7, TimeSformer eq. 5, X-ViT eq. 10).
 
-  q: (G, Lq, H, d_h); k, v: (G, Lk, H, d_h) -> (G, Lq, H, d_h). Softmax is computed in float32.
+  q: (G, Lq, H, d_h); k, v: (G, Lk, H, d_h) -> (G, Lq, H, d_h): G groups (batch x neighbourhoods) of tokens.
+  The softmax is computed in float32 by every implementation. `impl` is one of IMPLS (see the module
+  docstring; 'auto' is resolved by `choose_impl` from Lq, Lk and `backend`, default: jax's default backend).
+  Attention dropout (train mode, dropout_rate > 0) exists in 'einsum' only; the others raise ValueError.
   """
+  backend = backend or jax.default_backend()
+  dropout = not deterministic and dropout_rate > 0.0
+  impl = choose_impl(impl, backend=backend, q_len=q.shape[1], kv_len=k.shape[1], head_dim=q.shape[-1],
+                     dtype=q.dtype, dropout=dropout_rate > 0.0)
+  if impl == 'einsum':
+    return einsum_attention(q, k, v, dropout_rate=dropout_rate if dropout else 0.0, dropout_rng=dropout_rng)
+  if dropout:
+    raise ValueError(f'attention_impl={impl!r} has no attention dropout (rate {dropout_rate}): use einsum or auto')
+  if impl == 'chunked':
+    return chunked_attention(q, k, v)
+  if impl == 'dot_product':
+    return xla_dot_product_attention(q, k, v, cudnn=backend == 'gpu' and cudnn_supports(q.shape[-1], q.dtype))
+  if impl == 'splash':
+    if backend != 'tpu':
+      raise ValueError(f"attention_impl='splash' is the Pallas TPU kernel: the backend is {backend!r}, not 'tpu'")
+    return splash_attention(q, k, v)
+  raise ValueError(f'unknown attention implementation {impl!r}; expected one of {IMPLS}')
+
+
+def choose_impl(impl: str, *, backend: str, q_len: int, kv_len: int, head_dim: int, dtype, dropout: bool) -> str:
+  """The implementation `auto` stands for in one attention stage (any other `impl` is returned as it is).
+
+  einsum when the stage's groups are short (max(Lq, Lk) < AUTO_MIN_LENGTH = 1024: ViViT's 8- or 16-token
+  temporal and 197-token spatial stages, TimeSformer's divided / axial / local stages: their (Lq, Lk) scores
+  are small and einsum is the fastest) or when attention dropout is on (only einsum has it); for long groups
+  (ViViT Model 1 / TimeSformer joint: 1569-3137 tokens) splash on TPU, dot_product (cuDNN flash attention)
+  on GPU where cuDNN takes the dtype and head size, chunked otherwise (CPU, float32 GPU).
+  """
+  if impl != 'auto':
+    return impl
+  if dropout or max(q_len, kv_len) < AUTO_MIN_LENGTH:
+    return 'einsum'
+  if backend == 'tpu':
+    return 'splash'
+  if backend == 'gpu' and cudnn_supports(head_dim, dtype):
+    return 'dot_product'
+  return 'chunked'
+
+
+def cudnn_supports(head_dim: int, dtype) -> bool:
+  """Whether cuDNN flash attention (jax.nn.dot_product_attention(implementation='cudnn')) takes the call."""
+  return jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16) and head_dim <= 128 and head_dim % 8 == 0
+
+
+def einsum_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None):
+  """ViViT eq. 7 as two einsums: scores (G, H, Lq, Lk) in float32, dropout on the weights where rate > 0."""
   q = q / jnp.sqrt(q.shape[-1]).astype(q.dtype)
   logits = jnp.einsum('gqhd,gkhd->ghqk', q, k)
   weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(v.dtype)
-  if not deterministic and dropout_rate > 0.0:
+  if dropout_rate > 0.0:
     keep = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, weights.shape)
     weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0).astype(v.dtype)
   return jnp.einsum('ghqk,gkhd->gqhd', weights, v)
+
+
+def _pad_tokens(x, length: int):
+  """(G, L, H, d) -> (G, length, H, d), zeros after the L tokens."""
+  return jnp.pad(x, ((0, 0), (0, length - x.shape[1]), (0, 0), (0, 0)))
+
+
+def xla_dot_product_attention(q, k, v, *, cudnn: bool = False, pad_multiple: int | None = None,
+                              implementation: str | None = None):
+  """ViViT eq. 7 through `jax.nn.dot_product_attention` on (G, L, H, d_h) (its (B, T, N, H) layout).
+
+  cudnn: cuDNN flash attention. Its backward takes only sequence lengths that are multiples of 64, so the
+  Lq queries and Lk keys are zero-padded to the next multiple of 64 (3137 -> 3200, 197 -> 256) and
+  query_seq_lengths = Lq, key_value_seq_lengths = Lk mask the padding; the padded rows are dropped.
+  pad_multiple / implementation force the padding and jax's implementation (tests run the padded path
+  through 'xla' on CPU).
+  """
+  if cudnn:
+    pad_multiple, implementation = pad_multiple or 64, 'cudnn'
+  g, lq, lk = q.shape[0], q.shape[1], k.shape[1]
+  if not pad_multiple:
+    return jax.nn.dot_product_attention(q, k, v, implementation=implementation)
+  up = lambda n: -(-n // pad_multiple) * pad_multiple
+  out = jax.nn.dot_product_attention(
+      _pad_tokens(q, up(lq)), _pad_tokens(k, up(lk)), _pad_tokens(v, up(lk)),
+      query_seq_lengths=jnp.full((g,), lq, jnp.int32), key_value_seq_lengths=jnp.full((g,), lk, jnp.int32),
+      implementation=implementation)
+  return out[:, :lq]
+
+
+def chunked_attention(q, k, v, *, block_size: int | None = None):
+  """ViViT eq. 7 block by block over the keys, with an online softmax (Rabe & Staats 2021; FlashAttention).
+
+  q: (G, Lq, H, d_h); k, v: (G, Lk, H, d_h) -> (G, Lq, H, d_h). The keys are cut into blocks of
+  `block_size` (default CHUNK_SIZE; the last block is zero-padded and masked); a scan keeps, per query, the
+  running max m, the running sum l of exp(s - m) and the running sum of exp(s - m) V, so the forward holds
+  (G, H, Lq, block) scores at a time. The backward (custom VJP) saves only q, k, v, the output and the
+  log-sum-exp (G, H, Lq), and recomputes each block's probabilities P = exp(S - lse):
+    dV_j = P_j^T dO,  dS_j = P_j * (dO V_j^T - rowsum(dO * O)),  dQ += dS_j K_j,  dK_j = dS_j^T Q,
+  so both passes are O(Lq * block) in memory, not O(Lq * Lk). Accumulation is in float32.
+  """
+  block = min(block_size or CHUNK_SIZE, k.shape[1])
+  return _chunked(q, k, v, block)
+
+
+def _key_blocks(k, v, block: int):
+  """(G, Lk, H, d) keys and values -> (nb, G, block, H, d) each, and the (nb, block) mask of real keys."""
+  g, lk, h, d = k.shape
+  nb = -(-lk // block)
+  split = lambda x: _pad_tokens(x, nb * block).reshape(g, nb, block, h, x.shape[-1]).swapaxes(0, 1)
+  return split(k), split(v), (jnp.arange(nb * block) < lk).reshape(nb, block)
+
+
+def _block_scores(q, kj, valid):
+  """Scaled q (G, Lq, H, d) against one key block (G, bk, H, d) -> float32 scores (G, H, Lq, bk), masked."""
+  s = jnp.einsum('gqhd,gkhd->ghqk', q, kj).astype(jnp.float32)
+  return jnp.where(valid[None, None, None, :], s, -jnp.inf)
+
+
+def _chunked_forward(q, k, v, block: int):
+  g, lq, h, d = q.shape
+  qs = q / jnp.sqrt(d).astype(q.dtype)
+  kb, vb, valid = _key_blocks(k, v, block)
+
+  def step(carry, xs):
+    m, l, acc = carry  # (G, H, Lq), (G, H, Lq), (G, Lq, H, d_v)
+    kj, vj, ok = xs
+    s = _block_scores(qs, kj, ok)
+    m_new = jnp.maximum(m, s.max(axis=-1))  # every block holds at least one real key: finite
+    p = jnp.exp(s - m_new[..., None])
+    corr = jnp.exp(m - m_new)
+    l = l * corr + p.sum(axis=-1)
+    pv = jnp.einsum('ghqk,gkhd->gqhd', p.astype(v.dtype), vj, preferred_element_type=jnp.float32)
+    acc = acc * corr.transpose(0, 2, 1)[..., None] + pv
+    return (m_new, l, acc), None
+
+  init = (jnp.full((g, h, lq), -jnp.inf, jnp.float32), jnp.zeros((g, h, lq), jnp.float32),
+          jnp.zeros((g, lq, h, v.shape[-1]), jnp.float32))
+  (m, l, acc), _ = jax.lax.scan(step, init, (kb, vb, valid))
+  out = (acc / l.transpose(0, 2, 1)[..., None]).astype(v.dtype)
+  return out, m + jnp.log(l)  # output, log-sum-exp (G, H, Lq)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def _chunked(q, k, v, block):
+  return _chunked_forward(q, k, v, block)[0]
+
+
+def _chunked_fwd(q, k, v, block):
+  out, lse = _chunked_forward(q, k, v, block)
+  return out, (q, k, v, out, lse)
+
+
+def _chunked_bwd(block, residuals, dout):
+  q, k, v, out, lse = residuals
+  g, lq, h, d = q.shape
+  lk = k.shape[1]
+  scale = 1.0 / math.sqrt(d)
+  qs = q / jnp.sqrt(d).astype(q.dtype)
+  kb, vb, valid = _key_blocks(k, v, block)
+  do = dout.astype(jnp.float32)
+  delta = jnp.einsum('gqhd,gqhd->ghq', do, out.astype(jnp.float32))  # rowsum(dO * O)
+
+  def step(dq, xs):
+    kj, vj, ok = xs
+    p = jnp.exp(_block_scores(qs, kj, ok) - lse[..., None])  # (G, H, Lq, bk)
+    dv = jnp.einsum('ghqk,gqhd->gkhd', p, do)
+    dp = jnp.einsum('gqhd,gkhd->ghqk', do, vj.astype(jnp.float32))
+    ds = p * (dp - delta[..., None])
+    dq = dq + jnp.einsum('ghqk,gkhd->gqhd', ds, kj.astype(jnp.float32))
+    dk = jnp.einsum('ghqk,gqhd->gkhd', ds, qs.astype(jnp.float32))
+    return dq, (dk, dv)
+
+  dq, (dk, dv) = jax.lax.scan(step, jnp.zeros((g, lq, h, d), jnp.float32), (kb, vb, valid))
+  unblock = lambda x: x.swapaxes(0, 1).reshape(g, -1, h, x.shape[-1])[:, :lk]
+  return (dq * scale).astype(q.dtype), unblock(dk).astype(k.dtype), unblock(dv).astype(v.dtype)
+
+
+_chunked.defvjp(_chunked_fwd, _chunked_bwd)
+
+
+def splash_attention(q, k, v, *, interpret: bool = False):
+  """ViViT eq. 7 through the Pallas TPU splash-attention kernel, vmapped over the G groups.
+
+  q: (G, Lq, H, d_h); k, v: (G, Lk, H, d_h) -> (G, Lq, H, d_h). The kernel works on (H, L, d_h) per group
+  with blocks of 128-512 tokens: Lq and Lk are zero-padded to multiples of 128 (3137 -> 3200); the padded
+  keys get segment id 1 and every query segment id 0, so no query attends a padded key (and no row of the
+  mask is empty); padded query rows are dropped. interpret=True runs the kernel in Pallas' interpreter (any
+  backend: the tests' parity check on CPU).
+  """
+  from jax.experimental.pallas.ops.tpu import splash_attention as sa  # pylint: disable=g-import-not-at-top
+  g, lq, h, d = q.shape
+  lk = k.shape[1]
+  up = lambda n: -(-n // 128) * 128
+  lqp, lkp = up(lq), up(lk)
+  blk = lambda n: next(b for b in (512, 256, 128) if n % b == 0)
+  bq, bkv = blk(lqp), blk(lkp)
+  sizes = sa.BlockSizes(block_q=bq, block_kv=bkv, block_kv_compute=bkv, block_q_dkv=bq, block_kv_dkv=bkv,
+                        block_kv_dkv_compute=bkv, block_q_dq=bq, block_kv_dq=bkv)
+  mask = sa.MultiHeadMask([sa.FullMask((lqp, lkp))] * h)
+  kernel = sa.make_splash_mha(mask, head_shards=1, q_seq_shards=1, block_sizes=sizes, interpret=interpret)
+  segments = sa.SegmentIds(q=jnp.zeros((lqp,), jnp.int32), kv=(jnp.arange(lkp) >= lk).astype(jnp.int32))
+  heads_first = lambda x, n: _pad_tokens(x, n).transpose(0, 2, 1, 3)  # (G, H, L, d)
+  qs = q / jnp.sqrt(d).astype(q.dtype)
+  out = jax.vmap(kernel, in_axes=(0, 0, 0, None))(heads_first(qs, lqp), heads_first(k, lkp),
+                                                  heads_first(v, lkp), segments)
+  return out.transpose(0, 2, 1, 3)[:, :lq]
 
 
 @functools.lru_cache(maxsize=None)
@@ -145,14 +362,17 @@ class MultiHeadAttention(nn.Module):
   qkv_bias: bool = True
   dropout_rate: float = 0.0
   dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
   kernel_init: Any = nn.initializers.xavier_uniform()
+  impl: str = 'einsum'  # one of IMPLS: how `dot_product_attention` runs (per stage for 'auto')
+  backend: str | None = None  # the backend 'auto' chooses for (None: jax's default backend)
 
   @nn.compact
   def __call__(self, x, cls, *, stage: str, grid, mixing=None, train: bool = False):
     b, t, n, d = x.shape
     h = self.num_heads
     dense = functools.partial(nn.DenseGeneral, features=(h, d // h), axis=-1, use_bias=self.qkv_bias,
-                              dtype=self.dtype, kernel_init=self.kernel_init)
+                              dtype=self.dtype, param_dtype=self.param_dtype, kernel_init=self.kernel_init)
     proj = {name: dense(name=name) for name in ('query', 'key', 'value')}
     q, k, v = (proj[name](x) for name in ('query', 'key', 'value'))  # (B, T, N, H, d_h)
     has_cls = cls is not None
@@ -174,7 +394,7 @@ class MultiHeadAttention(nn.Module):
 
     rng = self.make_rng('dropout') if train and self.dropout_rate > 0 else None
     attend = functools.partial(dot_product_attention, dropout_rate=self.dropout_rate, dropout_rng=rng,
-                               deterministic=not train)
+                               deterministic=not train, impl=self.impl, backend=self.backend)
 
     def run(stage, q, k, v, cls_qkv):
       """Attention of `stage` over (B, T, N, H', d_h) tensors; returns (y, cls_y or None)."""
@@ -207,5 +427,6 @@ class MultiHeadAttention(nn.Module):
     else:
       y, cy = run(stage, q, k, v, cls_qkv)
 
-    out = nn.DenseGeneral(features=d, axis=(-2, -1), dtype=self.dtype, kernel_init=self.kernel_init, name='out')
+    out = nn.DenseGeneral(features=d, axis=(-2, -1), dtype=self.dtype, param_dtype=self.param_dtype,
+                          kernel_init=self.kernel_init, name='out')
     return out(y), (out(cy) if cy is not None else None)

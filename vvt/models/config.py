@@ -17,12 +17,26 @@ Field names follow the papers:
                   consecutive segments of num_segments frames; None = num_frames, one segment)
   time_embedding_rows  rows R of the separable time table; temporal index t gets row t mod R (None: one row
                   per temporal index). The official X-ViT backbone always has R = 8.
+
+Memory and speed (the same function whatever their values, up to float rounding):
+  attention_impl  how the one attention primitive runs (vvt/models/attention.py): 'auto' (default: per stage,
+                  einsum for groups shorter than 1024 tokens, else splash on TPU / cuDNN dot_product on GPU
+                  in bf16 / chunked elsewhere), 'einsum', 'dot_product' (jax.nn.dot_product_attention),
+                  'chunked' (blockwise, online softmax, O(N) memory in both passes), 'splash' (Pallas TPU
+                  kernel; building the model for another backend is an error). Attention dropout > 0 needs
+                  'einsum' or 'auto'.
+  remat           rematerialisation of each block: 'none', 'full' (save nothing), or a jax.checkpoint_policies
+                  name (REMAT_POLICIES); True / False are 'full' / 'none'.
+  scan_layers     the encoder layers as one nn.scan (params stacked along a leading layer axis: compile time
+                  independent of depth); vvt.models.layout converts params between the two layouts.
+  dtype           compute dtype, 'float32' | 'bfloat16'; param_dtype: the parameters' dtype, same choices.
 """
 from __future__ import annotations
 
 import difflib
 
 import ml_collections
+from ml_collections import config_dict
 
 # ViT sizes (Dosovitskiy et al., Table 1): hidden size, layers, heads, MLP width.
 VIT_SIZES = {
@@ -40,6 +54,11 @@ SCHEMES = ('spatiotemporal', 'factorised_encoder', 'factorised_self_attention', 
            'space', 'joint', 'divided', 'local_global', 'axial', 'space_time_mixing')
 
 POSITIONAL_EMBEDDINGS = ('joint', 'separable', 'spatial', 'sinusoidal', 'none')
+ATTENTION_IMPLS = ('auto', 'einsum', 'dot_product', 'chunked', 'splash')
+# model.remat: 'none', 'full', or a policy of jax.checkpoint_policies (no jax import here: checked by a test).
+REMAT_POLICIES = ('none', 'full', 'dots_saveable', 'dots_with_no_batch_dims_saveable', 'nothing_saveable',
+                  'everything_saveable', 'checkpoint_dots', 'checkpoint_dots_with_no_batch_dims')
+DTYPES = ('float32', 'bfloat16')
 FRAME_AGGREGATIONS = ('mean', 'mean_before_norm', 'temporal_attention')
 
 
@@ -109,8 +128,12 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   c.layer_norm_eps = 1e-6
   c.gelu_approximate = fam['gelu_approximate']
   c.qkv_bias = True
-  c.dtype = 'float32'  # compute dtype; params are always float32.
-  c.remat = False
+  c.dtype = 'float32'  # compute dtype
+  c.param_dtype = 'float32'  # dtype of the parameters
+  # Memory / speed: implementation of attention, rematerialisation policy, layers as one scan.
+  c.attention_impl = 'auto'
+  c.remat = 'none'  # or True / False (= 'full' / 'none')
+  c.scan_layers = False
   return _merge(c.to_dict(), overrides)
 
 
@@ -124,6 +147,8 @@ def _merge(defaults: dict, overrides) -> ml_collections.ConfigDict:
     if isinstance(merged.get(key), dict) and isinstance(value, dict) and key != 'num_classes':
       value = {**merged[key], **value}
     merged[key] = value
+  # remat takes a policy name or a bool (existing configs): a field of any type, also for `c.remat = True`.
+  merged['remat'] = config_dict.FieldReference(merged.get('remat', 'none'), field_type=object)
   return ml_collections.ConfigDict(merged)
 
 
@@ -244,8 +269,10 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     raise ValueError(f'model.frame_aggregation must be one of {FRAME_AGGREGATIONS}, got {c.frame_aggregation!r}')
   if c.attention_order not in ('space_time', 'time_space'):
     raise ValueError(f"model.attention_order must be 'space_time' or 'time_space', got {c.attention_order!r}")
-  if c.dtype not in ('float32', 'bfloat16'):
-    raise ValueError(f"model.dtype must be 'float32' or 'bfloat16', got {c.dtype!r}")
+  for name in ('dtype', 'param_dtype'):
+    if c[name] not in DTYPES:
+      raise ValueError(f"model.{name} must be 'float32' or 'bfloat16', got {c[name]!r}")
+  _check_memory_fields(c)
   _check_num_classes(c.num_classes)
 
   nt, nh, nw = c.num_frames // tt, c.image_size // th, c.image_size // tw
@@ -299,6 +326,29 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     if in_use and c.hidden_size % heads:
       raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.{name}={heads}')
   return c
+
+
+def _check_memory_fields(c) -> None:
+  """attention_impl, remat (normalised to a policy name), scan_layers."""
+  if c.attention_impl not in ATTENTION_IMPLS:
+    close = difflib.get_close_matches(str(c.attention_impl), ATTENTION_IMPLS, n=1)
+    hint = f' (did you mean {close[0]!r}?)' if close else ''
+    raise ValueError(f'model.attention_impl must be one of {ATTENTION_IMPLS}, got {c.attention_impl!r}{hint}')
+  if c.attention_impl not in ('auto', 'einsum') and c.attention_dropout_rate > 0:
+    raise ValueError(f'model.attention_impl={c.attention_impl!r} has no attention dropout: model.attention_dropout_rate='
+                     f'{c.attention_dropout_rate} needs attention_impl einsum or auto')
+  remat = c.remat
+  if isinstance(remat, str) and remat.lower() in ('true', 'false'):  # --config.model.remat=True on a str field
+    remat = remat.lower() == 'true'
+  if isinstance(remat, bool) or remat is None:
+    remat = 'full' if remat else 'none'
+  if remat not in REMAT_POLICIES:
+    close = difflib.get_close_matches(str(remat), REMAT_POLICIES, n=1)
+    hint = f' (did you mean {close[0]!r}?)' if close else ''
+    raise ValueError(f'model.remat must be True, False or one of {REMAT_POLICIES}, got {c.remat!r}{hint}')
+  c.remat = remat
+  if not isinstance(c.scan_layers, bool):
+    raise ValueError(f'model.scan_layers must be True or False, got {c.scan_layers!r}')
 
 
 def _check_num_classes(num_classes):

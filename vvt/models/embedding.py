@@ -17,11 +17,12 @@ class TubeletEmbedding(nn.Module):
   hidden_size: int
   tubelet: tuple[int, int, int]
   dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
 
   @nn.compact
   def __call__(self, video):
     x = nn.Conv(self.hidden_size, kernel_size=self.tubelet, strides=self.tubelet, padding='VALID',
-                dtype=self.dtype, name='conv')(video.astype(self.dtype))
+                dtype=self.dtype, param_dtype=self.param_dtype, name='conv')(video.astype(self.dtype))
     b, t, h, w, d = x.shape
     return x.reshape(b, t, h * w, d)  # (B, n_t, n_h * n_w, D)
 
@@ -54,6 +55,7 @@ class PositionalEmbedding(nn.Module):
   kind: str
   init_std: float = 0.02
   time_rows: int | None = None
+  param_dtype: Any = jnp.float32
 
   @nn.compact
   def __call__(self, x, cls):
@@ -63,7 +65,7 @@ class PositionalEmbedding(nn.Module):
     if self.kind in ('joint', 'sinusoidal'):
       rows = extra + t * n
       if self.kind == 'joint':
-        table = self.param('pos_embedding', init, (1, rows, d), jnp.float32)
+        table = self.param('pos_embedding', init, (1, rows, d), self.param_dtype)
       else:
         table = jnp.asarray(sinusoidal_table(rows, d))
       table = table.astype(x.dtype)
@@ -71,7 +73,7 @@ class PositionalEmbedding(nn.Module):
       if cls is not None:
         cls = cls + table[:, :1]
     elif self.kind in ('separable', 'spatial'):
-      space = self.param('pos_embedding', init, (1, extra + n, d), jnp.float32).astype(x.dtype)
+      space = self.param('pos_embedding', init, (1, extra + n, d), self.param_dtype).astype(x.dtype)
       x = x + space[:, None, extra:]
       if cls is not None:
         cls = cls + space[:, :1]
@@ -79,7 +81,7 @@ class PositionalEmbedding(nn.Module):
         rows = self.time_rows or t
         if t % rows:
           raise ValueError(f'time embedding of {rows} rows does not divide the {t} temporal indices')
-        time = self.param('time_embedding', nn.initializers.zeros, (1, rows, d), jnp.float32).astype(x.dtype)
+        time = self.param('time_embedding', nn.initializers.zeros, (1, rows, d), self.param_dtype).astype(x.dtype)
         x = x + jnp.tile(time, (1, t // rows, 1))[:, :, None]  # temporal index t gets row t mod rows
     elif self.kind != 'none':
       raise ValueError(f'unknown positional embedding {self.kind!r}')

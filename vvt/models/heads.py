@@ -22,17 +22,20 @@ class ClassifierHead(nn.Module):
   layer_norm_eps: float | None = None
   gelu_approximate: bool = False
   dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
 
   @nn.compact
   def __call__(self, x, train: bool = False):
     if self.layer_norm_eps is not None:
-      x = nn.LayerNorm(epsilon=self.layer_norm_eps, dtype=self.dtype, name='head_norm')(x)
+      x = nn.LayerNorm(epsilon=self.layer_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype, name='head_norm')(x)
     if self.representation_size is not None:
-      x = jnp.tanh(nn.Dense(self.representation_size, dtype=self.dtype, name='pre_logits')(x))
+      x = jnp.tanh(nn.Dense(self.representation_size, dtype=self.dtype, param_dtype=self.param_dtype, name='pre_logits')(x))
     if self.mlp_dim is not None:
-      x = nn.gelu(nn.Dense(self.mlp_dim, dtype=self.dtype, name='head_hidden')(x), approximate=self.gelu_approximate)
+      x = nn.gelu(nn.Dense(self.mlp_dim, dtype=self.dtype, param_dtype=self.param_dtype,
+                             name='head_hidden')(x), approximate=self.gelu_approximate)
     x = nn.Dropout(self.dropout_rate)(x, deterministic=not train)
-    dense = lambda n, name: nn.Dense(n, kernel_init=nn.initializers.zeros, dtype=self.dtype, name=name)
+    dense = lambda n, name: nn.Dense(n, kernel_init=nn.initializers.zeros, dtype=self.dtype,
+                                     param_dtype=self.param_dtype, name=name)
     if isinstance(self.num_classes, int):
       return dense(self.num_classes, 'output_projection')(x).astype(jnp.float32)
     return {head: dense(n, f'output_projection_{head}')(x).astype(jnp.float32)
@@ -46,11 +49,14 @@ class TemporalAttentionHead(nn.Module):
   num_layers: int
   block: dict
   dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
+  remat: Any = False
+  scan: bool = False
 
   @nn.compact
   def __call__(self, frames, train: bool = False):
     b, t, d = frames.shape
-    cls = self.param('cls', nn.initializers.zeros, (1, 1, d), jnp.float32)
+    cls = self.param('cls', nn.initializers.zeros, (1, 1, d), self.param_dtype)
     cls = jnp.broadcast_to(cls, (b, 1, d)).astype(frames.dtype)
-    _, cls = Encoder(self.num_layers, self.block, name='layers')(frames[:, None], cls, train)
+    _, cls = Encoder(self.num_layers, self.block, remat=self.remat, scan=self.scan, name='layers')(frames[:, None], cls, train)
     return cls[:, 0]
