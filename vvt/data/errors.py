@@ -1,7 +1,7 @@
 """Bad input: the errors the pipelines raise and the counters of what they skip.
 
 A bad record (no frames, label missing or out of range, unparsable record or
-undecodable frame) gets an error code in the pipeline. Under
+undecodable frame, frames of different sizes) gets an error code in the pipeline. Under
 `on_error='raise'` the first one raises `DataError` naming the file and the
 record; under 'skip' bad records are dropped and counted per reason
 (`error_counts()`).
@@ -17,14 +17,15 @@ import tensorflow as tf
 AUTOTUNE = tf.data.AUTOTUNE
 
 # Per-record error codes (the index); 0 = good.
-ERROR_NAMES = ('ok', 'no_frames', 'bad_label', 'corrupt')
-OK, NO_FRAMES, BAD_LABEL, CORRUPT = range(len(ERROR_NAMES))
+ERROR_NAMES = ('ok', 'no_frames', 'bad_label', 'corrupt', 'frame_sizes')
+OK, NO_FRAMES, BAD_LABEL, CORRUPT, FRAME_SIZES = range(len(ERROR_NAMES))
 _REASONS = (
     'ok',
     'record has no frames (its frame feature list is missing or empty)',
     'label missing or outside [0, num_classes)',
     'record could not be parsed or a frame could not be decoded '
     '(corrupt SequenceExample or JPEG)',
+    'frames differ in size',
 )
 # Fields of an element that only serve the error handling.
 ERROR_FIELDS = ('code', 'source', 'record', 'detail')
@@ -41,7 +42,7 @@ class TruncatedFileError(DataError):
 
 # ------------------------------------------------------------ error counts --
 _COUNTERS = {}
-_TRUNCATED_FILES = [0]
+_TRUNCATED_FILES = set()  # (path, size, mtime) of each truncated file seen
 
 
 def _counter(name):
@@ -55,13 +56,14 @@ def _counter(name):
 def error_counts():
   """Records skipped under on_error='skip' in this process, by reason.
 
-  {'no_frames', 'bad_label', 'corrupt': records dropped by the pipelines
-  (counted when tf.data processes them, i.e. up to a few batches ahead of what
-  was consumed), 'truncated_files': truncated TFRecord files of which only the
-  complete records were read}. All zero under on_error='raise'.
+  {'no_frames', 'bad_label', 'corrupt', 'frame_sizes': records dropped by the
+  pipelines (counted when tf.data processes them, i.e. up to a few batches
+  ahead of what was consumed), 'truncated_files': distinct truncated TFRecord
+  files of which only the complete records were read}. All zero under
+  on_error='raise'.
   """
   counts = {name: int(_counter(name).numpy()) for name in ERROR_NAMES[1:]}
-  counts['truncated_files'] = _TRUNCATED_FILES[0]
+  counts['truncated_files'] = len(_TRUNCATED_FILES)
   return counts
 
 
@@ -69,12 +71,14 @@ def reset_error_counts():
   """Zeroes the counts of `error_counts()`."""
   for name in ERROR_NAMES[1:]:
     _counter(name).assign(0)
-  _TRUNCATED_FILES[0] = 0
+  _TRUNCATED_FILES.clear()
 
 
-def count_truncated_files(num_files):
-  """Adds `num_files` truncated files (read up to their last whole record)."""
-  _TRUNCATED_FILES[0] += num_files
+def count_truncated_files(keys):
+  """Counts truncated files (read up to their last whole record), each once
+  however often it is indexed: `keys` identify a file's state, e.g. (path,
+  where it ends)."""
+  _TRUNCATED_FILES.update(keys)
 
 
 # -------------------------------------------------------- in the pipeline --
@@ -107,26 +111,43 @@ def _raise_bad(x, reasons):
     return dict(x, code=tf.identity(x['code']))
 
 
+def _count(x, counters):
+  """Ops counting a bad element under its reason."""
+  return [c.assign_add(tf.cast(x['code'] == i + 1, tf.int64))
+          for i, c in enumerate(counters)]
+
+
 def _keep_good(x, counters):
   """True for a good element; counts a bad one under its reason."""
-  ops = [c.assign_add(tf.cast(x['code'] == i + 1, tf.int64))
-         for i, c in enumerate(counters)]
-  with tf.control_dependencies(ops):
+  with tf.control_dependencies(_count(x, counters)):
     return tf.equal(x['code'], 0)
 
 
-def raise_or_count(ds, on_error):
-  """Raises (naming source and record) or drops-and-counts bad elements.
+def _mask_bad(x, counters):
+  """The element with 'mask' zeroed when it is bad (counted)."""
+  with tf.control_dependencies(_count(x, counters)):
+    good = tf.cast(tf.equal(x['code'], 0), x['mask'].dtype)
+  return dict(x, mask=x['mask'] * good)
+
+
+def raise_or_count(ds, on_error, keep_skipped=False):
+  """Raises (naming source and record) or counts bad elements.
 
   Elements are dicts with the ERROR_FIELDS ('code' int32, 'source' string,
-  'record' int64, 'detail' string); they leave without them.
+  'record' int64, 'detail' string) and 'mask'; they leave without the
+  ERROR_FIELDS. Under 'skip' a bad element is dropped, or with `keep_skipped`
+  kept with 'mask' 0 (evaluation: the rows of a skipped video still carry its
+  'video_index', so the evaluator knows which videos it leaves out).
   """
   if on_error == 'raise':
     reasons = tf.constant(_REASONS)
     ds = ds.map(lambda x: _raise_bad(x, reasons))
   else:
     counters = [_counter(name) for name in ERROR_NAMES[1:]]
-    ds = ds.filter(lambda x: _keep_good(x, counters))
+    if keep_skipped:
+      ds = ds.map(lambda x: _mask_bad(x, counters))
+    else:
+      ds = ds.filter(lambda x: _keep_good(x, counters))
   return ds.map(lambda x: {k: v for k, v in x.items()
                            if k not in ERROR_FIELDS})
 

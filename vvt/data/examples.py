@@ -7,10 +7,13 @@
 records [lo, hi); a `Mode` (`train_mode(cfg, ...)` or `eval_mode(cfg)`) says what
 training and evaluation do differently. An example is a dict:
 
-* training: {'inputs': uint8 (T, S, S, 3), 'label': int32 ()}, one per record;
+* training: {'inputs': uint8 (T, S, S, 3), 'label': int32 (), 'mask': float32
+  () 1}, one per record;
 * evaluation: {'inputs': uint8 (V, T, S, S, 3), 'label': int32 (V,),
   'video_index': int32 (V,) (the global record index), 'view_index': int32
-  (V,)}, all the views of one video;
+  (V,), 'mask': float32 (V,)}, all the views of one video; under
+  on_error='skip' a bad video keeps its rows with mask 0 (and zero inputs or
+  inputs of stand-in frames), so evaluators can leave it out by index;
 
 with one 'label/<head>' per head instead of 'label' for multi-head data.
 """
@@ -80,12 +83,13 @@ def _example(mode, inputs, labels, index):
   """The example dict of a record's `inputs` and int32 scalar `labels`."""
   out = {'inputs': inputs}
   if mode.views is None:
-    out.update(labels)
+    out.update(labels, mask=tf.constant(1.0, tf.float32))
     return out
   out.update({field: tf.fill([mode.views], label)
               for field, label in labels.items()})
   out.update(video_index=tf.fill([mode.views], tf.cast(index, tf.int32)),
-             view_index=tf.range(mode.views, dtype=tf.int32))
+             view_index=tf.range(mode.views, dtype=tf.int32),
+             mask=tf.ones([mode.views], tf.float32))
   return out
 
 
@@ -94,7 +98,7 @@ def build(source, lo, hi, classes, mode, on_error):
 
   `classes`: dict label field -> number of classes (`records.num_classes`).
   Bad records raise `errors.DataError` when iterated (on_error='raise') or
-  are dropped and counted ('skip').
+  are counted and dropped ('skip'; evaluation keeps their rows with mask 0).
   """
   heads = source.heads
 
@@ -117,4 +121,5 @@ def build(source, lo, hi, classes, mode, on_error):
 
   ds = errors.isolate(mode.records(source, lo, hi), process, fallback,
                       mode.parallelism)
-  return errors.raise_or_count(ds, on_error)
+  return errors.raise_or_count(ds, on_error,
+                               keep_skipped=mode.views is not None)

@@ -5,6 +5,7 @@
 
     it = make_eval_iterator(cfg, split='test', global_batch_size=B)
     for batch in it: ...  # + 'video_index', 'view_index'; mask 0 = padding
+                          # (video_index -1) or a skipped bad video (its index)
 
 `b = B // process_count` is the per-host batch. Multi-head datasets (a dict
 `label_keys`) give one 'label/<head>' per head instead of 'label'.
@@ -20,16 +21,23 @@ at `start_step=k` starts at epoch (k*b div n) and skips the first (k*b mod n)
 records of that epoch before decoding, so it yields exactly batch k onwards.
 
 Bad records (no frames, label out of range or missing, unparsable record or
-undecodable frame) raise `DataError` naming the file and record under
-`on_error='raise'`; under 'skip' they are dropped and counted, see
-`error_counts()`.
+undecodable frame, frames of different sizes) raise `DataError` naming the
+file and record under `on_error='raise'`; under 'skip' they are counted (see
+`error_counts()`) and dropped from training, and in evaluation their views
+come with mask 0 and the video's index (`skipped_videos(batch)`), so an
+evaluator leaves those videos out and reports them. After a data error the
+iterator is closed (its tf.data threads stopped) before the error is raised.
 
 This module checks the config and batches; the rest is in `sources` (files,
 hosts), `streams` (order, seeds), `examples` (the construction path both
 pipelines share), `records`, `clips`, `errors`.
 """
+import atexit
+import gc
 import math
+import weakref
 
+import numpy as np
 import tensorflow as tf
 
 from vvt.data import errors
@@ -103,18 +111,21 @@ def _options(ds):
   return ds.with_options(opts)
 
 
-def _with_mask(ds):
-  return ds.map(lambda x: dict(x, mask=tf.constant(1.0, tf.float32)))
-
-
 class DataIterator:
-  """Numpy batches from a tf.data pipeline, with data errors made readable."""
+  """Numpy batches from a tf.data pipeline, with data errors made readable.
+
+  On a data error the tf.data iterator is closed before the `DataError` is
+  raised (its threads stopped while the interpreter is whole), so a process
+  that dies of the error exits promptly; `close()` does the same on purpose,
+  and live iterators are closed at interpreter exit.
+  """
 
   def __init__(self, ds, description, num_batches=None):
     self._ds = ds
     self._it = iter(ds.as_numpy_iterator())
     self._description = description
     self.num_batches = num_batches
+    _LIVE.add(self)
 
   def __iter__(self):
     return self
@@ -125,14 +136,39 @@ class DataIterator:
     return self.num_batches
 
   def __next__(self):
+    if self._it is None:
+      raise StopIteration
+    error = None
     try:
       return next(self._it)
     except errors.TF_READ_ERRORS as e:
-      raise errors.as_data_error(e, self._description) from None
+      error = errors.as_data_error(e, self._description)
+    # Out of the except block: TF's exception (and its frames holding the
+    # iterator) is gone, so closing really releases the pipeline.
+    self.close()
+    raise error
+
+  def close(self):
+    """Stops the pipeline's threads and frees it; later `next` ends."""
+    self._it = None
+    self._ds = None
+    _LIVE.discard(self)
 
   @staticmethod
   def error_counts():
     return error_counts()
+
+
+_LIVE = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_iterators():
+  """Closes every live iterator before the interpreter tears down: tf.data
+  threads still inside a numpy_function at finalization hang or abort it."""
+  for it in list(_LIVE):
+    it.close()
+  gc.collect()
 
 
 # ---------------------------------------------------------------- training --
@@ -149,7 +185,7 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
                      f'{source.description} ({source.num_records} in all)')
   mode = examples.train_mode(cfg, streams.data_seed(cfg.seed, seed),
                              start=int(start_step) * local_batch)
-  ds = _with_mask(examples.build(source, lo, hi, classes, mode, cfg.on_error))
+  ds = examples.build(source, lo, hi, classes, mode, cfg.on_error)
   ds = ds.batch(local_batch, drop_remainder=True).prefetch(int(cfg.prefetch))
   return DataIterator(_options(ds), source.description)
 
@@ -181,7 +217,8 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
   Each video gives num_test_clips x num_spatial_crops views, view_index =
   clip * num_spatial_crops + crop. Host p reads videos [lo_p, hi_p) of the
   global order; all hosts yield `len(iterator)` batches, the tail padded with
-  mask 0, video_index -1, view_index -1.
+  mask 0, video_index -1, view_index -1. Under on_error='skip' a bad video
+  keeps its V rows, with mask 0 and its video_index (`skipped_videos`).
   """
   pi, pc = _process(process_index, process_count)
   source = _source(cfg, split)
@@ -196,9 +233,19 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
   if lo < hi:
     mode = examples.eval_mode(cfg)
     ds = examples.build(source, lo, hi, classes, mode, cfg.on_error)
-    ds = _with_mask(ds.unbatch()).concatenate(padding)
+    ds = ds.unbatch().concatenate(padding)
   else:
     ds = padding
   ds = ds.take(num_batches * local_batch).batch(local_batch)
   ds = ds.prefetch(int(cfg.prefetch))
   return DataIterator(_options(ds), source.description, num_batches)
+
+
+def skipped_videos(batch):
+  """Sorted global indices of the videos of an evaluation batch (numpy, or a
+  dict with 'mask' and 'video_index') that were skipped as bad under
+  on_error='skip': rows with mask 0 and a video_index >= 0 (padding rows have
+  -1)."""
+  mask = np.asarray(batch['mask'])
+  index = np.asarray(batch['video_index'])
+  return np.unique(index[(mask == 0) & (index >= 0)]).astype(np.int64)

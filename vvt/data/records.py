@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from vvt.data import errors
+from vvt.data import transforms
 
 
 def _is_mapping(x):
@@ -94,12 +95,98 @@ def parse_tfds_example(example, video_key, label_keys):
 
 
 # ------------------------------------------------------------------ checks --
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_HEADER_BYTES = 1024  # of each frame read for its size; more only if needed
+
+
+def _sof_position(data):
+  """Offset of a JPEG's start-of-frame segment within `data` (its first
+  bytes), or None when `data` is not a JPEG or the segment is not in it."""
+  data = bytes(data)
+  if data[:2] != b'\xff\xd8':
+    return None
+  pos = 2
+  while pos + 9 <= len(data) and data[pos] == 0xFF:
+    marker = data[pos + 1]
+    if marker == 0xFF:  # fill byte
+      pos += 1
+    elif marker in _SOF_MARKERS:
+      return pos
+    else:
+      pos += 2 + int.from_bytes(data[pos + 2:pos + 4], 'big')
+  return None
+
+
+def header_sizes(heads):
+  """uint8 (N, L): the first bytes of N JPEG frames -> int32 (N, 2) (height,
+  width) from their start-of-frame segments; (-1, -1) where it is not in
+  those bytes (or the frame is not a JPEG).
+
+  Frames of one video share their header up to that segment (same encoder
+  and tables), so it is found once and checked for all at the same offset.
+  """
+  heads = np.asarray(heads, np.uint8)
+  sizes = np.full((len(heads), 2), -1, np.int32)
+  positions = {}
+  todo = np.ones(len(heads), bool)
+  while todo.any():
+    i = int(np.flatnonzero(todo)[0])
+    pos = _sof_position(heads[i])
+    if pos is None or pos in positions:
+      todo[i] = False
+      continue
+    positions[pos] = True
+    same = todo & (heads[:, :pos + 2] == heads[i, :pos + 2]).all(axis=1)
+    seg = heads[same, pos:pos + 9].astype(np.int32)
+    sizes[same] = np.stack([seg[:, 5] * 256 + seg[:, 6],
+                            seg[:, 7] * 256 + seg[:, 8]], axis=1)
+    todo &= ~same
+  return sizes
+
+
+def frame_sizes(frames):
+  """(N, 2) int32 (height, width) of each encoded frame, from the headers
+  only: `header_sizes` of their first bytes (about 0.1 ms for 300 JPEG
+  frames), `transforms.frame_shape` for the rest (other formats, long
+  headers). An unreadable header raises (the record is corrupt)."""
+  heads = tf.io.decode_raw(tf.strings.substr(frames, 0, _HEADER_BYTES),
+                           tf.uint8, fixed_length=_HEADER_BYTES)
+  sizes = tf.numpy_function(header_sizes, [heads], tf.int32, stateful=False)
+  sizes = tf.ensure_shape(sizes, [None, 2])
+  unknown = tf.where(sizes[:, 0] < 0)[:, 0]
+  rest = tf.map_fn(transforms.frame_shape, tf.gather(frames, unknown),
+                   fn_output_signature=tf.TensorSpec([2], tf.int32))
+  return tf.tensor_scatter_nd_update(sizes, unknown[:, None], rest)
+
+
+def _size_text(size):
+  return tf.strings.reduce_join(tf.strings.as_string(size), separator='x')
+
+
+def check_frame_sizes(frames):
+  """(True when every frame has the first one's size, detail string naming
+  the first frame that does not: 'frame 0 is 64x64, frame 5 is 32x48')."""
+  sizes = frame_sizes(frames)
+  differs = tf.reduce_any(sizes != sizes[:1], axis=1)
+  first = tf.cast(tf.argmax(tf.cast(differs, tf.int32)), tf.int32)
+  same = tf.logical_not(tf.reduce_any(differs))
+  detail = tf.cond(
+      same, lambda: tf.constant(''),
+      lambda: tf.strings.join([
+          'frame 0 is ', _size_text(sizes[0]), ', frame ',
+          tf.strings.as_string(first), ' is ', _size_text(sizes[first])]))
+  return same, detail
+
+
 def check_record(parsed, classes, heads):
   """(error code int32, detail string) of one parsed record.
 
-  Code `errors.NO_FRAMES` when it has no frames, else `errors.BAD_LABEL` when
-  a label is outside [0, classes[field]) (detail: 'key=value (num_classes=C)'
-  per head), else `errors.OK`.
+  Code `errors.NO_FRAMES` when it has no frames, else `errors.FRAME_SIZES`
+  when its frames differ in size (every frame's header is read, not only the
+  sampled ones; detail: the first frame that differs), else
+  `errors.BAD_LABEL` when a label is outside [0, classes[field]) (detail:
+  'key=value (num_classes=C)' per head), else `errors.OK`. A frame whose
+  header cannot be read raises (a corrupt record).
   """
   n = tf.size(parsed['frames'])
   label_ok = tf.constant(True)
@@ -110,10 +197,15 @@ def check_record(parsed, classes, heads):
     details.append(tf.strings.join(
         [f'{key}=', tf.strings.as_string(label),
          f' (num_classes={classes[field]})']))
+  same_size, size_detail = tf.cond(
+      n > 0, lambda: check_frame_sizes(parsed['frames']),
+      lambda: (tf.constant(True), tf.constant('')))
   code = tf.where(n == 0, errors.NO_FRAMES,
-                  tf.where(label_ok, errors.OK, errors.BAD_LABEL))
+                  tf.where(~same_size, errors.FRAME_SIZES,
+                           tf.where(label_ok, errors.OK, errors.BAD_LABEL)))
   detail = tf.where(code == errors.BAD_LABEL,
-                    tf.strings.reduce_join(details, separator=', '), '')
+                    tf.strings.reduce_join(details, separator=', '),
+                    tf.where(code == errors.FRAME_SIZES, size_detail, ''))
   return tf.cast(code, tf.int32), detail
 
 

@@ -137,7 +137,7 @@ class DmvrSource:
                        'TFRecords (a glob or a name like dir/x.tfrecord@16)')
     files = expand_patterns(patterns, cfg.data_dir)
     self.index = index_files(files, cfg.on_error)
-    errors.count_truncated_files(len(self.index.truncated))
+    errors.count_truncated_files(self.index.truncated)  # once per file
     self.num_records = self.index.num_records
     self.description = f'{field}={patterns!r}'
     self.heads = records.label_heads(cfg.label_keys)

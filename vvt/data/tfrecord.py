@@ -53,7 +53,9 @@ def encode_sequence_example(frames, labels, video_id=None, label_text=None,
   feature_list = ex.feature_lists.feature_list[frames_key]
   for frame in frames:
     feature_list.feature.add().bytes_list.value.append(bytes(frame))
-  return ex.SerializeToString()
+  # deterministic: the context is a proto map, whose order would otherwise
+  # vary between processes (same input -> same bytes).
+  return ex.SerializeToString(deterministic=True)
 
 
 def write_records(path, records):
