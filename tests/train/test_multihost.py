@@ -1,9 +1,13 @@
 """Two processes with jax.distributed.initialize on 127.0.0.1: each feeds its share of the
 batch, both end with the same model, and a single-process `vvt eval` of the final
-checkpoint reproduces the multi-host multi-view evaluation."""
+checkpoint reproduces the multi-host multi-view evaluation. Data-parallel (1 device per process)
+and FSDP over both processes (2 devices each: the params' shards live on both hosts, each host
+writes its own shards of the checkpoint)."""
 import json
 import socket
 import subprocess
+
+import pytest
 
 import train_helpers as common
 from vvt.cli import train as cli
@@ -18,10 +22,12 @@ def _free_port():
     return s.getsockname()[1]
 
 
-def test_two_processes_train_and_evaluate(tiny_data, tmp_path):
+@pytest.mark.parametrize('mesh', ['data', 'fsdp'])
+def test_two_processes_train_and_evaluate(tiny_data, tmp_path, mesh):
   wd, port = tmp_path / 'run', _free_port()
-  procs = [subprocess.Popen([common.PY, HELPER, str(tiny_data), str(wd), str(port), str(i)],
-                            cwd=common.REPO, env=common.env(), stdout=subprocess.PIPE,
+  extra, devices = ([], None) if mesh == 'data' else (["{'fsdp': -1}"], 2)
+  procs = [subprocess.Popen([common.PY, HELPER, str(tiny_data), str(wd), str(port), str(i), *extra],
+                            cwd=common.REPO, env=common.env(devices), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True) for i in range(2)]
   results = []
   for p in procs:
@@ -29,7 +35,7 @@ def test_two_processes_train_and_evaluate(tiny_data, tmp_path):
     assert p.returncode == 0, err[-4000:]
     results.append(json.loads([l for l in out.splitlines() if l.startswith('RESULT ')][-1][7:]))
   assert sorted(r['process'] for r in results) == [0, 1]
-  assert all(r['processes'] == 2 and r['devices'] == 2 for r in results)
+  assert all(r['processes'] == 2 and r['devices'] == 2 * (devices or 1) for r in results)
   for k in ('video_top1', 'clip_top1', 'num_views', 'step'):
     assert results[0][k] == results[1][k], k
   assert results[0]['num_views'] == 3 * common.TEST_CLIPS

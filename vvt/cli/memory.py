@@ -23,12 +23,11 @@ EXIT_DOES_NOT_FIT = 3
 
 
 def _prepare_backend(topology) -> None:
-  """Before JAX starts: CPU as the host platform, forced CPU devices, libtpu without probing."""
+  """Before JAX's backends start: CPU as the host platform, forced CPU devices, libtpu without
+  probing for hardware (in-process callers whose backends already started keep theirs)."""
   from vvt.train import memory  # pylint: disable=g-import-not-at-top
-  if 'jax' in sys.modules:  # already started (in-process callers): use what is there
-    return
   os.environ.setdefault('JAX_PLATFORMS', 'cpu')
-  if topology.platform == 'cpu':
+  if topology.platform == 'cpu' and 'jax' not in sys.modules:
     flags = [f for f in os.environ.get('XLA_FLAGS', '').split() if 'device_count' not in f]
     flags.append(f'--xla_force_host_platform_device_count={topology.num_devices}')
     os.environ['XLA_FLAGS'] = ' '.join(flags)
@@ -46,8 +45,8 @@ def _memory(argv):
     topology = memory.parse_topology(args.topology)
   except memory.TopologyError as e:
     raise common.UsageError(str(e)) from None
-  config = common.run_config(spec, overrides, files=(), init=False)
   _prepare_backend(topology)
+  config = common.run_config(spec, overrides, files=(), init=False)
   try:
     devices = memory.topology_devices(topology)
   except memory.TopologyError as e:

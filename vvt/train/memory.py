@@ -216,17 +216,22 @@ def shard_bytes(tree) -> int:
   return total
 
 
-_OOM = re.compile(r'([\d.]+)([KMGT]?)i?B? of ([\d.]+)([KMGT]?)i?B? hbm', re.I)
+# XLA:TPU's "Ran out of memory on HBM, the total memory required for HLO temporaries (50.55G)
+# exceeds available HBM (15.48G)." (and the older "Used 21.3G of 15.48G hbm").
+_OOM = (re.compile(r'temporaries \(([\d.]+)([KMGT]?)i?B?\) exceeds available HBM \(([\d.]+)([KMGT]?)i?B?\)',
+                   re.I),
+        re.compile(r'Used ([\d.]+)([KMGT]?)i?B? of ([\d.]+)([KMGT]?)i?B? hbm', re.I))
 _UNITS = {'': 1, 'K': 2 ** 10, 'M': 2 ** 20, 'G': 2 ** 30, 'T': 2 ** 40}
 
 
 def oom_figures(message: str) -> Optional[tuple[int, int]]:
-  """(used, available) bytes from XLA's 'Used 21.3G of 15.48G hbm' compile error, if present."""
-  m = _OOM.search(message)
-  if not m:
-    return None
-  return (int(float(m.group(1)) * _UNITS[m.group(2).upper()]),
-          int(float(m.group(3)) * _UNITS[m.group(4).upper()]))
+  """(needed, available) bytes from an XLA out-of-memory compile error, if it gives them."""
+  for pattern in _OOM:
+    m = pattern.search(message)
+    if m:
+      return (int(float(m.group(1)) * _UNITS[m.group(2).upper()]),
+              int(float(m.group(3)) * _UNITS[m.group(4).upper()]))
+  return None
 
 
 def is_oom(error: BaseException) -> bool:
@@ -293,13 +298,12 @@ def plan(config, topology: Topology, devices, eval_step: bool = False, log=None)
       raise
     figures = oom_figures(str(e))
     report.compiled = False
-    if figures:
-      used, avail = figures
-      report.per_device_bytes = used
-      report.temp_bytes = max(0, used - report.params_bytes - report.opt_state_bytes - report.batch_bytes)
-      report.device_memory_bytes = avail
-      report.reason = (f'the compiler needs {used / GIB:.2f} GiB per device, {avail / GIB:.2f} GiB '
-                       'is available')
+    if figures:  # XLA's temporaries include what it keeps of the arguments; the total is a lower bound
+      report.temp_bytes, avail = figures
+      report.per_device_bytes = max(report.temp_bytes, report.params_bytes + report.opt_state_bytes
+                                    + report.batch_bytes)
+      report.reason = (f'{report.temp_bytes / GIB:.2f} GiB of temporaries per device > '
+                       f'{avail / GIB:.2f} GiB of HBM available to XLA (the step does not compile)')
     else:
       report.reason = 'the compiler ran out of device memory: ' + str(e).splitlines()[0][:300]
     return report

@@ -1,0 +1,80 @@
+"""`vvt memory`: the real train step compiled for a real TPU topology (libtpu, deviceless) or forced CPU
+devices on this CPU machine, nothing executed; exit 0 if it fits, 3 if not, 2 for bad input."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+TINY = 'tests/train/tiny_config.py:unused'  # the steps read no files
+# ~3.4G params (two 8192 x 65536 MLP kernels per layer) with AdamW: 37.5 GiB of params and
+# optimiser state per device when replicated; quick to compile (small batch and clips)
+WIDE = ('--config.model.hidden_size=8192', '--config.model.mlp_dim=65536', '--config.model.num_heads=8')
+
+
+def memory(*args, timeout=600):
+  e = dict(os.environ)
+  e.pop('JAX_PLATFORMS', None)  # the command sets up its own backend
+  e['XLA_FLAGS'] = ' '.join(f for f in e.get('XLA_FLAGS', '').split() if 'device_count' not in f)
+  e['PYTHONPATH'] = str(REPO) + os.pathsep + e.get('PYTHONPATH', '')
+  proc = subprocess.run([sys.executable, '-m', 'vvt', 'memory', *args], cwd=REPO, env=e,
+                        capture_output=True, text=True, timeout=timeout)
+  lines = proc.stdout.strip().splitlines()
+  report = json.loads(lines[-1]) if lines and lines[-1].startswith('{') else None
+  return proc, report
+
+
+def test_a_config_compiled_for_a_tpu_v3_8_fits_and_reports_memory_and_flops():
+  proc, r = memory('--config', TINY, '--topology', 'v3-8')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert r['topology'] == 'v3-8' and r['devices'] == 8 and r['batch_size'] == 8
+  assert r['mesh'] == {'data': 8, 'fsdp': 1, 'model': 1}
+  assert r['fits'] is True and 0 < r['per_device_bytes'] < r['device_memory_bytes'] == 16 * 2 ** 30
+  assert r['params_bytes'] == 4 * r['num_params']  # replicated float32
+  assert r['flops_per_step'] == 8 * r['flops_per_device'] > 0
+  for label in ('params', 'optimiser state', 'temporaries', 'total', 'FLOPs per step'):
+    assert label in proc.stdout
+  assert 'Traceback' not in proc.stderr and 'TPU_WORKER_HOSTNAMES' not in proc.stderr  # libtpu kept quiet
+
+
+def test_a_config_that_does_not_fit_exits_3_and_fits_with_fsdp():
+  proc, r = memory('--config', TINY, '--topology', 'v3-8', *WIDE)
+  assert proc.returncode == 3, proc.stderr[-3000:]
+  assert r['fits'] is False and r['per_device_bytes'] > r['device_memory_bytes']
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith('vvt memory: does not fit: ') and 'GiB' in last
+  assert 'Traceback' not in proc.stderr
+  # the same model with its params and AdamW state sharded over fsdp=8: an eighth of them per core
+  proc, f = memory('--config', TINY, '--topology', 'v3-8', *WIDE, "--config.mesh.axes={'fsdp': -1}",
+                   '--config.model.remat=True')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert f['fits'] is True and f['mesh'] == {'data': 1, 'fsdp': 8, 'model': 1}
+  assert f['params_bytes'] < r['params_bytes'] / 7 and f['opt_state_bytes'] < r['opt_state_bytes'] / 7
+
+
+def test_forced_cpu_devices():
+  proc, r = memory('--config', TINY, '--topology', 'cpu:8', "--config.mesh.axes={'data': 2, 'fsdp': 4}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert r['devices'] == 8 and r['mesh'] == {'data': 2, 'fsdp': 4, 'model': 1} and r['fits'] is True
+
+
+@pytest.mark.parametrize('args, message', [
+    (('--topology', 'v9-32'), "unknown TPU generation 'v9'"),
+    (('--topology', 'tpu-pod'), "unknown topology 'tpu-pod'"),
+    (('--topology', 'v3-8', "--config.mesh.axes={'data': 3, 'model': -1}", '--config.batch_size=24',
+      '--config.eval.batch_size=24'),
+     'mesh.axes (data=3, model=-1): the fixed axes (3 devices) do not divide the 8 devices'),
+    (('--topology', 'v3-8', '--config.batch_size=12'),
+     'batch_size/accumulation_steps=12 is not divisible by the 8 batch shards'),
+    (('--topology', 'v3-8', "--config.mesh.rules=(('attention/qkv', 'replicate'),)"),
+     "mesh.rules[0] 'attention/qkv' matches no parameter"),
+])
+def test_bad_input_is_one_line_exit_2_before_compiling(args, message):
+  proc, r = memory('--config', TINY, *args, timeout=300)
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert r is None and 'compiling' not in proc.stderr and 'Traceback' not in proc.stderr
+  err = proc.stderr.strip().splitlines()
+  assert err[-1].startswith('vvt memory: error: ') and message in err[-1], err

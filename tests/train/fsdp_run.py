@@ -1,0 +1,116 @@
+"""Subprocess helper for test_sharding (8 forced host devices): the same train steps on several meshes.
+
+argv: out_dir [restore_dir]. Trains the tiny model (width 64, every parameter of >= 512 elements
+sharded) for STEPS steps on a `data=8` mesh, an `fsdp=8` mesh and a `data=2, fsdp=2, model=2`
+mesh from one init and one batch stream; writes out_dir/result.json (losses, the params'
+max |difference| to data-parallel, shard fractions) and the fsdp=8 training state as a checkpoint
+in out_dir/fsdp8 (+ its params as out_dir/fsdp8_params.npz). With restore_dir: restores that
+workdir's latest training state onto fsdp=8 and writes out_dir/restored.json.
+"""
+import json
+import os
+import sys
+
+import jax
+import numpy as np
+
+sys.path.insert(0, __file__.rsplit('/', 1)[0])
+import train_helpers  # noqa: E402
+from vvt.train import checkpoints, mesh as mesh_lib, model_state, optimizers, sharding, steps  # noqa: E402
+
+STEPS = 3
+BIG = 'encoder/layers/block_0/mlp/Dense_0/kernel'
+
+
+def config(axes):
+  c = train_helpers.tiny_config('unused')
+  c.batch_size = 16
+  c.mesh.axes = axes
+  c.mesh.fsdp_min_size = 512
+  c.optimizer.name = 'sgd'
+  c.optimizer.momentum = 0.9
+  c.schedule.name = 'constant'
+  c.schedule.warmup_steps = 0
+  c.schedule.base_lr = 0.5
+  return c
+
+
+def batches(c):
+  rng = np.random.default_rng(0)
+  t, s = c.num_frames, c.image_size
+  for _ in range(STEPS):
+    yield {'inputs': rng.integers(0, 256, size=(c.batch_size, t, s, s, 3)).astype(np.uint8),
+           'label': rng.integers(0, 4, size=(c.batch_size,)).astype(np.int32),
+           'mask': np.ones((c.batch_size,), np.float32)}
+
+
+def program(c):
+  mesh = mesh_lib.make_mesh(c.mesh)
+  sched = optimizers.make_schedule(c.schedule, 10, 10)
+  tx = optimizers.make_optimizer(c.optimizer, sched)
+  module = model_state.build_model(c)
+  shardings = model_state.state_shardings(module, c, tx, mesh)
+  return mesh, tx, module, shardings, steps.make_train_step(module, tx, sched, c, mesh, shardings)
+
+
+def train(axes):
+  c = config(axes)
+  mesh, tx, module, shardings, step = program(c)
+  state = jax.jit(model_state.init_fn(module, c, tx), out_shardings=shardings)(jax.random.PRNGKey(0))
+  losses = []
+  for b in batches(c):
+    state, _, status = step(state, mesh_lib.global_batch(b, mesh, c.batch_size))
+    losses.append(float(status['loss']))
+  return c, state, losses
+
+
+def leaves(tree):
+  return {sharding.path_str(p): x for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def flat(tree):
+  return {k: np.asarray(jax.device_get(v)) for k, v in leaves(tree).items()}
+
+
+def shard_fraction(x):
+  return x.addressable_shards[0].data.size / x.size
+
+
+def main(out_dir, restore_dir=None):
+  os.makedirs(out_dir, exist_ok=True)
+  if restore_dir:
+    c = config({'fsdp': -1})
+    mesh, tx, module, shardings, _ = program(c)
+    abstract = model_state.abstract_state(module, c, tx, shardings)
+    state, meta = checkpoints.restore_state(restore_dir, abstract)
+    p = flat(state.params)
+    np.savez(os.path.join(out_dir, 'restored_params.npz'), **p)
+    big = leaves(state.params)[BIG]
+    json.dump({'step': int(state.step), 'data_position': meta['data_position'],
+               'big_fraction': shard_fraction(big), 'big_spec': str(big.sharding.spec)},
+              open(os.path.join(out_dir, 'restored.json'), 'w'))
+    return
+  result = {'devices': jax.device_count()}
+  _, dp, result['loss_data'] = train({'data': -1})
+  ref = flat(dp.params)
+  for name, axes in (('fsdp', {'fsdp': -1}), ('hybrid', {'data': 2, 'fsdp': 2, 'model': 2})):
+    c, state, result[f'loss_{name}'] = train(axes)
+    params = flat(state.params)
+    result[f'max_diff_{name}'] = max(float(np.max(np.abs(params[k] - ref[k]))) for k in ref)
+    arrays = leaves(state.params)
+    result[f'big_fraction_{name}'] = shard_fraction(arrays[BIG])
+    result[f'big_spec_{name}'] = str(arrays[BIG].sharding.spec)
+    momentum = [v for k, v in leaves(state.opt_state).items() if k.endswith(BIG)]
+    result[f'momentum_fraction_{name}'] = shard_fraction(momentum[0])
+    if name == 'fsdp':
+      result['sharded'] = sum(shard_fraction(v) < 1 for v in arrays.values())
+      result['replicated'] = sum(shard_fraction(v) == 1 for v in arrays.values())
+      mngr = checkpoints.manager(os.path.join(out_dir, 'fsdp8'), async_save=True)
+      checkpoints.save_state(mngr, state, data_position=STEPS, config=c, wait=False)
+      mngr.wait_until_finished()
+      np.savez(os.path.join(out_dir, 'fsdp8_params.npz'), **params)
+  json.dump(result, open(os.path.join(out_dir, 'result.json'), 'w'))
+
+
+if __name__ == '__main__':
+  main(*sys.argv[1:])
