@@ -32,6 +32,7 @@ NEW = dict(q='attention.q_proj', k='attention.k_proj', v='attention.v_proj', o='
            fc1='mlp.fc1', fc2='mlp.fc2')
 
 
+@common.names_its_file
 def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_heads: int | None = None,
             num_frames: int | None = None, image_size: int | None = None) -> common.Converted:
   """HF ViViT state dict (+ config.json dict) -> vvt params + the exact model fields."""

@@ -186,15 +186,17 @@ def read(path_or_state, format: str = 'auto', num_heads: int | None = None) -> I
   """An image ViT checkpoint (path or flat state dict) -> ImageViT in canonical names.
 
   num_heads: only needed for PyTorch layouts (heads are not stored there); default hidden_size // 64.
+  Any error on the file's contents (unknown layout, missing or malformed tensors) names the file.
   """
   if format not in FORMATS:
     raise ValueError(f'init_from.format must be one of {FORMATS}, got {format!r}')
   path = path_or_state if isinstance(path_or_state, str) else '<state dict>'
   state = common.load_state(path_or_state) if isinstance(path_or_state, str) else dict(path_or_state)
-  fmt = detect_format(state) if format == 'auto' else format
-  fmt = 'flax' if fmt in ('big_vision', 'scenic') else fmt
   origin = f'image checkpoint {path}'
-  w = _read_flax(state, origin) if fmt == 'flax' else _read_torch(state, fmt, num_heads, origin)
+  with common.naming_file(path if isinstance(path_or_state, str) else None, 'cannot read it as an image ViT'):
+    fmt = detect_format(state) if format == 'auto' else format
+    fmt = 'flax' if fmt in ('big_vision', 'scenic') else fmt
+    w = _read_flax(state, origin) if fmt == 'flax' else _read_torch(state, fmt, num_heads, origin)
   origin_of = {name: key for name, key in w.report.loaded}
   origin_of.update({name: how for name, how in w.report.transformed})
   return ImageViT(w.flat, origin_of, w.src.unused(), fmt, path)

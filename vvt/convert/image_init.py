@@ -276,8 +276,9 @@ def video_format(path: str, fmt: str = 'auto') -> bool:
   if fmt != 'auto' or not str(path).endswith('.safetensors') or not os.path.exists(path):
     return False
   from safetensors import safe_open  # pylint: disable=g-import-not-at-top
-  with safe_open(path, framework='numpy') as f:
-    return (f.metadata() or {}).get('format') == init_options.VIDEO_FORMAT
+  with common.naming_file(path, 'not a readable safetensors file'):
+    with safe_open(path, framework='numpy') as f:
+      return (f.metadata() or {}).get('format') == init_options.VIDEO_FORMAT
 
 
 def _source_model(metadata) -> dict:
@@ -321,8 +322,9 @@ def _from_video(params, opts, cfg):
   """`initialise` for a vvt video checkpoint (format 'vvt'): load every matching parameter (see the docstring)."""
   from vvt.convert import export  # pylint: disable=g-import-not-at-top
   path = opts['checkpoint']
-  source, metadata = export.from_safetensors(path)
-  src = {k: np.asarray(v, np.float32) for k, v in common.flatten(source).items()}
+  with common.naming_file(path, 'not a readable safetensors file'):
+    source, metadata = export.from_safetensors(path)
+  src = {k: common.float_parameter(f'video checkpoint {path}', k, v) for k, v in common.flatten(source).items()}
   model = _source_model(metadata)
   for field in ('family', 'attention'):
     if model.get(field) not in (None, cfg[field]):

@@ -83,6 +83,7 @@ def _encoder(w: common.Writer, name: str, key: str, stage: str, swap_heads: bool
               qkv_bias=any(k.startswith(first) and k.endswith('query/bias') for k in src.keys()))
 
 
+@common.names_its_file
 def convert(state: Mapping[str, np.ndarray], *, attention: str | None = None, num_frames: int | None = None,
             image_size: int | None = None, attention_order: str = 'space_time') -> common.Converted:
   """Scenic ViViT params (flat '/'-joined names) -> vvt params + the exact model fields.

@@ -73,7 +73,7 @@ def hf_to_official_names(state: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
           new = f'blocks.{layer}.{official}{rest[len(hf):]}'
           break
     out[new or key] = value
-  return out
+  return common.with_path(out, state)
 
 
 def detect_attention_type(state: Mapping[str, np.ndarray]) -> str:
@@ -82,6 +82,7 @@ def detect_attention_type(state: Mapping[str, np.ndarray]) -> str:
   return 'joint_space_time' if 'time_embed' in state else 'space_only'
 
 
+@common.names_its_file
 def convert_official(state: Mapping[str, np.ndarray], *, num_heads: int | None = None,
                      attention_type: str | None = None, num_frames: int | None = None,
                      image_size: int | None = None, layer_norm_eps: float = 1e-6,
@@ -159,6 +160,7 @@ def convert_official(state: Mapping[str, np.ndarray], *, num_heads: int | None =
   return w.result(fields)
 
 
+@common.names_its_file
 def convert_hf(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *,
                num_heads: int | None = None, num_frames: int | None = None,
                image_size: int | None = None) -> common.Converted:
