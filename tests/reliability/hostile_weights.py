@@ -9,7 +9,9 @@ import zipfile
 
 import numpy as np
 
-SCENIC = '/work/shared/fixtures/scenic_vivit_model2_fe.npz'
+# The shared parity fixtures beside the repository (tests/conftest.py: FIXTURES).
+SCENIC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'shared',
+                                       'fixtures', 'scenic_vivit_model2_fe.npz'))
 MARKER = 'EXECUTED_BY_A_WEIGHT_FILE'
 
 
