@@ -76,16 +76,19 @@ def one_line(error: BaseException) -> str:
 
 
 def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
-  """Runs a command: exit 0 on success, 2 with one line for a bad config or argument, 1 otherwise."""
+  """Runs a command: exit 0 on success, 2 with one line for a bad config or argument, 1 otherwise;
+  interrupted: 130, or the exception's `exit_code` (128 + the signal: 143 for SIGTERM)."""
   argv = list(argv)
   verbose = '--verbose' in argv
   quiet_logs(verbose)
   try:
     result = body(argv)
     return 0 if result is None else int(result)
-  except KeyboardInterrupt:
-    print(f'{prog}: interrupted', file=sys.stderr)
-    return 130
+  except KeyboardInterrupt as e:  # Ctrl-C, or the trainer's Interrupted (SIGINT 130 / SIGTERM 143)
+    if verbose:
+      traceback.print_exc()
+    print(f'{prog}: {one_line(e) if str(e) else "interrupted"}', file=sys.stderr)
+    return int(getattr(e, 'exit_code', 130))
   except (ConfigError, UsageError) as e:
     if verbose:
       traceback.print_exc()

@@ -9,8 +9,19 @@ commit, so a killed process never leaves a half-written step behind):
   meta/     JSON: {"kind": "train_state" | "params", "step", "data_position",
             "config": the run's config (best-effort JSON)}
 
+  checksums.json  size and SHA-256 of every file under params/, train/ and meta/, and a digest of
+            the list itself; written inside the temporary directory after the arrays are final
+            (orbax's post-finalization callback, in the background thread) and committed with it
+
 `vvt eval` only reads `params/` and therefore accepts both kinds; converted
 weights are written with `save_params` and are params-only.
+
+Every load verifies the step first (`verify_step`): a missing, truncated, emptied, unreadable or
+changed file, a damaged checksums.json, or a step that never committed raises
+CheckpointDamagedError naming the file. `load_with_fallback` loads an explicit step or nothing, and
+"latest" as the newest intact step, with a warning per damaged step skipped. A step without
+checksums.json but with orbax's commit marker (written before vvt recorded checksums) loads
+unverified, with a warning.
 Evaluation results are written beside the step directories as
 `WORKDIR/checkpoints/eval_<step>_<split>.json` (+ `.npz` per-video scores).
 
@@ -21,9 +32,10 @@ finishes), and a restore takes the shardings of the abstract tree it is given, s
 `fsdp=8` restores on one CPU device and the reverse. The workdir may be a URL (`gs://bucket/run`):
 paths go through `etils.epath` (`os.path` only for local paths).
 """
+import hashlib
 import json
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import orbax.checkpoint as ocp
@@ -62,17 +74,209 @@ class CheckpointNotFoundError(FileNotFoundError):
   pass
 
 
+class CheckpointDamagedError(ValueError):
+  """A checkpoint step is damaged or incomplete; the message names the file."""
+
+
 def checkpoint_dir(workdir: str) -> str:
   return join(abspath(workdir), SUBDIR)
 
 
 def manager(workdir: str, keep: Optional[int] = None, create: bool = True,
             async_save: bool = False) -> ocp.CheckpointManager:
-  """The orbax manager of `WORKDIR/checkpoints`; `async_save`: saves return before the write ends."""
+  """The orbax manager of `WORKDIR/checkpoints`; `async_save`: saves return before the write ends.
+
+  Saves go through orbax's asynchronous checkpointer either way, so that checksums.json is written
+  by its post-finalization callback (the arrays are final, the step not yet committed); a
+  synchronous manager (`async_save=False`) is used with `wait=True`.
+  """
+  pending = {'step': None}
+  ckpt_dir = checkpoint_dir(workdir)
   options = ocp.CheckpointManagerOptions(
       max_to_keep=keep if keep and keep > 0 else None,
-      enable_async_checkpointing=async_save, create=create)
-  return ocp.CheckpointManager(epath.Path(checkpoint_dir(workdir)), options=options)
+      enable_async_checkpointing=True, create=create,
+      async_options=ocp.AsyncOptions(
+          post_finalization_callback=lambda: _write_pending_manifest(ckpt_dir, pending)))
+  mngr = ocp.CheckpointManager(epath.Path(ckpt_dir), options=options)
+  mngr.vvt_pending = pending  # the step being saved, read by the callback
+  return mngr
+
+
+# ----------------------------------------------------------------------------- checksums
+
+MANIFEST = 'checksums.json'
+COMMIT_MARKER = 'commit_success.txt'  # orbax's, at the step root
+_NOT_CHECKSUMMED = {MANIFEST, COMMIT_MARKER, '_CHECKPOINT_METADATA'}  # orbax updates these on commit
+_CHUNK = 1 << 22
+
+
+def file_digest(path: epath.Path) -> tuple[int, str]:
+  """(size in bytes, SHA-256 hex) of one file, read in chunks."""
+  h, size = hashlib.sha256(), 0
+  with path.open('rb') as f:
+    while True:
+      chunk = f.read(_CHUNK)
+      if not chunk:
+        return size, h.hexdigest()
+      size += len(chunk)
+      h.update(chunk)
+
+
+def _files(step_dir: epath.Path) -> list[str]:
+  """Relative paths of the checksummed files of a step directory (sorted)."""
+  out, todo = [], [step_dir]
+  while todo:
+    for p in todo.pop().iterdir():
+      if p.is_dir():
+        todo.append(p)
+      elif str(p.relative_to(step_dir)) not in _NOT_CHECKSUMMED:
+        out.append(str(p.relative_to(step_dir)))
+  return sorted(out)
+
+
+def _list_digest(files: dict) -> str:
+  return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def write_manifest(step_dir) -> str:
+  """Writes `step_dir/checksums.json` (size + SHA-256 of every file, and the list's own digest)."""
+  step_dir = epath.Path(step_dir)
+  files = {}
+  for rel in _files(step_dir):
+    size, sha = file_digest(step_dir / rel)
+    files[rel] = {'size': size, 'sha256': sha}
+  body = json.dumps({'version': 1, 'files': files, 'digest': _list_digest(files)}, indent=1)
+  tmp = step_dir / (MANIFEST + '.tmp')
+  tmp.write_text(body)
+  tmp.replace(step_dir / MANIFEST)
+  return str(step_dir / MANIFEST)
+
+
+def _write_pending_manifest(ckpt_dir: str, pending: dict) -> None:
+  """Orbax's post-finalization callback: checksums of the step just written, before its commit.
+
+  The step is still in its temporary directory (`<step>.orbax-checkpoint-tmp-*`) on a local disk,
+  or in place where orbax commits with a marker file (object stores). Primary process only.
+  """
+  step = pending.get('step')
+  if step is None or jax.process_index() != 0:
+    return
+  root = epath.Path(ckpt_dir)
+  tmps = [p for p in root.glob(f'{step}.orbax-checkpoint-tmp*') if p.is_dir()]
+  write_manifest(max(tmps, key=lambda p: p.stat().mtime) if tmps else root / str(step))
+
+
+def _damaged(path, why: str) -> CheckpointDamagedError:
+  return CheckpointDamagedError(f'damaged checkpoint file {path}: {why}')
+
+
+def _read_manifest(step_dir: epath.Path) -> dict:
+  path = step_dir / MANIFEST
+  try:
+    manifest = json.loads(path.read_text())
+    files = manifest['files']
+    ok = isinstance(files, dict) and manifest.get('digest') == _list_digest(files)
+  except Exception as e:  # pylint: disable=broad-except
+    raise _damaged(path, f'the checksum file cannot be read ({type(e).__name__}: '
+                         f'{str(e).splitlines()[0] if str(e) else ""})') from None
+  if not ok:
+    raise _damaged(path, 'the checksum file is damaged (its own digest does not match)')
+  return files
+
+
+def verify_step(workdir: str, step: int, log: Optional[Callable] = None) -> None:
+  """Checks every file of step `step` against its checksums.json.
+
+  Raises CheckpointDamagedError naming the first file that is missing, unreadable, of the wrong
+  size (truncated, emptied) or with other bytes, or a damaged checksums.json, or a step that never
+  committed. A committed step without checksums.json (older vvt) passes with a warning to `log`.
+  """
+  step_dir = epath.Path(join(checkpoint_dir(workdir), str(step)))
+  if not step_dir.is_dir():
+    raise _damaged(step_dir, 'the step directory is missing')
+  if not (step_dir / MANIFEST).exists():
+    if not (step_dir / COMMIT_MARKER).exists():
+      raise _damaged(step_dir, f'neither {MANIFEST} nor {COMMIT_MARKER}: the step was never '
+                               'committed (half-written)')
+    if log:
+      log(f'[checkpoints] warning: {step_dir} has no {MANIFEST} (written before vvt recorded '
+          'checksums): loading it unverified')
+    return
+  files = _read_manifest(step_dir)
+  for rel, want in sorted(files.items()):
+    path = step_dir / rel
+    if not path.exists():
+      raise _damaged(path, 'missing')
+    try:
+      size, sha = file_digest(path)
+    except Exception as e:  # pylint: disable=broad-except
+      raise _damaged(path, f'cannot be read ({type(e).__name__}: {e})') from None
+    if size != want['size']:
+      raise _damaged(path, f'{size} bytes, {want["size"]} written '
+                           f'({"emptied" if size == 0 else "truncated" if size < want["size"] else "grown"})')
+    if sha != want['sha256']:
+      raise _damaged(path, 'its bytes changed since it was written (SHA-256 mismatch)')
+  extra = sorted(set(_files(step_dir)) - set(files))
+  if extra:
+    raise _damaged(step_dir / extra[0], f'not written with this checkpoint (not in {MANIFEST})')
+
+
+def load_with_fallback(workdir: str, load: Callable[[int], Any], step: Optional[int] = None,
+                       log: Callable = print) -> tuple[int, Any, list]:
+  """(step, load(step), damaged steps skipped): `step` verified and loaded, or else the newest
+  intact step.
+
+  An explicit `step` that is damaged raises CheckpointDamagedError (no fallback). Without one,
+  each damaged step (verification or `load` raising CheckpointDamagedError) is skipped with a
+  warning, newest first; if none is intact, CheckpointDamagedError lists them.
+  """
+  candidates = [resolve_step(workdir, step)] if step is not None else (
+      list(reversed(all_steps(workdir))) or [resolve_step(workdir)])
+  skipped = []
+  for s in candidates:
+    try:
+      verify_step(workdir, s, log)
+      result = load(s)
+    except CheckpointDamagedError as e:
+      if step is not None:
+        raise
+      log(f'[checkpoints] warning: step {s} skipped: {e}')
+      skipped.append((s, e))
+      continue
+    if skipped:
+      log(f'[checkpoints] warning: falling back to step {s}, the newest intact checkpoint in '
+          f'{checkpoint_dir(workdir)}')
+    return s, result, [x for x, _ in skipped]
+  raise CheckpointDamagedError(
+      f'no intact checkpoint in {checkpoint_dir(workdir)}: '
+      + '; '.join(f'step {x}: {e}' for x, e in skipped))
+
+
+def quarantine(workdir: str, step: int) -> str:
+  """Moves a damaged step out of the way (to WORKDIR/damaged_checkpoints/<step>[.n]): kept, not
+  deleted, and no longer in the way of a new save of that step. Returns the new path."""
+  src = epath.Path(join(checkpoint_dir(workdir), str(step)))
+  base = epath.Path(join(abspath(workdir), 'damaged_checkpoints'))
+  base.mkdir(parents=True, exist_ok=True)
+  dst, n = base / str(step), 0
+  while dst.exists():
+    n += 1
+    dst = base / f'{step}.{n}'
+  src.rename(dst)
+  return str(dst)
+
+
+def _restore(mngr: ocp.CheckpointManager, workdir: str, step: int, **items):
+  """mngr.restore, with any failure (bad JSON, wrong shapes, a file orbax cannot read) as a
+  CheckpointDamagedError naming the step directory."""
+  try:
+    return mngr.restore(step, args=ocp.args.Composite(**items))
+  except (KeyboardInterrupt, CheckpointDamagedError):
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+    raise _damaged(join(checkpoint_dir(workdir), str(step), *items.keys() if len(items) == 1 else ()),
+                   f'cannot be restored ({type(e).__name__}: {lines[0] if lines else ""})') from None
 
 
 def all_steps(workdir: str) -> list[int]:
@@ -98,6 +302,8 @@ def save_state(mngr: ocp.CheckpointManager, state, *, data_position: int,
   (the state may then be donated to the next step); `mngr.wait_until_finished()` ends the write.
   """
   step = int(jax.device_get(state.step))
+  mngr.wait_until_finished()  # the previous save (orbax's save would wait for it too)
+  mngr.vvt_pending['step'] = step
   meta = {'kind': 'train_state', 'step': step, 'data_position': int(data_position),
           'config': _config_json(config)}
   train = {'step': state.step, 'opt_state': state.opt_state, 'rng': state.rng}
@@ -129,13 +335,17 @@ def resolve_step(workdir: str, step: Optional[int] = None) -> int:
   return int(step)
 
 
-def _meta(mngr: ocp.CheckpointManager, step: int) -> dict:
-  return dict(mngr.restore(step, args=ocp.args.Composite(
-      meta=ocp.args.JsonRestore()))['meta'])
+def _meta(mngr: ocp.CheckpointManager, step: int, workdir: Optional[str] = None) -> dict:
+  workdir = workdir or str(mngr.directory.parent)
+  meta = _restore(mngr, workdir, step, meta=ocp.args.JsonRestore())['meta']
+  if not isinstance(meta, dict) or meta.get('kind') not in ('train_state', 'params'):
+    raise _damaged(join(checkpoint_dir(workdir), str(step), 'meta'),
+                   f'not a vvt checkpoint description (kind {getattr(meta, "get", dict().get)("kind")!r})')
+  return dict(meta)
 
 
 def read_meta(workdir: str, step: int) -> dict:
-  return _meta(manager(workdir, create=False), step)
+  return _meta(manager(workdir, create=False), step, workdir)
 
 
 def latest(mngr: ocp.CheckpointManager) -> tuple[Optional[int], Optional[str]]:
@@ -146,9 +356,14 @@ def latest(mngr: ocp.CheckpointManager) -> tuple[Optional[int], Optional[str]]:
   return step, _meta(mngr, step).get('kind')
 
 
-def restore_state(workdir: str, abstract_state, step: Optional[int] = None):
-  """Restores a full training state -> (state, meta). `abstract_state` carries shardings."""
+def restore_state(workdir: str, abstract_state, step: Optional[int] = None, verify: bool = True):
+  """Restores a full training state -> (state, meta). `abstract_state` carries shardings.
+
+  The step is checked against its checksums first (`verify`), CheckpointDamagedError if damaged.
+  """
   step = resolve_step(workdir, step)
+  if verify:
+    verify_step(workdir, step)
   meta = read_meta(workdir, step)
   if meta.get('kind') != 'train_state':
     raise ValueError(f'checkpoint step {step} in {checkpoint_dir(workdir)} is '
@@ -156,10 +371,9 @@ def restore_state(workdir: str, abstract_state, step: Optional[int] = None):
   train_abstract = {'step': abstract_state.step,
                     'opt_state': abstract_state.opt_state,
                     'rng': abstract_state.rng}
-  mngr = manager(workdir, create=False)
-  restored = mngr.restore(step, args=ocp.args.Composite(
-      params=ocp.args.StandardRestore(abstract_state.params),
-      train=ocp.args.StandardRestore(train_abstract)))
+  restored = _restore(manager(workdir, create=False), workdir, step,
+                      params=ocp.args.StandardRestore(abstract_state.params),
+                      train=ocp.args.StandardRestore(train_abstract))
   train = restored['train']
   state = abstract_state.replace(params=restored['params'], step=train['step'],
                                  opt_state=train['opt_state'], rng=train['rng'])
@@ -169,6 +383,7 @@ def restore_state(workdir: str, abstract_state, step: Optional[int] = None):
 def save_params(workdir: str, params, step: int = 0, config=None) -> str:
   """Writes a params-only checkpoint (e.g. converted weights); returns its directory."""
   mngr = manager(workdir)
+  mngr.vvt_pending['step'] = int(step)
   meta = {'kind': 'params', 'step': int(step), 'data_position': 0,
           'config': _config_json(config)}
   mngr.save(int(step), args=ocp.args.Composite(
@@ -181,7 +396,10 @@ def save_params(workdir: str, params, step: int = 0, config=None) -> str:
 def abstract_params_from_checkpoint(workdir: str, step: int, sharding=None):
   """ShapeDtypeStructs of a checkpoint's params (on `sharding`, default one local device)."""
   path = epath.Path(join(checkpoint_dir(workdir), str(step), 'params'))
-  meta = ocp.StandardCheckpointer().metadata(path)
+  try:
+    meta = ocp.StandardCheckpointer().metadata(path)
+  except Exception as e:  # pylint: disable=broad-except
+    raise _damaged(path, f'its array metadata cannot be read ({type(e).__name__})') from None
   tree = getattr(meta, 'item_metadata', meta)
   tree = getattr(tree, 'tree', tree)
   sharding = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
@@ -190,19 +408,22 @@ def abstract_params_from_checkpoint(workdir: str, step: int, sharding=None):
                       tree, is_leaf=is_leaf)
 
 
-def load_params(workdir: str, step: Optional[int] = None, abstract_params=None):
+def load_params(workdir: str, step: Optional[int] = None, abstract_params=None,
+                verify: bool = True):
   """Params of a full or params-only checkpoint -> (params, step).
 
   With `abstract_params` (a pytree of jax.ShapeDtypeStruct with shardings)
   the arrays are restored with those shardings; without, on one local device
-  (whatever the topology the checkpoint was written on).
+  (whatever the topology the checkpoint was written on). The step is checked against its
+  checksums first (`verify`): CheckpointDamagedError naming the file if it is damaged.
   """
   step = resolve_step(workdir, step)
+  if verify:
+    verify_step(workdir, step)
   if abstract_params is None:
     abstract_params = abstract_params_from_checkpoint(workdir, step)
-  mngr = manager(workdir, create=False)
-  restored = mngr.restore(step, args=ocp.args.Composite(
-      params=ocp.args.StandardRestore(abstract_params)))
+  restored = _restore(manager(workdir, create=False), workdir, step,
+                      params=ocp.args.StandardRestore(abstract_params))
   return restored['params'], step
 
 

@@ -11,6 +11,12 @@
                                                   checkpoints, periodic evaluation
   final_evaluation(run, program, writers, ...)    multi-view eval, results, training_curves.png
 
+Checkpoints are verified against their checksums when loaded: resuming (and `vvt eval` without
+`--step`) falls back to the newest intact step with a warning, and a resumed training run moves the
+damaged steps it skipped to WORKDIR/damaged_checkpoints/. The first SIGINT or SIGTERM during
+training saves a checkpoint at the step reached and raises `Interrupted` (exit 128 + the signal:
+130, 143); a second one exits at once (see `StopSignals`).
+
 `evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`. The model, its abstract state
 and its shardings come from `model_state`, WORKDIR/config.json from `run_config`. Checkpoints are
 saved asynchronously (training goes on while they are written) and restore onto any mesh: the
@@ -18,6 +24,10 @@ abstract state carries this run's shardings. The workdir may be a local path or 
 """
 import dataclasses
 import math
+import os
+import signal
+import sys
+import threading
 from typing import Any, Callable, Optional
 
 import jax
@@ -38,6 +48,63 @@ from vvt.train import validation
 
 class NonFiniteLossError(FloatingPointError):
   pass
+
+
+class Interrupted(KeyboardInterrupt):
+  """A SIGINT / SIGTERM stopped the run (after saving a checkpoint if it was training).
+
+  `exit_code` is 128 + the signal number (130 for SIGINT, 143 for SIGTERM), which the CLI returns.
+  """
+
+  def __init__(self, message: str, signum: int):
+    super().__init__(message)
+    self.signum = signum
+    self.exit_code = 128 + signum
+
+
+def signal_name(signum: int) -> str:
+  return signal.Signals(signum).name
+
+
+class StopSignals:
+  """SIGINT and SIGTERM handlers for a training run (main thread only; a no-op elsewhere).
+
+  First signal: while `deferred` (the training steps), it is recorded in `signum` and the loop
+  saves a checkpoint at the step reached and stops; otherwise (start-up, evaluation) `Interrupted`
+  is raised at once. Second signal: one line on stderr and `os._exit(128 + signum)` at once (an
+  asynchronous save in flight stays uncommitted: the previous checkpoint is intact).
+  """
+
+  SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+  def __init__(self, log: Callable = print):
+    self.signum: Optional[int] = None
+    self.deferred = False
+    self.log = log
+    self._previous = {}
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      for sig in self.SIGNALS:
+        self._previous[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def __exit__(self, *exc):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+    self._previous = {}
+    return False
+
+  def _handle(self, signum, frame):  # pylint: disable=unused-argument
+    name = signal_name(signum)
+    if self.signum is not None:
+      print(f'vvt: {name} again: exiting at once', file=sys.stderr, flush=True)
+      os._exit(128 + signum)  # pylint: disable=protected-access
+    self.signum = signum
+    if not self.deferred:
+      raise Interrupted(f'interrupted ({name})', signum)
+    self.log(f'[train] {name}: saving a checkpoint at the step reached, then exiting '
+             f'({name} again exits at once)')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,10 +175,19 @@ def setup(config, workdir: str, log: Callable = print) -> Run:
              log=log if is_chief else (lambda *a, **k: None), is_chief=is_chief)
 
 
+def latest_kind(run: Run) -> Optional[str]:
+  """The kind of the newest intact checkpoint ('train_state' | 'params'), None if there is none."""
+  try:
+    _, meta, _ = checkpoints.load_with_fallback(
+        run.workdir, lambda s: checkpoints.read_meta(run.workdir, s), log=lambda *a: None)
+  except (checkpoints.CheckpointNotFoundError, checkpoints.CheckpointDamagedError):
+    return None  # restore_or_init reports a workdir whose checkpoints are all damaged
+  return meta.get('kind')
+
+
 def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
   """Before resuming a training state: the changes from WORKDIR/config.json (see run_config)."""
-  _, kind = checkpoints.latest(run.mngr)
-  if kind != 'train_state':
+  if latest_kind(run) != 'train_state':
     return []
   return run_config.check_resume(run_config.load_saved(run.workdir), run.config,
                                  allow_config_change=allow_config_change, log=run.log)
@@ -142,8 +218,7 @@ def make_program(run: Run, num_train_videos: int) -> Program:
 # ----------------------------------------------------------------------------- state
 
 
-def _resume(run: Run, abstract, step: int) -> tuple[state_lib.TrainState, int]:
-  state, meta = checkpoints.restore_state(run.workdir, abstract, step)
+def _resume(run: Run, state, meta: dict, step: int) -> tuple[state_lib.TrainState, int]:
   data_position = int(meta['data_position'])
   at = int(jax.device_get(state.step))
   run.log(f'[train] resumed from {checkpoints.checkpoint_dir(run.workdir)}/{step} '
@@ -163,19 +238,42 @@ def _init_from(run: Run, params):
   return params
 
 
+def load_latest(run: Run, abstract) -> tuple[Optional[int], Optional[dict], Any]:
+  """(step, meta, state or params) of the newest intact checkpoint, or (None, None, None).
+
+  Damaged steps are skipped with a warning and moved to WORKDIR/damaged_checkpoints/ (kept; a new
+  save of the same step then succeeds). All damaged: CheckpointDamagedError listing them.
+  """
+  if not checkpoints.all_steps(run.workdir):
+    return None, None, None
+
+  def load(step):
+    meta = checkpoints.read_meta(run.workdir, step)
+    if meta['kind'] == 'train_state':
+      return meta, checkpoints.restore_state(run.workdir, abstract, step, verify=False)[0]
+    return meta, checkpoints.load_params(run.workdir, step, abstract.params, verify=False)[0]
+
+  step, (meta, loaded), skipped = checkpoints.load_with_fallback(run.workdir, load, log=run.log)
+  if skipped and run.is_chief:
+    for s in skipped:
+      run.log(f'[train] damaged step {s} moved to {checkpoints.quarantine(run.workdir, s)}')
+    run.mngr.reload()
+  return step, meta, loaded
+
+
 def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, int]:
   """(state, data position): the latest training state of the workdir if there is one;
   else a fresh init (seed `config.seed`) whose params come from a params-only checkpoint
   (e.g. converted weights), from `config.init_from`, or stay fresh. Everything is restored or
   created directly on `program.shardings`, whatever mesh a checkpoint was written on."""
   abstract = model_state.abstract_state(program.module, run.config, program.tx, program.shardings)
-  latest, kind = checkpoints.latest(run.mngr)
-  if kind == 'train_state':
-    return _resume(run, abstract, latest)
+  latest, meta, loaded = load_latest(run, abstract)
+  if latest is not None and meta['kind'] == 'train_state':
+    return _resume(run, loaded, meta, latest)
   init = model_state.init_fn(program.module, run.config, program.tx)
   state = jax.jit(init, out_shardings=program.shardings)(jax.random.PRNGKey(run.config.seed))
   if latest is not None:
-    params, _ = checkpoints.load_params(run.workdir, latest, abstract.params)
+    params = loaded
     run.log(f'[train] initialised params from params-only checkpoint step {latest}')
   elif run.config.init_from is not None:
     # init_from reads the params on the host: gather them (every process gets all of them)
@@ -280,11 +378,55 @@ def run_eval(run: Run, program: Program, params, step: int, eval_writer) -> dict
 # ----------------------------------------------------------------------------- loop
 
 
+def _interruptible_eval(run: Run, program: Program, state, loop: LoopState, eval_writer,
+                        stop: Optional[StopSignals]) -> None:
+  """A periodic evaluation that a first signal ends at once (the state is saved, then exit)."""
+  if stop is None or jax.process_count() > 1:
+    run_eval(run, program, state.params, loop.step, eval_writer)
+    return
+  stop.deferred = False
+  try:
+    run_eval(run, program, state.params, loop.step, eval_writer)
+  except Interrupted as e:
+    stop.deferred = True
+    raise save_and_stop(run, state, loop, e.signum) from None
+  stop.deferred = True
+
+
+def stop_requested(run: Run, stop: Optional[StopSignals], step: int) -> bool:
+  """Whether a SIGINT / SIGTERM asks the loop to save and stop after `step`; with several
+  processes they agree on it at the log steps (one small all-gather) so that all save together."""
+  if stop is None:
+    return False
+  if jax.process_count() == 1:
+    return stop.signum is not None
+  if not _due(step, run.config.log_every_steps):
+    return False
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  flags = multihost_utils.process_allgather(np.int32(stop.signum or 0))
+  stop.signum = stop.signum or int(np.max(flags)) or None
+  return stop.signum is not None
+
+
+def save_and_stop(run: Run, state, loop: LoopState, signum: int):
+  """Saves the state at the step reached (if not saved yet), waits for the write -> Interrupted."""
+  _check_pending(run, loop)
+  if loop.last_saved != loop.step:
+    save_checkpoint(run, state, loop)
+  run.mngr.wait_until_finished()
+  return Interrupted(f'interrupted ({signal_name(signum)}): checkpoint saved at step {loop.step} '
+                     f'in {checkpoints.checkpoint_dir(run.workdir)}; the same command resumes '
+                     'the run', signum)
+
+
 def train_loop(run: Run, program: Program, writers, state, data_position: int,
-               stop_after_step: int = -1):
+               stop_after_step: int = -1, stop: Optional[StopSignals] = None):
   """Trains up to `program.total_steps` -> (state, step, stopped early).
 
   The data iterator starts at `data_position`; the last state is checkpointed (if it was not).
+  With `stop`, a first SIGINT / SIGTERM saves the state at the step reached and raises Interrupted
+  (during a periodic evaluation: at once, the state is that of the step before it).
   """
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
   config, total = run.config, program.total_steps
@@ -296,6 +438,8 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
   loop = LoopState(step=first, data_position=data_position,
                    last_saved=first if data_position else None)
   progress = metrics_lib.Progress(total, first, config.batch_size, enabled=run.is_chief)
+  if stop is not None:
+    stop.deferred = True
   while loop.step < total:
     state = train_one_step(run, program, state, next(it), loop)
     if loop.step == first + 1:
@@ -305,10 +449,14 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
       log_train_metrics(run, program, loop, writers[0], progress)
     if _due(loop.step, config.checkpoint.every_steps) or loop.step == total:
       save_checkpoint(run, state, loop)
+    if stop_requested(run, stop, loop.step):
+      raise save_and_stop(run, state, loop, stop.signum)
     if 0 < stop_after_step <= loop.step:
       return state, loop.step, True
     if _due(loop.step, config.eval.every_steps) and loop.step != total:
-      run_eval(run, program, state.params, loop.step, writers[1])
+      _interruptible_eval(run, program, state, loop, writers[1], stop)
+  if stop is not None:
+    stop.deferred = False
   _check_pending(run, loop)
   if loop.last_saved != loop.step:
     save_checkpoint(run, state, loop)
@@ -335,7 +483,14 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
   Resuming with a config that differs from WORKDIR/config.json in a field that changes what
   the run learns raises defaults.ConfigError unless `allow_config_change`.
   `stop_after_step` (testing aid) stops the loop early without the final eval.
+  A first SIGINT / SIGTERM saves a checkpoint at the step reached and raises Interrupted; a
+  second exits at once (StopSignals).
   """
+  with StopSignals(log) as stop:
+    return _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop)
+
+
+def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop):
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
   run = setup(config, workdir, log)
   try:
@@ -346,7 +501,8 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
       run_config.write(run.workdir, config)
     log_start(run, program, state)
     writers = metrics_lib.make_writers(run.workdir, run.is_chief)
-    state, step, stopped = train_loop(run, program, writers, state, data_position, stop_after_step)
+    state, step, stopped = train_loop(run, program, writers, state, data_position, stop_after_step,
+                                      stop)
     if stopped:
       return {'step': step, 'workdir': run.workdir, 'stopped_early': True}
     return final_evaluation(run, program, writers, state, step)
@@ -363,12 +519,16 @@ def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
   mesh = make_mesh(config)
   split = split or config.eval.split
   workdir = checkpoints.abspath(workdir)
+  explicit = step
   step = checkpoints.resolve_step(workdir, step)  # first: a wrong --step is the commonest mistake
   require_files(config.dataset, fields=('eval_files',))
   module = model_state.build_model(config)
   shardings = model_state.param_shardings(module, config, mesh)  # this mesh, not the training one
   abstract = model_state.abstract_params(module, config, shardings)
-  params, step = checkpoints.load_params(workdir, step, abstract)
+  # --step N: that step or a one-line error naming the damaged file; latest: the newest intact
+  step, params, _ = checkpoints.load_with_fallback(
+      workdir, lambda s: checkpoints.load_params(workdir, s, abstract, verify=False)[0],
+      step=explicit, log=log)
   log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}')
   eval_step = steps_lib.make_eval_step(module, config, mesh, shardings)
   res, agg = evaluate_lib.evaluate(eval_step, params, config, mesh, split=split, log=log)
