@@ -13,6 +13,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 
 from vvt.models import build, resolve, token_grid
 
@@ -30,6 +31,10 @@ def count_params(params) -> int:
 def summarise(cfg, batch: int = 1) -> dict:
   """{'params', 'params_m', 'gflops' (multiply-add = 1, per view), 'xla_flops', 'tokens', 'grid'} of a config."""
   rcfg = resolve(cfg)
+  # Count the function, not its implementation: attention as einsum, layers unrolled, no remat (XLA's cost
+  # analysis counts a scan's or a chunked loop's body once). Parameters are the same in every layout.
+  rcfg = resolve(ml_collections.ConfigDict(dict(rcfg.to_dict(), attention_impl='einsum', scan_layers=False,
+                                                remat='none')))
   module = build(rcfg)
   params, video = _abstract_params(module, rcfg, batch)
   def logits_only(p, v):
