@@ -118,7 +118,8 @@ def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check:
   state = common.load_state(checkpoint)
   result = convert_state(source, state, model_cfg, hf_config, num_frames=num_frames)
   if check:
-    check_params(result.params, result.model_config())
+    with common.naming_file(checkpoint, 'its weights do not fit the model'):
+      check_params(result.params, result.model_config())
   return result
 
 
