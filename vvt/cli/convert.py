@@ -39,14 +39,36 @@ def _fields_diff(model_cfg, fields: dict) -> list[str]:
   return out
 
 
-def _with_model(run_config, model):
-  """The run config with `model` replacing its model; the shared fields follow the model."""
+def _with_model(run_config, model, class_names=None):
+  """The run config with `model` replacing its model; the shared fields follow the model.
+
+  `class_names` (e.g. a Hugging Face config's id2label) replace the config's when they fit the classes;
+  names of another number of classes than the converted head are dropped."""
   from vvt.train import defaults  # pylint: disable=g-import-not-at-top
   values = json.loads(run_config.to_json_best_effort())
   values['model'] = json.loads(model.to_json_best_effort())
   for field in defaults.SHARED_FIELDS:
-    values[field] = values['model'][field]
+    if field in values['model']:
+      values[field] = values['model'][field]
+  nc = values.get('num_classes')
+  names = class_names if class_names is not None else values.get('class_names')
+  values['class_names'] = list(names) if names is not None and isinstance(nc, int) and len(names) == nc else None
+  if 'class_names' in values['model']:
+    values['model']['class_names'] = values['class_names']
   return defaults.from_dict(values)
+
+
+def hf_class_names(hf_config) -> list | None:
+  """Class names in label order from a Hugging Face config's `id2label` (None when it has none)."""
+  if not isinstance(hf_config, dict) or not isinstance(hf_config.get('id2label'), dict):
+    return None
+  try:
+    labels = {int(k): str(v) for k, v in hf_config['id2label'].items()}
+  except (TypeError, ValueError):
+    return None
+  if sorted(labels) != list(range(len(labels))):
+    return None
+  return [labels[i] for i in range(len(labels))]
 
 
 def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_config=None, log=print,
@@ -62,7 +84,10 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
   model_cfg = config.model if is_run else config
   result = video.convert(source, checkpoint, model_cfg, hf_config, num_frames=num_frames)
   changes = _fields_diff(model_cfg, result.model_fields) if model_cfg is not None else []
-  full = _with_model(config, result.model_config()) if is_run else result.model_config()
+  names = None
+  if source.startswith('hf_'):
+    names = hf_class_names(video._hf_config(checkpoint, hf_config))  # pylint: disable=protected-access
+  full = _with_model(config, result.model_config(), names) if is_run else result.model_config()
   os.makedirs(output, exist_ok=True)
   path = checkpoints.save_params(output, result.params, step=0, config=full)
   with open(os.path.join(output, 'convert_report.txt'), 'w') as f:
