@@ -163,8 +163,8 @@ def test_write_results_report_files(tmp_path):
   ck = tmp_path / 'checkpoints'
   assert path == str(ck / 'eval_5_test_1x3.json')
   assert res['video_top1'] == 0.75 and res['videos_skipped'] == 1 and 'video_top5' not in res
-  assert res['per_class_accuracy'] == {'down': 1.0, 'up': 1.0, 'down_and_back': 0.0, 'up_and_back': 1.0}
-  assert res['mean_class_accuracy'] == 0.75
+  assert res['video_per_class_accuracy'] == {'down': 1.0, 'up': 1.0, 'down_and_back': 0.0, 'up_and_back': 1.0}
+  assert res['video_mean_class_accuracy'] == 0.75
   assert json.load(open(ck / 'eval_5_test.json'))['video_top1'] == 0.75  # the run's own protocol
   rows = list(csv.DictReader(open(ck / 'eval_5_test_1x3_videos.csv')))
   assert [r['video_id'] for r in rows] == ['a', 'b', 'c', 'd']  # the skipped video is left out
@@ -202,8 +202,8 @@ def test_two_heads_report_per_head_and_action(tmp_path):
   noun = np.eye(2, dtype=np.float32)[[1, 0, 1]] * 5
   agg.add({'verb': verb, 'noun': noun}, vi, np.ones(3), {'verb': np.array([0, 1, 0]), 'noun': np.array([1, 1, 1])})
   res = dict(agg.result(), protocol='1x1')
-  assert res['mean_class_accuracy_verb'] == pytest.approx((0.5 + 1.0) / 2)
-  assert res['mean_class_accuracy_action'] == pytest.approx((0.5 + 0.0) / 2)  # (0,1): 1 of 2, (1,1): 0
+  assert res['video_mean_class_accuracy_verb'] == pytest.approx((0.5 + 1.0) / 2)
+  assert res['video_mean_class_accuracy_action'] == pytest.approx((0.5 + 0.0) / 2)  # (0,1): 1 of 2, (1,1): 0
   evaluate_lib.write_results(str(tmp_path), 3, 'test', res, agg)
   ck = tmp_path / 'checkpoints'
   for name in ('classes_verb.csv', 'classes_noun.csv', 'classes_action.csv', 'confusion_verb.png',

@@ -149,8 +149,8 @@ class MultiViewAggregator:
         out[f'video_top{k}{sfx}'] = float(_topk_correct(avg, lab, k).mean())
         out[f'clip_top{k}{sfx}'] = self.clip_correct[h][k] / max(self.num_views, 1)
       acc = eval_report.per_class_accuracy(eval_report.confusion_matrix(preds[h], lab, c))
-      out[f'mean_class_accuracy{sfx}'] = eval_report.mean_class_accuracy(acc)
-      out[f'per_class_accuracy{sfx}'] = {
+      out[f'video_mean_class_accuracy{sfx}'] = eval_report.mean_class_accuracy(acc)
+      out[f'video_per_class_accuracy{sfx}'] = {
           name: (None if np.isnan(a) else float(a)) for name, a in zip(self.names(h), acc)}
     if len(self.heads) > 1:
       out['video_top1_action'] = float(action.mean())
@@ -158,7 +158,7 @@ class MultiViewAggregator:
       (ha, hb) = list(self.heads)[:2]
       _, acc = eval_report.pair_accuracy(preds[ha], preds[hb], self.video_labels[ha][keep],
                                          self.video_labels[hb][keep])
-      out['mean_class_accuracy_action'] = eval_report.mean_class_accuracy(acc)
+      out['video_mean_class_accuracy_action'] = eval_report.mean_class_accuracy(acc)
     out['class_names'] = {h or 'label': self.names(h) for h in self.heads} if len(self.heads) > 1 \
         else self.names('' if '' in self.heads else list(self.heads)[0])
     return out
