@@ -54,7 +54,7 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_data, tmp_path):
   chex.assert_trees_all_close(p_ref, p_cut, rtol=1e-6, atol=1e-7)
   r_ref = json.load(open(checkpoints.eval_results_path(str(ref_wd), STEPS, 'test')))
   r_cut = json.load(open(checkpoints.eval_results_path(str(cut_wd), STEPS, 'test')))
-  for k in ('video_top1', 'video_top5', 'clip_top1', 'clip_top5', 'num_views'):
+  for k in ('video_top1', 'clip_top1', 'video_mean_class_accuracy', 'num_views'):
     assert r_ref[k] == r_cut[k], k
 
   def train_records(wd):

@@ -297,12 +297,17 @@ def log_start(run: Run, program: Program, state) -> None:
 # ----------------------------------------------------------------------------- loop hooks
 
 
-def check_finite(step: int, status, workdir: str) -> None:
-  """Stops the run if the loss or the parameters after update `step` are NaN / inf."""
+def check_finite(step: int, status, workdir: str, wait: Callable = lambda: None) -> None:
+  """Stops the run if the loss or the parameters after update `step` are NaN / inf.
+
+  `wait` ends the checkpoint writes still under way first (they are of checked, finite states),
+  so that the message names the last good checkpoint on disk.
+  """
   status = jax.device_get(status)
   loss, pnorm = float(status['loss']), float(status['param_norm'])
   if math.isfinite(loss) and math.isfinite(pnorm):
     return
+  wait()
   steps = checkpoints.all_steps(workdir)
   last = (f'the last good checkpoint is step {steps[-1]} in '
           f'{checkpoints.checkpoint_dir(workdir)}' if steps else
@@ -316,7 +321,7 @@ def check_finite(step: int, status, workdir: str) -> None:
 
 def _check_pending(run: Run, loop: LoopState) -> None:
   if loop.pending is not None:
-    check_finite(*loop.pending, run.workdir)
+    check_finite(*loop.pending, run.workdir, wait=run.mngr.wait_until_finished)
 
 
 def _due(step: int, every: int) -> bool:
