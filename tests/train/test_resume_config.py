@@ -80,3 +80,16 @@ def test_refusal_names_a_few_fields_and_a_shared_field_once(tiny_data):
   assert 'model.image_size' not in msg and 'dataset.image_size' not in msg
   assert run_config.check_resume(saved, c, allow_config_change=True, log=lambda *a: None)
   assert run_config.check_resume(None, c) == []  # no saved config.json (older runs): nothing to check
+
+
+def test_a_new_mesh_is_safe_on_resume(tiny_data):
+  """A checkpoint restores onto another mesh (e.g. trained on fsdp=8, resumed on 1 device)."""
+  saved = common.tiny_config(tiny_data)
+  c = common.tiny_config(tiny_data)
+  c.mesh.axes = {'data': 1, 'fsdp': -1}
+  c.mesh.num_devices = 1
+  lines = []
+  changes = run_config.check_resume(saved, c, log=lines.append)
+  assert changes and all(k.startswith('mesh.') for k, _, _ in changes), changes
+  assert ('mesh.num_devices', -1, 1) in changes
+  assert all('(safe)' in l for l in lines), lines

@@ -3,12 +3,14 @@
 A resumed run must learn what the interrupted run would have learned, so resuming with a config
 that differs in a field outside `SAFE_ON_RESUME` (learning rate, batch size, model, ...)
 is refused with a `defaults.ConfigError` naming the fields, unless `allow_config_change`.
-Changes to safe fields (evaluation, logging, checkpoint cadence, file locations) are logged.
+Changes to safe fields (evaluation, logging, checkpoint cadence, file locations, the mesh: a
+checkpoint restores onto another mesh or device count) are logged. Workdirs may be URLs
+(`gs://bucket/run`): files go through `etils.epath`, never `os.path`.
 """
 import json
-import os
 from typing import Callable, Optional
 
+from etils import epath
 import ml_collections
 
 from vvt.train import defaults
@@ -25,7 +27,7 @@ SAFE_ON_RESUME = ('eval.batch_size', 'eval.every_steps', 'eval.split', 'eval.ave
                   'dataset.prefetch', 'dataset.cycle_length', 'dataset.data_dir',
                   'dataset.train_files', 'dataset.eval_files', 'dataset.cache',
                   'dataset.num_test_clips', 'dataset.num_spatial_crops', 'dataset.eval_resize',
-                  'mesh.num_devices', 'distributed.initialize', 'distributed.coordinator_address',
+                  'mesh', 'distributed.initialize', 'distributed.coordinator_address',
                   'distributed.num_processes', 'distributed.process_id', 'init_from',
                   'class_names')
 
@@ -64,23 +66,24 @@ def unsafe_changes(old, new) -> list[tuple[str, object, object]]:
 
 
 def path(workdir: str) -> str:
-  return os.path.join(workdir, FILENAME)
+  """WORKDIR/config.json (a local path or a URL such as gs://bucket/run/config.json)."""
+  return str(epath.Path(str(workdir)) / FILENAME)
 
 
 def load_saved(workdir: str):
   """The config saved in `workdir` (links restored by `defaults.from_dict`), or None."""
-  if not os.path.exists(path(workdir)):
+  file = epath.Path(path(workdir))
+  if not file.exists():
     return None
-  with open(path(workdir)) as f:
-    return defaults.from_dict(json.load(f))
+  return defaults.from_dict(json.loads(file.read_text()))
 
 
 def write(workdir: str, config) -> None:
-  """Writes `config` as WORKDIR/config.json (atomically)."""
-  tmp = path(workdir) + '.tmp'
-  with open(tmp, 'w') as f:
-    f.write(config.to_json_best_effort(indent=2))
-  os.replace(tmp, path(workdir))
+  """Writes `config` as WORKDIR/config.json (atomically: a temporary file renamed over it)."""
+  file = epath.Path(path(workdir))
+  tmp = file.parent / (FILENAME + '.tmp')
+  tmp.write_text(config.to_json_best_effort(indent=2))
+  tmp.replace(file)
 
 
 def _as_saved(config):
