@@ -3,6 +3,8 @@ re-implementation written from scenic's semantics (projects/vivit/model.py, mode
 flattened (t, h, w); optional cls + learned 1D table; Model 3 blocks `LayerNorm_{space,time}` /
 `MultiHeadDotProductAttention_{space,time}` in `attention_order`, then `LayerNorm_mlp` + `MlpBlock`; Model 4 one
 attention whose FIRST half of heads attends over time and SECOND half over space; tanh GELU; LN eps 1e-6."""
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -93,7 +95,9 @@ def scenic_forward(p, video_, model, token, order='space_time'):
   return rep @ p['output_projection/kernel'] + p['output_projection/bias']
 
 
-def scenic_params(model, token, seed=0):
+def scenic_params(model, token, seed=0, tubelet=TUBELET, pos=None):
+  """A scenic Model 1/3/4 param tree; `tubelet` (t, h, w), or (h, w) for a 2D kernel (uniform frame sampling);
+  `pos` the (T*N, D) position table without the class row (default: random, NT x GRID^2 rows)."""
   rng = np.random.default_rng(seed)
   p = {}
   def dense(name, shape, fan_in):
@@ -108,10 +112,12 @@ def scenic_params(model, token, seed=0):
       dense(f'{name}/{n}', (D, HEADS, D // HEADS), D)
     p[f'{name}/out/kernel'] = rng.standard_normal((HEADS, D // HEADS, D)) / np.sqrt(D)
     p[f'{name}/out/bias'] = 0.1 * rng.standard_normal(D)
-  dense('embedding', (*TUBELET, C, D), np.prod(TUBELET) * C)
+  dense('embedding', (*tubelet, C, D), np.prod(tubelet) * C)
   if token:
     p['cls'] = 0.5 * rng.standard_normal((1, 1, D))
-  p['Transformer/posembed_input/pos_embedding'] = 0.5 * rng.standard_normal((1, int(token) + NT * GRID ** 2, D))
+  table = 0.5 * rng.standard_normal((NT * GRID ** 2, D)) if pos is None else pos
+  cls_row = 0.5 * rng.standard_normal((int(token), D))
+  p['Transformer/posembed_input/pos_embedding'] = np.concatenate([cls_row, table])[None]
   for i in range(LAYERS):
     e = f'Transformer/encoderblock_{i}'
     if model == 3:
@@ -185,7 +191,7 @@ def test_scenic_wrong_model_is_a_clear_error():
   p = scenic_params(3, False)
   with pytest.raises(ValueError, match='factorised_self_attention'):
     scenic.convert(p, attention='spatiotemporal', num_frames=T)
-  with pytest.raises(ValueError, match='num_frames or image_size'):
+  with pytest.raises(ValueError, match='do not tell which: pass num_frames'):
     scenic.convert(scenic_params(1, True))
 
 
@@ -203,3 +209,107 @@ def test_flax_checkpoint_without_extension(tmp_path):
   np.savez(tmp_path / 'weights', **p)
   (tmp_path / 'weights.npz').rename(tmp_path / 'weights_noext')
   assert common.sniff_format(str(tmp_path / 'weights_noext')) == 'npz'
+
+
+# Frames and frame size of Models 1, 3, 4 from their position table (scenic.read_token_grid): 8 time steps of
+# 14x14 patches of 16px = 1568 rows, which also fit 2x784, 32x49, 98x16, 392x4 and 1568x1.
+BIG_T, BIG_N, BIG_PATCH = 8, 196, (16, 16)
+
+
+def time_smooth_table(nt, n, init='trained', seed=0):
+  """(nt*n, D) rows in (t, h, w) order: one random spatial table repeated over time ('image': an image ViT's
+  table inflated, as scenic initialises) or drifting slowly along time ('trained')."""
+  rng = np.random.default_rng(seed)
+  space = 0.5 * rng.standard_normal((1, n, D))
+  if init == 'image':
+    return np.repeat(space, nt, axis=0).reshape(nt * n, D)
+  walk = np.cumsum(0.05 * rng.standard_normal((nt, 1, D)), axis=0)
+  return (space + walk + 0.02 * rng.standard_normal((nt, n, D))).reshape(nt * n, D)
+
+
+def _attention(model):
+  return 'factorised_dot_product' if model == 4 else None
+
+
+@pytest.mark.parametrize('init', ['trained', 'image'])
+@pytest.mark.parametrize('model,token', [(1, True), (1, False), (3, True), (3, False), (4, True), (4, False)])
+def test_frames_and_size_come_from_the_position_table(model, token, init):
+  """No num_frames / image_size given: the split whose rows are alike over time (8x196), not the others."""
+  assert len(scenic.token_grids(BIG_T * BIG_N, BIG_PATCH, 2)) == 6
+  p = scenic_params(model, token, tubelet=(2, *BIG_PATCH), pos=time_smooth_table(BIG_T, BIG_N, init))
+  conv = scenic.convert(p, attention=_attention(model))
+  assert (conv.model_fields['num_frames'], conv.model_fields['image_size']) == (16, 224)
+  assert conv.model_fields['classifier'] == ('token' if token else 'gap')
+  how = dict(conv.report.loaded)['encoder/posembed/pos_embedding']
+  assert 'rows read as 8x196 tokens' in how
+
+
+@pytest.mark.parametrize('model', [1, 3, 4])
+def test_uniform_frame_sampling_and_the_table_wins_over_the_config(model):
+  """A 2D kernel (one frame per time step): 8 frames of 224px. The config's 32 frames fit the rows too (32 x 7x7
+  patches of 112px), which the old converter took; the table's rows outrank the config's values."""
+  p = scenic_params(model, False, tubelet=BIG_PATCH, pos=time_smooth_table(BIG_T, BIG_N))
+  conv = scenic.convert(p, attention=_attention(model), frames_hint=32, size_hint=112)
+  assert (conv.model_fields['num_frames'], conv.model_fields['image_size'], conv.model_fields['tubelet']) == (
+      8, 224, (1, 16, 16))
+
+
+def test_ambiguous_table_is_a_clear_error_and_explicit_values_decide():
+  """Unrelated rows (an untrained table) do not say the split: one line listing the (frames, px) that fit;
+  num_frames or image_size asked for decides, also against the table's own evidence."""
+  rng = np.random.default_rng(1)
+  p = scenic_params(3, False, tubelet=(2, *BIG_PATCH), pos=rng.standard_normal((BIG_T * BIG_N, D)))
+  with pytest.raises(ValueError) as info:
+    scenic.convert(p)
+  text = str(info.value)
+  assert '\n' not in text and '1568 token rows' in text and '(16, 224), (64, 112)' in text
+  assert 'num_frames' in text
+  for kw in (dict(num_frames=16), dict(image_size=224), dict(frames_hint=16, size_hint=None)):
+    conv = scenic.convert(p, **kw)
+    assert (conv.model_fields['num_frames'], conv.model_fields['image_size']) == (16, 224), kw
+  smooth = scenic_params(3, False, tubelet=(2, *BIG_PATCH), pos=time_smooth_table(BIG_T, BIG_N))
+  conv = scenic.convert(smooth, num_frames=4)  # explicit: 2 steps of 28x28 patches, although the rows say 8x196
+  assert (conv.model_fields['num_frames'], conv.model_fields['image_size']) == (4, 448)
+  with pytest.raises(ValueError, match='do not fit num_frames=6'):
+    scenic.convert(smooth, num_frames=6)
+
+
+def test_vvt_convert_records_the_derived_frames_and_size(tmp_path, capsys):
+  """`vvt convert` of a Model 3 file with a 32-frame config: the checkpoint meta and config.json hold the
+  table's 8 frames of 224px (model, dataset and run fields); an ambiguous file fails with one line naming it."""
+  from vvt.cli import convert as convert_cli
+  from vvt.cli import main
+  from vvt.train import checkpoints
+  from tests.conftest import REPO
+  good, bad = tmp_path / 'model3.npz', tmp_path / 'model3_untrained.npz'
+  np.savez(good, **scenic_params(3, False, tubelet=BIG_PATCH, pos=time_smooth_table(BIG_T, BIG_N)))
+  rng = np.random.default_rng(2)
+  np.savez(bad, **scenic_params(3, False, tubelet=BIG_PATCH, pos=rng.standard_normal((BIG_T * BIG_N, D))))
+  base = ['convert', '--source', 'scenic_vivit', '--config', str(REPO / 'configs/kinetics400/vivit_b_fe.py')]
+  assert main([*base, '--checkpoint', str(good), '--output', str(tmp_path / 'out')]) == 0
+  assert '[convert] 8 frames of 224px, 5 classes' in capsys.readouterr().out
+  for config in (checkpoints.read_meta(str(tmp_path / 'out'), 0)['config'],
+                 json.loads((tmp_path / 'out' / 'config.json').read_text())):
+    assert (config['model']['num_frames'], config['model']['image_size']) == (8, 224)
+    assert (config['dataset']['num_frames'], config['dataset']['image_size'], config['num_frames']) == (8, 224, 8)
+    assert config['model']['attention'] == 'factorised_self_attention'
+  assert 'rows read as 8x196 tokens' in (tmp_path / 'out' / 'convert_report.txt').read_text()
+  assert main([*base, '--checkpoint', str(bad), '--output', str(tmp_path / 'out_bad')]) == 1
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1 and str(bad) in err and '(8, 224)' in err and '--num-frames' in err
+  result = convert_cli.convert_to_checkpoint('scenic_vivit', str(bad), None, str(tmp_path / 'out_asked'),
+                                             num_frames=8, log=lambda *_: None)
+  assert (result.model_fields['num_frames'], result.model_fields['image_size']) == (8, 224)
+
+
+def test_model2_frames_and_size_come_from_its_two_tables():
+  """Model 2 (shared fixture: 8 frames of 32px): spatial table 1+16 rows, temporal 1+4, whatever the config says."""
+  from tests.conftest import FIXTURES
+  npz = FIXTURES / 'scenic_vivit_model2_fe.npz'
+  if not npz.exists():
+    pytest.skip(f'fixture {npz} is missing')
+  video_ = np.load(npz)['input']
+  conv = scenic.convert(common.load_state(str(npz)), frames_hint=32, size_hint=224)
+  assert (conv.model_fields['num_frames'], conv.model_fields['image_size']) == video_.shape[1:3]
+  with pytest.raises(ValueError, match='num_frames=16'):
+    scenic.convert(common.load_state(str(npz)), num_frames=16)

@@ -1,7 +1,7 @@
 """`vvt convert` (official / Hugging Face / scenic video checkpoints -> vvt checkpoint) and `vvt export`.
 
   vvt convert --source SOURCE --checkpoint FILE --config CONFIG[:ARG] --output DIR [--hf-config JSON]
-              [--num-frames N] [--config.model.FIELD=VALUE ...]
+              [--num-frames N] [--image-size S] [--config.model.FIELD=VALUE ...]
   vvt export  --workdir DIR [--step N] --output FILE.safetensors
   vvt export  --import FILE.safetensors --output DIR [--config CONFIG]   (safetensors -> vvt checkpoint)
 
@@ -9,7 +9,9 @@
 shape against the model, and writes `DIR/checkpoints/0/` (a params-only checkpoint). The model fields that
 express the reference exactly (LayerNorm eps, GELU flavour, class-token handling, frames, frame size, classes,
 ...) replace those of CONFIG; `DIR/config.json` holds the resulting run config, so `vvt eval --workdir DIR`
-evaluates the converted weights. `DIR/convert_report.txt` lists what was loaded and how.
+evaluates the converted weights. `DIR/convert_report.txt` lists what was loaded and how. Scenic ViViT Models 1,
+3 and 4 read their frames and frame size from the split of their T*N position table; where its rows do not tell
+the split, --num-frames or --image-size must.
 """
 from __future__ import annotations
 
@@ -71,18 +73,28 @@ def hf_class_names(hf_config) -> list | None:
   return [labels[i] for i in range(len(labels))]
 
 
+def _summary(model_fields: dict, class_names) -> str:
+  """One line: the frames, frame size and classes the converted checkpoint records."""
+  m = model_fields
+  names = list(class_names or ())
+  shown = f' ({", ".join(map(str, names[:3]))}{", ..." if len(names) > 3 else ""})' if names else ''
+  return f'[convert] {m.get("num_frames")} frames of {m.get("image_size")}px, {m.get("num_classes")} classes{shown}'
+
+
 def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_config=None, log=print,
-                          num_frames=None):
+                          num_frames=None, image_size=None):
   """Converts `checkpoint` and writes a params-only vvt checkpoint (step 0) to `output`; returns Converted.
 
-  `num_frames`: the clip length to run the weights at, where the source allows another than the one its
-  tables fix (X-ViT: a multiple of its 8-row time table, used periodically as the official code does).
+  `num_frames` / `image_size`: the clip length and frame size to run the weights at, where the source allows
+  another than the one its tables fix (X-ViT: a multiple of its 8-row time table, used periodically as the
+  official code does), or to say which split of a scenic Model 1/3/4 position table is meant. The frames and
+  frame size the conversion arrives at are the checkpoint meta's and config.json's (model, dataset, run).
   """
   from vvt.convert import video  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
   is_run = config is not None and 'model' in config
   model_cfg = config.model if is_run else config
-  result = video.convert(source, checkpoint, model_cfg, hf_config, num_frames=num_frames)
+  result = video.convert(source, checkpoint, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
   changes = _fields_diff(model_cfg, result.model_fields) if model_cfg is not None else []
   names = None
   if source.startswith('hf_'):
@@ -102,6 +114,7 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
   r = result.report
   log(f'[convert] {source}: {len(r.loaded)} loaded, {len(r.transformed)} transformed, '
       f'{len(r.unused)} unused in the file -> {path}')
+  log(_summary(result.model_fields, full.get('class_names') if is_run else names))
   for c in changes:
     log(f'[convert] config changed: {c}')
   log(f'[convert] report: {os.path.join(output, "convert_report.txt")}; config: {config_path}')
@@ -141,13 +154,17 @@ def _convert(argv):
   p.add_argument('--hf-config', default=None, help='Hugging Face config.json (default: the folder\'s)')
   p.add_argument('--num-frames', type=int, default=None,
                  help='clip length to run the weights at (X-ViT: a multiple of its 8-row time table, '
-                      'e.g. 16 with the released 8-frame checkpoints)')
+                      'e.g. 16 with the released 8-frame checkpoints; scenic Models 1/3/4: which split of '
+                      'the T*N position table is meant, where its rows do not tell)')
+  p.add_argument('--image-size', type=int, default=None,
+                 help='frame size to run the weights at (X-ViT: its position grid resized; scenic Models '
+                      '1/3/4: as --num-frames)')
   args, spec, overrides = common.parse(p, argv)
   if not spec:
     raise common.UsageError('missing --config FILE[:ARG] (a run or model config)')
   config = common.run_config(spec, overrides, validate=False, files=(), init=False)
   convert_to_checkpoint(args.source, args.checkpoint, config, args.output, args.hf_config,
-                        num_frames=args.num_frames)
+                        num_frames=args.num_frames, image_size=args.image_size)
 
 
 def _export(argv):

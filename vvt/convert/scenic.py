@@ -16,6 +16,13 @@ second half to spatial attention; vvt gives the first half to space. The convert
 the heads of query/key/value/out, which leaves the function unchanged.
 Model 1 and Model 4 have the same parameter names: pass attention='factorised_dot_product' for Model 4.
 Model 3's attention order (scenic `attention_order`) is not stored either: pass it (default 'space_time').
+
+Frames and frame size of Models 1, 3 and 4 (`read_token_grid`): the position table covers T*N token rows, and
+T*N often factors into several (T, N = a square grid) splits. Trained tables, and tables initialised from an
+image ViT (its table repeated over time), vary slowly along time, so the split whose rows (t, n) and (t+1, n) are
+most alike is the true one; a table with the period N also repeats with 2N, 4N, ..., so among splits that are
+equally alike the shortest period wins. When the rows do not single out one split, an explicit num_frames /
+image_size must (the config's values, `frames_hint` / `size_hint`, choose among the alike splits only).
 """
 from __future__ import annotations
 
@@ -27,6 +34,109 @@ import numpy as np
 from vvt.convert import common
 
 MODELS = ('spatiotemporal', 'factorised_encoder', 'factorised_self_attention', 'factorised_dot_product')
+# read_token_grid: the split's rows at adjacent time steps must be at least this alike (mean cosine, the mean row
+# removed) ...
+TIME_SIMILARITY = 0.5
+# ... and more alike than those of any other split by this margin, unless that split's period is a multiple.
+TIME_MARGIN = 0.1
+
+
+def token_grids(rows: int, patch: tuple[int, int], frames_per_token: int) -> list[tuple[int, int, int]]:
+  """Every way `rows` tokens in (t, h, w) order can be T temporal indices of a square frame.
+
+  Args:
+    rows: T*N, the position table's rows without the class token.
+    patch: (h, w) pixels of a tubelet.
+    frames_per_token: frames per temporal index (the tubelet length; 1 for uniform frame sampling).
+  Returns:
+    (T, num_frames, image_size) with N = (image_size / h) * (image_size / w) patches per frame, fewest T first.
+  """
+  h, w = patch
+  out = []
+  for t in range(1, rows + 1):
+    if rows % t:
+      continue
+    size = math.isqrt(rows // t * h * w)
+    if size * size == rows // t * h * w and size % h == 0 and size % w == 0:
+      out.append((t, t * frames_per_token, size))
+  return out
+
+
+def time_similarity(table: np.ndarray, per_step: int) -> float:
+  """How alike the rows of one patch at adjacent time steps are when `table` holds steps of `per_step` rows.
+
+  Args:
+    table: (T*N, D) position table without the class token, tokens in (t, h, w) order.
+    per_step: N, the rows of one time step.
+  Returns:
+    The mean cosine similarity of rows i and i + N over all i (the mean row removed first, so an offset shared
+    by every row does not count): 1 for a table repeated over time, about 0 for unrelated rows.
+  """
+  x = np.asarray(table, np.float64)
+  x = x - x.mean(axis=0, keepdims=True)
+  a, b = x[:-per_step], x[per_step:]
+  norms = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+  return float(np.mean((a * b).sum(-1) / np.maximum(norms, 1e-12)))
+
+
+def _alike_splits(grids, scores):
+  """(the splits within TIME_MARGIN of the most alike over time, whether that one is alike enough to count)."""
+  best = max((s for s in scores if s is not None), default=None)
+  if best is None or best < TIME_SIMILARITY:
+    return list(grids), False
+  return [g for g, s in zip(grids, scores) if s is not None and s >= best - TIME_MARGIN], True
+
+
+def _by_hints(grids, frames_hint, size_hint):
+  """The one split that agrees with more of the hints than any other (None where no one does)."""
+  votes = [int(frames_hint == f) + int(size_hint == s) for _, f, s in grids]
+  top = max(votes, default=0)
+  return grids[votes.index(top)] if top and votes.count(top) == 1 else None
+
+
+def read_token_grid(table: np.ndarray, tubelet: tuple[int, int, int], *, num_frames: int | None = None,
+                    image_size: int | None = None, frames_hint: int | None = None, size_hint: int | None = None,
+                    what: str = 'scenic checkpoint') -> tuple[int, int, str]:
+  """Frames and frame size of a joint (T*N, D) position table (Models 1, 3, 4): see the module doc.
+
+  Args:
+    table: (T*N, D) rows without the class token, tokens in (t, h, w) order.
+    tubelet: (t, h, w) of the patch embedding.
+    num_frames / image_size: asked for explicitly; they decide (an error if the table has no such split).
+    frames_hint / size_hint: the config's values, used only where the table's rows do not decide.
+    what: names the checkpoint in errors.
+  Returns:
+    (num_frames, image_size, how the split was chosen).
+  """
+  rows = int(table.shape[0])
+  grids = token_grids(rows, tubelet[1:], tubelet[0])
+  fits = ', '.join(f'({f}, {s})' for _, f, s in grids) or 'none'
+  if num_frames is not None or image_size is not None:
+    asked = [g for g in grids if num_frames in (None, g[1]) and image_size in (None, g[2])]
+    if not asked:
+      raise ValueError(f'{what}: its position table has {rows} token rows, which do not fit num_frames='
+                       f'{num_frames}, image_size={image_size} ((frames, px) that fit: {fits})')
+    t, frames, size = asked[0]
+    return frames, size, f'{t}x{rows // t} tokens by the num_frames/image_size asked for'
+  if not grids:
+    raise ValueError(f'{what}: its position table has {rows} token rows: no number of time steps of a square '
+                     f'frame of {tubelet[1]}x{tubelet[2]} patches')
+  if len(grids) == 1:
+    t, frames, size = grids[0]
+    return frames, size, f'{t}x{rows // t} tokens, the only split'
+  scores = [time_similarity(table, rows // t) if t > 1 else None for t, _, _ in grids]
+  said = ', '.join(f'{t}x{rows // t}: {s:.2f}' for (t, _, _), s in zip(grids, scores) if s is not None)
+  alike, counts = _alike_splits(grids, scores)
+  shortest = min(alike, key=lambda g: rows // g[0])
+  if counts and all((rows // g[0]) % (rows // shortest[0]) == 0 for g in alike):
+    t, frames, size = shortest
+    return frames, size, f'{t}x{rows // t} tokens, the split most alike over time (similarity {said})'
+  chosen = _by_hints(alike, frames_hint, size_hint)
+  if chosen is not None:
+    t, frames, size = chosen
+    return frames, size, f'{t}x{rows // t} tokens by the config (the table\'s similarity over time {said})'
+  raise ValueError(f'{what}: its position table\'s {rows} token rows fit (frames, px) {fits} and its rows do '
+                   'not tell which: pass num_frames (vvt convert --num-frames N) or image_size')
 
 
 def _block(w: common.Writer, name: str, key: str, stage: str, swap_heads: bool = False):
@@ -85,12 +195,15 @@ def _encoder(w: common.Writer, name: str, key: str, stage: str, swap_heads: bool
 
 @common.names_its_file
 def convert(state: Mapping[str, np.ndarray], *, attention: str | None = None, num_frames: int | None = None,
-            image_size: int | None = None, attention_order: str = 'space_time') -> common.Converted:
+            image_size: int | None = None, attention_order: str = 'space_time', frames_hint: int | None = None,
+            size_hint: int | None = None) -> common.Converted:
   """Scenic ViViT params (flat '/'-joined names) -> vvt params + the exact model fields.
 
   attention: one of MODELS; detected from the names except Model 4 (looks like Model 1, see module doc).
-  num_frames / image_size: derived from the positional embeddings where possible (Model 2 always; Models 1,
-  3, 4 need one of the two, since their table covers T*N tokens).
+  num_frames / image_size: derived from the positional embeddings (Model 2: its spatial and temporal tables;
+  Models 1, 3, 4: the split of their T*N table, `read_token_grid`); when given, they must fit the tables and
+  decide a split the table's rows leave open. Model 2 without a temporal encoder needs num_frames or the hint.
+  frames_hint / size_hint: the config's values; they only choose among splits the table's rows cannot tell apart.
   """
   src = common.Source(state, 'scenic ViViT checkpoint')
   w = common.Writer(src)
@@ -136,9 +249,9 @@ def convert(state: Mapping[str, np.ndarray], *, attention: str | None = None, nu
         fields.update(temporal_layers=tp['num_layers'], temporal_num_heads=tp['num_heads'],
                       temporal_mlp_dim=tp['mlp_dim'])
     else:  # spatial_only_baseline: frames averaged.
-      if num_frames is None:
+      if (num_frames or frames_hint) is None:
         raise ValueError('scenic checkpoint without TemporalTransformer (spatial_only_baseline): pass num_frames')
-      nt = num_frames // tubelet[0]
+      nt = (num_frames or frames_hint) // tubelet[0]
       fields.update(temporal_layers=0)
     grid = math.isqrt(n)
     if grid * grid != n:
@@ -153,22 +266,12 @@ def convert(state: Mapping[str, np.ndarray], *, attention: str | None = None, nu
     stage = {'spatiotemporal': 'joint', 'factorised_self_attention': 'space',
              'factorised_dot_product': 'factorised_dot_product'}[attention]
     enc = _encoder(w, 'encoder', 'Transformer', stage, swap_heads=attention == 'factorised_dot_product')
-    rows = src.state['Transformer/posembed_input/pos_embedding'].shape[1] - int(token)
-    if image_size is not None:
-      n = (image_size // tubelet[1]) * (image_size // tubelet[2])
-      if rows % n:
-        raise ValueError(f'scenic pos_embedding has {rows} token rows, not a multiple of the {n} patches of a '
-                         f'{image_size}x{image_size} frame')
-      derived_frames, derived_size = rows // n * tubelet[0], image_size
-    elif num_frames is not None:
-      nt = num_frames // tubelet[0]
-      grid = math.isqrt(rows // nt) if rows % nt == 0 else -1
-      if grid < 1 or grid * grid * nt != rows:
-        raise ValueError(f'scenic pos_embedding has {rows} token rows: not {nt} temporal indices of a square grid')
-      derived_frames, derived_size = num_frames, grid * tubelet[1]
-    else:
-      raise ValueError(f'scenic {attention} checkpoint: pass num_frames or image_size (the positional embedding '
-                       f'covers T*N = {rows} tokens and does not say how they split)')
+    key = 'Transformer/posembed_input/pos_embedding'
+    table = src.take(key)
+    derived_frames, derived_size, how = read_token_grid(
+        table.reshape(-1, table.shape[-1])[int(token):], tubelet, num_frames=num_frames, image_size=image_size,
+        frames_hint=frames_hint, size_hint=size_hint, what=f'{src.origin} ({attention})')
+    w.report.loaded = [(n, f'{k} (rows read as {how})' if k == key else k) for n, k in w.report.loaded]
     fields.update(num_layers=enc['num_layers'], num_heads=enc['num_heads'], mlp_dim=enc['mlp_dim'],
                   qkv_bias=enc['qkv_bias'])
   if num_frames is not None and num_frames != derived_frames:

@@ -12,6 +12,8 @@ What the weights do not say (heads of a fused torch qkv, frame size of X-ViT, Mo
 Model 3's attention order, X-ViT's shift_div and num_segments) is taken from `model_cfg` (a vvt model ConfigDict)
 when given. `num_frames` asks for a clip length: X-ViT runs at any multiple of its temporal embedding's rows
 (frame t gets row t mod rows, as the official code); sources whose weights fix the clip length must agree.
+`image_size` asks for a frame size the same way. Scenic Models 1, 3, 4 read both from the split of their T*N
+position table (`scenic.read_token_grid`); the config's values only choose where the table's rows do not tell.
 """
 from __future__ import annotations
 
@@ -56,33 +58,43 @@ def _raw(model_cfg, *path):
   return node
 
 
-def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames: int | None = None
-                  ) -> common.Converted:
+def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames: int | None = None,
+                  image_size: int | None = None) -> common.Converted:
   """A loaded flat state dict of `source` -> Converted (params, exact model fields, report).
 
   Sizes the weights determine (frames, frame size, classes, depth, widths) come from the weights; `model_cfg` only
   fills in what they do not say (see the module doc), so a config written for another clip length is no error.
   num_frames: the clip length to run at (X-ViT: a multiple of its temporal embedding's rows; elsewhere it must
-  be what the weights say, or fills in where they say nothing).
+  be what the weights say, or fills in where they say nothing, e.g. which split of a scenic Model 1/3/4 position
+  table is meant when its rows do not tell). image_size: the frame size, likewise (X-ViT: its 224-px position
+  grid resized as the official code does).
   """
-  result = _convert_state(source, state, model_cfg, hf_config, num_frames)
+  result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
   got = result.model_fields.get('num_frames')
   if num_frames is not None and got != num_frames:
     raise ValueError(f'{source} checkpoint is for {got} frames and cannot run at num_frames={num_frames} '
                      '(only X-ViT repeats its temporal embedding over a longer clip)')
+  got = result.model_fields.get('image_size')
+  if image_size is not None and got != image_size:
+    raise ValueError(f'{source} checkpoint is for {got}px frames and cannot run at image_size={image_size} '
+                     '(only X-ViT resizes its position grid)')
   return result
 
 
-def _convert_state(source, state, model_cfg, hf_config, num_frames):
+def _convert_state(source, state, model_cfg, hf_config, num_frames, image_size):
   frames_hint = num_frames or _hint(model_cfg, 'num_frames')
   if source == 'scenic_vivit':
     att = _hint(model_cfg, 'attention')
     two_stage = any(k.startswith('SpatialTransformer/') for k in state)
     # Only Model 4 cannot be told from the names (it looks like Model 1): the config decides that one case.
+    # Model 2's tables say its frames and frame size (convert_state checks those asked for); Models 1, 3, 4 read
+    # them from the split of their position table, where the config's values only choose among splits its rows
+    # leave open and those asked for decide.
+    fixed = two_stage and any(k.startswith('TemporalTransformer/') for k in state)
     return scenic.convert(state, attention='factorised_dot_product' if att == 'factorised_dot_product' and
-                          not two_stage else None,
-                          num_frames=None if two_stage and any(k.startswith('TemporalTransformer/') for k in state)
-                          else frames_hint,
+                          not two_stage else None, num_frames=None if fixed else num_frames,
+                          image_size=None if two_stage else image_size,
+                          frames_hint=_hint(model_cfg, 'num_frames'), size_hint=_hint(model_cfg, 'image_size'),
                           attention_order=_hint(model_cfg, 'attention_order') or 'space_time')
   if source == 'timesformer':
     space_only = timesformer.detect_attention_type(common.strip_prefix(state, ('module.', 'model.'))) == 'space_only'
@@ -93,30 +105,32 @@ def _convert_state(source, state, model_cfg, hf_config, num_frames):
     mixing = _hint(model_cfg, 'mixing')
     return xvit.convert(state, num_heads=_hint(model_cfg, 'num_heads'),
                         head_num_heads=th.get('num_heads') if th else None,
-                        image_size=_hint(model_cfg, 'image_size') or 224,
+                        image_size=image_size or _hint(model_cfg, 'image_size') or 224,
                         shift_div=(mixing.get('shift_div') if mixing else None) or 8,
                         num_frames=num_frames, num_segments=_raw(model_cfg, 'mixing', 'num_segments'))
   if source == 'hf_timesformer':
     return timesformer.convert_hf(state, hf_config, num_heads=None if hf_config else _hint(model_cfg, 'num_heads'))
   if source == 'hf_vivit':
     return hf_vivit.convert(state, hf_config, num_heads=None if hf_config else _hint(model_cfg, 'num_heads'),
-                            num_frames=None if hf_config else frames_hint)
+                            num_frames=None if hf_config else frames_hint,
+                            image_size=None if hf_config else image_size)
   raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
 
 
 def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check: bool = True,
-            num_frames: int | None = None) -> common.Converted:
+            num_frames: int | None = None, image_size: int | None = None) -> common.Converted:
   """Reads `checkpoint` (file, or Hugging Face folder) of `source` and converts it; with `check`, builds the
   vvt model abstractly and verifies every parameter name and shape (clear error listing all differences).
-  num_frames: the clip length to run at (`vvt convert --num-frames`; X-ViT: any multiple of its 8-row temporal
-  embedding), checked before the file is read."""
-  if num_frames is not None and (not isinstance(num_frames, int) or isinstance(num_frames, bool) or num_frames < 1):
-    raise ValueError(f'num_frames must be a positive int, got {num_frames!r}')
+  num_frames / image_size: the clip length and frame size to run at (`vvt convert --num-frames/--image-size`;
+  see `convert_state`), checked before the file is read."""
+  for name, value in (('num_frames', num_frames), ('image_size', image_size)):
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+      raise ValueError(f'{name} must be a positive int, got {value!r}')
   if source not in SOURCES:
     raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
   hf_config = _hf_config(checkpoint, hf_config) if source.startswith('hf_') else None
   state = common.load_state(checkpoint)
-  result = convert_state(source, state, model_cfg, hf_config, num_frames=num_frames)
+  result = convert_state(source, state, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
   if check:
     with common.naming_file(checkpoint, 'its weights do not fit the model'):
       check_params(result.params, result.model_config())
