@@ -94,6 +94,20 @@ def test_user_rules_come_first_and_the_optimiser_state_follows_its_parameter():
   assert sharding.follow('opt_state/1/count', 0, specs) == ()
 
 
+def test_stacked_layers_shard_like_one_layer_and_keep_the_layer_axis_whole():
+  """`model.scan_layers`: leaves (L, *shape) under `blocks/block/` get one layer's spec after an unsharded L."""
+  layers = 32  # divisible by fsdp=8 and the largest dimension of the norm stack: still never sharded
+  stacked = {k.replace('block_0', 'blocks/block'): (layers,) + s for k, s in SHAPES.items() if 'block_0' in k}
+  for sizes in ({'data': 4, 'fsdp': 8, 'model': 1}, {'data': 1, 'fsdp': 2, 'model': 4}):
+    per_layer = sharding.param_specs(SHAPES, sizes)
+    specs = sharding.param_specs(stacked, sizes)
+    for path, spec in specs.items():
+      assert spec == (None,) + per_layer[path.replace('blocks/block', 'block_0')], (path, spec, sizes)
+  # the whole stack counts towards fsdp_min_size: 32 x 768 norm scales = 24576 elements
+  specs = sharding.param_specs(stacked, {'fsdp': 8}, min_size=20000)
+  assert specs['encoder/layers/blocks/block/mlp_norm/scale'] == (None, 'fsdp')
+
+
 @pytest.mark.parametrize('rules, message', [
     (((r'attention/qkv', 'replicate'),), r"mesh.rules\[0\] 'attention/qkv' matches no parameter"),
     (((r'Dense_0/kernel', ('fsdp', 'fsdp', None)),), r'mesh.rules\[0\]: spec .* has 3 entries'),

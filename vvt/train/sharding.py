@@ -174,8 +174,22 @@ def fsdp_spec(shape: Sequence[int], sizes: Mapping[str, int], base: Optional[tup
   return tuple(spec)
 
 
+# A parameter of layers stacked for `nn.scan` (`model.scan_layers`, vvt/models/layout.py) has a leading layer
+# axis: `.../blocks/block/...`, leaves (L, *shape). The defaults see the per-layer shape and leave that axis
+# whole (scan slices it every iteration; sharding it would gather the whole stack).
+STACKED_LAYERS = re.compile(r'(^|/)blocks/block/')
+
+
 def default_spec(path: str, shape: Sequence[int], sizes: Mapping[str, int], min_size: int) -> tuple:
-  """Tensor parallelism where it applies, then FSDP for parameters of >= `min_size` elements."""
+  """Tensor parallelism where it applies, then FSDP for parameters of >= `min_size` elements.
+
+  For stacked layers (STACKED_LAYERS) the rules apply to one layer's shape, the layer axis unsharded;
+  `min_size` counts the whole stack (what a device would hold).
+  """
+  if STACKED_LAYERS.search(path) and len(shape) > 1:
+    per_layer = default_spec(STACKED_LAYERS.sub(r'\1', path), shape[1:], sizes,
+                             max(1, -(-min_size // shape[0])))
+    return (None,) + tuple(per_layer)
   base = None
   if sizes.get(MODEL_AXIS, 1) > 1:
     for pattern, spec in TENSOR_PARALLEL:
