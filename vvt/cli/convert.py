@@ -61,7 +61,10 @@ def _with_model(run_config, model, class_names=None):
 
 
 def hf_class_names(hf_config) -> list | None:
-  """Class names in label order from a Hugging Face config's `id2label` (None when it has none)."""
+  """Class names in label order from a Hugging Face config's `id2label`.
+
+  None when it has none, when its ids are not 0..n-1, or when they are transformers' placeholders ('LABEL_0',
+  'LABEL_1', ...: what a config without label names holds)."""
   if not isinstance(hf_config, dict) or not isinstance(hf_config.get('id2label'), dict):
     return None
   try:
@@ -70,7 +73,8 @@ def hf_class_names(hf_config) -> list | None:
     return None
   if sorted(labels) != list(range(len(labels))):
     return None
-  return [labels[i] for i in range(len(labels))]
+  names = [labels[i] for i in range(len(labels))]
+  return None if names == [f'LABEL_{i}' for i in range(len(names))] else names
 
 
 def _summary(model_fields: dict, class_names) -> str:
