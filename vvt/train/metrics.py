@@ -14,7 +14,9 @@ from typing import Mapping, Optional
 
 import jax
 import numpy as np
-from clu import metric_writers
+
+# clu.metric_writers imports TensorFlow (its TensorBoard writer): imported in make_writers only, so that
+# vvt.train (trainer, steps) imports on a host without TensorFlow (tests/train/test_imports_without_tf.py).
 
 JSONL = 'metrics.jsonl'
 CURVES = 'training_curves.png'
@@ -25,8 +27,11 @@ def _to_float(v):
   return float(v) if v.size == 1 else v.tolist()
 
 
-class JsonlWriter(metric_writers.MetricWriter):
-  """Appends scalars to WORKDIR/metrics.jsonl; `kind` tells train from eval."""
+class JsonlWriter:
+  """Appends scalars to WORKDIR/metrics.jsonl; `kind` tells train from eval.
+
+  A clu `MetricWriter` by its methods (subclassing it would import clu.metric_writers, hence TensorFlow).
+  """
 
   def __init__(self, path: str, kind: str):
     self._path = path
@@ -95,6 +100,7 @@ def read_jsonl(workdir: str) -> list[dict]:
 
 def make_writers(workdir: str, is_chief: bool):
   """(train_writer, eval_writer): TensorBoard + JSON lines on the chief process only."""
+  from clu import metric_writers  # pylint: disable=g-import-not-at-top  # imports TensorFlow
   if not is_chief:
     w = metric_writers.MultiWriter([])
     return w, w
