@@ -67,6 +67,19 @@ def test_summary_takes_the_same_override_syntax():
   assert res.stderr.strip() == ''  # quiet: no library start-up noise
 
 
+def test_no_tpu_probe_noise_when_libtpu_is_installed_without_a_tpu():
+  """The test extra installs libtpu (for `vvt memory`); without JAX_PLATFORMS JAX would probe for a TPU and
+  print libtpu's warnings: the CLI skips the probe when no TPU device file exists."""
+  pytest.importorskip('libtpu')
+  e = env()
+  e.pop('JAX_PLATFORMS')
+  res = subprocess.run([sys.executable, '-m', 'vvt', 'summary', '--config', VIVIT_B, '--config.model.variant=Ti/16',
+                        '--config.model.num_frames=8', '--config.image_size=64', '--config.init_from=None'],
+                       cwd=REPO, env=e, capture_output=True, text=True, timeout=600)
+  assert res.returncode == 0 and 'params 7.3M' in res.stdout, res.stderr
+  assert res.stderr.strip() == '', res.stderr
+
+
 def test_help_lists_every_command():
   res = vvt('--help')
   for command in ('train', 'eval', 'summary', 'data', 'convert', 'export', 'demo'):

@@ -50,6 +50,21 @@ def parse(parser: Parser, argv: Sequence[str]):
   return args, spec, overrides
 
 
+def skip_absent_tpu() -> None:
+  """With libtpu installed (the `tpu` / `test` extras) but no TPU here, JAX's TPU probe prints several lines of
+  warnings: JAX_PLATFORMS=cpu skips it (unless JAX_PLATFORMS is set, a TPU device file exists, or a GPU plugin
+  is installed). `vvt memory` still compiles for TPU topologies: libtpu's deviceless compiler needs no backend."""
+  import glob  # pylint: disable=g-import-not-at-top
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  if 'JAX_PLATFORMS' in os.environ or importlib.util.find_spec('libtpu') is None:
+    return
+  if glob.glob('/dev/accel[0-9]*') or glob.glob('/dev/vfio/[0-9]*'):
+    return
+  if importlib.util.find_spec('jax_plugins') is not None:  # a GPU plugin (jax[cuda12], ...) is installed
+    return
+  os.environ['JAX_PLATFORMS'] = 'cpu'
+
+
 def quiet_logs(verbose: bool) -> None:
   """No start-up noise from TensorFlow, absl, JAX or orbax unless --verbose (call before importing them)."""
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if verbose else '3')
@@ -80,6 +95,7 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
   interrupted: 130, or the exception's `exit_code` (128 + the signal: 143 for SIGTERM)."""
   argv = list(argv)
   verbose = '--verbose' in argv
+  skip_absent_tpu()
   quiet_logs(verbose)
   try:
     result = body(argv)
@@ -97,7 +113,7 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
   except Exception as e:  # pylint: disable=broad-except
     if verbose:
       traceback.print_exc()
-    known = isinstance(e, USER_ERRORS)
+    known = isinstance(e, USER_ERRORS) or getattr(e, 'user_error', False)
     what = one_line(e) if known else f'{type(e).__name__}: {one_line(e)}'
     hint = '' if verbose else ' (--verbose shows the traceback)'
     print(f'{prog}: error: {what}{hint if not known else ""}', file=sys.stderr)

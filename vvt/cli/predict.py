@@ -87,7 +87,7 @@ def _predict(argv):
   if args.top_k < 1:
     raise common.UsageError(f'--top_k must be >= 1, got {args.top_k}')
   workdir, step = _locate(args)
-  config = common.run_config(spec, overrides, workdir, init=False)
+  config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
   import numpy as np  # pylint: disable=g-import-not-at-top
   from tqdm import tqdm  # pylint: disable=g-import-not-at-top
   from vvt.data import names as names_lib  # pylint: disable=g-import-not-at-top

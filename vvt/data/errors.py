@@ -34,6 +34,7 @@ _MARK_OPEN, _MARK_CLOSE = 'VVT_DATA_ERROR<<', '>>VVT_DATA_ERROR'
 
 class DataError(RuntimeError):
   """A bad record or file; the message names the file and the record."""
+  user_error = True  # the CLI prints the message alone (vvt/cli/common.py)
 
 
 class TruncatedFileError(DataError):
