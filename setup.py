@@ -24,6 +24,8 @@ setup(
         'tpu': ['jax[tpu]==0.10.2', 'libtpu==0.0.42.1'],
         # NVIDIA GPUs, CUDA 12 from pip wheels: jax 0.10.2's `cuda12` extra.
         'cuda12': ['jax[cuda12]==0.10.2', 'jax-cuda12-plugin[with-cuda]==0.10.2'],
+        # benchmarks/compare_hf.py: the Hugging Face (PyTorch) side of the comparison.
+        'bench': ['torch==2.13.0', 'transformers==5.23.0'],
     },
     entry_points={'console_scripts': ['vvt=vvt.cli:main']},
 )
