@@ -109,7 +109,10 @@ SYNTHETIC_SCHEMES = {
     'divided': dict(family='timesformer'),
     'local_global': dict(family='timesformer'),
     'axial': dict(family='timesformer'),
-    'space_time_mixing': dict(family='xvit'),
+    # No time table for X-ViT either: its mixing (t_w >= 1) is what orders the frames, so t_w = 0 is
+    # space-only attention (order-free with 1-frame patches, TA head included); with the sinusoidal table
+    # the tokens are time-stamped and t_w = 0 could learn order without any temporal mixing.
+    'space_time_mixing': dict(family='xvit', positional_embedding='spatial'),
 }
 
 

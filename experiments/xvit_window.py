@@ -17,6 +17,9 @@ def get_config(arg=None):
   a = common.parse(arg, ('ssv2',))
   c = common.miniature('space_time_mixing', a) if common.is_mini(a) else xvit_b.get_config('8')
   c.model.frame_aggregation = 'mean'  # Table 1: "trained using temporal averaging"
+  if common.is_mini(a):
+    # X-ViT's 1-frame (2D) patches: with 2-frame tubelets every window would see the local direction.
+    c.model.tubelet = (1, 8, 8)
   return c
 
 
