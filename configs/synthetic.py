@@ -13,7 +13,8 @@ positions, GAP, 8 frames of 32^2, AdamW 1e-3 cosine, batch 8, 20 epochs. Space-o
 like TimeSformer's space-only model, no time embedding (`positional_embedding='spatial'`), so nothing
 but the tubelets' two frames tells it time; with a time-aware table
 (`--config.model.positional_embedding=sinusoidal`) the per-frame features are time-stamped before the
-average over frames and the order leaks in.
+average over frames and the order leaks in. X-ViT (space_time_mixing) has no time table either: its
+window (t_w >= 1) is what orders the frames, and t_w = 0 is space-only attention.
 """
 from configs import common
 from vvt.train import defaults

@@ -6,7 +6,8 @@ trained with temporal averaging to isolate the window from the TA head (paper to
   vvt sweep --config experiments/xvit_window.py:mini --workdir runs/xvit_window_mini
 
 Base: configs/ssv2/xvit_b.py:8 with `frame_aggregation='mean'`. Table 1's "t_w = 2 (Bo.)" (only the window's
-boundary frames) has no vvt field. `mini`: the same three on the synthetic data, 3 seeds.
+boundary frames) has no vvt field. `mini`: the same three on the synthetic data, 3 seeds, with X-ViT's
+1-frame patches (8x8) and no time table (configs/common.py), so t_w = 0 is order-free like space-only.
 """
 from configs.ssv2 import xvit_b
 from experiments import common
