@@ -1,4 +1,9 @@
 """Mesh axes and sharding rules as pure functions; their errors from the command line, before any work."""
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from vvt.cli import config as config_lib
@@ -163,3 +168,28 @@ def test_workdir_urls_keep_their_scheme():
   assert checkpoints.eval_results_path('gs://b/r', 4, 'test') == 'gs://b/r/checkpoints/eval_4_test.json'
   assert checkpoints.join('gs://b/r', 'x', 3) == 'gs://b/r/x/3'
   assert checkpoints.abspath('runs/x').startswith('/')
+
+
+def test_scanned_layers_keep_the_batch_sharded_under_the_steps_mesh():
+  """`vvt.models.blocks.constrain_batch`: the batch axis over the mesh's data-like axes when traced under a mesh
+  (the train / eval steps trace under theirs), a no-op without one; its axis names are the trainer's.
+  On 4 forced host devices, in a subprocess."""
+  from vvt.models import blocks  # pylint: disable=g-import-not-at-top
+  assert blocks.BATCH_AXES == sharding.DATA_AXES
+  code = textwrap.dedent("""
+      import jax, jax.numpy as jnp
+      from vvt.models import blocks
+      from vvt.train import mesh as mesh_lib
+      mesh = mesh_lib.make_mesh({'axes': {'data': 2, 'fsdp': -1}})
+      x = jnp.ones((8, 3))
+      print('none', 'sharding_constraint' in jax.jit(blocks.constrain_batch).lower(x).as_text())
+      with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+        text = jax.jit(blocks.constrain_batch).lower(x).as_text()
+        odd = jax.jit(blocks.constrain_batch).lower(jnp.ones((6, 3))).as_text()
+      print('mesh', 'sharding_constraint' in text and '[{"data", "fsdp"}, {}]' in text)
+      print('odd', 'sharding_constraint' in odd)
+  """)
+  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=4', JAX_PLATFORMS='cpu')
+  res = subprocess.run([sys.executable, '-c', code], cwd=str(train_helpers.REPO), env=env, capture_output=True,
+                       text=True, timeout=300)
+  assert res.stdout.split() == ['none', 'False', 'mesh', 'True', 'odd', 'False'], res.stdout + res.stderr

@@ -8,6 +8,7 @@ normalise them on the device (`vvt.data.normalization`). Per-step randomness is
 `fold_in(state.rng, state.step)`, so a resumed run draws exactly the same
 dropout / stochastic-depth / mixup masks as an uninterrupted one.
 """
+import functools
 from typing import Mapping
 
 import jax
@@ -46,6 +47,18 @@ def train_metrics_class(heads: dict):
   if len(heads) > 1:
     fields['accuracy_action'] = clu_metrics.Average.from_output('accuracy_action')
   return clu_metrics.Collection.create(**fields)
+
+
+def traced_under(mesh):
+  """Decorator: the step is traced with `mesh` as the abstract mesh, so that the model's sharding hints
+  (`vvt.models.blocks.constrain_batch`, inside scanned layers) know the mesh axes."""
+  def wrap(step):
+    @functools.wraps(step)
+    def traced(*args):
+      with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+        return step(*args)
+    return traced
+  return wrap
 
 
 def make_train_step(module, tx, schedule, config, mesh, shardings=None):
@@ -102,6 +115,7 @@ def train_step_fn(module, tx, schedule, config, mesh, param_shardings=None):
     return {h: (jnp.argmax(logits[h], -1) == labels[h]).astype(jnp.float32)
             for h in heads}
 
+  @traced_under(mesh)
   def train_step(state: TrainState, batch):
     rng = jax.random.fold_in(state.rng, state.step)
     r_mix, r_drop = jax.random.split(rng)
@@ -178,7 +192,7 @@ def make_eval_step(module, config, mesh, param_shardings=None):
   if param_shardings is None:
     param_shardings = model_state.param_shardings(module, config, mesh)
   rep = mesh_lib.replicated(mesh)
-  return jax.jit(eval_step_fn(module, config),
+  return jax.jit(traced_under(mesh)(eval_step_fn(module, config)),
                  in_shardings=(param_shardings, mesh_lib.batch_sharding(mesh)),
                  out_shardings=(rep, rep))
 
