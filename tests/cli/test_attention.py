@@ -12,21 +12,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, 'tests', 'train'))
 sys.path.insert(0, os.path.join(REPO, 'tests', 'cli'))
 import tiny_config  # noqa: E402  pylint: disable=wrong-import-position
-from test_predict import write_video  # noqa: E402  pylint: disable=wrong-import-position
+from test_predict import save_fresh_run, write_video  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def _run_dir(root, data, attention, **model):
-  import jax  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints, model_state, run_config  # pylint: disable=g-import-not-at-top
-  wd = str(root)
   config = tiny_config.get_config(f'{data},{attention}')
   for k, v in model.items():
     config.model[k] = v
-  module = model_state.build_model(config)
-  params = model_state.init_params(module, config, jax.random.PRNGKey(0))
-  checkpoints.save_params(wd, params, step=3, config=config)
-  run_config.write(wd, config)
-  return wd
+  return save_fresh_run(str(root), config)
 
 
 @pytest.fixture(scope='module')

@@ -39,11 +39,15 @@ def clip(motion, seed=0, n=16, size=64):
 @pytest.fixture(scope='module')
 def run_dir(tmp_path_factory, tiny_data):
   """A params-only checkpoint of the tiny model (fresh init) with its config.json: what predict reads."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints, model_state, run_config  # pylint: disable=g-import-not-at-top
-  wd = str(tmp_path_factory.mktemp('predict_run'))
   config = tiny_config.get_config(tiny_data)
   config.class_names = None  # the names then come from the dataset's classes.txt
+  return save_fresh_run(str(tmp_path_factory.mktemp('predict_run')), config)
+
+
+def save_fresh_run(wd, config):
+  """`config`'s model, freshly initialised, saved in `wd` as a params-only checkpoint (step 3) + config.json."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints, model_state, run_config  # pylint: disable=g-import-not-at-top
   module = model_state.build_model(config)
   params = model_state.init_params(module, config, jax.random.PRNGKey(0))
   checkpoints.save_params(wd, params, step=3, config=config)

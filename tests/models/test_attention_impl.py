@@ -98,7 +98,7 @@ def test_auto_rule():
                                dropout=False) == 'chunked'
 
 
-def _loss_and_grads(module, params, x, w):
+def loss_and_grads(module, params, x, w):
   def loss(p):
     out = module.apply({'params': p}, x)
     return jnp.sum(w * out), out
@@ -126,9 +126,9 @@ def test_every_scheme_matches_einsum(scheme_case, impls, monkeypatch):
   cfg = dict(kw, num_layers=1)
   ref = models.build(tiny(family, scheme, attention_impl='einsum', **cfg))
   params = randomise(jax.jit(ref.init)(jax.random.key(0), x)['params'])
-  ref_out, ref_grads = _loss_and_grads(ref, params, x, w)
+  ref_out, ref_grads = loss_and_grads(ref, params, x, w)
   for impl in impls:
-    out, grads = _loss_and_grads(models.build(tiny(family, scheme, attention_impl=impl, **cfg)), params, x, w)
+    out, grads = loss_and_grads(models.build(tiny(family, scheme, attention_impl=impl, **cfg)), params, x, w)
     assert_close(out, ref_out)
     assert_close(grads, ref_grads)
 

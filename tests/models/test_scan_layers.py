@@ -10,7 +10,7 @@ import pytest
 import vvt.models as models
 from vvt.models import config as config_lib
 from vvt.models import layout
-from tests.models.test_attention_impl import assert_close
+from tests.models.test_attention_impl import assert_close, loss_and_grads
 from tests.models.test_models import randomise, tiny, video
 
 SCANNED = [  # (family, attention, overrides): one encoder + cls, two encoders (Model 2), X-ViT's TA head
@@ -18,14 +18,6 @@ SCANNED = [  # (family, attention, overrides): one encoder + cls, two encoders (
     ('vivit', 'factorised_encoder', {}),
     ('xvit', 'space_time_mixing', dict(mixing=dict(summary_token=True))),
 ]
-
-
-def _loss_and_grads(module, params, x, w):
-  def loss(p):
-    out = module.apply({'params': p}, x)
-    return jnp.sum(w * out), out
-  (_, out), grads = jax.jit(jax.value_and_grad(loss, has_aux=True))(params)
-  return out, grads
 
 
 @pytest.mark.parametrize('case,remat', [(SCANNED[0], 'none'), (SCANNED[0], 'full'),
@@ -40,8 +32,8 @@ def test_scan_gives_the_unrolled_logits_and_gradients(case, remat):
   stacked = layout.to_model_layout(params, scanned.cfg)
   assert jax.tree.structure(stacked) == jax.tree.structure(
       jax.eval_shape(scanned.init, jax.random.key(0), x)['params'])
-  out, grads = _loss_and_grads(plain, params, x, w)
-  out_s, grads_s = _loss_and_grads(scanned, stacked, x, w)
+  out, grads = loss_and_grads(plain, params, x, w)
+  out_s, grads_s = loss_and_grads(scanned, stacked, x, w)
   assert_close(out_s, out)
   assert_close(layout.to_per_layer(grads_s), grads)
 
