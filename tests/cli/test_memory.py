@@ -21,6 +21,7 @@ WIDE = ('--config.model.hidden_size=8192', '--config.model.mlp_dim=65536', '--co
 def memory(*args, timeout=600):
   e = dict(os.environ)
   e.pop('JAX_PLATFORMS', None)  # the command sets up its own backend
+  e.pop('JAX_COMPILATION_CACHE_DIR', None)  # deviceless TPU executables are not for the tests' CPU cache
   e['XLA_FLAGS'] = ' '.join(f for f in e.get('XLA_FLAGS', '').split() if 'device_count' not in f)
   e['PYTHONPATH'] = str(REPO) + os.pathsep + e.get('PYTHONPATH', '')
   proc = subprocess.run([sys.executable, '-m', 'vvt', 'memory', *args], cwd=REPO, env=e,
@@ -56,6 +57,15 @@ def test_a_config_that_does_not_fit_exits_3_and_fits_with_fsdp():
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert f['fits'] is True and f['mesh'] == {'data': 1, 'fsdp': 8, 'model': 1}
   assert f['params_bytes'] < r['params_bytes'] / 7 and f['opt_state_bytes'] < r['opt_state_bytes'] / 7
+
+
+def test_splash_attention_compiles_for_a_tpu_mesh_of_data_and_model_axes():
+  # The Pallas TPU kernel (Mosaic) is not partitioned by XLA; the model runs it in shard_map over the mesh the
+  # step is traced with, and builds for the topology's platform (not the CPU host's, which refuses splash).
+  proc, r = memory('--config', TINY, '--topology', 'v3-8', "--config.mesh.axes={'data': 4, 'model': 2}",
+                   '--config.model.attention_impl=splash')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert r['fits'] is True and r['mesh'] == {'data': 4, 'fsdp': 1, 'model': 2}
 
 
 def test_forced_cpu_devices():

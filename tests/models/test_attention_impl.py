@@ -1,5 +1,10 @@
 """Every implementation of the one attention primitive (model.attention_impl) against `einsum`: forward and
 gradients in float32 at highest matmul precision (conftest), for the primitive and for every scheme."""
+import os
+import subprocess
+import sys
+import textwrap
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,6 +12,7 @@ import pytest
 
 import vvt.models as models
 from vvt.models import attention
+from tests.conftest import REPO
 from tests.models.test_models import SCHEMES, randomise, tiny, video
 
 RTOL = 1e-5
@@ -165,3 +171,35 @@ def test_config_checks_and_command_line_override():
       'chunked', 'dots_saveable', True, 'bfloat16')
   config = cli_config.load('configs/kinetics400/vivit_b_fe.py', [('model.remat', 'True')], files=(), init=False)
   assert models.resolve(config.model).remat == 'full'
+
+
+def test_splash_runs_per_device_under_a_sharded_mesh():
+  """A Mosaic kernel is not partitioned by XLA ("cannot be automatically partitioned"): under the mesh the
+  steps are traced with, splash runs in shard_map, groups over the data axes and heads over `model`. On 4
+  forced host devices (Pallas' interpreter), in a subprocess: value and gradients equal einsum's, and the
+  compiled program keeps the operands sharded."""
+  pytest.importorskip('jax.experimental.pallas.ops.tpu.splash_attention')
+  code = textwrap.dedent("""
+      import jax, jax.numpy as jnp, numpy as np
+      from jax.sharding import NamedSharding, PartitionSpec as P
+      from vvt.models import attention
+      from vvt.train import mesh as mesh_lib
+      jax.config.update('jax_default_matmul_precision', 'highest')
+      mesh = mesh_lib.make_mesh({'axes': {'data': 2, 'model': 2}})
+      ks = jax.random.split(jax.random.key(0), 4)
+      q, k, v, w = (jax.random.normal(r, (4, 130, 2, 32)) for r in ks)
+      put = lambda x: jax.device_put(x, NamedSharding(mesh, P('data', None, 'model', None)))
+      def loss(fn):
+        return jax.jit(jax.value_and_grad(lambda q, k, v: jnp.sum(fn(q, k, v) * w), argnums=(0, 1, 2)))
+      splash = lambda q, k, v: attention.splash_attention(q, k, v, interpret=True)
+      with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+        text = loss(splash).lower(put(q), put(k), put(v)).as_text()
+        got = loss(splash)(put(q), put(k), put(v))
+      want = loss(attention.einsum_attention)(q, k, v)
+      err = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)))
+      print('shard_map', 'shard_map' in text or 'manual' in text.lower(), 'err', err < 2e-4)
+  """)
+  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=4', JAX_PLATFORMS='cpu')
+  res = subprocess.run([sys.executable, '-c', code], cwd=str(REPO), env=env, capture_output=True, text=True,
+                       timeout=600)
+  assert res.stdout.split() == ['shard_map', 'True', 'err', 'True'], res.stdout + res.stderr[-3000:]

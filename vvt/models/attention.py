@@ -58,6 +58,7 @@ import jax.numpy as jnp
 from vvt.models.config import ATTENTION_IMPLS
 
 IMPLS = ATTENTION_IMPLS  # model.attention_impl
+BATCH_AXES = ('data', 'fsdp')  # the mesh axes a batch (and a group axis G, batch-major) is sharded over
 AUTO_MIN_LENGTH = 1024  # auto: groups of at least this many queries or keys leave einsum
 CHUNK_SIZE = 512  # chunked: keys per block
 
@@ -271,9 +272,27 @@ def splash_attention(q, k, v, *, interpret: bool = False):
   segments = sa.SegmentIds(q=jnp.zeros((lqp,), jnp.int32), kv=(jnp.arange(lkp) >= lk).astype(jnp.int32))
   heads_first = lambda x, n: _pad_tokens(x, n).transpose(0, 2, 1, 3)  # (G, H, L, d)
   qs = q / jnp.sqrt(d).astype(q.dtype)
-  out = jax.vmap(kernel, in_axes=(0, 0, 0, None))(heads_first(qs, lqp), heads_first(k, lkp),
-                                                  heads_first(v, lkp), segments)
+  run = jax.vmap(kernel, in_axes=(0, 0, 0, None))
+  spec = _splash_spec(g, h)
+  if spec is not None:  # a Mosaic kernel is not partitioned by XLA: each device runs it on its own groups/heads
+    run = jax.shard_map(run, in_specs=(spec, spec, spec, jax.sharding.PartitionSpec()), out_specs=spec,
+                        check_vma=False)
+  out = run(heads_first(qs, lqp), heads_first(k, lkp), heads_first(v, lkp), segments)
   return out.transpose(0, 2, 1, 3)[:, :lq]
+
+
+def _splash_spec(groups: int, heads: int):
+  """The PartitionSpec of splash's (G, H, L, d_h) operands under the mesh the step is traced with
+  (`jax.sharding.use_abstract_mesh`, as vvt's steps do): G over the data-like axes (G is B or B x groups,
+  batch-major), H over `model` (tensor-parallel heads), where they divide; None without a mesh of > 1 device."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty or mesh.size <= 1:
+    return None
+  batch = tuple(a for a in mesh.axis_names if a in BATCH_AXES and mesh.shape[a] > 1)
+  if groups % math.prod(mesh.shape[a] for a in batch):
+    batch = ()
+  model = 'model' if mesh.shape.get('model', 1) > 1 and heads % mesh.shape['model'] == 0 else None
+  return jax.sharding.PartitionSpec(batch or None, model, None, None)
 
 
 @functools.lru_cache(maxsize=None)

@@ -19,11 +19,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from vvt.models.attention import MultiHeadAttention
-
-# The mesh axes a trainer shards the batch over (vvt.train.sharding.DATA_AXES; tests/models/test_scan_layers.py
+# BATCH_AXES: the mesh axes a trainer shards the batch over (vvt.train.sharding.DATA_AXES; tests/train/test_mesh.py
 # checks they agree). The model names no mesh: it reads the one its caller traces it under.
-BATCH_AXES = ('data', 'fsdp')
+from vvt.models.attention import BATCH_AXES, MultiHeadAttention
 
 
 def constrain_batch(x):

@@ -271,7 +271,7 @@ def plan(config, topology: Topology, devices, eval_step: bool = False, log=None)
   total = int(config.num_train_steps) if config.num_train_steps > 0 else 1000
   schedule = optimizers.make_schedule(config.schedule, total, max(1, total // 10))
   tx = optimizers.make_optimizer(config.optimizer, schedule)
-  module = model_state.build_model(config)
+  module = model_state.build_model(config, backend=topology.platform)  # auto: the TPU's choice, not the host's
   shardings = model_state.state_shardings(module, config, tx, mesh)  # rule errors: before compiling
   state = model_state.abstract_state(module, config, tx, shardings)
   batch_size = int(config.eval.batch_size if eval_step else config.batch_size)

@@ -23,10 +23,11 @@ from vvt.train import sharding as sharding_lib
 from vvt.train import state as state_lib
 
 
-def build_model(config):
-  """The flax module of run config `config` (checked by `vvt.models.resolve`)."""
+def build_model(config, backend: str | None = None):
+  """The flax module of run config `config` (checked by `vvt.models.resolve`), built for `backend` (the
+  platform it is compiled for; None: jax's default backend): `attention_impl='auto'` chooses for it."""
   import vvt.models  # pylint: disable=g-import-not-at-top
-  return vvt.models.build(config.model)
+  return vvt.models.build(config.model, backend=backend)
 
 
 def dummy_input(config, batch_size: int = 1) -> jax.Array:
