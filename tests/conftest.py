@@ -1,9 +1,30 @@
-"""Shared test set-up: CPU only, full-precision matmuls, repo paths."""
+"""Shared test set-up: CPU only, full-precision matmuls, repo paths, one compilation cache per session."""
+import atexit
 import os
 import pathlib
+import shutil
+import tempfile
 
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+
+def _session_compilation_cache():
+  """Many tests run the same tiny train/eval steps, in this process and in `vvt` subprocesses: XLA compiles
+  each program once per test session and reads it back after (keys are the program's hash, so a cached
+  executable is the one a fresh compile gives). The first process (pytest, or xdist's controller, whose
+  environment the workers and every subprocess inherit) makes the folder and removes it at exit; the size
+  bound turns on jax's file lock, so two processes never read a half-written entry."""
+  if os.environ.get('JAX_COMPILATION_CACHE_DIR'):
+    return
+  path = tempfile.mkdtemp(prefix='vvt-tests-xla-cache-')
+  os.environ['JAX_COMPILATION_CACHE_DIR'] = path
+  os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0.5')  # steps, not eager ops
+  os.environ.setdefault('JAX_COMPILATION_CACHE_MAX_SIZE', str(4 << 30))
+  atexit.register(shutil.rmtree, path, ignore_errors=True)
+
+
+_session_compilation_cache()
 
 import jax  # noqa: E402
 
