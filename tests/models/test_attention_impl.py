@@ -177,7 +177,7 @@ def test_splash_runs_per_device_under_a_sharded_mesh():
   """A Mosaic kernel is not partitioned by XLA ("cannot be automatically partitioned"): under the mesh the
   steps are traced with, splash runs in shard_map, groups over the data axes and heads over `model`. On 4
   forced host devices (Pallas' interpreter), in a subprocess: value and gradients equal einsum's, and the
-  compiled program keeps the operands sharded."""
+  lowered step has the shard_map (without it, this test fails)."""
   pytest.importorskip('jax.experimental.pallas.ops.tpu.splash_attention')
   code = textwrap.dedent("""
       import jax, jax.numpy as jnp, numpy as np
