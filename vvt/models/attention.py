@@ -288,11 +288,18 @@ def _splash_spec(groups: int, heads: int):
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty or mesh.size <= 1:
     return None
-  batch = tuple(a for a in mesh.axis_names if a in BATCH_AXES and mesh.shape[a] > 1)
-  if groups % math.prod(mesh.shape[a] for a in batch):
-    batch = ()
   model = 'model' if mesh.shape.get('model', 1) > 1 and heads % mesh.shape['model'] == 0 else None
-  return jax.sharding.PartitionSpec(batch or None, model, None, None)
+  return jax.sharding.PartitionSpec(traced_batch_axes(groups) or None, model, None, None)
+
+
+def traced_batch_axes(size: int) -> tuple[str, ...]:
+  """The data-like mesh axes (BATCH_AXES, those of > 1 device) that shard a leading axis of `size` under the mesh
+  the caller is traced with (`jax.sharding.use_abstract_mesh`); () without a mesh or when they do not divide."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty:
+    return ()
+  axes = tuple(a for a in mesh.axis_names if a in BATCH_AXES and mesh.shape[a] > 1)
+  return axes if axes and size % math.prod(mesh.shape[a] for a in axes) == 0 else ()
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import math
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-# BATCH_AXES: the mesh axes a trainer shards the batch over (vvt.train.sharding.DATA_AXES; tests/train/test_mesh.py
-# checks they agree). The model names no mesh: it reads the one its caller traces it under.
-from vvt.models.attention import BATCH_AXES, MultiHeadAttention
+# BATCH_AXES (re-exported): the mesh axes a trainer shards the batch over (vvt.train.sharding.DATA_AXES;
+# tests/train/test_mesh.py checks they agree). The model names no mesh: it reads the one its caller traces it under.
+from vvt.models.attention import BATCH_AXES, MultiHeadAttention, traced_batch_axes  # noqa: F401
 
 
 def constrain_batch(x):
@@ -30,14 +28,8 @@ def constrain_batch(x):
   divide. Inside `nn.scan` XLA's sharding propagation loses the batch sharding of the carry (a ViViT-H Model 1
   step compiled for a TPU v3-32 replicated the whole batch in the loop: 137 GiB per core), so the scanned block
   states it."""
-  mesh = jax.sharding.get_abstract_mesh()
-  if x is None or mesh.empty:
-    return x
-  axes = tuple(a for a in mesh.axis_names if a in BATCH_AXES)
-  n = math.prod(mesh.shape[a] for a in axes)
-  if n <= 1 or x.shape[0] % n:
-    return x
-  return jax.lax.with_sharding_constraint(x, jax.sharding.PartitionSpec(axes))
+  axes = () if x is None else traced_batch_axes(x.shape[0])
+  return jax.lax.with_sharding_constraint(x, jax.sharding.PartitionSpec(axes)) if axes else x
 
 
 def stages_of(attention: str, attention_order: str = 'space_time') -> tuple[str, ...]:
