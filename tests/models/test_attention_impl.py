@@ -42,7 +42,11 @@ def value_and_grads(fn, q, k, v, w):
 
 IMPLS = {
     'chunked_block_8': lambda q, k, v: attention.chunked_attention(q, k, v, block_size=8),
-    'chunked_default': attention.chunked_attention,
+    'chunked_default': attention.chunked_attention,  # tiled by queries on the CPU
+    'chunked_keys_block_8': lambda q, k, v: attention.chunked_attention(q, k, v, block_size=8, tiling='keys'),
+    'chunked_keys_default': lambda q, k, v: attention.chunked_attention(q, k, v, tiling='keys'),
+    'chunked_queries_block_8': lambda q, k, v: attention.chunked_attention(q, k, v, block_size=8,
+                                                                          tiling='queries'),
     'dot_product': attention.xla_dot_product_attention,
     # the cuDNN path's padding (tokens to a multiple of 64, seq lengths masking it) through jax's XLA kernel
     'dot_product_padded': lambda q, k, v: attention.xla_dot_product_attention(
@@ -61,12 +65,26 @@ def test_primitive_matches_einsum(name, lq, lk):
   assert_close(grads, ref_grads)
 
 
-def test_chunked_keeps_bfloat16_and_accumulates_in_float32():
-  q, k, v, _ = (a.astype(jnp.bfloat16) for a in qkv(2, 40, 40))
-  out = attention.chunked_attention(q, k, v, block_size=16)
-  ref = attention.einsum_attention(*(a.astype(jnp.float32) for a in (q, k, v)))
-  assert out.dtype == jnp.bfloat16
+@pytest.mark.parametrize('tiling', ['keys', 'queries'])
+def test_chunked_keeps_bfloat16_and_accumulates_in_float32(tiling):
+  q, k, v, w = (a.astype(jnp.bfloat16) for a in qkv(2, 40, 40))
+  out, grads = value_and_grads(lambda *a: attention.chunked_attention(*a, block_size=16, tiling=tiling), q, k, v, w)
+  ref, ref_grads = value_and_grads(attention.einsum_attention, *(a.astype(jnp.float32) for a in (q, k, v, w)))
+  assert out.dtype == jnp.bfloat16 and all(g.dtype == jnp.bfloat16 for g in grads)
   assert float(jnp.abs(out.astype(jnp.float32) - ref).max()) < 2e-2
+  for g, r in zip(grads, ref_grads):
+    assert float(jnp.abs(g.astype(jnp.float32) - r).max()) < 3e-2 * float(jnp.abs(r).max())
+
+
+def test_chunked_tiling_follows_the_backend_and_refuses_unknown_ones():
+  """chunked is tiled by queries for the CPU and by keys elsewhere: the programs differ by their loops' tiles."""
+  q, k, v, _ = qkv(1, 600, 600)
+  cpu, gpu = (str(jax.make_jaxpr(lambda *a: attention.chunked_attention(*a, backend=b))(q, k, v)) for b in ('cpu', 'gpu'))
+  assert 'f32[128,600]' in cpu and 'f32[128,600]' not in gpu  # a tile of 128 queries x all keys, one head
+  assert 'f32[1,2,600,512]' in gpu and 'f32[1,2,600,512]' not in cpu  # all queries and heads x 512 keys
+  assert 'f32[1,2,600,600]' not in cpu + gpu  # never all the scores
+  with pytest.raises(ValueError, match='tiling must be'):
+    attention.chunked_attention(q, k, v, tiling='rows')
 
 
 def test_splash_kernel_in_interpret_mode_matches_einsum():

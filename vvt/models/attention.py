@@ -60,7 +60,8 @@ from vvt.models.config import ATTENTION_IMPLS
 IMPLS = ATTENTION_IMPLS  # model.attention_impl
 BATCH_AXES = ('data', 'fsdp')  # the mesh axes a batch (and a group axis G, batch-major) is sharded over
 AUTO_MIN_LENGTH = 1024  # auto: groups of at least this many queries or keys leave einsum
-CHUNK_SIZE = 512  # chunked: keys per block
+CHUNK_SIZE = 512  # chunked, tiled by keys (GPU, TPU): keys per block
+QUERY_TILE = 128  # chunked, tiled by queries (CPU): queries per tile
 
 STAGES = ('joint', 'space', 'time', 'width', 'height', 'local', 'global')
 _CLASS_TOKEN_STAGES = ('joint', 'space', 'width', 'height', 'local', 'global')
@@ -84,7 +85,7 @@ def dot_product_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None, determ
   if dropout:
     raise ValueError(f'attention_impl={impl!r} has no attention dropout (rate {dropout_rate}): use einsum or auto')
   if impl == 'chunked':
-    return chunked_attention(q, k, v)
+    return chunked_attention(q, k, v, backend=backend)
   if impl == 'dot_product':
     return xla_dot_product_attention(q, k, v, cudnn=backend == 'gpu' and cudnn_supports(q.shape[-1], q.dtype))
   if impl == 'splash':
@@ -120,14 +121,23 @@ def cudnn_supports(head_dim: int, dtype) -> bool:
 
 
 def einsum_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None):
-  """ViViT eq. 7 as two einsums: scores (G, H, Lq, Lk) in float32, dropout on the weights where rate > 0."""
-  q = q / jnp.sqrt(q.shape[-1]).astype(q.dtype)
-  logits = jnp.einsum('gqhd,gkhd->ghqk', q, k)
+  """ViViT eq. 7 as two einsums: scores (G, H, Lq, Lk) in float32, dropout on the weights where rate > 0.
+
+  q, k, v are put heads-first, (G, H, L, d_h), before the einsums and the output back after: the batched
+  matmuls then contract the minor axis with (G, H) leading, which XLA's CPU dot runs 4x faster than on the
+  (G, L, H, d_h) layout (BENCHMARKS.md, CPU attention); on GPU / TPU the transposes fold into the dots."""
+  q = _heads_first(q / jnp.sqrt(q.shape[-1]).astype(q.dtype))
+  logits = jnp.einsum('ghqd,ghkd->ghqk', q, _heads_first(k))
   weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(v.dtype)
   if dropout_rate > 0.0:
     keep = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, weights.shape)
     weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0).astype(v.dtype)
-  return jnp.einsum('ghqk,gkhd->gqhd', weights, v)
+  return _heads_first(jnp.einsum('ghqk,ghkd->ghqd', weights, _heads_first(v)))
+
+
+def _heads_first(x):
+  """(G, L, H, d) <-> (G, H, L, d)."""
+  return x.swapaxes(1, 2)
 
 
 def _pad_tokens(x, length: int):
@@ -158,19 +168,109 @@ def xla_dot_product_attention(q, k, v, *, cudnn: bool = False, pad_multiple: int
   return out[:, :lq]
 
 
-def chunked_attention(q, k, v, *, block_size: int | None = None):
-  """ViViT eq. 7 block by block over the keys, with an online softmax (Rabe & Staats 2021; FlashAttention).
+def chunked_attention(q, k, v, *, block_size: int | None = None, tiling: str | None = None, backend=None):
+  """ViViT eq. 7 block by block, never holding the (Lq, Lk) scores of a group: O(block * L) memory.
 
-  q: (G, Lq, H, d_h); k, v: (G, Lk, H, d_h) -> (G, Lq, H, d_h). The keys are cut into blocks of
-  `block_size` (default CHUNK_SIZE; the last block is zero-padded and masked); a scan keeps, per query, the
-  running max m, the running sum l of exp(s - m) and the running sum of exp(s - m) V, so the forward holds
-  (G, H, Lq, block) scores at a time. The backward (custom VJP) saves only q, k, v, the output and the
-  log-sum-exp (G, H, Lq), and recomputes each block's probabilities P = exp(S - lse):
-    dV_j = P_j^T dO,  dS_j = P_j * (dO V_j^T - rowsum(dO * O)),  dQ += dS_j K_j,  dK_j = dS_j^T Q,
-  so both passes are O(Lq * block) in memory, not O(Lq * Lk). Accumulation is in float32.
+  q: (G, Lq, H, d_h); k, v: (G, Lk, H, d_h) -> (G, Lq, H, d_h). Two tilings of the same arithmetic, both with
+  a custom VJP that saves only q, k, v, the output O and the log-sum-exp (lse) of each query's scores, and
+  recomputes the probabilities P = exp(S - lse) tile by tile in the backward:
+    dV = P^T dO,  dS = P * (dO V^T - rowsum(dO * O)),  dQ = dS K,  dK = dS^T Q.
+  Accumulation is in float32; the output has q's dtype.
+  tiling='keys' (GPU, TPU; Rabe & Staats 2021, FlashAttention): a scan over blocks of `block_size` keys
+    (default CHUNK_SIZE; the last block zero-padded and masked) with an online softmax (running max, running
+    sum of exp(s - max), running sum of exp(s - max) V), every query and head at once: (G, H, Lq, block)
+    scores per step, large batched matmuls.
+  tiling='queries' (CPU): one head of one group at a time, tiles of `block_size` queries (default
+    QUERY_TILE) against all the keys with an exact softmax: (block, Lk) scores per step, which stay in the
+    CPU's caches; XLA's CPU backend is memory-bound on the large tiles of 'keys' (ViViT-B Model 1's
+    attention: 3x faster forward and backward, BENCHMARKS.md).
+  tiling=None: 'queries' when `backend` (default: jax's default backend) is 'cpu', 'keys' otherwise.
   """
-  block = min(block_size or CHUNK_SIZE, k.shape[1])
-  return _chunked(q, k, v, block)
+  tiling = tiling or ('queries' if (backend or jax.default_backend()) == 'cpu' else 'keys')
+  if tiling == 'queries':
+    return _query_tiled(q, k, v, min(block_size or QUERY_TILE, q.shape[1]))
+  if tiling == 'keys':
+    return _chunked(q, k, v, min(block_size or CHUNK_SIZE, k.shape[1]))
+  raise ValueError(f"chunked_attention: tiling must be 'queries' or 'keys', got {tiling!r}")
+
+
+def _query_tiles(x, tile: int):
+  """(G, L, H, d) -> (G * H, nt, tile, d): per head of each group, its L tokens zero-padded to nt tiles."""
+  g, l, h, d = x.shape
+  nt = -(-l // tile)
+  return _heads_first(_pad_tokens(x, nt * tile)).reshape(g * h, nt, tile, d)
+
+
+def _untile(x, g: int, l: int):
+  """(G * H, ..., d) tiles of tokens -> (G, L, H, d), the padding dropped."""
+  gh, d = x.shape[0], x.shape[-1]
+  return _heads_first(x.reshape(g, gh // g, -1, d)[:, :, :l])
+
+
+def _query_tiled_forward(q, k, v, tile: int):
+  """Output (G, Lq, H, d_h) and lse (G * H, nt, tile) of the query-tiled attention."""
+  g, lq, h, d = q.shape
+  qt = _query_tiles(q / jnp.sqrt(d).astype(q.dtype), tile)
+  kh, vh = (_heads_first(x).reshape(g * h, x.shape[1], x.shape[-1]) for x in (k, v))
+
+  def head(xs):
+    q_tiles, kk, vv = xs
+
+    def step(qi):  # (tile, d) queries against the head's (Lk, d) keys
+      s = (qi @ kk.T).astype(jnp.float32)
+      m = s.max(axis=-1, keepdims=True)
+      p = jnp.exp(s - m)
+      l = p.sum(axis=-1, keepdims=True)
+      o = jnp.matmul(p.astype(vv.dtype), vv, preferred_element_type=jnp.float32) / l
+      return o.astype(vv.dtype), (m + jnp.log(l))[:, 0]
+
+    return jax.lax.map(step, q_tiles)
+
+  out, lse = jax.lax.map(head, (qt, kh, vh))
+  return _untile(out, g, lq), lse
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def _query_tiled(q, k, v, tile):
+  return _query_tiled_forward(q, k, v, tile)[0]
+
+
+def _query_tiled_fwd(q, k, v, tile):
+  out, lse = _query_tiled_forward(q, k, v, tile)
+  return out, (q, k, v, out, lse)
+
+
+def _query_tiled_bwd(tile, residuals, dout):
+  q, k, v, out, lse = residuals
+  g, lq, h, d = q.shape
+  scale = 1.0 / math.sqrt(d)
+  qt = _query_tiles(q / jnp.sqrt(d).astype(q.dtype), tile)
+  dot = _query_tiles(dout.astype(jnp.float32), tile)
+  delta = _query_tiles((dout.astype(jnp.float32) * out.astype(jnp.float32)).sum(-1, keepdims=True), tile)
+  kh, vh = (_heads_first(x).reshape(g * h, x.shape[1], x.shape[-1]) for x in (k, v))
+
+  def head(xs):
+    q_tiles, do_tiles, lse_tiles, delta_tiles, kk, vv = xs
+    kf, vf = kk.astype(jnp.float32), vv.astype(jnp.float32)
+
+    def step(carry, ys):  # one tile of queries; dK, dV of the head accumulate over the tiles
+      dk, dv = carry
+      qi, doi, lsei, deltai = ys
+      p = jnp.exp((qi @ kk.T).astype(jnp.float32) - lsei[:, None])  # (tile, Lk); padded queries: rows of 0 dO
+      dv = dv + p.T @ doi
+      ds = p * (doi @ vf.T - deltai)
+      return (dk + ds.T @ qi.astype(jnp.float32), dv), ds @ kf
+
+    zeros = jnp.zeros(kf.shape, jnp.float32)
+    (dk, dv), dq = jax.lax.scan(step, (zeros, zeros), (q_tiles, do_tiles, lse_tiles, delta_tiles))
+    return dq, dk, dv
+
+  dq, dk, dv = jax.lax.map(head, (qt, dot, lse, delta, kh, vh))
+  return ((_untile(dq, g, lq) * scale).astype(q.dtype), _untile(dk, g, k.shape[1]).astype(k.dtype),
+          _untile(dv, g, v.shape[1]).astype(v.dtype))
+
+
+_query_tiled.defvjp(_query_tiled_fwd, _query_tiled_bwd)
 
 
 def _key_blocks(k, v, block: int):
@@ -270,7 +370,7 @@ def splash_attention(q, k, v, *, interpret: bool = False):
   mask = sa.MultiHeadMask([sa.FullMask((lqp, lkp))] * h)
   kernel = sa.make_splash_mha(mask, head_shards=1, q_seq_shards=1, block_sizes=sizes, interpret=interpret)
   segments = sa.SegmentIds(q=jnp.zeros((lqp,), jnp.int32), kv=(jnp.arange(lkp) >= lk).astype(jnp.int32))
-  heads_first = lambda x, n: _pad_tokens(x, n).transpose(0, 2, 1, 3)  # (G, H, L, d)
+  heads_first = lambda x, n: _heads_first(_pad_tokens(x, n))  # (G, H, L, d)
   qs = q / jnp.sqrt(d).astype(q.dtype)
   run = jax.vmap(kernel, in_axes=(0, 0, 0, None))
   spec = _splash_spec(g, h)
