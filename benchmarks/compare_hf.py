@@ -31,8 +31,10 @@ as einsum (XLA's cost analysis counts a chunked loop's body once and nothing ins
 CPU lowering on every backend; the HF side is credited with the same count. They are the FLOPs vvt executes:
 with a class-token classifier XLA drops the last block's patch-token work after its attention, which PyTorch
 computes (up to 1/layers of the step: mind it with --layers 1). `% ceiling` is achieved FLOP/s (median step)
-over the FLOP/s of a large matmul timed in JAX in the same run (its fastest run; float32 on the CPU, on the GPU
-the run's dtype).
+over the FLOP/s of a large matmul timed in JAX in the same run (float32 on the CPU, on the GPU the run's dtype):
+timed in a process of its own before the first row and again before every round of every row, the fastest of
+them all (a shared host's matmul rate drifts: 103-168 GFLOP/s within one hour on the 2-core development VM, so
+one measurement at the start can put a scheme "above" the ceiling).
 
 On the CPU the host must be idle: OpenMP (torch, MKL) slows down many times over when its threads share busy
 cores (XLA's thread pool much less), so a loaded host shows HF far slower than it is; `--threads 1` pins every
@@ -441,8 +443,8 @@ def _merge_rounds(rounds: list[dict]) -> dict:
   return merged
 
 
-def measure_row(name: str, mode: str, args, sides: tuple[str, ...]) -> dict:
-  """Every round of every side of one row (interleaved: vvt, HF, vvt, HF, ...)."""
+def measure_row(name: str, mode: str, args, sides: tuple[str, ...], ceiling=lambda: None) -> dict:
+  """Every round of every side of one row (interleaved: vvt, HF, vvt, HF, ...); `ceiling()` before each round."""
   fields, hf_model, hf_attention = ROWS[name] if name in ROWS else (VVT_ONLY_ROWS[name], None, None)
   spec = dict(fields=fields, hf_model=hf_model, hf_attention=hf_attention, mode=mode, device=args.device,
               batch=args.batch, layers=args.layers, image_size=args.image_size, dtype=args.dtype,
@@ -450,6 +452,7 @@ def measure_row(name: str, mode: str, args, sides: tuple[str, ...]) -> dict:
               threads=args.threads)
   rounds = {side: [] for side in sides}
   for r in range(args.rounds):
+    ceiling()
     for side in sides:
       result = run_child(side, dict(spec, count_flops=(side == 'vvt' and r == 0)), args.timeout)
       rounds[side].append(result)
@@ -532,8 +535,10 @@ def header(args, rows: list[dict], ceiling: dict) -> str:
   if 'error' in ceiling:
     out.append(f'ceiling: error: {ceiling["error"]}')
   else:
+    rates = [r / 1e9 for r in ceiling.get('measured', [ceiling['flops_per_s']]) if r]
     out.append(f'ceiling: {ceiling["n"]}^3 {ceiling["dtype"]} matmul in JAX, '
-               f'{ceiling["flops_per_s"] / 1e9:.1f} GFLOP/s')
+               f'{ceiling["flops_per_s"] / 1e9:.1f} GFLOP/s (fastest of {len(rates)} measurements in the run: '
+               f'{min(rates):.1f}-{max(rates):.1f})')
   return '\n'.join(out)
 
 
@@ -582,12 +587,19 @@ def main(argv=None) -> int:
     _progress(f'no row matches --rows {args.rows!r}: rows are {", ".join(names)} x {"/".join(MODES)}')
     return 2
   sides = ('vvt',) if args.vvt_only else ('vvt', 'hf')
-  ceiling = run_child('ceiling', dict(device=args.device, dtype=args.dtype, precision=args.precision,
-                                      ceiling_size=args.ceiling_size, iters=args.iters, warmup=args.warmup,
-                                      threads=args.threads),
-                      args.timeout)
-  _progress('ceiling: ' + (ceiling.get('error') or f'{ceiling["flops_per_s"] / 1e9:.1f} GFLOP/s'))
-  rows = [measure_row(name, mode, args, sides) for name, mode in selected]
+  ceilings = []
+
+  def measure_ceiling():
+    result = run_child('ceiling', dict(device=args.device, dtype=args.dtype, precision=args.precision,
+                                       ceiling_size=args.ceiling_size, iters=args.iters, warmup=args.warmup,
+                                       threads=args.threads), args.timeout)
+    ceilings.append(result)
+    _progress('ceiling: ' + (result.get('error') or f'{result["flops_per_s"] / 1e9:.1f} GFLOP/s'))
+
+  measure_ceiling()
+  rows = [measure_row(name, mode, args, sides, measure_ceiling) for name, mode in selected]
+  ceiling = max((c for c in ceilings if 'error' not in c), key=lambda c: c['flops_per_s'], default=ceilings[0])
+  ceiling = dict(ceiling, measured=[c.get('flops_per_s') for c in ceilings])
   print(header(args, rows, ceiling))
   print()
   print(table(rows, ceiling.get('flops_per_s'), args.vvt_only))

@@ -141,18 +141,21 @@ MODEL_CASES = [(SCHEMES[i], impls) for i, impls in (
 
 @pytest.mark.parametrize('scheme_case,impls', MODEL_CASES, ids=lambda c: '-'.join(c[:2]) if len(c) == 3 else None)
 def test_every_scheme_matches_einsum(scheme_case, impls, monkeypatch):
-  """chunked (4 keys per block: several blocks and a padded last one in every stage) and dot_product give
-  einsum's logits and gradients: Model 4's split heads, X-ViT's shifted K/V and summary tokens, class tokens."""
+  """chunked, in both tilings (by 4 queries, the CPU's; by 4 keys, GPU / TPU's, built here with backend='gpu':
+  several tiles and a padded last one in every stage), and dot_product give einsum's logits and gradients:
+  Model 4's split heads, X-ViT's shifted K/V and summary tokens, class tokens."""
   family, scheme, kw = scheme_case
   monkeypatch.setattr(attention, 'CHUNK_SIZE', 4)
+  monkeypatch.setattr(attention, 'QUERY_TILE', 4)
   x = video(b=2)
   w = jax.random.normal(jax.random.key(5), (2, 3))
   cfg = dict(kw, num_layers=1)
   ref = models.build(tiny(family, scheme, attention_impl='einsum', **cfg))
   params = randomise(jax.jit(ref.init)(jax.random.key(0), x)['params'])
   ref_out, ref_grads = loss_and_grads(ref, params, x, w)
-  for impl in impls:
-    out, grads = loss_and_grads(models.build(tiny(family, scheme, attention_impl=impl, **cfg)), params, x, w)
+  for impl, backend in [(impl, None) for impl in impls] + [('chunked', 'gpu')]:
+    module = models.build(tiny(family, scheme, attention_impl=impl, **cfg), backend=backend)
+    out, grads = loss_and_grads(module, params, x, w)
     assert_close(out, ref_out)
     assert_close(grads, ref_grads)
 

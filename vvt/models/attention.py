@@ -36,9 +36,10 @@ Implementations of the one primitive (`model.attention_impl`; all compute the sa
   dot_product  jax.nn.dot_product_attention: cuDNN flash attention on GPU where cuDNN takes the call (bfloat16 /
                float16, d_h <= 128 and a multiple of 8; tokens padded to a multiple of 64, the padding masked by
                query_seq_lengths / key_value_seq_lengths), jax's XLA implementation otherwise.
-  chunked      blockwise over key blocks with an online softmax (pure JAX, any backend): O(Lq * block) temporaries,
-               and a custom VJP whose backward recomputes the scores block by block from the saved log-sum-exp,
-               so neither pass stores the (Lq, Lk) scores.
+  chunked      blockwise (pure JAX, any backend): O(L * block) temporaries, and a custom VJP whose backward
+               recomputes the scores tile by tile from the saved log-sum-exp, so neither pass stores the (Lq, Lk)
+               scores. Tiled by key blocks with an online softmax on GPU / TPU, by query tiles of one head against
+               all keys on the CPU (cache-sized steps; `chunked_attention`).
   splash       the Pallas TPU splash-attention kernel (TPU only): tokens padded to a multiple of 128, padded keys
                masked by segment ids.
   auto         per stage, from the stage's sequence length and the backend (`choose_impl`).
