@@ -12,6 +12,11 @@ batch 1 (32 x 224^2). Each (case, impl) runs in its own process, so peak memory 
     .venv/bin/python benchmarks/attention.py --cases attention --impls einsum,chunked
     .venv/bin/python benchmarks/attention.py --tpu v3           # + temp memory of the attention call compiled
                                                                 #   for one TPU core, deviceless (libtpu)
+    .venv/bin/python benchmarks/attention.py --cases attention --impls einsum,chunked,chunked_keys,torch_sdpa
+
+Besides model.attention_impl values, --impls takes `chunked_keys` (chunked tiled by keys, the GPU / TPU tiling,
+run on the CPU) and `torch_sdpa` (the peer: torch.nn.functional.scaled_dot_product_attention on the same
+(1, 12, 3137, 64) tensors, forward + backward; attention case only; `pip install -e '.[bench]'`).
 """
 from __future__ import annotations
 
@@ -38,6 +43,8 @@ def _attention_fn(impl: str):
   from vvt.models import attention
 
   def loss(q, k, v, w):
+    if impl == 'chunked_keys':
+      return jnp.sum(w * attention.chunked_attention(q, k, v, tiling='keys'))
     return jnp.sum(w * attention.dot_product_attention(q, k, v, impl=impl, backend='cpu'))
   return jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
 
@@ -58,6 +65,27 @@ def _model(impl: str):
   video = jax.random.normal(jax.random.key(0), (1, 32, 224, 224, 3))
   params = jax.jit(module.init)(jax.random.key(1), video)['params']
   return jax.jit(lambda p, v: module.apply({'params': p}, v, train=False)), (params, video)
+
+
+def torch_child(repeats: int) -> dict:
+  """torch's scaled_dot_product_attention, forward + backward, on SHAPE's tensors (heads before tokens)."""
+  import torch
+  g, l, h, d = SHAPE
+  q, k, v, w = (torch.randn(g, h, l, d, requires_grad=i < 3) for i in range(4))
+  before = _rss_mib()
+
+  def run():
+    q.grad = k.grad = v.grad = None
+    (w * torch.nn.functional.scaled_dot_product_attention(q, k, v)).sum().backward()
+
+  run()  # warm-up
+  times = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    run()
+    times.append(time.perf_counter() - t0)
+  return dict(case='attention', impl='torch_sdpa', compile_s=0.0,
+              time_s=sum(times) / len(times), peak_mib=_rss_mib() - before)
 
 
 def child(case: str, impl: str, repeats: int) -> dict:
@@ -108,12 +136,17 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   if args.child:
     case, impl = args.child
-    result = tpu_child(case[4:], impl) if case.startswith('tpu_') else child(case, impl, args.repeats)
+    if case.startswith('tpu_'):
+      result = tpu_child(case[4:], impl)
+    elif impl == 'torch_sdpa':
+      result = torch_child(args.repeats)
+    else:
+      result = child(case, impl, args.repeats)
     print('RESULT ' + json.dumps(result), flush=True)
     return 0
   env = dict(os.environ)
   env.setdefault('JAX_PLATFORMS', 'cpu')
-  runs = [(c, i) for c in args.cases.split(',') for i in args.impls.split(',')]
+  runs = [(c, i) for c in args.cases.split(',') for i in args.impls.split(',') if c == 'attention' or i != 'torch_sdpa']
   if args.tpu:
     runs += [(f'tpu_{args.tpu}', i) for i in ('einsum', 'chunked', 'splash')]
   results = []
@@ -133,7 +166,7 @@ def main(argv=None) -> int:
     base = next((b for b in results if b['case'] == r['case'] and b['impl'] == 'einsum'), None)
     ratio = lambda key: f'{r[key] / base[key]:.2f}' if base and key in r and base.get(key) else ''
     fmt = lambda key, spec: format(r[key], spec) if key in r else ''
-    print(f"| {r['case']} | {r['impl']} | {r['temp_mib']:.1f} | {ratio('temp_mib')} | {fmt('peak_mib', '.0f')} | "
+    print(f"| {r['case']} | {r['impl']} | {fmt('temp_mib', '.1f')} | {ratio('temp_mib')} | {fmt('peak_mib', '.0f')} | "
           f"{ratio('peak_mib')} | {fmt('time_s', '.2f')} | {ratio('time_s')} |")
   return 0
 
