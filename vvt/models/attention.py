@@ -184,7 +184,7 @@ def chunked_attention(q, k, v, *, block_size: int | None = None, tiling: str | N
   tiling='queries' (CPU): one head of one group at a time, tiles of `block_size` queries (default
     QUERY_TILE) against all the keys with an exact softmax: (block, Lk) scores per step, which stay in the
     CPU's caches; XLA's CPU backend is memory-bound on the large tiles of 'keys' (ViViT-B Model 1's
-    attention: 3x faster forward and backward, BENCHMARKS.md).
+    attention: 2-3x faster forward and backward, BENCHMARKS.md).
   tiling=None: 'queries' when `backend` (default: jax's default backend) is 'cpu', 'keys' otherwise.
   """
   tiling = tiling or ('queries' if (backend or jax.default_backend()) == 'cpu' else 'keys')
