@@ -202,6 +202,12 @@ def _query_tiles(x, tile: int):
   return _heads_first(_pad_tokens(x, nt * tile)).reshape(g * h, nt, tile, d)
 
 
+def _per_head(x):
+  """(G, L, H, d) -> (G * H, L, d)."""
+  g, l, h, d = x.shape
+  return _heads_first(x).reshape(g * h, l, d)
+
+
 def _untile(x, g: int, l: int):
   """(G * H, ..., d) tiles of tokens -> (G, L, H, d), the padding dropped."""
   gh, d = x.shape[0], x.shape[-1]
@@ -212,7 +218,7 @@ def _query_tiled_forward(q, k, v, tile: int):
   """Output (G, Lq, H, d_h) and lse (G * H, nt, tile) of the query-tiled attention."""
   g, lq, h, d = q.shape
   qt = _query_tiles(q / jnp.sqrt(d).astype(q.dtype), tile)
-  kh, vh = (_heads_first(x).reshape(g * h, x.shape[1], x.shape[-1]) for x in (k, v))
+  kh, vh = _per_head(k), _per_head(v)
 
   def head(xs):
     q_tiles, kk, vv = xs
@@ -231,16 +237,6 @@ def _query_tiled_forward(q, k, v, tile: int):
   return _untile(out, g, lq), lse
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
-def _query_tiled(q, k, v, tile):
-  return _query_tiled_forward(q, k, v, tile)[0]
-
-
-def _query_tiled_fwd(q, k, v, tile):
-  out, lse = _query_tiled_forward(q, k, v, tile)
-  return out, (q, k, v, out, lse)
-
-
 def _query_tiled_bwd(tile, residuals, dout):
   q, k, v, out, lse = residuals
   g, lq, h, d = q.shape
@@ -248,7 +244,7 @@ def _query_tiled_bwd(tile, residuals, dout):
   qt = _query_tiles(q / jnp.sqrt(d).astype(q.dtype), tile)
   dot = _query_tiles(dout.astype(jnp.float32), tile)
   delta = _query_tiles((dout.astype(jnp.float32) * out.astype(jnp.float32)).sum(-1, keepdims=True), tile)
-  kh, vh = (_heads_first(x).reshape(g * h, x.shape[1], x.shape[-1]) for x in (k, v))
+  kh, vh = _per_head(k), _per_head(v)
 
   def head(xs):
     q_tiles, do_tiles, lse_tiles, delta_tiles, kk, vv = xs
@@ -269,9 +265,6 @@ def _query_tiled_bwd(tile, residuals, dout):
   dq, dk, dv = jax.lax.map(head, (qt, dot, lse, delta, kh, vh))
   return ((_untile(dq, g, lq) * scale).astype(q.dtype), _untile(dk, g, k.shape[1]).astype(k.dtype),
           _untile(dv, g, v.shape[1]).astype(v.dtype))
-
-
-_query_tiled.defvjp(_query_tiled_fwd, _query_tiled_bwd)
 
 
 def _key_blocks(k, v, block: int):
@@ -312,16 +305,6 @@ def _chunked_forward(q, k, v, block: int):
   return out, m + jnp.log(l)  # output, log-sum-exp (G, H, Lq)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
-def _chunked(q, k, v, block):
-  return _chunked_forward(q, k, v, block)[0]
-
-
-def _chunked_fwd(q, k, v, block):
-  out, lse = _chunked_forward(q, k, v, block)
-  return out, (q, k, v, out, lse)
-
-
 def _chunked_bwd(block, residuals, dout):
   q, k, v, out, lse = residuals
   g, lq, h, d = q.shape
@@ -347,7 +330,24 @@ def _chunked_bwd(block, residuals, dout):
   return (dq * scale).astype(q.dtype), unblock(dk).astype(k.dtype), unblock(dv).astype(v.dtype)
 
 
-_chunked.defvjp(_chunked_fwd, _chunked_bwd)
+def _recomputing_vjp(forward, backward):
+  """attend(q, k, v, tile) with a custom VJP: `forward(q, k, v, tile)` -> (out, lse); the residuals are
+  (q, k, v, out, lse), from which `backward(tile, residuals, dout)` recomputes the probabilities tile by tile."""
+
+  @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+  def attend(q, k, v, tile):
+    return forward(q, k, v, tile)[0]
+
+  def attend_fwd(q, k, v, tile):
+    out, lse = forward(q, k, v, tile)
+    return out, (q, k, v, out, lse)
+
+  attend.defvjp(attend_fwd, backward)
+  return attend
+
+
+_chunked = _recomputing_vjp(_chunked_forward, _chunked_bwd)  # tiled by keys
+_query_tiled = _recomputing_vjp(_query_tiled_forward, _query_tiled_bwd)  # tiled by queries
 
 
 def splash_attention(q, k, v, *, interpret: bool = False):
