@@ -57,7 +57,6 @@ def _inputs(shape=SHAPE):
 
 def _model(impl: str):
   import jax
-  import jax.numpy as jnp
   import vvt.models as models
   cfg = models.get_config('vivit', attention='spatiotemporal', variant='B/16x2', num_frames=32, image_size=224,
                           num_classes=400, attention_impl=impl)

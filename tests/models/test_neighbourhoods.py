@@ -1,6 +1,5 @@
 """Each scheme's attention neighbourhood is measured (Jacobian of one output token w.r.t. every input token)
 and compared with the paper's definition: TimeSformer Fig. 2, ViViT Fig. 4-6, X-ViT Fig. 1 / eq. 9-10."""
-import itertools
 
 import jax
 import jax.numpy as jnp

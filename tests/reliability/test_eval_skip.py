@@ -8,7 +8,6 @@ and one record with an out-of-range label; the real commands run on it (`vvt tra
 """
 import csv
 import json
-import shutil
 import sys
 
 import numpy as np

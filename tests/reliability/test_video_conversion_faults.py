@@ -5,7 +5,6 @@ Real mp4 files (PyAV), a real CSV, the real command (in process through its CLI 
 read back record by record.
 """
 import json
-import os
 
 import av
 import numpy as np

@@ -6,7 +6,6 @@ clu.metrics itself needs no TensorFlow; clu.metric_writers does (imported where 
 does the data pipeline (vvt.data.pipeline, imported where a run reads data).
 """
 import subprocess
-import sys
 
 import train_helpers as common
 

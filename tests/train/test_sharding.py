@@ -100,7 +100,6 @@ def test_checkpoint_written_on_fsdp8_restores_on_one_device(fsdp_out):
 
 def test_checkpoint_written_on_one_device_restores_on_fsdp8(tmp_path):
   c = fsdp_run.config({'data': -1})
-  mesh = mesh_lib.make_mesh(c.mesh)
   sched = optimizers.make_schedule(c.schedule, 10, 10)
   tx = optimizers.make_optimizer(c.optimizer, sched)
   module = model_state.build_model(c)

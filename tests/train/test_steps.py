@@ -1,4 +1,5 @@
-"""The train and eval steps, with and without jit, normalise uint8 pixel batches on the device."""
+"""The jitted train and eval steps normalise uint8 pixel batches on the device (the steps always run jitted;
+op-by-op they took 30 s of the suite and tested nothing more)."""
 import chex
 import jax
 import numpy as np
@@ -11,7 +12,7 @@ import train_helpers
 
 class StepsTest(chex.TestCase):
 
-  @chex.variants(with_jit=True, without_jit=True)
+  @chex.variants(with_jit=True)
   def test_steps_normalise_uint8_pixels_like_the_config_says(self):
     c = train_helpers.tiny_config('unused')  # the steps read no files
     c.optimizer.name = 'sgd'

@@ -146,7 +146,7 @@ def convert_official(state: Mapping[str, np.ndarray], *, num_heads: int | None =
   w.put('head/output_projection/kernel', head.T, 'head.weight', 'transpose (out,in)->(in,out)')
   w.copy('head/output_projection/bias', 'head.bias')
 
-  mlp_dim = src.state[f'blocks.0.mlp.fc1.weight'].shape[0]
+  mlp_dim = src.state['blocks.0.mlp.fc1.weight'].shape[0]
   fields = dict(
       family='timesformer', attention=attention, variant=common.variant_name(hidden, ph), tubelet=(1, ph, pw), num_frames=num_frames,
       image_size=image_size, num_classes=int(head.shape[0]), hidden_size=int(hidden), num_layers=len(layers),

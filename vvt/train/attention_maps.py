@@ -219,7 +219,7 @@ def _stage_of(cfg, encoder, layer, stage_name, node):
   if has_cls:
     cq, ck, cv = qs[1], ks[1], vs[1]  # (B, 1, H, dh)
   k_used, v_used = k, v
-  summary_k = summary_v = None
+  summary_k = None
   if mixing is not None:
     shift = lambda a: np.asarray(temporal_shift(a.reshape(b, t, n, c), window=mixing['window'],
                                                 shift_div=mixing['shift_div'],

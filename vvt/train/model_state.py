@@ -14,7 +14,7 @@ as `state_shardings(...)`) is attached to the leaves; without one the leaves car
 count bytes, or to restore on one device).
 """
 import functools
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
