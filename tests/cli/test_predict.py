@@ -98,6 +98,18 @@ def test_predict_json_folder_and_checkpoint_path(run_dir, inputs, capsys):
   assert [os.path.basename(f['input']) for f in data['failed']] == ['broken.mp4']
 
 
+def test_predict_with_scanned_layers_gives_the_same_scores(run_dir, inputs, capsys):
+  """The per-layer checkpoint predicted by a `model.scan_layers=True` model: converted to its layout."""
+  args = ['predict', '--workdir', run_dir, str(inputs / 'clip_mp4.mp4'), '--json',
+          '--config.dataset.num_test_clips=1', '--config.dataset.num_spatial_crops=1']
+  tops = []
+  for extra in ([], ['--config.model.scan_layers=True']):
+    assert vvt_main(args + extra) == 0
+    tops.append(json.loads(capsys.readouterr().out)['predictions'][0]['top'])
+  assert [t['class'] for t in tops[0]] == [t['class'] for t in tops[1]]
+  assert [t['probability'] for t in tops[1]] == pytest.approx([t['probability'] for t in tops[0]], abs=1e-5)
+
+
 def test_predict_bad_arguments_are_one_line(run_dir, capsys):
   assert vvt_main(['predict', 'x.mp4']) == 2
   assert 'exactly one of --workdir' in capsys.readouterr().err

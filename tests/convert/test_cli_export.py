@@ -117,3 +117,16 @@ def test_export_a_training_state_checkpoint(tmp_path):
   loaded, _ = export.from_safetensors(str(path))
   assert set(common.flatten(loaded)) == {'embedding/conv/kernel', 'head/output_projection/bias'}
   np.testing.assert_array_equal(loaded['head']['output_projection']['bias'], np.arange(5))
+
+
+def test_export_of_scanned_layers_is_per_layer(tmp_path):
+  """A `model.scan_layers` run's stacked encoder ({'blocks': {'block': (L, ...)}}) is exported per layer, the
+  files' one layout (what `vvt import` and every converter read)."""
+  stacked = {'encoder': {'layers': {'blocks': {'block': {'mlp': {'kernel': np.stack([np.full((2, 3), i, np.float32)
+                                                                                    for i in range(3)])}}}}}}
+  checkpoints.save_params(str(tmp_path / 'run'), stacked, step=1)
+  path = tmp_path / 'p.safetensors'
+  assert vvt.cli.main(['export', '--workdir', str(tmp_path / 'run'), '--output', str(path)]) == 0
+  loaded, _ = export.from_safetensors(str(path))
+  assert set(common.flatten(loaded)) == {f'encoder/layers/block_{i}/mlp/kernel' for i in range(3)}
+  np.testing.assert_array_equal(loaded['encoder']['layers']['block_2']['mlp']['kernel'], np.full((2, 3), 2))

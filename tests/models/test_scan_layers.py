@@ -69,6 +69,22 @@ def test_layout_round_trip_abstract_leaves_and_optimizer_states():
   assert isinstance(state, State) and layout.layout_of(state.mu) == 'stacked'
 
 
+def test_abstract_leaves_keep_their_shardings_with_the_layer_axis_unsharded():
+  """A restore target converted between layouts: the stacked leaf's spec is the layer's with None in front."""
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ('fsdp', 'model'))
+  spec = lambda *s: jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*s))
+  per_layer = {'encoder': {f'block_{i}': {'kernel': jax.ShapeDtypeStruct((4, 8), jnp.float32,
+                                                                        sharding=spec('fsdp', 'model')),
+                                          'bias': jax.ShapeDtypeStruct((8,), jnp.float32, sharding=spec())}
+                           for i in range(3)}}
+  stacked = layout.to_stacked(per_layer)['encoder']['blocks']['block']
+  assert stacked['kernel'].shape == (3, 4, 8)
+  assert stacked['kernel'].sharding.spec == jax.sharding.PartitionSpec(None, 'fsdp', 'model')
+  assert stacked['bias'].sharding.spec == jax.sharding.PartitionSpec(None)
+  back = layout.to_per_layer(layout.to_stacked(per_layer))
+  assert back == per_layer
+
+
 def test_remat_policy_names_exist_and_bools_still_work():
   for name in config_lib.REMAT_POLICIES[2:]:
     assert callable(getattr(jax.checkpoint_policies, name)), name

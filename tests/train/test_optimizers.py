@@ -77,6 +77,23 @@ def test_weight_decay_mask_on_a_real_model():
   assert sum(d for d, _ in flat.values()) >= 5  # the kernels are decayed
 
 
+def test_weight_decay_mask_is_the_same_for_scanned_layers():
+  """model.scan_layers stacks every layer leaf to (L, *shape): a (L, D) norm scale or bias is still not
+  decayed, a (L, D, F) kernel still is (the mask of the stacked tree is the per-layer mask, stacked)."""
+  from vvt.models import layout
+  _, params = _tiny_params()
+  params = {**params, 'encoder': {**params['encoder'], 'layers': {
+      'block_0': params['encoder']['layers']['block_0'], 'block_1': params['encoder']['layers']['block_0']}}}
+  stacked = layout.to_stacked(params)
+  assert layout.layout_of(stacked) == 'stacked'
+  per_layer_mask = layout.to_stacked(jax.tree.map(lambda m: jnp.asarray(m), optimizers.weight_decay_mask(params)))
+  stacked_mask = optimizers.weight_decay_mask(stacked)
+  for expected, got in zip(jax.tree.leaves(per_layer_mask), jax.tree.leaves(stacked_mask)):
+    assert bool(expected[0] if expected.ndim else expected) == got
+  block = stacked_mask['encoder']['layers']['blocks']['block']
+  assert block['mlp_norm']['scale'] is False and block['mlp']['Dense_0']['kernel'] is True
+
+
 @pytest.mark.parametrize('name', ['sgd', 'adamw'])
 def test_weight_decay_applies_only_where_masked(name):
   _, params = _tiny_params()

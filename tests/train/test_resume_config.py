@@ -4,10 +4,13 @@ config.json is rewritten."""
 import json
 import shutil
 
+import chex
+import jax
 import pytest
 
 import train_helpers as common
-from vvt.train import checkpoints, defaults, run_config, trainer
+from vvt.models import layout
+from vvt.train import checkpoints, defaults, model_state, run_config, trainer
 
 
 @pytest.fixture(scope='module')
@@ -93,3 +96,35 @@ def test_a_new_mesh_is_safe_on_resume(tiny_data):
   assert changes and all(k.startswith('mesh.') for k, _, _ in changes), changes
   assert ('mesh.num_devices', -1, 1) in changes
   assert all('(safe)' in l for l in lines), lines
+
+
+def test_switching_scan_layers_on_resume_restores_into_the_other_layout(checkpointed, tiny_data, tmp_path):
+  """A per-layer checkpoint resumes with model.scan_layers=True (params and optimiser state restored stacked)
+  and takes the step the per-layer resume takes; the scanned run's stacked checkpoint resumes per layer."""
+  def config(scan):
+    c = common.tiny_config(tiny_data)
+    c.checkpoint.every_steps, c.model.scan_layers = 1, scan
+    return c
+
+  _, _, wd_plain = _resume(checkpointed, tmp_path / 'plain', config(False))
+  c = config(True)
+  res, lines, wd = _resume(checkpointed, tmp_path / 'scan', c)
+  assert res['step'] == 2 and any('resumed from' in l for l in lines)
+  assert any('(safe): model.scan_layers: False -> True' in l for l in lines), lines
+  scanned, _ = checkpoints.load_params(str(wd), 2)  # no target: the step's own layout
+  plain, _ = checkpoints.load_params(str(wd_plain), 2)
+  assert layout.layout_of(scanned) == 'stacked' and layout.layout_of(plain) == 'per_layer'
+  chex.assert_trees_all_close(layout.to_per_layer(scanned), plain, rtol=1e-5, atol=1e-6)
+  # what `vvt eval` does: the per-layer step restored into a scanned model's sharded params
+  module = model_state.build_model(c)
+  mesh = trainer.make_mesh(c)
+  target = model_state.abstract_params(module, c, model_state.param_shardings(module, c, mesh))
+  restored, _ = checkpoints.load_params(str(wd_plain), 2, target)
+  assert jax.tree.structure(restored) == jax.tree.structure(target)
+  chex.assert_trees_all_equal(layout.to_per_layer(restored), plain)
+  assert all(r.sharding == t.sharding for r, t in zip(jax.tree.leaves(restored), jax.tree.leaves(target)))
+
+  lines = []
+  res = trainer.train_and_evaluate(config(False), str(wd), log=lines.append, stop_after_step=3)
+  assert res['step'] == 3 and any('(safe): model.scan_layers: True -> False' in l for l in lines), lines
+  assert layout.layout_of(checkpoints.load_params(str(wd), 3)[0]) == 'per_layer'

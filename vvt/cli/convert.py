@@ -128,8 +128,10 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
 def export_checkpoint(workdir: str, output: str, step: int | None = None):
   """The params of a vvt checkpoint (full training state or params-only) -> safetensors file."""
   from vvt.convert import export  # pylint: disable=g-import-not-at-top
+  from vvt.models import layout  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
   params, step = checkpoints.load_params(workdir, step)
+  params = layout.to_per_layer(params)  # files hold one tensor per layer, whether the run scanned its layers or not
   config = checkpoints.read_meta(workdir, step).get('config')
   n = export.to_safetensors(params, output, json.dumps(config) if config is not None else None)
   return output, n

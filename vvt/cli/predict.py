@@ -40,10 +40,12 @@ def _locate(args) -> tuple:
 def _predictor(config, workdir, step):
   """(fn(uint8 (B, T, S, S, 3)) -> {head: (B, C) scores}, step) on this host's first device."""
   import jax  # pylint: disable=g-import-not-at-top
+  from vvt.models import layout  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints, model_state, steps  # pylint: disable=g-import-not-at-top
   step = checkpoints.resolve_step(checkpoints.abspath(workdir), step)
   module = model_state.build_model(config)
   params, step = checkpoints.load_params(checkpoints.abspath(workdir), step)
+  params = layout.to_model_layout(params, config.model)  # the step's encoder layout -> the config's
   fn = jax.jit(steps.eval_step_fn(module, config))
   return (lambda x: {h: jax.device_get(v) for h, v in fn(params, {'inputs': x})[0].items()}), step
 

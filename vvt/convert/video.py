@@ -147,9 +147,11 @@ def abstract_params(model_cfg):
 
 
 def check_params(params, model_cfg) -> None:
-  """Raises ValueError listing every missing, unexpected or mis-shaped parameter against `model_cfg`."""
-  expected = {k: tuple(v.shape) for k, v in common.flatten(abstract_params(model_cfg)).items()}
-  got = {k: tuple(np.shape(v)) for k, v in common.flatten(params).items()}
+  """Raises ValueError listing every missing, unexpected or mis-shaped parameter against `model_cfg`
+  (compared per layer: a model with `scan_layers` takes the same files)."""
+  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  expected = {k: tuple(v.shape) for k, v in common.flatten(layout.to_per_layer(abstract_params(model_cfg))).items()}
+  got = {k: tuple(np.shape(v)) for k, v in common.flatten(layout.to_per_layer(params)).items()}
   problems = [f'  {k}: missing (model expects {expected[k]})' for k in sorted(set(expected) - set(got))]
   problems += [f'  {k}: not a parameter of the model (shape {got[k]})' for k in sorted(set(got) - set(expected))]
   problems += [f'  {k}: model expects {expected[k]}, converted {got[k]}'

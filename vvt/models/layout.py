@@ -13,7 +13,9 @@ Both compute the same function. `to_model_layout(params, model_cfg)` is what a l
 converted tree before use: it finds the layout of every encoder in the tree and converts it to the one the model
 config asks for (a no-op if it already has it). The conversion is pure, works on any nesting of dicts, tuples,
 lists and named tuples (an optimizer state that mirrors the params converts the same way), and on abstract
-leaves (`jax.ShapeDtypeStruct`, e.g. a restore target).
+leaves (`jax.ShapeDtypeStruct`, e.g. a restore target; a NamedSharding's spec gains or loses the unsharded layer
+axis). Checkpoints are restored in the layout they were written in and converted to the model's
+(`vvt.train.checkpoints`), so a run may switch `scan_layers` on resume, and any checkpoint evaluates either way.
 """
 from __future__ import annotations
 
@@ -42,14 +44,20 @@ def _is_stacked(node) -> bool:
 
 
 def _stack_leaves(*leaves):
-  if isinstance(leaves[0], jax.ShapeDtypeStruct):
-    return jax.ShapeDtypeStruct((len(leaves), *leaves[0].shape), leaves[0].dtype)
+  if isinstance(leaves[0], jax.ShapeDtypeStruct):  # a NamedSharding's spec gains an unsharded layer axis
+    sharding = leaves[0].sharding
+    if isinstance(sharding, jax.sharding.NamedSharding):
+      sharding = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec(None, *sharding.spec))
+    return jax.ShapeDtypeStruct((len(leaves), *leaves[0].shape), leaves[0].dtype, sharding=sharding)
   return jnp.stack(leaves)
 
 
 def _unstack_leaf(leaf, i):
-  if isinstance(leaf, jax.ShapeDtypeStruct):
-    return jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype)
+  if isinstance(leaf, jax.ShapeDtypeStruct):  # ... and loses it
+    sharding = leaf.sharding
+    if isinstance(sharding, jax.sharding.NamedSharding):
+      sharding = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec(*sharding.spec[1:]))
+    return jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype, sharding=sharding)
   return leaf[i]
 
 
@@ -97,6 +105,13 @@ def to_per_layer(tree):
     n = _num_layers(block)
     return {f'block_{i}': jax.tree.map(lambda leaf, i=i: _unstack_leaf(leaf, i), block) for i in range(n)}
   return _map_structure(tree, on_dict)
+
+
+def under_stacked_layers(path) -> bool:
+  """True for a leaf of a stacked encoder (a key path through `blocks/block`): its first axis is the layer
+  axis, the rest one layer's shape (what per-parameter rules such as the weight-decay mask must look at)."""
+  keys = [str(getattr(k, 'key', getattr(k, 'name', k))) for k in path]
+  return any(a == STACKED_KEY and b == STACKED_BLOCK for a, b in zip(keys, keys[1:]))
 
 
 def layout_of(tree) -> str | None:

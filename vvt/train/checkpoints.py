@@ -41,6 +41,8 @@ import jax
 import orbax.checkpoint as ocp
 from etils import epath
 
+from vvt.models import layout
+
 SUBDIR = 'checkpoints'
 
 
@@ -359,7 +361,8 @@ def latest(mngr: ocp.CheckpointManager) -> tuple[Optional[int], Optional[str]]:
 def restore_state(workdir: str, abstract_state, step: Optional[int] = None, verify: bool = True):
   """Restores a full training state -> (state, meta). `abstract_state` carries shardings.
 
-  The step is checked against its checksums first (`verify`), CheckpointDamagedError if damaged.
+  The step is checked against its checksums first (`verify`), CheckpointDamagedError if damaged. Params and
+  optimiser state come in the encoder layout of `abstract_state` whichever the step was written in.
   """
   step = resolve_step(workdir, step)
   if verify:
@@ -371,9 +374,12 @@ def restore_state(workdir: str, abstract_state, step: Optional[int] = None, veri
   train_abstract = {'step': abstract_state.step,
                     'opt_state': abstract_state.opt_state,
                     'rng': abstract_state.rng}
+  target = {'params': abstract_state.params, 'train': train_abstract}
+  stored = _in_stored_layout(workdir, step, target)
   restored = _restore(manager(workdir, create=False), workdir, step,
-                      params=ocp.args.StandardRestore(abstract_state.params),
-                      train=ocp.args.StandardRestore(train_abstract))
+                      **{k: ocp.args.StandardRestore(v) for k, v in (stored or target).items()})
+  if stored is not None:
+    restored = _to_layout_of({k: restored[k] for k in target}, target)
   train = restored['train']
   state = abstract_state.replace(params=restored['params'], step=train['step'],
                                  opt_state=train['opt_state'], rng=train['rng'])
@@ -408,22 +414,44 @@ def abstract_params_from_checkpoint(workdir: str, step: int, sharding=None):
                       tree, is_leaf=is_leaf)
 
 
+def _in_stored_layout(workdir: str, step: int, target):
+  """`target` (abstract, mirroring the params) in the encoder layout the step's params were written in, or None
+  if it already has it (`vvt.models.layout`: per layer, or stacked by `model.scan_layers`)."""
+  wanted = layout.layout_of(target)
+  stored = layout.layout_of(abstract_params_from_checkpoint(workdir, step))
+  if stored == wanted or {stored, wanted} != {'per_layer', 'stacked'}:
+    return None
+  return layout.to_stacked(target) if stored == 'stacked' else layout.to_per_layer(target)
+
+
+def _to_layout_of(tree, target):
+  """`tree`, restored in the other encoder layout, in `target`'s layout and on its shardings."""
+  convert = layout.to_stacked if layout.layout_of(target) == 'stacked' else layout.to_per_layer
+  return jax.jit(convert, out_shardings=jax.tree.map(lambda a: a.sharding, target))(tree)
+
+
 def load_params(workdir: str, step: Optional[int] = None, abstract_params=None,
                 verify: bool = True):
   """Params of a full or params-only checkpoint -> (params, step).
 
   With `abstract_params` (a pytree of jax.ShapeDtypeStruct with shardings)
-  the arrays are restored with those shardings; without, on one local device
-  (whatever the topology the checkpoint was written on). The step is checked against its
+  the arrays are restored with those shardings and in its encoder layout (per layer or stacked for
+  `model.scan_layers`, whichever the step was written in); without, on one local device
+  (whatever the topology the checkpoint was written on), in the step's own layout. The step is checked against its
   checksums first (`verify`): CheckpointDamagedError naming the file if it is damaged.
   """
   step = resolve_step(workdir, step)
   if verify:
     verify_step(workdir, step)
+  stored = None
   if abstract_params is None:
     abstract_params = abstract_params_from_checkpoint(workdir, step)
+  else:
+    stored = _in_stored_layout(workdir, step, abstract_params)
   restored = _restore(manager(workdir, create=False), workdir, step,
-                      params=ocp.args.StandardRestore(abstract_params))
+                      params=ocp.args.StandardRestore(abstract_params if stored is None else stored))
+  if stored is not None:
+    return _to_layout_of(restored['params'], abstract_params), step
   return restored['params'], step
 
 

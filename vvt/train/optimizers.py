@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vvt.models import layout
+
 NO_DECAY_NAME_PARTS = ('embedding', 'cls')
 
 
@@ -31,11 +33,12 @@ def _leaf_name(path) -> str:
 
 
 def weight_decay_mask(params) -> Any:
-  """True where weight decay applies: ndim > 1 and not an embedding / class token."""
+  """True where weight decay applies: ndim > 1 and not an embedding / class token. The ndim is one layer's
+  in stacked (`model.scan_layers`) encoders: their (L, D) norm scales and biases are not decayed either."""
 
   def decay(path, x):
     name = _leaf_name(path).lower()
-    if jnp.ndim(x) <= 1:
+    if jnp.ndim(x) - layout.under_stacked_layers(path) <= 1:
       return False
     return not any(part in name for part in NO_DECAY_NAME_PARTS)
 

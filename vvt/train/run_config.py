@@ -4,7 +4,8 @@ A resumed run must learn what the interrupted run would have learned, so resumin
 that differs in a field outside `SAFE_ON_RESUME` (learning rate, batch size, model, ...)
 is refused with a `defaults.ConfigError` naming the fields, unless `allow_config_change`.
 Changes to safe fields (evaluation, logging, checkpoint cadence, file locations, the mesh: a
-checkpoint restores onto another mesh or device count) are logged. Workdirs may be URLs
+checkpoint restores onto another mesh or device count; scanned layers, remat and the attention implementation:
+the same function, and a checkpoint restores into either layer layout) are logged. Workdirs may be URLs
 (`gs://bucket/run`): files go through `etils.epath`, never `os.path`.
 """
 import json
@@ -29,7 +30,9 @@ SAFE_ON_RESUME = ('eval.batch_size', 'eval.every_steps', 'eval.split', 'eval.ave
                   'dataset.num_test_clips', 'dataset.num_spatial_crops', 'dataset.eval_resize',
                   'mesh', 'distributed.initialize', 'distributed.coordinator_address',
                   'distributed.num_processes', 'distributed.process_id', 'init_from',
-                  'class_names')
+                  'class_names',
+                  # how the same function is computed: the checkpoint converts between layer layouts
+                  'model.scan_layers', 'model.remat', 'model.attention_impl')
 
 
 def flatten(config, prefix='') -> dict:
