@@ -167,6 +167,26 @@ def _static(frames):
   return x, np.repeat(x, frames, axis=1)
 
 
+def test_a_model_with_scanned_layers_gets_the_same_weights_stacked(checkpoints):
+  """model.scan_layers: fresh params stacked ({'blocks': {'block': (L, ...)}}) in, the same mapping stacked out."""
+  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  ckpt = dict(checkpoint=checkpoints['big_vision'], reinit_head=False)
+  cfg = model_cfg(family='vivit', attention='spatiotemporal', num_frames=4, tubelet=(2, P, P))
+  scanned_cfg = model_cfg(family='vivit', attention='spatiotemporal', num_frames=4, tubelet=(2, P, P),
+                          scan_layers=True)
+  start = fresh(cfg)
+  stacked_start = layout.to_stacked(start)
+  assert jax.tree.structure(stacked_start) == jax.tree.structure(video.abstract_params(scanned_cfg))
+  per_layer, _ = image_init.initialise(start, ckpt, cfg)
+  scanned, report = image_init.initialise(stacked_start, ckpt, scanned_cfg)
+  assert layout.layout_of(scanned) == 'stacked'
+  assert 'encoder/layers/block_1/mlp/Dense_0/kernel' in dict(report.loaded)  # the report names layers
+  got, want = common.flatten(layout.to_per_layer(scanned)), common.flatten(per_layer)
+  assert set(got) == set(want)
+  for k in want:
+    np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
 @pytest.mark.parametrize('tubelet', ['central_frame', 'inflate'])
 def test_model1_on_a_static_video_equals_the_image_model(checkpoints, tubelet):
   """ViViT Model 1, tubelet 2, positional embeddings repeated over time: on a static video every temporal index

@@ -207,8 +207,15 @@ def initialise(params, init_from, model_cfg):
   """Maps the image ViT of `init_from.checkpoint` into `params` (the video model's fresh params, same tree).
 
   Returns (new params as a nested dict of numpy float32 arrays, Report). Raises ValueError listing every shape
-  mismatch (model shape, checkpoint shape and the file tensor it came from).
+  mismatch (model shape, checkpoint shape and the file tensor it came from). The mapping is by layer; a model
+  with `scan_layers` gets its stacked layout back.
   """
+  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  new, report = _initialise(layout.to_per_layer(params), init_from, model_cfg)
+  return jax.tree.map(np.asarray, layout.to_model_layout(new, model_cfg)), report
+
+
+def _initialise(params, init_from, model_cfg):
   import vvt.models  # pylint: disable=g-import-not-at-top
   from vvt.models.blocks import projected_stages, stages_of  # pylint: disable=g-import-not-at-top
   opts = validate(init_from)
