@@ -21,16 +21,13 @@ import vvt.cli.train, vvt.cli.predict, vvt.cli.summary, vvt.cli.results, vvt.cli
 
 import jax
 import numpy as np
-import vvt.models
-from vvt.data import config as data_config
-from vvt.train import defaults, mesh as mesh_lib, model_state, optimizers, steps
+from vvt.train import mesh as mesh_lib, model_state, optimizers, steps
 
-# The tiny config's model (tests/train/tiny_config.py), built without configs/common.py: its
-# synthetic_config reads the class names from vvt.data.synthetic, which imports TensorFlow.
-model = vvt.models.get_config('timesformer', attention='divided', variant='Ti/16', num_frames=8, image_size=32,
-                              num_classes=4, hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64,
-                              tubelet=(2, 8, 8), positional_embedding='sinusoidal', classifier='gap')
-config = defaults.make_config(model, data_config.get_config())
+# The tiny config file itself (configs/common.py's synthetic recipe: its class names come from
+# vvt.data.synthetic, which needs TensorFlow only to write the files).
+sys.path.insert(0, 'tests/train')
+import tiny_config
+config = tiny_config.get_config('unused')
 config.batch_size = 8
 m = config.model
 sched = optimizers.make_schedule(config.schedule, 10, 10)

@@ -111,6 +111,16 @@ def test_stacked_layers_shard_like_one_layer_and_keep_the_layer_axis_whole():
   # the whole stack counts towards fsdp_min_size: 32 x 768 norm scales = 24576 elements
   specs = sharding.param_specs(stacked, {'fsdp': 8}, min_size=20000)
   assert specs['encoder/layers/blocks/block/mlp_norm/scale'] == (None, 'fsdp')
+  # so do `mesh.rules`: written for one layer's shape, the same rules give each layout the same sharding
+  sizes = {'data': 1, 'fsdp': 2, 'model': 4}
+  rules = ((r'mlp/Dense_0/kernel', (None, 'model')), (r'mlp/Dense_1/kernel', 'fsdp'), (r'norm', 'replicate'))
+  per_layer = sharding.param_specs(SHAPES, sizes, rules)
+  specs = sharding.param_specs(stacked, sizes, rules)
+  assert specs['encoder/layers/blocks/block/mlp/Dense_0/kernel'] == (None, None, 'model')
+  for path, spec in specs.items():
+    assert spec == ((None,) + per_layer[path.replace('blocks/block', 'block_0')] if spec else ()), path
+  with pytest.raises(ConfigError, match=r'has 3 entries but .* per layer'):
+    sharding.param_specs(stacked, sizes, ((r'mlp/Dense_0/kernel', (None, None, 'model')),))
 
 
 @pytest.mark.parametrize('rules, message', [

@@ -32,8 +32,6 @@ import os
 
 import numpy as np
 
-from vvt.data import tfrecord
-
 CLASS_NAMES = ('down', 'up', 'down_and_back', 'up_and_back', 'down_with_cut',
                'up_with_cut', 'down_zigzag', 'up_zigzag')
 MAX_CLASSES = len(CLASS_NAMES)
@@ -129,6 +127,7 @@ def _encode_jpeg(frame, quality=90):
 def _write_split(out_dir, split, num_clips, num_shards, class_ids, num_frames,
                  frame_size, seed):
   """Label i of the split is motion class `class_ids[i]` (an index of CLASS_NAMES)."""
+  from vvt.data import tfrecord  # pylint: disable=g-import-not-at-top  (TensorFlow: only to write the files)
   num_classes = len(class_ids)
   rng = np.random.default_rng([seed, 0 if split == 'train' else 1])
   labels = rng.permutation(np.arange(num_clips) % num_classes)
@@ -206,6 +205,7 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
       'test_clips': test_clips, 'num_frames': num_frames,
       'frame_size': frame_size, 'class_names': list(names),
   }
+  from vvt.data import tfrecord  # pylint: disable=g-import-not-at-top
   manifest = dict(info, format='dmvr', seed=seed, frames_key=tfrecord.FRAMES_KEY,
                   label_key=tfrecord.LABEL_KEY, videos_per_class=counts,
                   shards=shards)

@@ -12,6 +12,8 @@ Its spec is, in order:
      'fsdp'                       the FSDP default below, whatever its size
      (None, 'model'), ('fsdp',)…  a PartitionSpec, one entry per leading dimension: None, an axis
                                   name, or a tuple of axis names
+   (for the layers stacked by `model.scan_layers`, `.../blocks/block/...` of shape (L, *shape), the
+   spec is one layer's: the layer axis is left whole)
 2. otherwise the defaults: `TENSOR_PARALLEL` (heads and MLP units over `model`, when `model` > 1
    and the dimension divides), then FSDP: a parameter of at least `fsdp_min_size` elements gets its
    largest free dimension divisible by the `fsdp` size sharded over `fsdp` (big_vision's strategy);
@@ -214,7 +216,10 @@ def param_specs(shapes: Mapping[str, tuple], sizes: Mapping[str, int], rules: An
   used = [False] * len(compiled)
   out = {}
   paths = {p: tuple(s) for p, s in shapes.items()}
-  for path, shape in paths.items():
+  for path, full_shape in paths.items():
+    # a stacked layer's leaf (L, *shape): a rule is written for one layer's shape, the layer axis stays whole
+    stacked = bool(STACKED_LAYERS.search(path)) and len(full_shape) > 1
+    shape = full_shape[1:] if stacked else full_shape
     for i, (regex, spec) in enumerate(compiled):
       if not regex.search(path):
         continue
@@ -225,13 +230,15 @@ def param_specs(shapes: Mapping[str, tuple], sizes: Mapping[str, int], rules: An
         spec = fsdp_spec(shape, sizes)
       elif len(spec) > len(shape):
         raise ConfigError(f'mesh.rules[{i}]: spec {spec!r} has {len(spec)} entries but {path} has '
-                          f'{len(shape)} dimensions {shape}')
+                          f'{len(shape)} dimensions {shape}' + (' per layer' if stacked else ''))
       elif not _divides(shape, spec, sizes):
         raise ConfigError(f'mesh.rules[{i}]: spec {spec!r} does not divide {path} of shape {shape} '
                           f'on the mesh {dict(sizes)}')
+      if stacked and spec:
+        spec = (None,) + tuple(spec)
       break
     else:
-      spec = default_spec(path, shape, sizes, min_size)
+      spec = default_spec(path, full_shape, sizes, min_size)
     out[path] = tuple(spec)
   for i, ok in enumerate(used):
     if not ok:
