@@ -12,7 +12,7 @@ from tests.conftest import REPO
 TINY = 'tests/train/tiny_config.py:unused'  # the steps read no files
 # One 1.3G-parameter layer (two 2048 x 327680 MLP kernels): params + AdamW state + gradients ~21 GiB per core
 # replicated (> 16 GiB of a v3 core), ~2.8 GiB per core over fsdp=8. One layer and a narrow hidden size keep the two
-# deviceless compiles short (libtpu took 50 s for the same parameters as 8192 x 65536 kernels).
+# deviceless compiles short (libtpu took 50 s for the FSDP plan with 8192 x 65536 kernels).
 WIDE = ('--config.model.hidden_size=2048', '--config.model.mlp_dim=327680', '--config.model.num_heads=8',
         '--config.model.num_layers=1')
 
