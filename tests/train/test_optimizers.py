@@ -86,7 +86,7 @@ def test_weight_decay_mask_is_the_same_for_scanned_layers():
       'block_0': params['encoder']['layers']['block_0'], 'block_1': params['encoder']['layers']['block_0']}}}
   stacked = layout.to_stacked(params)
   assert layout.layout_of(stacked) == 'stacked'
-  per_layer_mask = layout.to_stacked(jax.tree.map(lambda m: jnp.asarray(m), optimizers.weight_decay_mask(params)))
+  per_layer_mask = layout.to_stacked(jax.tree.map(jnp.asarray, optimizers.weight_decay_mask(params)))
   stacked_mask = optimizers.weight_decay_mask(stacked)
   for expected, got in zip(jax.tree.leaves(per_layer_mask), jax.tree.leaves(stacked_mask)):
     assert bool(expected[0] if expected.ndim else expected) == got
