@@ -27,5 +27,5 @@ setup(
         # benchmarks/compare_hf.py: the Hugging Face (PyTorch) side of the comparison.
         'bench': ['torch==2.13.0', 'transformers==5.23.0'],
     },
-    entry_points={'console_scripts': ['vvt=vvt.cli:main']},
+    entry_points={'console_scripts': ['vvt=vvt.cli:console']},
 )

@@ -1,6 +1,6 @@
 """`python -m vvt COMMAND ...` = `vvt COMMAND ...`."""
 import sys
 
-from vvt.cli import main
+from vvt.cli import console
 
-sys.exit(main())
+sys.exit(console())

@@ -9,6 +9,8 @@ Layering: vvt.models <- vvt.data <- vvt.convert <- vvt.train <- vvt.cli.
 import importlib
 import sys
 
+from vvt.cli import native_stderr
+
 # sub-command -> (module, function taking argv without the sub-command, help)
 COMMANDS = {
     'train': ('vvt.cli.train', 'train_main', 'train from a config file (resumes a workdir)'),
@@ -49,5 +51,14 @@ def main(argv=None):
   return 0 if result is None else int(result)
 
 
+def console():
+  """The `vvt` program (console script, `python -m vvt`): `main` with the native libraries' start-up lines kept
+  off stderr unless --verbose (see `native_stderr`)."""
+  argv = sys.argv[1:]
+  if '--verbose' not in argv:
+    native_stderr.install()
+  return main(argv)
+
+
 if __name__ == '__main__':
-  sys.exit(main())
+  sys.exit(console())
