@@ -41,35 +41,16 @@ import jax
 import orbax.checkpoint as ocp
 from etils import epath
 
+from vvt import fileio
 from vvt.models import layout
 
 SUBDIR = 'checkpoints'
 
 
-# ----------------------------------------------------------------------------- paths (local or URL)
-
-
-def is_url(path: str) -> bool:
-  return '://' in str(path)
-
-
-def abspath(path: str) -> str:
-  """An absolute local path, or the URL as it is (`gs://b/run/` -> `gs://b/run`)."""
-  path = str(path)
-  return path.rstrip('/') if is_url(path) else os.path.abspath(path)
-
-
-def join(*parts) -> str:
-  """Joins path parts; URLs keep their `scheme://` (no `os.path`)."""
-  return str(epath.Path(str(parts[0])).joinpath(*map(str, parts[1:])))
-
-
-def makedirs(path: str) -> None:
-  epath.Path(path).mkdir(parents=True, exist_ok=True)
-
-
-def write_text(path: str, text: str) -> None:
-  epath.Path(path).write_text(text)
+# ----------------------------------------------------------------------------- paths (local or URL): vvt.fileio's,
+# importable from here as before
+is_url, abspath, join, makedirs, write_text = (fileio.is_url, fileio.abspath, fileio.join, fileio.makedirs,
+                                               fileio.write_text)
 
 
 class CheckpointNotFoundError(FileNotFoundError):
