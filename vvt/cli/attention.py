@@ -31,11 +31,12 @@ def _attention(argv):
   args, spec, overrides = common.parse(p, argv)
   workdir, step = predict_cli._locate(args)  # pylint: disable=protected-access
   config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
+  import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from vvt.data import normalization, videos  # pylint: disable=g-import-not-at-top
   from vvt.train import attention_maps as am  # pylint: disable=g-import-not-at-top
   from vvt.train import attention_plots as plots  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints, model_state  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib  # pylint: disable=g-import-not-at-top
   items = videos.find_inputs([args.input])
   if len(items) != 1:
     raise common.UsageError(f'{args.input}: give one video file or one folder of frames (found {len(items)} videos)')
@@ -44,10 +45,10 @@ def _attention(argv):
   crops = int(config.dataset.num_spatial_crops)
   clips = views.shape[0] // crops
   clip = views[(clips // 2) * crops + crops // 2]  # the centre view
-  module = model_state.build_model(config)
-  params, step = checkpoints.load_params(checkpoints.abspath(workdir), step)
-  video = normalization.normalize(clip[None], config.dataset.normalization)
-  maps = am.attention_maps(module, params, video, config.model)
+  program = program_lib.build_program(config, mesh_lib.make_mesh(1, jax.local_devices()))  # this host's first device
+  params, step = checkpoints.load_params(checkpoints.abspath(workdir), step, program.abstract_params())
+  video = normalization.normalize(clip[None], program.eval_settings.normalization)
+  maps = am.attention_maps(program.module, params, video, config.model)
   os.makedirs(args.out, exist_ok=True)
   out = lambda name: os.path.join(args.out, name)
   plots.grid_png(clip, maps, out('attention_grid.png'))

@@ -38,16 +38,14 @@ def _locate(args) -> tuple:
 
 
 def _predictor(config, workdir, step):
-  """(fn(uint8 (B, T, S, S, 3)) -> {head: (B, C) scores}, step) on this host's first device."""
+  """(fn(uint8 (B, T, S, S, 3)) -> {head: (B, C) scores}, step): the eval step on this host's first device."""
   import jax  # pylint: disable=g-import-not-at-top
-  from vvt.models import layout  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints, model_state, steps  # pylint: disable=g-import-not-at-top
-  step = checkpoints.resolve_step(checkpoints.abspath(workdir), step)
-  module = model_state.build_model(config)
-  params, step = checkpoints.load_params(checkpoints.abspath(workdir), step)
-  params = layout.to_model_layout(params, config.model)  # the step's encoder layout -> the config's
-  fn = jax.jit(steps.eval_step_fn(module, config))
-  return (lambda x: {h: jax.device_get(v) for h, v in fn(params, {'inputs': x})[0].items()}), step
+  from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib  # pylint: disable=g-import-not-at-top
+  program = program_lib.build_program(config, mesh_lib.make_mesh(1, jax.local_devices()))
+  # restored in the config's encoder layout, whichever the step was written in
+  params, step = checkpoints.load_params(checkpoints.abspath(workdir), step, program.abstract_params())
+  scores = lambda x: program.eval_step(params, {'inputs': x})[0]  # pylint: disable=unnecessary-lambda-assignment
+  return (lambda x: {h: jax.device_get(v) for h, v in scores(x).items()}), step
 
 
 def _batches(items, views_of, batch_size, log_error):

@@ -34,7 +34,6 @@ paths go through `etils.epath` (`os.path` only for local paths).
 """
 import hashlib
 import json
-import os
 from typing import Any, Callable, Optional
 
 import jax
@@ -129,9 +128,7 @@ def write_manifest(step_dir) -> str:
     size, sha = file_digest(step_dir / rel)
     files[rel] = {'size': size, 'sha256': sha}
   body = json.dumps({'version': 1, 'files': files, 'digest': _list_digest(files)}, indent=1)
-  tmp = step_dir / (MANIFEST + '.tmp')
-  tmp.write_text(body)
-  tmp.replace(step_dir / MANIFEST)
+  fileio.atomic_write_text(str(step_dir / MANIFEST), body)
   return str(step_dir / MANIFEST)
 
 
@@ -318,25 +315,13 @@ def resolve_step(workdir: str, step: Optional[int] = None) -> int:
   return int(step)
 
 
-def _meta(mngr: ocp.CheckpointManager, step: int, workdir: Optional[str] = None) -> dict:
-  workdir = workdir or str(mngr.directory.parent)
-  meta = _restore(mngr, workdir, step, meta=ocp.args.JsonRestore())['meta']
+def read_meta(workdir: str, step: int) -> dict:
+  """The `meta/` JSON of step `step`: kind ('train_state' | 'params'), step, data position, config."""
+  meta = _restore(manager(workdir, create=False), workdir, step, meta=ocp.args.JsonRestore())['meta']
   if not isinstance(meta, dict) or meta.get('kind') not in ('train_state', 'params'):
     raise _damaged(join(checkpoint_dir(workdir), str(step), 'meta'),
                    f'not a vvt checkpoint description (kind {getattr(meta, "get", dict().get)("kind")!r})')
   return dict(meta)
-
-
-def read_meta(workdir: str, step: int) -> dict:
-  return _meta(manager(workdir, create=False), step, workdir)
-
-
-def latest(mngr: ocp.CheckpointManager) -> tuple[Optional[int], Optional[str]]:
-  """(latest step, its kind 'train_state' | 'params') of a manager, or (None, None) if it has none."""
-  step = mngr.latest_step()
-  if step is None:
-    return None, None
-  return step, _meta(mngr, step).get('kind')
 
 
 def restore_state(workdir: str, abstract_state, step: Optional[int] = None, verify: bool = True):

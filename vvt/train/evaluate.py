@@ -26,7 +26,6 @@ evaluation of that step and split was written before: another protocol never
 overwrites the training run's results.
 """
 import json
-import os
 import time
 from typing import Mapping, Optional
 
@@ -34,6 +33,7 @@ import jax
 import numpy as np
 from etils import epath
 
+from vvt import fileio
 from vvt.train import checkpoints
 from vvt.train import eval_report
 from vvt.train import losses
@@ -246,14 +246,6 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
   return res, agg
 
 
-def _atomic_write(path: str, write, mode: str = 'w') -> None:
-  """Writes `path` (local or URL) through a temporary file renamed over it."""
-  tmp = epath.Path(path + '.tmp')
-  with tmp.open(mode) as f:
-    write(f)
-  tmp.replace(path)
-
-
 def results_prefix(workdir: str, step: int, split: str, protocol_name: str) -> str:
   """WORKDIR/checkpoints/eval_<step>_<split>_<clips>x<crops> (the report files add suffixes)."""
   base = checkpoints.eval_results_path(workdir, step, split)
@@ -262,10 +254,9 @@ def results_prefix(workdir: str, step: int, split: str, protocol_name: str) -> s
 
 def _run_protocol(workdir: str) -> Optional[str]:
   """The view protocol of the run's own WORKDIR/config.json, or None without one."""
-  path = checkpoints.join(checkpoints.abspath(workdir), 'config.json')
+  path = fileio.join(fileio.abspath(workdir), 'config.json')
   try:
-    with epath.Path(path).open() as f:
-      data = json.load(f).get('dataset', {})
+    data = json.loads(fileio.read_text(path)).get('dataset', {})
     return f'{int(data["num_test_clips"])}x{int(data["num_spatial_crops"])}'
   except (OSError, ValueError, KeyError, TypeError, AttributeError):
     return None
@@ -275,7 +266,7 @@ def _writes_legacy(workdir: str, step: int, split: str, protocol_name: Optional[
   """eval_<step>_<split>.json holds the run's own protocol: written for it, or when absent."""
   if protocol_name is None or protocol_name == _run_protocol(workdir):
     return True
-  return not epath.Path(checkpoints.eval_results_path(workdir, step, split)).exists()
+  return not fileio.exists(checkpoints.eval_results_path(workdir, step, split))
 
 
 def _report_files(prefix: str, agg: MultiViewAggregator) -> list:
@@ -294,7 +285,7 @@ def _report_files(prefix: str, agg: MultiViewAggregator) -> list:
     sfx = f'_{h}' if h else ''
     files.append((f'{prefix}_classes{sfx}.csv', eval_report.classes_csv(names, conf)))
     files.append((f'{prefix}_confusion{sfx}.csv', eval_report.confusion_csv(names, conf)))
-    title = f'{os.path.basename(prefix)}{" " + h if h else ""}'
+    title = f'{epath.Path(prefix).name}{" " + h if h else ""}'
     files.append((f'{prefix}_confusion{sfx}.png',
                   lambda f, n=names, m=conf, t=title: eval_report.confusion_png(f, n, m, t)))
   files.insert(0, (f'{prefix}_videos.csv', eval_report.videos_csv(ids, keep, tables)))
@@ -319,7 +310,7 @@ def write_results(workdir: str, step: int, split: str, results: dict,
   name = results.get('protocol')
   prefix = results_prefix(workdir, step, split, name) if name else \
       checkpoints.eval_results_path(workdir, step, split)[:-len('.json')]
-  epath.Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+  fileio.makedirs(str(epath.Path(prefix).parent))
   legacy = name is not None and _writes_legacy(workdir, step, split, name)
   payload = {'step': step, 'split': split, **results}
   dump = lambda f: json.dump(payload, f, indent=2)  # pylint: disable=unnecessary-lambda-assignment
@@ -333,12 +324,12 @@ def write_results(workdir: str, step: int, split: str, results: dict,
     arrays['skipped'] = agg.skipped
     arrays['video_ids'] = np.array(agg.video_ids or [str(i) for i in range(agg.num_videos)])
     for json_path in paths:
-      _atomic_write(json_path[:-len('.json')] + '.npz', lambda f: np.savez(f, **arrays), 'wb')
+      fileio.atomic_write(json_path[:-len('.json')] + '.npz', lambda f: np.savez(f, **arrays), 'wb')
     for path, content in _report_files(prefix, agg):
       if isinstance(content, str):
-        _atomic_write(path, lambda f, t=content: f.write(t))
+        fileio.atomic_write_text(path, content)
       else:
-        _atomic_write(path, content, 'wb')
+        fileio.atomic_write(path, content, 'wb')
   for json_path in paths:  # last: a JSON means the evaluation's files are all there
-    _atomic_write(json_path, dump)
+    fileio.atomic_write(json_path, dump)
   return paths[0]

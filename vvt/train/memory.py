@@ -6,8 +6,11 @@ CPU devices, on any machine, with nothing executed.
   report = plan(config, topo, devices)       # compile the step, read XLA's memory / cost analysis
   report.fits, report.as_json()
 
-The step is `steps.make_train_step` (or `make_eval_step`) with the state and batch of
-`model_state` on the mesh of `config.mesh`: exactly what `vvt train` compiles. Per device:
+The step is the one `vvt.train.program.build_program` builds on the mesh of `config.mesh` (for the
+topology's platform), with its abstract state and batch: exactly what `vvt train` compiles. Its
+learning-rate schedule counts the epochs of `dataset.train_files` when they are here, else epochs of
+`NOMINAL_EPOCH_BATCHES` batches (the `[memory] schedule:` line says which; memory and FLOPs do not depend
+on it, only the schedule's own checks do). Per device:
 params, optimiser state and batch are the bytes of each leaf's shard; temporaries are XLA's
 `temp_size_in_bytes`; the total is arguments + outputs - donated aliases + temporaries + code.
 FLOPs are XLA's cost analysis of the partitioned program (per device; a multiply-add counts 2),
@@ -239,74 +242,70 @@ def is_oom(error: BaseException) -> bool:
   return 'RESOURCE_EXHAUSTED' in text or 'Ran out of memory' in text or oom_figures(text) is not None
 
 
-def abstract_batch(config, mesh, batch_size: int, eval_step: bool = False) -> dict:
-  """The step's batch as sharded ShapeDtypeStructs: uint8 pixels, labels per head, mask."""
+def abstract_batch(program, batch_size: int, eval_step: bool = False) -> dict:
+  """The step's batch as sharded ShapeDtypeStructs: uint8 pixels (B, T, S, S, 3), labels per head, mask."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from vvt.train import losses, mesh as mesh_lib, steps  # pylint: disable=g-import-not-at-top
-  sharding = mesh_lib.batch_sharding(mesh)
-  s, t = int(config.image_size), int(config.num_frames)
-  spec = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)  # pylint: disable=unnecessary-lambda-assignment
+  from vvt.train import losses, mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  sharding = mesh_lib.batch_sharding(program.mesh)
+  s, t = program.clip.image_size, program.clip.num_frames
+
+  def spec(shape, dtype):
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
+
   batch = {'inputs': spec((batch_size, t, s, s, 3), jnp.uint8),
            'mask': spec((batch_size,), jnp.float32)}
-  for h in steps.heads_of(config.model):
+  for h in program.eval_settings.heads:
     batch[losses.label_key(h)] = spec((batch_size,), jnp.int32)
   if eval_step:
     batch['video_index'] = spec((batch_size,), jnp.int32)
   return batch
 
 
-def plan(config, topology: Topology, devices, eval_step: bool = False, log=None) -> Report:
-  """Compiles the train (or eval) step of `config` for `devices` and reports its memory and FLOPs.
+NOMINAL_EPOCH_BATCHES = 100  # the schedule's epoch when the training set's size is unknown
 
-  Raises ConfigError for a config that does not fit the mesh (before compiling); a step that
-  does not fit the device memory gives a Report with `compiled` False and the compiler's figures.
-  """
-  import jax  # pylint: disable=g-import-not-at-top
-  from vvt.train import mesh as mesh_lib, model_state, optimizers, steps, validation  # pylint: disable=g-import-not-at-top
-  num_processes = len({d.process_index for d in devices})
-  devices = mesh_lib.mesh_devices(config.mesh, devices)
-  validation.validate(config, len(devices), num_processes)
-  mesh = mesh_lib.make_mesh(config.mesh, devices)
-  total = int(config.num_train_steps) if config.num_train_steps > 0 else 1000
-  schedule = optimizers.make_schedule(config.schedule, total, max(1, total // 10))
-  tx = optimizers.make_optimizer(config.optimizer, schedule)
-  module = model_state.build_model(config, backend=topology.platform)  # auto: the TPU's choice, not the host's
-  shardings = model_state.state_shardings(module, config, tx, mesh)  # rule errors: before compiling
-  state = model_state.abstract_state(module, config, tx, shardings)
-  batch_size = int(config.eval.batch_size if eval_step else config.batch_size)
-  batch = abstract_batch(config, mesh, batch_size, eval_step)
-  report = Report(topology=topology.accelerator, devices=len(devices),
-                  mesh=mesh_lib.axis_sizes(mesh), step='eval' if eval_step else 'train',
-                  batch_size=batch_size, device_memory_bytes=topology.device_memory_bytes,
-                  params_bytes=shard_bytes(state.params),
-                  opt_state_bytes=0 if eval_step else shard_bytes(state.opt_state),
-                  batch_bytes=shard_bytes(batch),
-                  num_params=sum(int(x.size) for x in jax.tree.leaves(state.params)))
-  if eval_step:
-    fn, args = steps.make_eval_step(module, config, mesh, shardings.params), (state.params, batch)
-  else:
-    fn, args = steps.make_train_step(module, tx, schedule, config, mesh, shardings), (state, batch)
-  if log:
-    log(f'[memory] compiling the {report.step} step for {topology.accelerator} '
-        f'({len(devices)} devices, mesh {report.mesh}) ...')
-  lowered = fn.lower(*args)
+
+def training_set_size(config) -> tuple[Optional[int], str]:
+  """(videos, how it is known): the size of `dataset.train_files` that `vvt train` would count, or
+  (None, why) when they are not here (the schedule then assumes epochs of `NOMINAL_EPOCH_BATCHES`)."""
+  from vvt.data import patterns  # pylint: disable=g-import-not-at-top
+  missing = patterns.missing_files(config.dataset, ('train_files',))
+  if missing:
+    return None, missing[0].split(';')[0]
   try:
-    compiled = lowered.compile()
-  except Exception as e:  # pylint: disable=broad-except
-    if not is_oom(e):
-      raise
-    figures = oom_figures(str(e))
-    report.compiled = False
-    if figures:  # XLA's temporaries include what it keeps of the arguments; the total is a lower bound
-      report.temp_bytes, avail = figures
-      report.per_device_bytes = max(report.temp_bytes, report.params_bytes + report.opt_state_bytes
-                                    + report.batch_bytes)
-      report.reason = (f'{report.temp_bytes / GIB:.2f} GiB of temporaries per device > '
-                       f'{avail / GIB:.2f} GiB of HBM available to XLA (the step does not compile)')
-    else:
-      report.reason = 'the compiler ran out of device memory: ' + str(e).splitlines()[0][:300]
-    return report
+    from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+    return int(pipeline.num_videos(config.dataset, 'train')), 'dataset.train_files'
+  except Exception as e:  # pylint: disable=broad-except  (unreadable: the plan does not need it)
+    return None, f'dataset.train_files cannot be counted ({type(e).__name__})'
+
+
+def schedule_note(program, size_known: bool, source: str) -> str:
+  """One line: the steps per epoch the learning-rate schedule was built with, and where they come from."""
+  training = program.training
+  if size_known:
+    return (f'schedule: {training.steps_per_epoch} steps/epoch ({training.num_train_videos} training videos '
+            f'of {source}), {training.total_steps} steps')
+  return (f'schedule: {training.steps_per_epoch} steps/epoch assumed ({source}), {training.total_steps} '
+          'steps; memory and FLOPs do not depend on it')
+
+
+def _read_oom(report: Report, error: BaseException) -> Report:
+  """`report` of a step that did not compile for lack of device memory: the compiler's figures."""
+  figures = oom_figures(str(error))
+  report.compiled = False
+  if figures:  # XLA's temporaries include what it keeps of the arguments; the total is a lower bound
+    report.temp_bytes, avail = figures
+    report.per_device_bytes = max(report.temp_bytes, report.params_bytes + report.opt_state_bytes
+                                  + report.batch_bytes)
+    report.reason = (f'{report.temp_bytes / GIB:.2f} GiB of temporaries per device > '
+                     f'{avail / GIB:.2f} GiB of HBM available to XLA (the step does not compile)')
+  else:
+    report.reason = 'the compiler ran out of device memory: ' + str(error).splitlines()[0][:300]
+  return report
+
+
+def _read_compiled(report: Report, compiled) -> Report:
+  """`report` with XLA's memory and cost analysis of the compiled step."""
   mem = compiled.memory_analysis()
   report.output_bytes = int(mem.output_size_in_bytes)
   report.alias_bytes = int(mem.alias_size_in_bytes)
@@ -322,6 +321,61 @@ def plan(config, topology: Topology, devices, eval_step: bool = False, log=None)
     report.reason = (f'{report.per_device_bytes / GIB:.2f} GiB per device > '
                      f'{report.device_memory_bytes / GIB:.2f} GiB of device memory')
   return report
+
+
+def plan_program(config, topology: Topology, mesh, eval_step: bool = False, log=None):
+  """The program `vvt train` (or `vvt eval`) builds for `config` on `mesh`, for `topology`'s platform."""
+  from vvt.train import program as program_lib  # pylint: disable=g-import-not-at-top
+  if eval_step:  # auto attention: the topology's choice, not the host's
+    return program_lib.build_program(config, mesh, platform=topology.platform)
+  videos, source = training_set_size(config)
+  num_train_videos = videos if videos is not None else NOMINAL_EPOCH_BATCHES * int(config.batch_size)
+  program = program_lib.build_program(config, mesh, num_train_videos=num_train_videos,
+                                      platform=topology.platform)
+  if log:
+    log('[memory] ' + schedule_note(program, videos is not None, source))
+  return program
+
+
+def plan(config, topology: Topology, devices, eval_step: bool = False, log=None) -> Report:
+  """Compiles the train (or eval) step of `config` for `devices` and reports its memory and FLOPs.
+
+  Raises ConfigError for a config that does not fit the mesh (before compiling); a step that
+  does not fit the device memory gives a Report with `compiled` False and the compiler's figures.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  from vvt.train import mesh as mesh_lib, validation  # pylint: disable=g-import-not-at-top
+  num_processes = len({d.process_index for d in devices})
+  devices = mesh_lib.mesh_devices(config.mesh, devices)
+  validation.validate(config, len(devices), num_processes)
+  mesh = mesh_lib.make_mesh(config.mesh, devices)
+  program = plan_program(config, topology, mesh, eval_step, log)  # rule errors: before compiling
+  batch_size = int(config.eval.batch_size if eval_step else config.batch_size)
+  batch = abstract_batch(program, batch_size, eval_step)
+  if eval_step:
+    params = program.abstract_params()
+    fn, args, opt_state = program.eval_step, (params, batch), None
+  else:
+    state = program.abstract_state()
+    fn, args, params, opt_state = program.training.step, (state, batch), state.params, state.opt_state
+  report = Report(topology=topology.accelerator, devices=len(devices),
+                  mesh=mesh_lib.axis_sizes(mesh), step='eval' if eval_step else 'train',
+                  batch_size=batch_size, device_memory_bytes=topology.device_memory_bytes,
+                  params_bytes=shard_bytes(params),
+                  opt_state_bytes=0 if opt_state is None else shard_bytes(opt_state),
+                  batch_bytes=shard_bytes(batch),
+                  num_params=sum(int(x.size) for x in jax.tree.leaves(params)))
+  if log:
+    log(f'[memory] compiling the {report.step} step for {topology.accelerator} '
+        f'({len(devices)} devices, mesh {report.mesh}) ...')
+  lowered = fn.lower(*args)
+  try:
+    compiled = lowered.compile()
+  except Exception as e:  # pylint: disable=broad-except
+    if not is_oom(e):
+      raise
+    return _read_oom(report, e)
+  return _read_compiled(report, compiled)
 
 
 def to_json(report: Report) -> str:

@@ -18,7 +18,6 @@ the global array is built with `jax.make_array_from_process_local_data`, so the 
 1 CPU device, 8 forced host devices, several hosts and a pod.
 """
 import logging
-import math
 from typing import Any, Optional, Sequence
 
 import jax
@@ -106,17 +105,6 @@ def batch_spec(mesh: Mesh, leading: int = 0) -> P:
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, batch_spec(mesh))
-
-
-def num_batch_shards(mesh: Mesh) -> int:
-  sizes = axis_sizes(mesh)
-  return math.prod(sizes[a] for a in batch_axes(mesh))
-
-
-def local_batch_size(global_batch_size: int, mesh: Mesh) -> int:
-  """Rows this process feeds: its share of the global batch."""
-  n_proc = len({d.process_index for d in mesh.devices.flat})
-  return global_batch_size // n_proc
 
 
 def global_batch(batch: dict, mesh: Mesh, global_batch_size: int) -> dict:

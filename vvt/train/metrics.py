@@ -3,17 +3,20 @@
 `WORKDIR/metrics.jsonl` has one JSON object per line:
 `{"step": 100, "kind": "train", "loss": ..., "accuracy": ..., ...}` with kind
 `train` or `eval`. TensorBoard event files go to `WORKDIR/tensorboard/`.
-`WORKDIR/training_curves.png` is drawn from the JSON lines at the end of a run.
+`WORKDIR/training_curves.png` is drawn from the JSON lines at the end of a run. The workdir may be a
+local path or a URL (`vvt.fileio`).
 """
 import json
 import math
-import os
 import sys
 import time
 from typing import Mapping, Optional
 
 import jax
 import numpy as np
+from etils import epath
+
+from vvt import fileio
 
 # clu.metric_writers imports TensorFlow (its TensorBoard writer): imported in make_writers only, so that
 # vvt.train (trainer, steps) imports on a host without TensorFlow (tests/train/test_imports_without_tf.py).
@@ -40,7 +43,7 @@ class JsonlWriter:
   def write_scalars(self, step, scalars):
     rec = {'step': int(step), 'kind': self._kind, 'time': time.time()}
     rec.update({k: _to_float(v) for k, v in scalars.items()})
-    with open(self._path, 'a') as f:
+    with epath.Path(self._path).open('a') as f:
       f.write(json.dumps(rec) + '\n')
 
   def write_summaries(self, step, values, metadata=None):
@@ -73,29 +76,24 @@ class JsonlWriter:
 
 def truncate_jsonl(workdir: str, after_step: int) -> None:
   """On resume: drop records logged after the restored step by the interrupted run."""
-  path = os.path.join(workdir, JSONL)
-  if not os.path.exists(path):
+  path = fileio.join(workdir, JSONL)
+  if not fileio.exists(path):
     return
   keep = []
-  with open(path) as f:
-    for line in f:
-      try:
-        if json.loads(line)['step'] <= after_step:
-          keep.append(line)
-      except (ValueError, KeyError):
-        continue
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    f.writelines(keep)
-  os.replace(tmp, path)
+  for line in fileio.read_text(path).splitlines(keepends=True):
+    try:
+      if json.loads(line)['step'] <= after_step:
+        keep.append(line)
+    except (ValueError, KeyError):
+      continue
+  fileio.atomic_write_text(path, ''.join(keep))
 
 
 def read_jsonl(workdir: str) -> list[dict]:
-  path = os.path.join(workdir, JSONL)
-  if not os.path.exists(path):
+  path = fileio.join(workdir, JSONL)
+  if not fileio.exists(path):
     return []
-  with open(path) as f:
-    return [json.loads(l) for l in f if l.strip()]
+  return [json.loads(l) for l in fileio.read_text(path).splitlines() if l.strip()]
 
 
 def make_writers(workdir: str, is_chief: bool):
@@ -104,12 +102,10 @@ def make_writers(workdir: str, is_chief: bool):
   if not is_chief:
     w = metric_writers.MultiWriter([])
     return w, w
-  tb = os.path.join(workdir, 'tensorboard')
   out = []
   for kind in ('train', 'eval'):
-    tbw = metric_writers.SummaryWriter(os.path.join(tb, kind))
-    out.append(metric_writers.MultiWriter(
-        [tbw, JsonlWriter(os.path.join(workdir, JSONL), kind)]))
+    tbw = metric_writers.SummaryWriter(fileio.join(workdir, 'tensorboard', kind))
+    out.append(metric_writers.MultiWriter([tbw, JsonlWriter(fileio.join(workdir, JSONL), kind)]))
   return tuple(out)
 
 
@@ -218,9 +214,7 @@ def plot_curves(workdir: str, out_path: Optional[str] = None) -> Optional[str]:
   axes[2].set_title('learning rate')
   axes[2].set_xlabel('step')
   fig.tight_layout()
-  out_path = out_path or os.path.join(workdir, CURVES)
-  tmp = out_path + '.tmp.png'
-  fig.savefig(tmp, dpi=100)
+  out_path = out_path or fileio.join(workdir, CURVES)
+  fileio.atomic_write(out_path, lambda f: fig.savefig(f, format='png', dpi=100), mode='wb', suffix='.tmp.png')
   plt.close(fig)
-  os.replace(tmp, out_path)
   return out_path

@@ -8,11 +8,14 @@
   param_shardings(module, config, mesh)                # params of NamedSharding
 
 Shapes come from `jax.eval_shape` (nothing is allocated). The dummy input is one clip of the run's
-shared fields, float32 `(1, config.num_frames, config.image_size, config.image_size, 3)`.
+shared fields, float32 `(1, config.num_frames, config.image_size, config.image_size, 3)`: where a `config`
+is only read for that clip (`dummy_input`, `init_params`, `init_fn`, `abstract_state`, `abstract_params`),
+its `ClipShape` does as well.
 A `sharding` (one Sharding for every leaf, e.g. `mesh.replicated(mesh)`, or a pytree of them such
 as `state_shardings(...)`) is attached to the leaves; without one the leaves carry none (enough to
 count bytes, or to restore on one device).
 """
+import dataclasses
 import functools
 from typing import Any, Callable
 
@@ -28,6 +31,17 @@ def build_model(config, backend: str | None = None):
   platform it is compiled for; None: jax's default backend): `attention_impl='auto'` chooses for it."""
   import vvt.models  # pylint: disable=g-import-not-at-top
   return vvt.models.build(config.model, backend=backend)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClipShape:
+  """The model's input clip: `num_frames` RGB frames of `image_size`^2 pixels (the run's shared fields)."""
+  num_frames: int
+  image_size: int
+
+  @classmethod
+  def of(cls, config) -> 'ClipShape':
+    return cls(num_frames=int(config.num_frames), image_size=int(config.image_size))
 
 
 def dummy_input(config, batch_size: int = 1) -> jax.Array:

@@ -7,9 +7,13 @@ constrained to their parameters' shardings. Batches carry uint8 pixels; both ste
 normalise them on the device (`vvt.data.normalization`). Per-step randomness is
 `fold_in(state.rng, state.step)`, so a resumed run draws exactly the same
 dropout / stochastic-depth / mixup masks as an uninterrupted one.
+
+The steps read the run config through `TrainSettings` / `EvalSettings` (the fields they use, resolved
+once); `vvt.train.program` builds and jits them for every command.
 """
+import dataclasses
 import functools
-from typing import Mapping
+from typing import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +38,50 @@ def heads_of(model_cfg) -> dict:
 
 def metric_name(head: str, base: str = 'accuracy') -> str:
   return base if head == '' else f'{base}_{head}'
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSettings:
+  """What the eval step reads of a run config."""
+  heads: Mapping[str, int]  # {head: num_classes}, '' for a single head
+  normalization: str        # dataset.normalization of the uint8 pixels
+  average: str              # eval.average: 'logits' | 'softmax' (the scores returned)
+
+  @classmethod
+  def of(cls, config) -> 'EvalSettings':
+    if isinstance(config, cls):
+      return config
+    return cls(heads=heads_of(config.model), normalization=str(config.dataset.normalization),
+               average=str(config.eval.average))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSettings:
+  """What the train step reads of a run config."""
+  heads: Mapping[str, int]  # {head: num_classes}, '' for a single head
+  normalization: str        # dataset.normalization of the uint8 pixels
+  accumulation_steps: int   # optimizer.accumulation_steps: micro-batches per update
+  label_smoothing: float    # loss.label_smoothing
+  mixup_alpha: float        # loss.mixup_alpha (0: no mixup)
+  cutmix_alpha: float       # loss.cutmix_alpha (0: no cutmix)
+  mix_switch_prob: float    # loss.mix_switch_prob: cutmix's share when both are on
+
+  @classmethod
+  def of(cls, config) -> 'TrainSettings':
+    if isinstance(config, cls):
+      return config
+    return cls(heads=heads_of(config.model), normalization=str(config.dataset.normalization),
+               accumulation_steps=int(config.optimizer.accumulation_steps),
+               label_smoothing=float(config.loss.label_smoothing),
+               mixup_alpha=float(config.loss.mixup_alpha), cutmix_alpha=float(config.loss.cutmix_alpha),
+               mix_switch_prob=float(config.loss.mix_switch_prob))
+
+  def mix_options(self) -> dict:
+    return dict(mixup_alpha=self.mixup_alpha, cutmix_alpha=self.cutmix_alpha,
+                switch_prob=self.mix_switch_prob)
 
 
 def train_metrics_class(heads: dict):
@@ -61,159 +109,176 @@ def traced_under(mesh):
   return wrap
 
 
-def make_train_step(module, tx, schedule, config, mesh, shardings=None):
-  """Returns jitted `train_step(state, batch) -> (state, metrics, status)`.
+# ----------------------------------------------------------------------------- jit
 
-  `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf.
-  The state is donated and kept on `shardings` (a TrainState of NamedSharding; default
-  `model_state.state_shardings`, i.e. the `config.mesh` rules), the batch sharded over the
-  data-like axes; metrics and status come back replicated.
+
+def jit_train_step(train_step: Callable, mesh, shardings) -> Callable:
+  """`train_step` (of `train_step_fn`) jitted: the state donated and kept on `shardings` (a TrainState of
+  NamedSharding), the batch sharded over the data-like axes, metrics and status replicated."""
+  rep = mesh_lib.replicated(mesh)
+  return jax.jit(train_step, in_shardings=(shardings, mesh_lib.batch_sharding(mesh)),
+                 out_shardings=(shardings, rep, rep), donate_argnums=(0,))
+
+
+def jit_eval_step(eval_step: Callable, mesh, param_shardings) -> Callable:
+  """`eval_step` (of `eval_step_fn`) jitted, traced under `mesh`: params on `param_shardings`, the batch
+  sharded over the data-like axes, scores and passthrough replicated (every host aggregates them all)."""
+  rep = mesh_lib.replicated(mesh)
+  return jax.jit(traced_under(mesh)(eval_step), in_shardings=(param_shardings, mesh_lib.batch_sharding(mesh)),
+                 out_shardings=(rep, rep))
+
+
+def make_train_step(module, tx, schedule, config, mesh, shardings=None):
+  """Returns jitted `train_step(state, batch) -> (state, metrics, status)` (`jit_train_step`).
+
+  `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf. `shardings` defaults to
+  `model_state.state_shardings` (the `config.mesh` rules). `vvt.train.program` builds the step of a run.
   """
   if shardings is None:
     shardings = model_state.state_shardings(module, config, tx, mesh)
-  rep = mesh_lib.replicated(mesh)
-  return jax.jit(train_step_fn(module, tx, schedule, config, mesh, shardings.params),
-                 in_shardings=(shardings, mesh_lib.batch_sharding(mesh)),
-                 out_shardings=(shardings, rep, rep),
-                 donate_argnums=(0,))
+  return jit_train_step(train_step_fn(module, tx, schedule, config, mesh, shardings.params), mesh, shardings)
 
 
-def train_step_fn(module, tx, schedule, config, mesh, param_shardings=None):
+# ----------------------------------------------------------------------------- train step
+
+
+def prepare_batch(batch, rng, settings: TrainSettings, batch_sharding):
+  """(inputs, targets, labels, mask) of a batch: normalised pixels (B, T, H, W, 3) mixed (mixup / cutmix)
+  with their soft targets {head: (B, C)}, the integer labels {head: (B,)} and the float mask (B,)."""
+  heads = settings.heads
+  mask = batch['mask'].astype(jnp.float32)
+  labels = {h: batch[losses.label_key(h)] for h in heads}
+  targets = {h: losses.one_hot_targets(labels[h], n, settings.label_smoothing) for h, n in heads.items()}
+  inputs = normalization.normalize(batch['inputs'], settings.normalization)
+  inputs, targets, _ = losses.mix_batch(rng, inputs, targets, **settings.mix_options())
+  return jax.lax.with_sharding_constraint(inputs, batch_sharding), targets, labels, mask
+
+
+def make_loss_fn(module, heads):
+  """`loss(params, inputs, targets, mask, denom, rng) -> (loss, (per_example_loss (B,), logits))`: the
+  heads' summed cross-entropy, masked, over `denom` (the global batch's valid rows)."""
+  def loss_fn(params, inputs, targets, mask, denom, rng):
+    logits = losses.as_head_dict(module.apply({'params': params}, inputs, train=True, rngs={'dropout': rng}))
+    logits = {h: logits[h] for h in heads}
+    per_example_loss = losses.multi_head_loss(logits, targets)
+    return jnp.sum(per_example_loss * mask) / denom, (per_example_loss, logits)
+  return loss_fn
+
+
+def correct_of(logits, labels) -> dict:
+  """{head: float (B,)}: 1 where the top-1 class is the label."""
+  return {h: (jnp.argmax(logits[h], -1) == labels[h]).astype(jnp.float32) for h in labels}
+
+
+def full_batch_gradients(grad_fn, params, inputs, targets, labels, mask, denom, rng):
+  """(loss, per-example loss (B,), correct {head: (B,)}, grads) of the whole batch at once."""
+  (loss, (per_example_loss, logits)), grads = grad_fn(params, inputs, targets, mask, denom, rng)
+  return loss, per_example_loss, correct_of(logits, labels), grads
+
+
+def accumulated_gradients(grad_fn, params, inputs, targets, labels, mask, denom, rng, *, accumulation_steps,
+                          micro_sharding, constrain_grads):
+  """As `full_batch_gradients`, over `accumulation_steps` micro-batches scanned one after the other.
+
+  Micro-batch j takes rows j, j+k, ... so that every micro-batch stays sharded over `data`; the gradients
+  are summed (over the global denominator), so the result equals the full-batch gradient.
+  """
+  def split(x):  # (B, ...) -> (k, B / k, ...)
+    x = x.reshape((x.shape[0] // accumulation_steps, accumulation_steps) + x.shape[1:]).swapaxes(0, 1)
+    return jax.lax.with_sharding_constraint(x, micro_sharding)
+
+  def unsplit(x):  # (k, B / k, ...) -> (B, ...)
+    return x.swapaxes(0, 1).reshape((-1,) + x.shape[2:])
+
+  def micro_step(carry, micro_batch):
+    grads_sum, index = carry
+    micro_inputs, micro_targets, micro_mask, micro_labels = micro_batch
+    (loss, (per_example_loss, logits)), grads = grad_fn(params, micro_inputs, micro_targets, micro_mask, denom,
+                                                        jax.random.fold_in(rng, index))
+    grads_sum = constrain_grads(jax.tree.map(jnp.add, grads_sum, grads))
+    return (grads_sum, index + 1), (loss, per_example_loss, correct_of(logits, micro_labels))
+
+  zeros = constrain_grads(jax.tree.map(jnp.zeros_like, params))
+  micro_batches = jax.tree.map(split, (inputs, targets, mask, labels))
+  (grads, _), (micro_losses, per_example_loss, correct) = jax.lax.scan(
+      micro_step, (zeros, jnp.zeros((), jnp.int32)), micro_batches)
+  return (jnp.sum(micro_losses), unsplit(per_example_loss), {h: unsplit(c) for h, c in correct.items()},
+          grads)
+
+
+def metric_outputs(heads, per_example_loss, correct, mask, learning_rate, grad_norm) -> dict:
+  """The per-example model outputs the train metrics (`train_metrics_class`) average."""
+  ones = jnp.ones_like(mask)
+  outputs = {'loss': per_example_loss, 'mask': mask, 'learning_rate': learning_rate * ones,
+             'grad_norm': grad_norm * ones}
+  for h in heads:
+    outputs[metric_name(h)] = correct[h]
+  if len(heads) > 1:
+    outputs['accuracy_action'] = jnp.prod(jnp.stack([correct[h] for h in heads]), axis=0)
+  return outputs
+
+
+def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
   """`train_step(state, batch) -> (state, metrics, status)` before jit (see make_train_step).
 
-  batch: 'inputs' uint8 or float (B, T, H, W, 3), 'label' (or 'label/<head>') int32 (B,),
-  'mask' float32 (B,). `mesh` places the inputs and the micro-batches of gradient accumulation
-  (batch dimension over the data-like axes); `param_shardings` (optional) those of the gradients.
+  settings: `TrainSettings` (or the run config they are read from). batch: 'inputs' uint8 or float
+  (B, T, H, W, 3), 'label' (or 'label/<head>') int32 (B,), 'mask' float32 (B,). `mesh` places the inputs
+  and the micro-batches of gradient accumulation (batch dimension over the data-like axes);
+  `param_shardings` (optional) those of the gradients.
   """
-  heads = heads_of(config.model)
-  accum = int(config.optimizer.accumulation_steps)
-  ls = float(config.loss.label_smoothing)
-  mix_kw = dict(mixup_alpha=float(config.loss.mixup_alpha),
-                cutmix_alpha=float(config.loss.cutmix_alpha),
-                switch_prob=float(config.loss.mix_switch_prob))
+  settings = TrainSettings.of(settings)
+  heads = settings.heads
   metrics_cls = train_metrics_class(heads)
-  norm = config.dataset.normalization
-  micro_sharding = NamedSharding(mesh, mesh_lib.batch_spec(mesh, leading=1))
   batch_sharding = mesh_lib.batch_sharding(mesh)
+  grad_fn = jax.value_and_grad(make_loss_fn(module, heads), has_aux=True)
 
   def constrain_grads(grads):
-    if param_shardings is None:
-      return grads
-    return jax.lax.with_sharding_constraint(grads, param_shardings)
+    return grads if param_shardings is None else jax.lax.with_sharding_constraint(grads, param_shardings)
 
-  def loss_fn(params, inputs, targets, mask, denom, rng):
-    logits = losses.as_head_dict(module.apply(
-        {'params': params}, inputs, train=True, rngs={'dropout': rng}))
-    logits = {h: logits[h] for h in heads}
-    per_example = losses.multi_head_loss(logits, targets)
-    loss = jnp.sum(per_example * mask) / denom
-    return loss, (per_example, logits)
-
-  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-
-  def correct_of(logits, labels):
-    return {h: (jnp.argmax(logits[h], -1) == labels[h]).astype(jnp.float32)
-            for h in heads}
+  if settings.accumulation_steps == 1:
+    gradients = full_batch_gradients
+  else:
+    gradients = functools.partial(
+        accumulated_gradients, accumulation_steps=settings.accumulation_steps, constrain_grads=constrain_grads,
+        micro_sharding=NamedSharding(mesh, mesh_lib.batch_spec(mesh, leading=1)))
 
   @traced_under(mesh)
   def train_step(state: TrainState, batch):
-    rng = jax.random.fold_in(state.rng, state.step)
-    r_mix, r_drop = jax.random.split(rng)
-    mask = batch['mask'].astype(jnp.float32)
-    labels = {h: batch[losses.label_key(h)] for h in heads}
-    targets = {h: losses.one_hot_targets(labels[h], n, ls) for h, n in heads.items()}
-    inputs = normalization.normalize(batch['inputs'], norm)
-    inputs, targets, _ = losses.mix_batch(r_mix, inputs, targets, **mix_kw)
-    inputs = jax.lax.with_sharding_constraint(inputs, batch_sharding)
+    rng_mix, rng_dropout = jax.random.split(jax.random.fold_in(state.rng, state.step))
+    inputs, targets, labels, mask = prepare_batch(batch, rng_mix, settings, batch_sharding)
     denom = jnp.maximum(jnp.sum(mask), 1.0)
-    if accum == 1:
-      (loss, (per_example, logits)), grads = grad_fn(
-          state.params, inputs, targets, mask, denom, r_drop)
-      correct = correct_of(logits, labels)
-    else:
-      # Micro-batch j takes rows j, j+k, ... so every micro-batch stays sharded
-      # over `data` and the gradients are summed (global denominator): the
-      # result equals the full-batch gradient.
-      def split(x):
-        b = x.shape[0]
-        x = x.reshape((b // accum, accum) + x.shape[1:]).swapaxes(0, 1)
-        return jax.lax.with_sharding_constraint(x, micro_sharding)
-
-      micro = jax.tree.map(split, (inputs, targets, mask, labels))
-
-      def body(carry, xs):
-        g_acc, i = carry
-        x, t, m, lab = xs
-        (l, (pe, lg)), g = grad_fn(state.params, x, t, m, denom,
-                                   jax.random.fold_in(r_drop, i))
-        g_acc = constrain_grads(jax.tree.map(jnp.add, g_acc, g))
-        return (g_acc, i + 1), (l, pe, correct_of(lg, lab))
-
-      zeros = constrain_grads(jax.tree.map(jnp.zeros_like, state.params))
-      (grads, _), (ls_, pe, corr) = jax.lax.scan(
-          body, (zeros, jnp.zeros((), jnp.int32)), micro)
-      loss = jnp.sum(ls_)
-      unsplit = lambda x: x.swapaxes(0, 1).reshape((-1,) + x.shape[2:])
-      per_example = unsplit(pe)
-      correct = {h: unsplit(c) for h, c in corr.items()}
+    loss, per_example_loss, correct, grads = gradients(grad_fn, state.params, inputs, targets, labels, mask,
+                                                       denom, rng_dropout)
     grads = constrain_grads(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    lr = schedule(state.step)
-    ones = jnp.ones_like(mask)
-    outputs = {
-        'loss': per_example, 'mask': mask,
-        'learning_rate': lr * ones,
-        'grad_norm': optax.tree.norm(grads) * ones,
-    }
-    for h in heads:
-      outputs[metric_name(h)] = correct[h]
-    if len(heads) > 1:
-      outputs['accuracy_action'] = jnp.prod(
-          jnp.stack([correct[h] for h in heads]), axis=0)
-    metrics = metrics_cls.single_from_model_output(**outputs)
-    new_state = state.replace(step=state.step + 1, params=params,
-                              opt_state=opt_state)
-    status = {'loss': loss, 'param_norm': optax.tree.norm(params)}
-    return new_state, metrics, status
+    metrics = metrics_cls.single_from_model_output(**metric_outputs(
+        heads, per_example_loss, correct, mask, schedule(state.step), optax.tree.norm(grads)))
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+    return new_state, metrics, {'loss': loss, 'param_norm': optax.tree.norm(params)}
 
   return train_step
 
 
-def make_eval_step(module, config, mesh, param_shardings=None):
-  """Returns jitted `eval_step(params, batch) -> (scores, passthrough)`.
+# ----------------------------------------------------------------------------- eval step
 
-  Params on `param_shardings` (default `model_state.param_shardings`: the `config.mesh` rules).
-  Scores are per-view logits (or softmax probabilities when
-  `eval.average == 'softmax'`) for each head; they and the batch's
-  video_index / mask / labels come back replicated, so every host can
-  aggregate the whole global batch.
+
+def eval_step_fn(module, settings):
+  """`eval_step(params, batch) -> (scores, passthrough)` before jit (see jit_eval_step).
+
+  settings: `EvalSettings` (or the run config they are read from). scores: {head: float32
+  (B, num_classes)}, per-view logits (or softmax probabilities when `average == 'softmax'`);
+  passthrough: the batch without 'inputs'.
   """
-  if param_shardings is None:
-    param_shardings = model_state.param_shardings(module, config, mesh)
-  rep = mesh_lib.replicated(mesh)
-  return jax.jit(traced_under(mesh)(eval_step_fn(module, config)),
-                 in_shardings=(param_shardings, mesh_lib.batch_sharding(mesh)),
-                 out_shardings=(rep, rep))
-
-
-def eval_step_fn(module, config):
-  """`eval_step(params, batch) -> (scores, passthrough)` before jit (see make_eval_step).
-
-  scores: {head: float32 (B, num_classes)}; passthrough: the batch without 'inputs'.
-  """
-  heads = heads_of(config.model)
-  average = config.eval.average
-  norm = config.dataset.normalization
+  settings = EvalSettings.of(settings)
 
   def eval_step(params, batch):
-    inputs = normalization.normalize(batch['inputs'], norm)
-    logits = losses.as_head_dict(module.apply({'params': params}, inputs,
-                                              train=False))
+    inputs = normalization.normalize(batch['inputs'], settings.normalization)
+    logits = losses.as_head_dict(module.apply({'params': params}, inputs, train=False))
     scores = {}
-    for h in heads:
-      lg = logits[h].astype(jnp.float32)
-      scores[h] = jax.nn.softmax(lg, axis=-1) if average == 'softmax' else lg
+    for h in settings.heads:
+      head_logits = logits[h].astype(jnp.float32)
+      scores[h] = jax.nn.softmax(head_logits, axis=-1) if settings.average == 'softmax' else head_logits
     passthrough = {k: v for k, v in batch.items() if k != 'inputs'}
     return scores, passthrough
 

@@ -2,7 +2,8 @@
 
   run = setup(config, workdir)                    devices, mesh, config and dataset checks, workdir
   check_resume_config(run, allow_config_change)   refuse config changes that alter a resumed run
-  program = make_program(run, num_train_videos)   model, optimiser, schedule, state shardings
+  program = make_program(run)                     `vvt.train.program` for the training set's size:
+                                                  model, optimiser, schedule, state shardings
                                                   (config.mesh rules), jitted steps
   state, data_position = restore_or_init(run, program)
                                                   train-state checkpoint, params-only checkpoint,
@@ -17,10 +18,11 @@ damaged steps it skipped to WORKDIR/damaged_checkpoints/. The first SIGINT or SI
 training saves a checkpoint at the step reached and raises `Interrupted` (exit 128 + the signal:
 130, 143); a second one exits at once (see `StopSignals`).
 
-`evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`. The model, its abstract state
-and its shardings come from `model_state`, WORKDIR/config.json from `run_config`. Checkpoints are
-saved asynchronously (training goes on while they are written) and restore onto any mesh: the
-abstract state carries this run's shardings. The workdir may be a local path or a URL (`gs://`).
+`evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`: an evaluation-only program (the
+model, its abstract params on this mesh's shardings, the jitted eval step). WORKDIR/config.json comes
+from `run_config`. Checkpoints are saved asynchronously (training goes on while they are written) and
+restore onto any mesh: the abstract state carries this run's shardings. The workdir may be a local
+path or a URL (`gs://`).
 """
 import dataclasses
 import math
@@ -38,12 +40,10 @@ from vvt.train import checkpoints
 from vvt.train import evaluate as evaluate_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
-from vvt.train import model_state
-from vvt.train import optimizers
 from vvt.train import run_config
 from vvt.train import state as state_lib
-from vvt.train import steps as steps_lib
 from vvt.train import validation
+from vvt.train.program import Program, build_program
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -122,20 +122,6 @@ class Run:
     return mesh_lib.replicated(self.mesh)
 
 
-@dataclasses.dataclass(frozen=True)
-class Program:
-  """What a run computes: the model, optimiser, schedule, step counts, shardings and jitted steps."""
-  module: Any
-  tx: Any
-  schedule: Callable
-  num_train_videos: int
-  steps_per_epoch: int
-  total_steps: int
-  shardings: Any        # TrainState of NamedSharding (vvt.train.sharding rules)
-  train_step: Callable  # (state, batch) -> (state, metrics, status)
-  eval_step: Callable   # (params, batch) -> (scores, passthrough)
-
-
 @dataclasses.dataclass
 class LoopState:
   """The training loop's bookkeeping (the model's state is the TrainState)."""
@@ -193,26 +179,11 @@ def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
                                  allow_config_change=allow_config_change, log=run.log)
 
 
-def steps_per_epoch_and_total(config, num_train_videos: int) -> tuple[int, int]:
-  spe = max(1, math.ceil(num_train_videos / config.batch_size))
-  if config.num_train_steps > 0:
-    return spe, int(config.num_train_steps)
-  return spe, max(1, int(math.ceil(config.num_epochs * spe)))
-
-
-def make_program(run: Run, num_train_videos: int) -> Program:
-  """The model, optimiser and schedule of `run.config`, and its jitted train / eval steps."""
-  config = run.config
-  spe, total = steps_per_epoch_and_total(config, num_train_videos)
-  schedule = optimizers.make_schedule(config.schedule, total, spe)
-  tx = optimizers.make_optimizer(config.optimizer, schedule)
-  module = model_state.build_model(config)
-  shardings = model_state.state_shardings(module, config, tx, run.mesh)  # rule errors: here
-  return Program(
-      module=module, tx=tx, schedule=schedule, num_train_videos=num_train_videos,
-      steps_per_epoch=spe, total_steps=total, shardings=shardings,
-      train_step=steps_lib.make_train_step(module, tx, schedule, config, run.mesh, shardings),
-      eval_step=steps_lib.make_eval_step(module, config, run.mesh, shardings.params))
+def make_program(run: Run) -> Program:
+  """The training program of `run.config` on the run's mesh, for the training set's size."""
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  return build_program(run.config, run.mesh,
+                       num_train_videos=pipeline.num_videos(run.config.dataset, 'train'))
 
 
 # ----------------------------------------------------------------------------- state
@@ -265,31 +236,28 @@ def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, i
   """(state, data position): the latest training state of the workdir if there is one;
   else a fresh init (seed `config.seed`) whose params come from a params-only checkpoint
   (e.g. converted weights), from `config.init_from`, or stay fresh. Everything is restored or
-  created directly on `program.shardings`, whatever mesh a checkpoint was written on."""
-  abstract = model_state.abstract_state(program.module, run.config, program.tx, program.shardings)
-  latest, meta, loaded = load_latest(run, abstract)
+  created directly on the program's training shardings, whatever mesh a checkpoint was written on."""
+  latest, meta, loaded = load_latest(run, program.abstract_state())
   if latest is not None and meta['kind'] == 'train_state':
     return _resume(run, loaded, meta, latest)
-  init = model_state.init_fn(program.module, run.config, program.tx)
-  state = jax.jit(init, out_shardings=program.shardings)(jax.random.PRNGKey(run.config.seed))
+  state = program.init_state(jax.random.PRNGKey(run.config.seed))
   if latest is not None:
     params = loaded
     run.log(f'[train] initialised params from params-only checkpoint step {latest}')
   elif run.config.init_from is not None:
     # init_from reads the params on the host: gather them (every process gets all of them)
     params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params))
-    params = jax.device_put(params, program.shardings.params)
+    params = jax.device_put(params, program.param_shardings)
   else:
     return state, 0
-  create = lambda p, r: state_lib.create(p, program.tx, r)  # pylint: disable=unnecessary-lambda-assignment
-  return jax.jit(create, out_shardings=program.shardings)(params, state.rng), 0
+  return program.state_of(params, state.rng), 0
 
 
 def log_start(run: Run, program: Program, state) -> None:
-  config = run.config
+  config, training = run.config, program.training
   run.log(f'[train] {state_lib.num_params(state.params) / 1e6:.2f}M params, '
-          f'{program.num_train_videos} training videos, {program.steps_per_epoch} steps/epoch, '
-          f'{program.total_steps} steps, global batch {config.batch_size} on '
+          f'{training.num_train_videos} training videos, {training.steps_per_epoch} steps/epoch, '
+          f'{training.total_steps} steps, global batch {config.batch_size} on '
           f'{run.mesh.devices.size} device(s) / {jax.process_count()} process(es), mesh '
           f'{mesh_lib.axis_sizes(run.mesh)}; workdir {run.workdir}')
 
@@ -331,7 +299,7 @@ def _due(step: int, every: int) -> bool:
 def train_one_step(run: Run, program: Program, state, batch, loop: LoopState):
   """Dispatches one update; checks the previous one's loss meanwhile. Returns the new state."""
   gbatch = mesh_lib.global_batch(batch, run.mesh, run.config.batch_size)
-  state, metrics, status = program.train_step(state, gbatch)
+  state, metrics, status = program.training.step(state, gbatch)
   loop.step += 1
   loop.data_position += 1
   _check_pending(run, loop)
@@ -347,7 +315,7 @@ def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
   _check_pending(run, loop)
   scalars = {k: float(v) for k, v in jax.device_get(loop.metrics.compute()).items()}
   scalars.update(progress.rates(loop.step))
-  scalars['epoch'] = loop.step / program.steps_per_epoch
+  scalars['epoch'] = loop.step / program.training.steps_per_epoch
   if run.config.dataset.on_error == 'skip':  # bad records dropped so far, by reason (this process)
     scalars.update({f'data_skipped_{k}': float(v) for k, v in pipeline.error_counts().items()})
   train_writer.write_scalars(loop.step, scalars)
@@ -427,14 +395,14 @@ def save_and_stop(run: Run, state, loop: LoopState, signum: int):
 
 def train_loop(run: Run, program: Program, writers, state, data_position: int,
                stop_after_step: int = -1, stop: Optional[StopSignals] = None):
-  """Trains up to `program.total_steps` -> (state, step, stopped early).
+  """Trains up to `program.training.total_steps` -> (state, step, stopped early).
 
   The data iterator starts at `data_position`; the last state is checkpointed (if it was not).
   With `stop`, a first SIGINT / SIGTERM saves the state at the step reached and raises Interrupted
   (during a periodic evaluation: at once, the state is that of the step before it).
   """
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  config, total = run.config, program.total_steps
+  config, total = run.config, program.training.total_steps
   it = pipeline.make_train_iterator(
       config.dataset, global_batch_size=config.batch_size, seed=config.seed,
       start_step=data_position, process_index=jax.process_index(),
@@ -496,11 +464,10 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
 
 
 def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop):
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
   run = setup(config, workdir, log)
   try:
     check_resume_config(run, allow_config_change)
-    program = make_program(run, pipeline.num_videos(config.dataset, 'train'))
+    program = make_program(run)
     state, data_position = restore_or_init(run, program)
     if run.is_chief:
       run_config.write(run.workdir, config)
@@ -527,16 +494,14 @@ def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
   explicit = step
   step = checkpoints.resolve_step(workdir, step)  # first: a wrong --step is the commonest mistake
   require_files(config.dataset, fields=('eval_files',))
-  module = model_state.build_model(config)
-  shardings = model_state.param_shardings(module, config, mesh)  # this mesh, not the training one
-  abstract = model_state.abstract_params(module, config, shardings)
+  program = build_program(config, mesh)  # shardings of this mesh, not the training one
+  abstract = program.abstract_params()
   # --step N: that step or a one-line error naming the damaged file; latest: the newest intact
   step, params, _ = checkpoints.load_with_fallback(
       workdir, lambda s: checkpoints.load_params(workdir, s, abstract, verify=False)[0],
       step=explicit, log=log)
   log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}')
-  eval_step = steps_lib.make_eval_step(module, config, mesh, shardings)
-  res, agg = evaluate_lib.evaluate(eval_step, params, config, mesh, split=split, log=log)
+  res, agg = evaluate_lib.evaluate(program.eval_step, params, config, mesh, split=split, log=log)
   if jax.process_index() == 0:
     path = evaluate_lib.write_results(workdir, step, split, res, agg)
     log(f'[eval] results: {path}')

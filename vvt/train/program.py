@@ -1,0 +1,123 @@
+"""What a run computes, built once for every command that compiles a step.
+
+  program = build_program(config, mesh, num_train_videos=n)   # vvt train, vvt memory, benchmarks
+  program = build_program(config, mesh)                       # vvt eval, predict, attention: no optimiser
+  program.eval_step(params, batch) -> (scores, passthrough)
+  program.training.step(state, batch) -> (state, metrics, status)
+  program.abstract_params(), program.abstract_state(), program.init_state(rng)
+
+The run config is read here, once: the model (`vvt.models.build(config.model, backend=platform)`), the
+input clip (`model_state.ClipShape`), the shardings of `config.mesh`'s rules on `mesh`, the steps'
+settings (`steps.TrainSettings` / `steps.EvalSettings`) and, for training, the optimiser and its schedule
+over `steps_per_epoch = ceil(num_train_videos / batch_size)` and `total_steps` (`num_train_steps` when
+set, else `num_epochs` epochs). The jitted steps compile on their first call (or `.lower(...).compile()`).
+"""
+import dataclasses
+import math
+from typing import Any, Callable, Optional
+
+import jax
+
+from vvt.train import model_state
+from vvt.train import optimizers
+from vvt.train import state as state_lib
+from vvt.train import steps as steps_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+  """What training adds to a program: the optimiser, its schedule and step counts, the train step."""
+  tx: Any                  # optax.GradientTransformation of config.optimizer
+  schedule: Callable       # step -> learning rate (config.schedule)
+  num_train_videos: int
+  steps_per_epoch: int
+  total_steps: int
+  shardings: Any           # TrainState of NamedSharding (config.mesh rules)
+  settings: steps_lib.TrainSettings
+  step: Callable           # jitted (state, batch) -> (state, metrics, status)
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+  """The model of a run on a mesh, its shardings and jitted steps (`training` None: evaluation only)."""
+  module: Any
+  mesh: jax.sharding.Mesh
+  clip: model_state.ClipShape
+  param_shardings: Any      # params of NamedSharding (config.mesh rules)
+  eval_settings: steps_lib.EvalSettings
+  eval_step: Callable       # jitted (params, batch) -> (scores, passthrough)
+  training: Optional[Training] = None
+
+  def _training(self) -> Training:
+    if self.training is None:
+      raise ValueError('an evaluation program has no optimiser: build it with num_train_videos')
+    return self.training
+
+  def abstract_params(self) -> Any:
+    """The params as jax.ShapeDtypeStructs on `param_shardings`: what a checkpoint's params restore into."""
+    return model_state.abstract_params(self.module, self.clip, self.param_shardings)
+
+  def abstract_state(self) -> state_lib.TrainState:
+    """The TrainState as jax.ShapeDtypeStructs on the training shardings: what a training state restores into."""
+    training = self._training()
+    return model_state.abstract_state(self.module, self.clip, training.tx, training.shardings)
+
+  def init_state(self, rng: jax.Array) -> state_lib.TrainState:
+    """A fresh TrainState at step 0 (`model_state.init_fn`), created on the training shardings."""
+    training = self._training()
+    init = model_state.init_fn(self.module, self.clip, training.tx)
+    return jax.jit(init, out_shardings=training.shardings)(rng)
+
+  def state_of(self, params, rng: jax.Array) -> state_lib.TrainState:
+    """A TrainState at step 0 of `params` (fresh optimiser state), on the training shardings."""
+    training = self._training()
+    create = lambda p, r: state_lib.create(p, training.tx, r)  # pylint: disable=unnecessary-lambda-assignment
+    return jax.jit(create, out_shardings=training.shardings)(params, rng)
+
+
+def steps_per_epoch(num_train_videos: int, batch_size: int) -> int:
+  """Optimiser steps of one pass over `num_train_videos` in global batches of `batch_size` (at least 1)."""
+  return max(1, math.ceil(num_train_videos / batch_size))
+
+
+def total_steps(num_train_steps: int, num_epochs: float, epoch_steps: int) -> int:
+  """`num_train_steps` when > 0, else `num_epochs` epochs of `epoch_steps` (at least 1)."""
+  if num_train_steps > 0:
+    return int(num_train_steps)
+  return max(1, int(math.ceil(num_epochs * epoch_steps)))
+
+
+def build_training(config, module, clip: model_state.ClipShape, mesh, num_train_videos: int) -> Training:
+  """The optimiser and schedule of `config` for a training set of `num_train_videos`, and the train step."""
+  epoch_steps = steps_per_epoch(num_train_videos, int(config.batch_size))
+  total = total_steps(int(config.num_train_steps), float(config.num_epochs), epoch_steps)
+  schedule = optimizers.make_schedule(config.schedule, total, epoch_steps)
+  tx = optimizers.make_optimizer(config.optimizer, schedule)
+  shardings = model_state.state_shardings(module, config, tx, mesh)  # rule errors: here
+  settings = steps_lib.TrainSettings.of(config)
+  step = steps_lib.jit_train_step(
+      steps_lib.train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings)
+  return Training(tx=tx, schedule=schedule, num_train_videos=int(num_train_videos), steps_per_epoch=epoch_steps,
+                  total_steps=total, shardings=shardings, settings=settings, step=step)
+
+
+def build_program(config, mesh, *, num_train_videos: Optional[int] = None,
+                  platform: Optional[str] = None) -> Program:
+  """The program of run config `config` on `mesh`.
+
+  num_train_videos: the training set's size; given, the program trains (`training`: optimiser, schedule,
+  state shardings, train step), else it only evaluates. platform: what the steps are compiled for
+  ('tpu', 'gpu', 'cpu'; None: jax's default backend), which `model.attention_impl='auto'` chooses for.
+  """
+  module = model_state.build_model(config, backend=platform)
+  clip = model_state.ClipShape.of(config)
+  training = None
+  if num_train_videos is not None:
+    training = build_training(config, module, clip, mesh, num_train_videos)
+    param_shardings = training.shardings.params
+  else:
+    param_shardings = model_state.param_shardings(module, config, mesh)  # rule errors: here
+  eval_settings = steps_lib.EvalSettings.of(config)
+  eval_step = steps_lib.jit_eval_step(steps_lib.eval_step_fn(module, eval_settings), mesh, param_shardings)
+  return Program(module=module, mesh=mesh, clip=clip, param_shardings=param_shardings,
+                 eval_settings=eval_settings, eval_step=eval_step, training=training)
