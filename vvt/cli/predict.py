@@ -16,6 +16,7 @@ import json
 import os
 import sys
 
+from vvt import fileio
 from vvt.cli import common
 
 
@@ -74,7 +75,7 @@ def _top(probs, names, k):
   return [{'class': int(c), 'name': names[c], 'probability': float(probs[c])} for c in order]
 
 
-def _predict(argv):
+def _parser():
   p = common.Parser('vvt predict', __doc__, config=True)
   p.add_argument('inputs', nargs='+', metavar='VIDEO_OR_DIR', help='video files, frame folders, folders')
   p.add_argument('--workdir', help='a training run directory (its config.json and checkpoints/)')
@@ -83,23 +84,15 @@ def _predict(argv):
   p.add_argument('--top_k', type=int, default=5, help='classes printed per video (default 5)')
   p.add_argument('--batch_size', type=int, default=None, help='views per batch (default: eval.batch_size)')
   p.add_argument('--json', action='store_true', help='print one JSON list instead of text')
-  args, spec, overrides = common.parse(p, argv)
-  if args.top_k < 1:
-    raise common.UsageError(f'--top_k must be >= 1, got {args.top_k}')
-  workdir, step = _locate(args)
-  config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
+  return p
+
+
+def _score_videos(predict, items, heads, dataset_cfg, batch_size):
+  """(sums {head: (N, C) float64}, views per video (N,), {item number: error}): the views' scores of every
+  readable input summed per video; unreadable inputs are reported on stderr and skipped."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-  from vvt.data import names as names_lib  # pylint: disable=g-import-not-at-top
   from vvt.data import videos  # pylint: disable=g-import-not-at-top
-  from vvt.train import eval_report  # pylint: disable=g-import-not-at-top
-  from vvt.train.steps import heads_of  # pylint: disable=g-import-not-at-top
-  predict, step = _predictor(config, workdir, step)
-  heads = heads_of(config.model)
-  names = {h: names_lib.label_names(names_lib.class_names(config, h), c) for h, c in heads.items()}
-  items = videos.find_inputs(args.inputs)
-  views = int(config.dataset.num_test_clips) * int(config.dataset.num_spatial_crops)
-  batch_size = max(views, int(args.batch_size or config.eval.batch_size))
   sums = {h: np.zeros((len(items), c)) for h, c in heads.items()}
   counts = np.zeros(len(items), np.int64)
   failed = {}
@@ -110,7 +103,7 @@ def _predict(argv):
     bar.write(f'vvt predict: skipped {text}', file=sys.stderr)
 
   done = 0
-  for x, owners, last in _batches(items, lambda it: videos.load_views(it[2], it[1], config.dataset),
+  for x, owners, last in _batches(items, lambda it: videos.load_views(it[2], it[1], dataset_cfg),
                                   batch_size, log_error):
     scores = predict(x)
     for h in heads:
@@ -120,26 +113,56 @@ def _predict(argv):
     done = last + 1
   bar.update(len(items) - done)
   bar.close()
+  return sums, counts, failed
+
+
+def _records(items, sums, counts, failed, heads, names, average, top_k) -> list:
+  """One record per predicted video: input, kind, views and the top classes of each head."""
+  from vvt.train import eval_report  # pylint: disable=g-import-not-at-top
   out = []
   for n, (name, kind, _) in enumerate(items):
     if n in failed or counts[n] == 0:
       continue
     rec = {'input': name, 'kind': kind, 'views': int(counts[n])}
     for h in heads:
-      probs = eval_report.probabilities(sums[h][n][None] / counts[n], config.eval.average)[0]
-      rec['top' if not h else f'top_{h}'] = _top(probs, names[h], min(args.top_k, heads[h]))
+      probs = eval_report.probabilities(sums[h][n][None] / counts[n], average)[0]
+      rec['top' if not h else f'top_{h}'] = _top(probs, names[h], min(top_k, heads[h]))
     out.append(rec)
+  return out
+
+
+def _print_text(records, heads) -> None:
+  for rec in records:
+    for h in heads:
+      top = rec['top' if not h else f'top_{h}']
+      text = ', '.join(f'{t["name"]} {t["probability"]:.3f}' for t in top)
+      print(f'{rec["input"]}{" [" + h + "]" if h else ""}: {text}')
+
+
+def _predict(argv):
+  args, spec, overrides = common.parse(_parser(), argv)
+  if args.top_k < 1:
+    raise common.UsageError(f'--top_k must be >= 1, got {args.top_k}')
+  workdir, step = _locate(args)
+  config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
+  from vvt.data import names as names_lib  # pylint: disable=g-import-not-at-top
+  from vvt.data import videos  # pylint: disable=g-import-not-at-top
+  from vvt.train.steps import heads_of  # pylint: disable=g-import-not-at-top
+  predict, step = _predictor(config, workdir, step)
+  heads = heads_of(config.model)
+  names = {h: names_lib.label_names(names_lib.class_names(config, h), c) for h, c in heads.items()}
+  items = videos.find_inputs(args.inputs)
+  views = int(config.dataset.num_test_clips) * int(config.dataset.num_spatial_crops)
+  batch_size = max(views, int(args.batch_size or config.eval.batch_size))
+  sums, counts, failed = _score_videos(predict, items, heads, config.dataset, batch_size)
+  out = _records(items, sums, counts, failed, heads, names, config.eval.average, args.top_k)
   if args.json:
-    print(json.dumps({'workdir': os.path.abspath(workdir), 'step': step,
+    print(json.dumps({'workdir': fileio.abspath(workdir), 'step': step,
                       'views_per_video': views, 'predictions': out,
                       'failed': [{'input': items[n][0], 'error': e} for n, e in sorted(failed.items())]},
                      indent=1))
   else:
-    for rec in out:
-      for h in heads:
-        top = rec['top' if not h else f'top_{h}']
-        text = ', '.join(f'{t["name"]} {t["probability"]:.3f}' for t in top)
-        print(f'{rec["input"]}{" [" + h + "]" if h else ""}: {text}')
+    _print_text(out, heads)
   if failed:
     print(f'vvt predict: {len(failed)} of {len(items)} inputs could not be read', file=sys.stderr)
     return 1

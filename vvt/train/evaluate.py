@@ -192,58 +192,68 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
   from vvt.data import names as names_lib  # pylint: disable=g-import-not-at-top
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
   heads = heads_of(config.model)
-  num_videos = pipeline.num_videos(config.dataset, split)
   batch_size = int(config.eval.batch_size)
   it = pipeline.make_eval_iterator(
       config.dataset, split=split, global_batch_size=batch_size,
       process_index=jax.process_index(), process_count=jax.process_count())
-  agg = MultiViewAggregator(heads, num_videos)
+  agg = MultiViewAggregator(heads, pipeline.num_videos(config.dataset, split))
   agg.class_names = {h: names_lib.class_names(config, h) for h in heads}
   agg.average = config.eval.average
   t0 = time.time()
-  pending = None
   if progress is None:
     progress = bool(log) and jax.process_index() == 0
   bar = _progress(len(it), progress, f'eval {split} {protocol(config)}')
-
-  def consume(out):
-    scores, passthrough = out
-    scores = {h: _local(v) for h, v in scores.items()}
-    passthrough = {k: _local(v) for k, v in passthrough.items()}
-    labels = {h: passthrough[losses.label_key(h)] for h in heads}
-    agg.skip(pipeline.skipped_videos(passthrough))
-    agg.add(scores, passthrough['video_index'], passthrough['mask'], labels)
-    bar.update(1)
-
-  n_batches = 0
   try:
-    for batch in it:
-      gb = mesh_lib.global_batch(batch, mesh, batch_size)
-      out = eval_step(params, gb)  # dispatched asynchronously
-      if pending is not None:
-        consume(pending)
-      pending = out
-      n_batches += 1
-    if pending is not None:
-      consume(pending)
+    n_batches = _aggregate(eval_step, params, it, mesh, batch_size, agg, on_batch=lambda: bar.update(1))
   finally:
     bar.close()
   if jax.process_index() == 0:
     agg.video_ids = names_lib.video_ids(config.dataset, split)
   res = agg.result()
-  res['eval_seconds'] = time.time() - t0
-  res['eval_batches'] = n_batches
-  res['average'] = config.eval.average
-  res['num_test_clips'] = int(config.dataset.num_test_clips)
-  res['num_spatial_crops'] = int(config.dataset.num_spatial_crops)
-  res['protocol'] = protocol(config)
+  res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=config.eval.average,
+             num_test_clips=int(config.dataset.num_test_clips),
+             num_spatial_crops=int(config.dataset.num_spatial_crops), protocol=protocol(config))
   if log:
-    main = 'video_top1' if '' in heads else 'video_top1_action'
-    skipped = f', {res["videos_skipped"]} skipped as bad records' if res['videos_skipped'] else ''
-    log(f'[eval] {split} {res["protocol"]}: {res["num_videos"]} videos{skipped}, '
-        f'{res["num_views"]} views in {n_batches} batches of {batch_size}: {main} = '
-        f'{res[main]:.4f} ({res["eval_seconds"]:.1f}s)')
+    log(_summary(split, res, batch_size, heads))
   return res, agg
+
+
+def _aggregate(eval_step, params, batches, mesh, batch_size: int, agg: MultiViewAggregator,
+               on_batch=lambda: None) -> int:
+  """Runs `eval_step` over `batches` (per-host numpy) into `agg`; returns the number of batches.
+
+  Each batch's scores are read while the next one runs (dispatch is asynchronous).
+  """
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+
+  def consume(out):
+    scores, passthrough = out
+    scores = {h: _local(v) for h, v in scores.items()}
+    passthrough = {k: _local(v) for k, v in passthrough.items()}
+    labels = {h: passthrough[losses.label_key(h)] for h in agg.heads}
+    agg.skip(pipeline.skipped_videos(passthrough))
+    agg.add(scores, passthrough['video_index'], passthrough['mask'], labels)
+    on_batch()
+
+  pending, n_batches = None, 0
+  for batch in batches:
+    out = eval_step(params, mesh_lib.global_batch(batch, mesh, batch_size))  # dispatched asynchronously
+    if pending is not None:
+      consume(pending)
+    pending = out
+    n_batches += 1
+  if pending is not None:
+    consume(pending)
+  return n_batches
+
+
+def _summary(split: str, res: dict, batch_size: int, heads) -> str:
+  """The one-line log of an evaluation: videos, views, batches, top-1 and time."""
+  main = 'video_top1' if '' in heads else 'video_top1_action'
+  skipped = f', {res["videos_skipped"]} skipped as bad records' if res['videos_skipped'] else ''
+  return (f'[eval] {split} {res["protocol"]}: {res["num_videos"]} videos{skipped}, '
+          f'{res["num_views"]} views in {res["eval_batches"]} batches of {batch_size}: {main} = '
+          f'{res[main]:.4f} ({res["eval_seconds"]:.1f}s)')
 
 
 def results_prefix(workdir: str, step: int, split: str, protocol_name: str) -> str:
