@@ -33,7 +33,6 @@ class Training:
   steps_per_epoch: int
   total_steps: int
   shardings: Any           # TrainState of NamedSharding (config.mesh rules)
-  settings: steps_lib.TrainSettings
   step: Callable           # jitted (state, batch) -> (state, metrics, status)
 
 
@@ -98,7 +97,7 @@ def build_training(config, module, clip: model_state.ClipShape, mesh, num_train_
   step = steps_lib.jit_train_step(
       steps_lib.train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings)
   return Training(tx=tx, schedule=schedule, num_train_videos=int(num_train_videos), steps_per_epoch=epoch_steps,
-                  total_steps=total, shardings=shardings, settings=settings, step=step)
+                  total_steps=total, shardings=shardings, step=step)
 
 
 def build_program(config, mesh, *, num_train_videos: Optional[int] = None,
