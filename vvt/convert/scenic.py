@@ -225,7 +225,8 @@ def _tubelet_embedding(w: common.Writer, src: common.Source) -> tuple[tuple[int,
   return tuple(int(x) for x in k5.shape[:3]), int(k5.shape[-1])
 
 
-def _factorised_encoder(w: common.Writer, src: common.Source, tubelet, frames: int | None) -> tuple[bool, int, int, dict]:
+def _factorised_encoder(w: common.Writer, src: common.Source, tubelet,
+                        frames: int | None) -> tuple[bool, int, int, dict]:
   """Model 2's spatial and temporal encoders; returns (class token?, frames, frame size, the model fields the
   encoders fix), frames and size from the two position tables. frames: num_frames or the hint (needed without a temporal
   encoder, the spatial-only baseline)."""
@@ -303,8 +304,9 @@ def convert(state: Mapping[str, np.ndarray], *, attention: str | None = None, nu
   if attention == 'factorised_encoder':
     token, frames, size, encoder_fields = _factorised_encoder(w, src, tubelet, num_frames or frames_hint)
   else:
-    token, frames, size, encoder_fields = _single_encoder(w, src, attention, tubelet, num_frames=num_frames, image_size=image_size,
-                                          frames_hint=frames_hint, size_hint=size_hint)
+    token, frames, size, encoder_fields = _single_encoder(w, src, attention, tubelet, num_frames=num_frames,
+                                                          image_size=image_size, frames_hint=frames_hint,
+                                                          size_hint=size_hint)
   if num_frames is not None and num_frames != frames:
     raise ValueError(f'scenic checkpoint is for {frames} frames, but num_frames={num_frames} was asked for')
   if image_size is not None and image_size != size:
