@@ -7,8 +7,8 @@
       --config.num_epochs=2                                   (any field, for every trial)
 
 An experiment file has get_config(arg) (the base config) and get_sweep(arg) (dicts of overrides, built
-with vvt.studies.sweep: axis, product, zipped, chain, seeds, variants, fixed). Every trial is checked with the config loader
-before anything runs (a bad field fails naming the trial), is named from its overrides
+with vvt.studies.sweep: axis, product, zipped, chain, seeds, variants, fixed). Every trial is checked with the
+config loader before anything runs (a bad field fails naming the trial), is named from its overrides
 (`attention=divided,seed=0`: stable across runs) and runs in WORKDIR/<trial>/ as its own `vvt train`
 process. Re-running skips finished trials and resumes interrupted ones; a failed trial is recorded with
 its error and the sweep goes on. At the end `vvt results WORKDIR` writes results.csv/.md/.png.

@@ -204,96 +204,153 @@ def _provenance(t, n, m, c, mixing):
   return p
 
 
+@dataclasses.dataclass(frozen=True)
+class Grouping:
+  """One way an attention module's heads group the tokens (`vvt.models.attention.group`)."""
+  stage: str  # the neighbourhood these heads attend in: 'joint' | 'space' | 'time' | 'width' | ...
+  heads: slice  # the heads that attend in it
+  groups: np.ndarray  # (G, L) token indices t * N + n of each group (every token in exactly one group)
+  with_cls: bool  # the global class token joins every group (its output: the mean over the groups)
+
+
+def groupings(stage_name: str, num_heads: int, t: int, n: int, grid, has_cls: bool) -> list:
+  """The Groupings of one attention module of stage `stage_name` over (T, N) tokens, as the model forms them.
+
+  ViViT Model 4 (`factorised_dot_product`) splits its heads: the first half in `space`, the second in `time`;
+  every other stage attends with all heads in its own groups. The class token joins the stages that the model
+  lets it join (`vvt.models.attention._CLASS_TOKEN_STAGES`; not TimeSformer's `time`).
+  """
+  from vvt.models.attention import _CLASS_TOKEN_STAGES, group  # pylint: disable=g-import-not-at-top
+  if stage_name == 'factorised_dot_product':
+    parts = [('space', slice(0, num_heads // 2)), ('time', slice(num_heads // 2, num_heads))]
+  else:
+    parts = [(stage_name, slice(0, num_heads))]
+  ids = np.arange(t * n).reshape(1, t, n)
+  return [Grouping(stage, heads, np.asarray(group(ids, stage, grid)), has_cls and stage in _CLASS_TOKEN_STAGES)
+          for stage, heads in parts]
+
+
+@dataclasses.dataclass
+class _Projections:
+  """An attention module's captured projections, float64 NumPy."""
+  q: np.ndarray  # (B, T, N, H, dh) patch tokens
+  k: np.ndarray
+  v: np.ndarray
+  cls: Optional[tuple]  # (q, k, v) of the global class token, each (B, 1, H, dh); None without one
+  summary_k: Optional[np.ndarray]  # X-ViT's summary-token keys (B, T, H, dh): a key call with no query call
+  output: tuple  # the module's own output (y (B, T, N, D), cls_y (B, 1, D) or None)
+
+
+def _projections(node) -> _Projections:
+  """The query / key / value calls recorded in `node` (patch tokens, then the class token, then summaries)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  as_np = lambda a: np.asarray(jax.device_get(a), np.float64)
+  qs, ks, vs = ([as_np(a) for a in node[name]['__call__']] for name in ('query', 'key', 'value'))
+  has_cls = len(qs) > 1
+  return _Projections(q=qs[0], k=ks[0], v=vs[0], cls=(qs[1], ks[1], vs[1]) if has_cls else None,
+                      summary_k=ks[-1] if len(ks) > len(qs) else None,
+                      output=tuple(as_np(a) if a is not None else None for a in node['__call__'][0]))
+
+
+def _mixed(x: np.ndarray, mixing) -> np.ndarray:
+  """X-ViT eq. 9: keys or values (B, T, N, H, dh) with their channels shifted in time, as the model does."""
+  from vvt.models.attention import temporal_shift  # pylint: disable=g-import-not-at-top
+  if mixing is None:
+    return x
+  b, t, n, h, dh = x.shape
+  return np.asarray(temporal_shift(x.reshape(b, t, n, h * dh), window=mixing['window'], shift_div=mixing['shift_div'],
+                                   num_segments=mixing['num_segments'])).reshape(x.shape)
+
+
+def _group_of(x, g: Grouping):
+  """(B, T, N, *F) -> (B * G, L, *F): `x` gathered into the groups of `g`."""
+  b = x.shape[0]
+  flat = x.reshape(b, -1, *x.shape[3:])
+  return flat[:, g.groups].reshape(-1, g.groups.shape[1], *x.shape[3:])
+
+
+def _grouping_probs(g: Grouping, q, k, cls, summary_k, seg) -> np.ndarray:
+  """(B, G, H', Lq, Lk): softmax(q k^T / sqrt(d_h)) in each group of `g`, for its heads H'.
+
+  Queries: [class token,] the group's patches; keys: [class token,] the group's patches [, the summary tokens
+  of the frame's segment (`seg` frames; X-ViT, space stage: group gi is temporal index gi)].
+  """
+  b = q.shape[0]
+  gq, gk = (_group_of(a[..., g.heads, :], g) for a in (q, k))  # (B*G, L, H', dh)
+  hs, dh = gq.shape[2:]
+  if summary_k is not None:
+    t = summary_k.shape[1]
+    sk = summary_k[..., g.heads, :].reshape(b, t // seg, 1, seg, hs, dh)
+    gk = np.concatenate([gk, np.repeat(sk, seg, axis=2).reshape(b * t, seg, hs, dh)], axis=1)
+  if g.with_cls:
+    num_groups = g.groups.shape[0]
+    rep = lambda a: np.repeat(a[..., g.heads, :], num_groups, axis=0)
+    gq = np.concatenate([rep(cls[0]), gq], axis=1)
+    gk = np.concatenate([rep(cls[1]), gk], axis=1)
+  return _grouped_probs(gq, gk).reshape(b, -1, hs, gq.shape[1], gk.shape[1])
+
+
+def _scatter_patches(attn, p, g: Grouping, nk: int) -> None:
+  """Writes the patch-query -> patch-key probabilities of `g` into attn (B, H, M, M)."""
+  off = int(g.with_cls)
+  iq, ik = g.groups[:, :, None], g.groups[:, None, :]
+  attn[:, g.heads, iq, ik] = p[:, :, :, off:, off:off + nk].transpose(0, 2, 1, 3, 4)
+
+
+def _scatter_class_token(attn, p, g: Grouping, nk: int) -> None:
+  """The class token (index M - 1) in attn (B, H, M, M): every patch query's attention to it, and its own row,
+  the mean over the groups of its query's attention in each group (the model averages its outputs)."""
+  cls_index = attn.shape[-1] - 1
+  num_groups = g.groups.shape[0]
+  attn[:, g.heads, g.groups, cls_index] = p[:, :, :, 1:, 0].transpose(0, 2, 1, 3)  # patch queries -> class token
+  cls_row = p[:, :, :, 0, :]  # (B, G, H', Lk)
+  attn[:, g.heads, cls_index, cls_index] = cls_row[..., 0].mean(axis=1)
+  for gi in range(num_groups):
+    attn[:, g.heads, cls_index, g.groups[gi]] += cls_row[:, gi, :, 1:1 + nk] / num_groups
+
+
+def _scatter_summary(summary, p, g: Grouping, nk: int, n: int, seg: int) -> None:
+  """X-ViT: attention to the summary token of frame j of a query's segment, spread uniformly over that frame's
+  N tokens, into summary (B, H, M, M) (the class token's row averaged over the groups)."""
+  off = int(g.with_cls)
+  num_groups = g.groups.shape[0]
+  ps = p[:, :, :, off:, off + nk:]  # (B, G, H', L, seg)
+  for gi in range(num_groups):
+    first = (gi // seg) * seg
+    for j in range(seg):
+      frame = np.arange((first + j) * n, (first + j + 1) * n)
+      summary[:, g.heads, g.groups[gi][:, None], frame[None, :]] += ps[:, gi, :, :, j][..., None] / n
+      if g.with_cls:
+        summary[:, g.heads, -1, frame] += (p[:, gi, :, 0, off + nk + j] / n / num_groups)[..., None]
+
+
 def _stage_of(cfg, encoder, layer, stage_name, node):
   """One Stage from an attention module's captured projections."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from vvt.models.attention import group, temporal_shift  # pylint: disable=g-import-not-at-top
-  calls = lambda name: [np.asarray(jax.device_get(a), np.float64) for a in node[name]['__call__']]
-  qs, ks, vs = calls('query'), calls('key'), calls('value')
-  q, k, v = qs[0], ks[0], vs[0]  # (B, T, N, H, dh)
-  b, t, n, h, dh = q.shape
-  c = h * dh
+  proj = _projections(node)
+  b, t, n, h, _ = proj.q.shape
   grid, per_frame, mixing = _encoder_geometry(cfg, encoder, b, t, n)
-  has_cls = len(qs) > 1
-  cq = ck = cv = None
-  if has_cls:
-    cq, ck, cv = qs[1], ks[1], vs[1]  # (B, 1, H, dh)
-  k_used, v_used = k, v
-  summary_k = None
-  if mixing is not None:
-    shift = lambda a: np.asarray(temporal_shift(a.reshape(b, t, n, c), window=mixing['window'],
-                                                shift_div=mixing['shift_div'],
-                                                num_segments=mixing['num_segments'])).reshape(a.shape)
-    k_used, v_used = shift(k), shift(v)
-    if mixing['summary_token']:
-      summary_k = ks[-1]  # (B, T, H, dh)
-  m = t * n + (1 if has_cls else 0)
-  cls_index = t * n
-  ids = np.arange(t * n).reshape(1, t, n)
+  k_used, v_used = _mixed(proj.k, mixing), _mixed(proj.v, mixing)
+  seg = mixing['num_segments'] if mixing is not None else t
+  has_cls = proj.cls is not None
+  m = t * n + int(has_cls)
   attn = np.zeros((b, h, m, m))
-  summary = np.zeros((b, h, m, m)) if summary_k is not None else None
-  if stage_name == 'factorised_dot_product':
-    parts = [('space', slice(0, h // 2)), ('time', slice(h // 2, h))]
-  else:
-    parts = [(stage_name, slice(0, h))]
-  head_stages = []
-  cls_joins = False
-  from vvt.models.attention import _CLASS_TOKEN_STAGES  # pylint: disable=g-import-not-at-top
-  for stage, heads in parts:
-    hs = range(h)[heads]
-    head_stages += [stage] * len(hs)
-    idx = np.asarray(group(ids, stage, grid))  # (G, L) token indices of each group
-    g = idx.shape[0]
-    gq, gk = (np.asarray(group(a[..., heads, :], stage, grid)) for a in (q, k_used))  # (B*G, L, H', dh)
-    nk = gk.shape[1]
-    if summary_k is not None:
-      seg = mixing['num_segments']
-      sk = summary_k[..., heads, :].reshape(b, t // seg, 1, seg, len(hs), dh)
-      sk = np.repeat(sk, seg, axis=2).reshape(b * t, seg, len(hs), dh)
-      gk = np.concatenate([gk, sk], axis=1)
-    with_cls = has_cls and stage in _CLASS_TOKEN_STAGES
-    cls_joins = cls_joins or with_cls
-    if with_cls:
-      rep = lambda a: np.repeat(a[..., heads, :], g, axis=0)
-      gq = np.concatenate([rep(cq), gq], axis=1)
-      gk = np.concatenate([rep(ck), gk], axis=1)
-    p = _grouped_probs(gq, gk).reshape(b, g, len(hs), gq.shape[1], gk.shape[1])
-    off = 1 if with_cls else 0
-    pp = p[:, :, :, off:, off:off + nk]  # patch queries -> patch keys
-    iq, ik = idx[:, :, None], idx[:, None, :]
-    for bi in range(b):
-      block = attn[bi, heads]
-      block[:, iq, ik] = pp[bi].transpose(1, 0, 2, 3)
-      if with_cls:
-        block[:, idx, cls_index] = p[bi, :, :, off:, 0].transpose(1, 0, 2)  # patch queries -> class token
-        cls_row = p[bi, :, :, 0, :]  # (G, H', Lk): the class token's query in every group, averaged
-        block[:, cls_index, cls_index] = cls_row[:, :, 0].mean(axis=0)
-        for gi in range(g):
-          block[:, cls_index, idx[gi]] += cls_row[gi, :, off:off + nk] / g
-      attn[bi, heads] = block
-      if summary is not None:  # space stage: group gi is temporal index gi; summary j: frame of its segment
-        seg = mixing['num_segments']
-        ps = p[bi, :, :, off:, off + nk:]  # (G, H', L, seg)
-        sblock = summary[bi, heads]
-        for gi in range(g):
-          first = (gi // seg) * seg
-          for j in range(seg):
-            frame = np.arange((first + j) * n, (first + j + 1) * n)
-            sblock[:, idx[gi][:, None], frame[None, :]] += ps[gi, :, :, j][..., None] / n
-          if with_cls:
-            for j in range(seg):
-              frame = np.arange((first + j) * n, (first + j + 1) * n)
-              sblock[:, cls_index, frame] += (p[bi, gi, :, 0, off + nk + j] / n / g)[:, None]
-        summary[bi, heads] = sblock
-    if has_cls and not with_cls:  # the class token skips this stage (TimeSformer `time`): unchanged
-      attn[:, heads, cls_index, cls_index] = 1.0
-  provenance = _provenance(t, n, m, c, mixing) if mixing is not None else None
-  out_params = None
-  module_out = tuple(np.asarray(jax.device_get(a), np.float64) if a is not None else None
-                     for a in node['__call__'][0])
+  summary = np.zeros((b, h, m, m)) if proj.summary_k is not None else None
+  parts = groupings(stage_name, h, t, n, grid, has_cls)
+  for g in parts:
+    p = _grouping_probs(g, proj.q, k_used, proj.cls, proj.summary_k, seg)
+    nk = g.groups.shape[1]
+    _scatter_patches(attn, p, g, nk)
+    if g.with_cls:
+      _scatter_class_token(attn, p, g, nk)
+    elif has_cls:  # the class token skips this stage (TimeSformer `time`): unchanged
+      attn[:, g.heads, m - 1, m - 1] = 1.0
+    if summary is not None:
+      _scatter_summary(summary, p, g, nk, n, seg)
   return Stage(encoder=encoder, layer=layer, stage=stage_name, t=t, n=n, per_frame_cls=per_frame, has_cls=has_cls,
-               cls_joins=cls_joins, attn=attn, summary=summary, provenance=provenance,
-               head_stages=tuple(head_stages), values=(v_used, v, cv), out_params=out_params, output=module_out)
+               cls_joins=any(g.with_cls for g in parts), attn=attn, summary=summary,
+               provenance=_provenance(t, n, m, h * proj.q.shape[-1], mixing) if mixing is not None else None,
+               head_stages=tuple(g.stage for g in parts for _ in range(h)[g.heads]),
+               values=(v_used, proj.v, proj.cls[2] if has_cls else None), out_params=None, output=proj.output)
 
 
 def attention_stages(module, params, video, model_cfg, *, prepared: bool = False) -> list:
