@@ -7,6 +7,8 @@
 """
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -66,6 +68,15 @@ def test_config_files_and_studies_build_on_vvt_config_not_on_train_or_cli(folder
   usable = set(LAYERS + ('fileio',)) - set(NOT_FOR_SCRIPTS)
   assert bad_imports((REPO / folder).rglob('*.py'), usable) == {}, \
       f'{folder}/ may not import vvt.{" or vvt.".join(NOT_FOR_SCRIPTS)}'
+
+
+def test_vvt_config_imports_without_jax_flax_or_tensorflow():
+  """The CLI reports a bad config before loading the heavy libraries: every vvt.config module is light."""
+  modules = sorted(p.stem for p in (REPO / 'vvt' / 'config').glob('*.py') if p.stem != '__init__')
+  code = (f'import sys\nfor m in {modules!r}:\n  __import__("vvt.config." + m)\n'
+          'print(sorted(m for m in ("jax", "flax", "tensorflow") if m in sys.modules))')
+  proc = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0 and proc.stdout.strip() == '[]', proc.stdout + proc.stderr
 
 
 def test_the_checker_sees_imports_inside_functions(tmp_path):
