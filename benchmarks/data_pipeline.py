@@ -107,7 +107,7 @@ def main():
   parser.add_argument('--only', default='plain,train,eval')
   args = parser.parse_args()
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  from vvt.data import config as data_config  # pylint: disable=g-import-not-at-top
+  from vvt.config import dataset as data_config  # pylint: disable=g-import-not-at-top
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
 
   t0 = time.perf_counter()

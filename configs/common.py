@@ -3,13 +3,15 @@
 Every config file is `get_config(arg=None) -> ConfigDict` (big_vision style), loaded by `vvt` commands as
 `--config FILE[:ARG]`; any field can then be changed with `--config.a.b=value`. The shared fields
 (`num_frames`, `image_size`, `num_classes`, `class_names`) sit at the top of the run config and the
-model and the data read them (`vvt.train.defaults.link_shared`), so they are stated once.
+model and the data read them (`vvt.config.schema.link_shared`), so they are stated once. A field is named by its
+dotted path, as on the command line: `{'optimizer.name': 'sgd'}`.
 """
 import ml_collections
 
-from vvt.data import config as data_config
+from vvt.config import dataset as dataset_config
+from vvt.config import paths
+from vvt.config import schema
 from vvt.models import config as model_config
-from vvt.train import defaults
 
 
 def parse_arg(arg, **defaults_):
@@ -36,36 +38,30 @@ def parse_arg(arg, **defaults_):
   return out
 
 
-def paper_config(model: dict, dataset: dict, class_names=None, **train) -> ml_collections.ConfigDict:
+def paper_config(model: dict, dataset: dict, train: dict | None = None,
+                 class_names=None) -> ml_collections.ConfigDict:
   """A paper-recipe run config: model fields, dataset fields, then training fields.
 
   `model` holds `vvt.models.get_config` arguments (its num_frames, image_size and num_classes
-  become the run's shared fields); `dataset` overrides `vvt.data.config.get_config()`;
-  `train` keys use `__` for nesting, e.g. `optimizer__name='sgd'`.
+  become the run's shared fields); `dataset` overrides `vvt.config.dataset.get_config()`;
+  `train` maps dotted field paths to values, e.g. `{'batch_size': 64, 'optimizer.name': 'sgd'}`.
   """
-  d = data_config.get_config()
+  d = dataset_config.get_config()
   for k, v in dataset.items():
     if k not in d:
       raise ValueError(f'unknown dataset config field {k!r}')
-    if k in defaults.SHARED_FIELDS:
+    if k in schema.SHARED_FIELDS:
       raise ValueError(f'dataset.{k} is a shared field: give it once, in the model fields')
     d[k] = v
-  c = defaults.make_config(model_config.get_config(**model), d, class_names)
-  for key, value in train.items():
-    *path, leaf = key.split('__')
-    node = c
-    for p in path:
-      node = node[p]
-    if leaf not in node:
-      raise ValueError(f'unknown config field {".".join(path + [leaf])!r}')
-    node[leaf] = value
+  c = schema.make_config(model_config.get_config(**model), d, class_names)
+  for path, value in (train or {}).items():
+    paths.set_value(c, path, value)
   return c
 
 
 def init_from(checkpoint: str, **options) -> ml_collections.ConfigDict:
   """An `init_from` section (fields: vvt/convert/init_options.py)."""
-  from vvt.convert import init_options  # pylint: disable=g-import-not-at-top
-  return init_options.get_config(checkpoint=checkpoint, **options)
+  return schema.init_from_config(checkpoint=checkpoint, **options)
 
 
 # ----------------------------------------------------------------------------- paper recipes
@@ -116,7 +112,7 @@ SYNTHETIC_SCHEMES = {
 }
 
 
-def synthetic_config(attention: str, data_dir: str = defaults.SYNTHETIC_DIR,
+def synthetic_config(attention: str, data_dir: str = schema.SYNTHETIC_DIR,
                      **model_overrides) -> ml_collections.ConfigDict:
   """A ~0.2M-parameter model of one attention scheme on the synthetic motion dataset.
 
@@ -124,10 +120,9 @@ def synthetic_config(attention: str, data_dir: str = defaults.SYNTHETIC_DIR,
   from the 16 written (a clip covers the whole video: the class is the order of the frames), AdamW 1e-3
   cosine, batch 8, 20 epochs.
   """
-  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
   if attention not in SYNTHETIC_SCHEMES:
     raise ValueError(f'unknown scheme {attention!r}; one of {", ".join(SYNTHETIC_SCHEMES)}')
-  num_classes = defaults.SYNTHETIC['num_classes']
+  num_classes = schema.SYNTHETIC['num_classes']
   model = dict(attention=attention, variant='Ti/16', num_frames=8, image_size=32,
                num_classes=num_classes, hidden_size=64, num_layers=2, num_heads=4, mlp_dim=128,
                # 2x8x8 tubelets (ViViT's tokeniser) for every scheme: with 1-frame patches
@@ -146,9 +141,9 @@ def synthetic_config(attention: str, data_dir: str = defaults.SYNTHETIC_DIR,
                    eval_files=f'{data_dir}/test-*-of-*.tfrecord',
                    stride=2, train_min_resize=34, train_max_resize=40, eval_resize=36,
                    num_test_clips=1, num_spatial_crops=3, shuffle_buffer=256),
-      class_names=synthetic.CLASS_NAMES[:num_classes],
+      class_names=schema.SYNTHETIC_CLASS_NAMES,
       # Small batches: ~5x more optimiser steps per CPU-second than batch 32 here.
-      batch_size=8, num_epochs=20.0,
-      optimizer__name='adamw', optimizer__weight_decay=0.05, optimizer__grad_clip_norm=1.0,
-      schedule__name='cosine', schedule__base_lr=1e-3, schedule__warmup_epochs=1.0,
-      eval__batch_size=64, checkpoint__every_steps=500, checkpoint__keep=2, log_every_steps=250)
+      train={'batch_size': 8, 'num_epochs': 20.0,
+             'optimizer.name': 'adamw', 'optimizer.weight_decay': 0.05, 'optimizer.grad_clip_norm': 1.0,
+             'schedule.name': 'cosine', 'schedule.base_lr': 1e-3, 'schedule.warmup_epochs': 1.0,
+             'eval.batch_size': 64, 'checkpoint.every_steps': 500, 'checkpoint.keep': 2, 'log_every_steps': 250})

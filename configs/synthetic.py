@@ -17,9 +17,9 @@ average over frames and the order leaks in. X-ViT (space_time_mixing) has no tim
 window (t_w >= 1) is what orders the frames, and t_w = 0 is space-only attention.
 """
 from configs import common
-from vvt.train import defaults
+from vvt.config import schema
 
 
 def get_config(arg=None):
-  a = common.parse_arg(arg, scheme='divided', data_dir=defaults.SYNTHETIC_DIR)
+  a = common.parse_arg(arg, scheme='divided', data_dir=schema.SYNTHETIC_DIR)
   return common.synthetic_config(a['scheme'], a['data_dir'])

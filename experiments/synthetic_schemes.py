@@ -11,7 +11,7 @@ ARG: `[seeds=N][,data_dir=DIR]` (default 3 seeds, data/synthetic).
 """
 from configs import common as configs_common
 from experiments import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 BASE = 'divided'
 

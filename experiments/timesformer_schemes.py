@@ -14,7 +14,7 @@ embedding, as configs/synthetic.py), 3 seeds.
 from configs.kinetics400 import timesformer_b as k400
 from configs.ssv2 import timesformer_b as ssv2
 from experiments import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 SETTINGS = ('k400', 'ssv2')
 SCHEMES = ('space', 'joint', 'divided', 'local_global', 'axial')

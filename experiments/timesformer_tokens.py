@@ -13,7 +13,7 @@ TimeSformer-L). The 224 / 8-frame point is the base and is trained once. `mini`:
 """
 from configs.kinetics400 import timesformer_b
 from experiments import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 
 def _crop(size: int) -> dict:

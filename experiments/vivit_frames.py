@@ -12,7 +12,7 @@ temporal views: re-evaluate a finished trial with `vvt eval --workdir DIR/<trial
 """
 from configs.kinetics400 import vivit_l_fe
 from experiments import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 
 def get_config(arg=None):

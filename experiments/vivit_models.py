@@ -16,7 +16,7 @@ and 4 have no class token and use `classifier='gap'`. `mini`: the same five on t
 from configs.epic_kitchens import vivit_l_fe as epic
 from configs.kinetics400 import vivit_b_fe
 from experiments import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 SETTINGS = ('k400', 'epic')
 MODELS = {

@@ -9,7 +9,7 @@ Base: configs/kinetics400/vivit_b_fe.py. `mini`: L_t = 0, 1, 2, 4 on the synthet
 """
 from configs.kinetics400 import vivit_b_fe
 from experiments import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 
 def get_config(arg=None):

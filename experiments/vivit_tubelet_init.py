@@ -12,7 +12,7 @@ encodings only: 4 frames of 1x8x8 patches vs 8 frames of 2x8x8 tubelets (64 toke
 """
 from configs.kinetics400 import vivit_b_fe
 from experiments import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 
 def get_config(arg=None):

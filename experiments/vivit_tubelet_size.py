@@ -11,7 +11,7 @@ patches on the synthetic data, 3 seeds.
 from configs.kinetics400 import vivit_b_fe
 from experiments import common
 from experiments import vivit_models
-from vvt.train import sweep
+from vvt.studies import sweep
 
 
 def get_config(arg=None):

@@ -12,7 +12,7 @@ are averaged. `mini`: the four on the synthetic data, 3 seeds.
 from configs.kinetics400 import xvit_b as k400
 from configs.ssv2 import xvit_b as ssv2
 from experiments import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 SETTINGS = ('ssv2', 'k400')
 

@@ -9,7 +9,7 @@ Base: configs/ssv2/xvit_b.py:8. `mini`: the same four on the synthetic data, 3 s
 """
 from configs.ssv2 import xvit_b
 from experiments import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 HEADS = {'average': {'model.frame_aggregation': 'mean'}} | {
     f'ta{n}': {'model.frame_aggregation': 'temporal_attention', 'model.temporal_head.num_layers': n}

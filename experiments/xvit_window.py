@@ -11,7 +11,7 @@ boundary frames) has no vvt field. `mini`: the same three on the synthetic data,
 """
 from configs.ssv2 import xvit_b
 from experiments import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 
 def get_config(arg=None):

@@ -24,9 +24,9 @@ def get_config(arg=None):
                    **common.scale_jitter(256, 0.9, 1.33), eval_resize=256,
                    horizontal_flip=True, color_jitter=1.0, color_jitter_prob=0.8,
                    normalization='zero_centre'),
-      batch_size=64, num_epochs=30.0,
-      optimizer__name='sgd', optimizer__momentum=0.9, optimizer__grad_clip_norm=1.0,
-      schedule__name='cosine', schedule__base_lr=0.05, schedule__warmup_epochs=2.5,
-      eval__batch_size=64, eval__average='logits', checkpoint__every_steps=1000)
+      train={'batch_size': 64, 'num_epochs': 30.0,
+             'optimizer.name': 'sgd', 'optimizer.momentum': 0.9, 'optimizer.grad_clip_norm': 1.0,
+             'schedule.name': 'cosine', 'schedule.base_lr': 0.05, 'schedule.warmup_epochs': 2.5,
+             'eval.batch_size': 64, 'eval.average': 'logits', 'checkpoint.every_steps': 1000})
   c.init_from = common.imagenet21k_init('B', tubelet_init='central_frame', positional_embedding='repeat')
   return c

@@ -32,11 +32,11 @@ def get_config(arg=None):
                    **common.scale_jitter(256, 0.9, 1.3), eval_resize=224,
                    horizontal_flip=True, randaugment={'num_layers': 2, 'magnitude': 9},
                    normalization='zero_centre'),
-      batch_size=128, num_epochs=30.0,
-      optimizer__name='sgd', optimizer__momentum=0.9, optimizer__nesterov=True,
-      optimizer__weight_decay=1e-5,
-      schedule__name='cosine', schedule__base_lr=0.03, schedule__warmup_epochs=5.0,
-      loss__mixup_alpha=0.4,
-      eval__batch_size=32, eval__average='logits', checkpoint__every_steps=1000)
+      train={'batch_size': 128, 'num_epochs': 30.0,
+             'optimizer.name': 'sgd', 'optimizer.momentum': 0.9, 'optimizer.nesterov': True,
+             'optimizer.weight_decay': 1e-5,
+             'schedule.name': 'cosine', 'schedule.base_lr': 0.03, 'schedule.warmup_epochs': 5.0,
+             'loss.mixup_alpha': 0.4,
+             'eval.batch_size': 32, 'eval.average': 'logits', 'checkpoint.every_steps': 1000})
   c.init_from = common.imagenet21k_init('B', positional_embedding='separate_time_zero')
   return c

@@ -18,13 +18,13 @@ def get_config(arg=None):
                    train_files='ssv2/train@256', eval_files='ssv2/validation@64',
                    train_min_resize=256, train_max_resize=320, eval_resize=224,
                    horizontal_flip=False, normalization='imagenet'),
-      batch_size=16, num_epochs=15.0,
-      optimizer__name='sgd', optimizer__momentum=0.9, optimizer__nesterov=True,
-      optimizer__weight_decay=1e-4,
-      schedule__name='step', schedule__base_lr=0.005, schedule__decay_epochs=(11, 14),
-      schedule__decay_factor=0.1,
-      eval__batch_size=32, eval__average='softmax', eval__split='validation',
-      checkpoint__every_steps=1000)
+      train={'batch_size': 16, 'num_epochs': 15.0,
+             'optimizer.name': 'sgd', 'optimizer.momentum': 0.9, 'optimizer.nesterov': True,
+             'optimizer.weight_decay': 1e-4,
+             'schedule.name': 'step', 'schedule.base_lr': 0.005, 'schedule.decay_epochs': (11, 14),
+             'schedule.decay_factor': 0.1,
+             'eval.batch_size': 32, 'eval.average': 'softmax', 'eval.split': 'validation',
+             'checkpoint.every_steps': 1000})
   c.init_from = common.imagenet21k_init('B', positional_embedding='separate_time_zero',
                                         temporal_attention='copy_spatial')
   return c

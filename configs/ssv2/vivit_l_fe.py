@@ -24,11 +24,11 @@ def get_config(arg=None):
                    horizontal_flip=False, color_jitter=1.0, color_jitter_prob=0.8,
                    randaugment={'num_layers': 2, 'magnitude': 10},  # Scenic: 20 on TF's open scale; 10 is our max
                    normalization='zero_centre'),
-      batch_size=64, num_epochs=35.0,
-      optimizer__name='sgd', optimizer__momentum=0.9, optimizer__grad_clip_norm=1.0,
-      schedule__name='cosine', schedule__base_lr=0.4, schedule__warmup_epochs=2.5,
-      loss__label_smoothing=0.3, loss__mixup_alpha=0.3,
-      eval__batch_size=64, eval__average='logits', eval__split='validation',
-      checkpoint__every_steps=1000)
+      train={'batch_size': 64, 'num_epochs': 35.0,
+             'optimizer.name': 'sgd', 'optimizer.momentum': 0.9, 'optimizer.grad_clip_norm': 1.0,
+             'schedule.name': 'cosine', 'schedule.base_lr': 0.4, 'schedule.warmup_epochs': 2.5,
+             'loss.label_smoothing': 0.3, 'loss.mixup_alpha': 0.3,
+             'eval.batch_size': 64, 'eval.average': 'logits', 'eval.split': 'validation',
+             'checkpoint.every_steps': 1000})
   c.init_from = common.kinetics400_init('vivit_l_fe')
   return c

@@ -197,3 +197,22 @@ def test_configs_load_from_any_working_directory(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
   assert load('configs/synthetic.py:space').model.attention == 'space'
   assert load('configs/kinetics400/timesformer_b.py:hr').image_size == 448
+
+
+# --------------------------------------------------------------------------- one spelling, one definition
+
+
+def test_config_files_set_fields_by_dotted_path():
+  from configs import common  # pylint: disable=g-import-not-at-top
+  c = common.paper_config(model=dict(family='vivit'), dataset={},
+                          train={'batch_size': 8, 'optimizer.name': 'adamw', 'schedule.base_lr': 0.5})
+  assert (c.batch_size, c.optimizer.name, c.schedule.base_lr) == (8, 'adamw', 0.5)
+  with pytest.raises(defaults.ConfigError, match=r"unknown config field 'optimizer.nme' \(did you mean optimizer.name"):
+    common.paper_config(model=dict(family='vivit'), dataset={}, train={'optimizer.nme': 'sgd'})
+
+
+def test_the_dataset_choices_are_the_pipelines_own():
+  from vvt.config import validation  # pylint: disable=g-import-not-at-top
+  from vvt.data import config as dataset_choices  # pylint: disable=g-import-not-at-top
+  for field, choices in dataset_choices.CHOICES.items():
+    assert validation.CHOICES[f'dataset.{field}'] is choices

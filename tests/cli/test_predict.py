@@ -122,7 +122,8 @@ def test_views_are_the_evaluation_pipelines(tmp_path):
   """Frames stored losslessly (PNG) in a TFRecord and in a folder give the same views."""
   import cv2  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.data import config as data_config, pipeline, tfrecord  # pylint: disable=g-import-not-at-top
+  from vvt.config import dataset as data_config  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline, tfrecord  # pylint: disable=g-import-not-at-top
   frames = clip(2, n=21, size=48)[:, :, :40]  # landscape 48x40 -> portrait: crops along the height
   (tmp_path / 'f').mkdir()
   for i, f in enumerate(frames):

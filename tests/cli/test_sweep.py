@@ -17,7 +17,7 @@ EXPERIMENTS = sorted(p for p in glob.glob(str(REPO / 'experiments' / '*.py'))
 
 STUDY = '''
 from configs import common
-from vvt.train import sweep
+from vvt.studies import sweep
 
 
 def get_config(arg=None):

@@ -2,7 +2,7 @@
 import os
 
 import numpy as np
-from vvt.data import config as data_config
+from vvt.config import dataset as data_config
 from vvt.data import synthetic
 from vvt.data import tfrecord
 

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from vvt.data import augment
-from vvt.data import config as data_config
+from vvt.config import dataset as data_config
 from vvt.data import transforms
 
 import reference_transforms as reference

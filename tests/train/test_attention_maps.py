@@ -1,4 +1,4 @@
-"""Attention maps (vvt/train/attention_maps.py): the recomputed attention is the model's own, for every scheme."""
+"""Attention maps (vvt/inspection/attention_maps.py): the recomputed attention is the model's own, for every scheme."""
 import jax
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from configs import common
 from vvt.cli import config as config_cli
 import vvt.models
-from vvt.train import attention_maps as am
+from vvt.inspection import attention_maps as am
 
 SCHEMES = tuple(common.SYNTHETIC_SCHEMES)
 

@@ -1,12 +1,12 @@
-"""vvt.train.sweep (trials from generators, their names) and vvt.train.results (tables from run directories)."""
+"""vvt.studies.sweep (trials from generators, their names) and vvt.studies.results (tables from run directories)."""
 import csv
 import json
 import os
 
 import pytest
 
-from vvt.train import results
-from vvt.train import sweep
+from vvt.studies import results
+from vvt.studies import sweep
 
 
 # ----------------------------------------------------------------------------- building and naming trials
@@ -18,7 +18,7 @@ def test_generators_compose():
                   {'model.attention': 'divided', 'seed': 0}, {'model.attention': 'divided', 'seed': 1}]
   assert sweep.zipped(sweep.axis('num_frames', [4, 8]), sweep.axis('dataset.stride', [4, 2])) == [
       {'num_frames': 4, 'dataset.stride': 4}, {'num_frames': 8, 'dataset.stride': 2}]
-  assert sweep.chain(sweep.fixed(model__attention='joint'), sweep.axis('seed', [3])) == [
+  assert sweep.chain(sweep.fixed({'model.attention': 'joint'}), sweep.axis('seed', [3])) == [
       {'model.attention': 'joint'}, {'seed': 3}]
   with pytest.raises(sweep.SweepError, match='different lengths'):
     sweep.zipped(sweep.axis('a', [1, 2]), sweep.axis('b', [1]))

@@ -1,10 +1,10 @@
 """The `vvt` console command: one entry point, one sub-command per task, one config syntax.
 
-Every command that takes a config reads it through `vvt.cli.config` (`--config FILE[:ARG]` or a run's
+Every command that takes a config reads it through `vvt.config.loader` (`--config FILE[:ARG]` or a run's
 config.json, then `--config.a.b=VALUE`), reports a bad config or argument as one line naming the field or
 file (exit 2; other errors exit 1), keeps library logs quiet unless `--verbose` (which also shows
 tracebacks), and imports its heavy libraries lazily, so `vvt summary` does not pay for TensorFlow.
-Layering: vvt.models <- vvt.data <- vvt.convert <- vvt.train <- vvt.cli.
+Layering: vvt.models <- vvt.data <- vvt.convert <- vvt.config <- vvt.train <- {vvt.inspection, vvt.studies} <- vvt.cli.
 """
 import importlib
 import sys

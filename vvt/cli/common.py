@@ -9,8 +9,11 @@ import traceback
 import warnings
 from typing import Callable, Sequence
 
-from vvt.cli import config as config_lib
-from vvt.train.defaults import ConfigError
+from vvt import fileio
+from vvt.config import loader
+from vvt.config import overrides as overrides_lib
+from vvt.config import run_file
+from vvt.config.errors import ConfigError
 
 # Errors a user can cause and fix: printed as one line (the traceback only with --verbose).
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, PermissionError, KeyError,
@@ -45,7 +48,7 @@ def parse(parser: Parser, argv: Sequence[str]):
   if any(a in ('-h', '--help') for a in argv):
     parser.print_help()
     raise SystemExit(0)
-  spec, overrides, rest = config_lib.split_argv(argv)
+  spec, overrides, rest = overrides_lib.split_argv(argv)
   args = parser.parse_args(rest)
   return args, spec, overrides
 
@@ -122,8 +125,8 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
 
 def run_config(spec, overrides, workdir: str | None = None, **load_args):
   """The config of a command: --config SPEC, or else the run's own WORKDIR/config.json."""
-  if not spec and workdir and os.path.exists(os.path.join(workdir, 'config.json')):
-    spec = os.path.join(workdir, 'config.json')
+  if not spec and workdir and fileio.exists(run_file.path(workdir)):
+    spec = run_file.path(workdir)
   if not spec:
     raise UsageError('missing --config FILE[:ARG]' + (' (and WORKDIR has no config.json)' if workdir else ''))
-  return config_lib.load(spec, overrides, **load_args)
+  return loader.load(spec, overrides, **load_args)

@@ -7,15 +7,15 @@ Collects every trial's final metrics (video_top1, clip_top1, ...), its best eval
 and steps/s; groups the trials by the swept fields (mean ± standard deviation over seeds); lists the trials that
 are missing (not started, running, interrupted, failed: with the error). Works on a sweep that is still running.
 """
-import os
 import sys
 
+from vvt import fileio
 from vvt.cli import common
 
 
 def report(sweep_dir: str, with_summary: bool = True, out=print) -> int:
   """Writes the results files, prints the grouped table; 1 (and a one-line message) if nothing finished."""
-  from vvt.train import results  # pylint: disable=g-import-not-at-top
+  from vvt.studies import results  # pylint: disable=g-import-not-at-top
   table = results.collect(sweep_dir, with_summary=with_summary)
   paths = results.write(table)
   out(results.markdown(table))
@@ -35,7 +35,7 @@ def _results(argv):
   args, spec, overrides = common.parse(p, argv)
   if spec or overrides:
     raise common.UsageError('vvt results takes no --config: it reads each trial\'s config.json')
-  if not os.path.isdir(args.sweep_dir):
+  if not fileio.exists(args.sweep_dir):
     raise common.UsageError(f'no such sweep directory: {args.sweep_dir}')
   try:
     return report(args.sweep_dir, with_summary=not args.no_summary)

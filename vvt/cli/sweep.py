@@ -7,8 +7,8 @@
       --config.num_epochs=2                                   (any field, for every trial)
 
 An experiment file has get_config(arg) (the base config) and get_sweep(arg) (dicts of overrides, built
-with vvt.train.sweep: axis, product, zipped, chain, seeds). Every trial is checked with the config loader
-before anything runs (a bad field fails naming the trial), is named from its overrides
+with vvt.studies.sweep: axis, product, zipped, chain, seeds, variants, fixed). Every trial is checked with the
+config loader before anything runs (a bad field fails naming the trial), is named from its overrides
 (`attention=divided,seed=0`: stable across runs) and runs in WORKDIR/<trial>/ as its own `vvt train`
 process. Re-running skips finished trials and resumes interrupted ones; a failed trial is recorded with
 its error and the sweep goes on. At the end `vvt results WORKDIR` writes results.csv/.md/.png.
@@ -21,6 +21,7 @@ its error and the sweep goes on. At the end `vvt results WORKDIR` writes results
 import os
 import sys
 
+from vvt import fileio
 from vvt.cli import common
 from vvt.cli import config as config_lib
 from vvt.train.defaults import ConfigError
@@ -49,7 +50,7 @@ def _module(path: str):
 
 def load_trials(spec: str):
   """(every trial, base config) of a sweep file FILE.py[:ARG]: its get_sweep(ARG) expanded and named."""
-  from vvt.train import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  from vvt.studies import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
   path, arg = _split(spec)
   if not path.endswith('.py'):
     raise ConfigError(f'--config {spec}: a sweep is a Python file FILE.py[:ARG] with get_config and get_sweep')
@@ -86,19 +87,19 @@ def _ensure_data(config) -> None:
 
 
 def _state(sweep_dir, trial) -> str:
-  from vvt.train import results  # pylint: disable=g-import-not-at-top
-  return results.trial_state(os.path.join(sweep_dir, trial.name))['status'] if sweep_dir else ''
+  from vvt.studies import results  # pylint: disable=g-import-not-at-top
+  return results.trial_state(fileio.join(sweep_dir, trial.name))['status'] if sweep_dir else ''
 
 
 def _warn_changed(sweep_dir, trial, config, say) -> None:
   """A finished trial whose saved config differs from the sweep's now is kept: say so."""
   from vvt.train import run_config  # pylint: disable=g-import-not-at-top
-  saved = run_config.load_saved(os.path.join(sweep_dir, trial.name))
+  saved = run_config.load_saved(fileio.join(sweep_dir, trial.name))
   changes = run_config.unsafe_changes(saved, config) if saved is not None else []
   if changes:
     listed = ', '.join(f'{k}: {a!r} -> {b!r}' for k, a, b in changes[:3])
     say(f'[sweep] warning: finished trial {trial.name} was trained with a different config ({listed}'
-        f'{", ..." if len(changes) > 3 else ""}); kept as it is: delete {os.path.join(sweep_dir, trial.name)} '
+        f'{", ..." if len(changes) > 3 else ""}); kept as it is: delete {fileio.join(sweep_dir, trial.name)} '
         'to train it again')
 
 
@@ -116,7 +117,7 @@ def _sweep(argv):
     raise common.UsageError('missing --config experiments/FILE.py[:ARG]')
   if args.parallel < 1:
     raise common.UsageError(f'--parallel must be >= 1, got {args.parallel}')
-  from vvt.train import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  from vvt.studies import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
   all_trials, _ = load_trials(spec)
   trials = sweep_lib.select(all_trials, args.only)
   running = not args.dry_run and args.launch == 'local'
@@ -124,14 +125,13 @@ def _sweep(argv):
     _ensure_data(check_trial(spec, overrides, trials[0], files=False))
   configs = {t.name: check_trial(spec, overrides, t, files=running) for t in trials}
   if args.launch == 'print' and not args.dry_run:
-    from vvt.train import sweep_runner  # pylint: disable=g-import-not-at-top
+    from vvt.studies import runner  # pylint: disable=g-import-not-at-top
     for t in trials:
-      print(sweep_runner.shell_command(
-          sweep_runner.train_argv(spec, overrides, t, os.path.join(args.workdir, t.name))))
+      print(runner.shell_command(runner.train_argv(spec, overrides, t, fileio.join(args.workdir, t.name))))
     return 0
   if args.dry_run:
     width = max(len(t.name) for t in trials)
-    exists = os.path.isdir(args.workdir)
+    exists = fileio.exists(args.workdir)
     for i, t in enumerate(trials, 1):
       state = f'{_state(args.workdir, t):<12}' if exists else ''
       fields = ' '.join(f'{k}={v}' for k, v in t.raw_overrides())
@@ -139,20 +139,20 @@ def _sweep(argv):
     picked = f'{len(trials)} of {len(all_trials)}' if len(trials) != len(all_trials) else f'{len(trials)}'
     print(f'[sweep] {picked} trials of {spec} (valid configs) -> {args.workdir}/<trial>/')
     return 0
-  from vvt.train import sweep_runner  # pylint: disable=g-import-not-at-top
+  from vvt.studies import runner  # pylint: disable=g-import-not-at-top
   say = lambda msg: print(msg, flush=True)  # pylint: disable=unnecessary-lambda-assignment
-  sweep_runner.write_sweep_record(args.workdir, spec, overrides, all_trials)
+  runner.write_sweep_record(args.workdir, spec, overrides, all_trials)
   for t in trials:
     if _state(args.workdir, t) == 'finished':
       _warn_changed(args.workdir, t, configs[t.name], say)
   say(f'[sweep] {len(trials)} trials of {spec} in {args.workdir} ({args.parallel} at a time)')
-  status = sweep_runner.run(trials, spec, overrides, args.workdir, parallel=args.parallel, say=say)
+  status = runner.run(trials, spec, overrides, args.workdir, parallel=args.parallel, say=say)
   from vvt.cli import results as results_cli  # pylint: disable=g-import-not-at-top
   results_cli.report(args.workdir, with_summary=not args.no_summary)
   failed = [n for n, s in status.items() if s == 'failed']
   if failed:
     print(f'vvt sweep: {len(failed)} of {len(trials)} trials failed: {", ".join(failed)} '
-          f'(errors in {os.path.join(args.workdir, "results.md")})', file=sys.stderr)
+          f'(errors in {fileio.join(args.workdir, "results.md")})', file=sys.stderr)
     return 1
   return 0
 

@@ -194,6 +194,98 @@ def _encoder(w: common.Writer, name: str, key: str, stage: str, swap_heads: bool
 
 
 @common.names_its_file
+def _model_of(src: common.Source, attention: str | None) -> str:
+  """The ViViT model of the parameters (detected from their names; Model 4 only when asked for)."""
+  if 'SpatialTransformer/encoder_norm/scale' in src:
+    detected = 'factorised_encoder'
+  elif any('MultiHeadDotProductAttention_space' in k for k in src.keys()):
+    detected = 'factorised_self_attention'
+  else:
+    detected = 'spatiotemporal'
+  attention = attention or detected
+  if attention not in MODELS:
+    raise ValueError(f'attention must be one of {MODELS}, got {attention!r}')
+  if not (attention == detected or (attention == 'factorised_dot_product' and detected == 'spatiotemporal')):
+    raise ValueError(f'scenic checkpoint: attention={attention!r} asked for, but the parameters are those of '
+                     f'{detected!r}')
+  return attention
+
+
+def _tubelet_embedding(w: common.Writer, src: common.Source) -> tuple[tuple[int, int, int], int]:
+  """embedding/kernel, (h, w, C, D) or (t, h, w, C, D) -> embedding/conv; returns (tubelet, hidden size)."""
+  kernel = src.take('embedding/kernel')
+  if kernel.ndim == 4:  # 'temporal_sampling': 2D patches of stacked frames == tubelets of length 1.
+    w.put('embedding/conv/kernel', kernel[None], 'embedding/kernel', '2D (h,w,C,D) -> (1,h,w,C,D)')
+  elif kernel.ndim == 5:
+    w.put('embedding/conv/kernel', kernel, 'embedding/kernel')
+  else:
+    raise ValueError(f'scenic embedding/kernel has shape {kernel.shape}; expected 4 or 5 dimensions')
+  w.copy('embedding/conv/bias', 'embedding/bias')
+  k5 = w.flat['embedding/conv/kernel']
+  return tuple(int(x) for x in k5.shape[:3]), int(k5.shape[-1])
+
+
+def _factorised_encoder(w: common.Writer, src: common.Source, tubelet,
+                        frames: int | None) -> tuple[bool, int, int, dict]:
+  """Model 2's spatial and temporal encoders; returns (class token?, frames, frame size, the model fields the
+  encoders fix), frames and size from the two position tables. frames: num_frames or the hint (needed without a temporal
+  encoder, the spatial-only baseline)."""
+  token = 'cls_SpatialTransformer' in src
+  if token:
+    w.copy('spatial_encoder/cls', 'cls_SpatialTransformer')
+    w.copy('temporal_encoder/cls', 'cls_TemporalTransformer')
+  spatial = _encoder(w, 'spatial_encoder', 'SpatialTransformer', 'joint')
+  fields = dict(num_layers=spatial['num_layers'], num_heads=spatial['num_heads'], mlp_dim=spatial['mlp_dim'],
+                qkv_bias=spatial['qkv_bias'])
+  n = src.state['SpatialTransformer/posembed_input/pos_embedding'].shape[1] - int(token)
+  if 'TemporalTransformer/encoder_norm/scale' in src:
+    temporal = _encoder(w, 'temporal_encoder', 'TemporalTransformer', 'joint')
+    nt = src.state['TemporalTransformer/posembed_input/pos_embedding'].shape[1] - int(token)
+    fields.update(temporal_layers=temporal['num_layers'], temporal_num_heads=temporal['num_heads'],
+                  temporal_mlp_dim=temporal['mlp_dim'])
+  else:  # spatial_only_baseline: frames averaged.
+    if frames is None:
+      raise ValueError('scenic checkpoint without TemporalTransformer (spatial_only_baseline): pass num_frames')
+    nt = frames // tubelet[0]
+    fields.update(temporal_layers=0)
+  grid = math.isqrt(n)
+  if grid * grid != n:
+    raise ValueError(f'scenic SpatialTransformer pos_embedding has {n} patch rows: not a square grid')
+  return token, nt * tubelet[0], grid * tubelet[1], fields
+
+
+def _single_encoder(w: common.Writer, src: common.Source, attention: str, tubelet,
+                    **grid_args) -> tuple[bool, int, int, dict]:
+  """Models 1, 3, 4: one encoder; returns (class token?, frames, frame size, the model fields the encoder fixes),
+  frames and size read from the split of its T*N position table (`read_token_grid`, given num_frames / image_size
+  / hints in grid_args)."""
+  token = 'cls' in src
+  if token:
+    w.copy('encoder/cls', 'cls')
+  stage = {'spatiotemporal': 'joint', 'factorised_self_attention': 'space',
+           'factorised_dot_product': 'factorised_dot_product'}[attention]
+  enc = _encoder(w, 'encoder', 'Transformer', stage, swap_heads=attention == 'factorised_dot_product')
+  key = 'Transformer/posembed_input/pos_embedding'
+  table = src.take(key)
+  frames, size, how = read_token_grid(table.reshape(-1, table.shape[-1])[int(token):], tubelet,
+                                      what=f'{src.origin} ({attention})', **grid_args)
+  w.report.loaded = [(n, f'{k} (rows read as {how})' if k == key else k) for n, k in w.report.loaded]
+  return token, frames, size, dict(num_layers=enc['num_layers'], num_heads=enc['num_heads'], mlp_dim=enc['mlp_dim'],
+                                   qkv_bias=enc['qkv_bias'])
+
+
+def _head(w: common.Writer, src: common.Source) -> int | None:
+  """pre_logits (if any) and output_projection -> head/; returns representation_size."""
+  size = None
+  if 'pre_logits/kernel' in src:
+    w.copy('head/pre_logits/kernel', 'pre_logits/kernel')
+    w.copy('head/pre_logits/bias', 'pre_logits/bias')
+    size = int(src.state['pre_logits/kernel'].shape[1])
+  w.copy('head/output_projection/kernel', 'output_projection/kernel')
+  w.copy('head/output_projection/bias', 'output_projection/bias')
+  return size
+
+
 def convert(state: Mapping[str, np.ndarray], *, attention: str | None = None, num_frames: int | None = None,
             image_size: int | None = None, attention_order: str = 'space_time', frames_hint: int | None = None,
             size_hint: int | None = None) -> common.Converted:
@@ -207,86 +299,22 @@ def convert(state: Mapping[str, np.ndarray], *, attention: str | None = None, nu
   """
   src = common.Source(state, 'scenic ViViT checkpoint')
   w = common.Writer(src)
-  if 'SpatialTransformer/encoder_norm/scale' in src:
-    detected = 'factorised_encoder'
-  elif any('MultiHeadDotProductAttention_space' in k for k in src.keys()):
-    detected = 'factorised_self_attention'
-  else:
-    detected = 'spatiotemporal'
-  attention = attention or detected
-  if attention not in MODELS:
-    raise ValueError(f'attention must be one of {MODELS}, got {attention!r}')
-  if not (attention == detected or (attention == 'factorised_dot_product' and detected == 'spatiotemporal')):
-    raise ValueError(f'scenic checkpoint: attention={attention!r} asked for, but the parameters are those of '
-                     f'{detected!r}')
-
-  kernel = src.take('embedding/kernel')
-  if kernel.ndim == 4:  # 'temporal_sampling': 2D patches of stacked frames == tubelets of length 1.
-    w.put('embedding/conv/kernel', kernel[None], 'embedding/kernel', '2D (h,w,C,D) -> (1,h,w,C,D)')
-  elif kernel.ndim == 5:
-    w.put('embedding/conv/kernel', kernel, 'embedding/kernel')
-  else:
-    raise ValueError(f'scenic embedding/kernel has shape {kernel.shape}; expected 4 or 5 dimensions')
-  w.copy('embedding/conv/bias', 'embedding/bias')
-  k5 = w.flat['embedding/conv/kernel']
-  tubelet = tuple(int(x) for x in k5.shape[:3])
-  hidden = int(k5.shape[-1])
-
-  fields = dict(family='vivit', attention=attention, variant=common.variant_name(hidden, tubelet[1], tubelet[0]), tubelet=tubelet,
-                hidden_size=hidden, layer_norm_eps=1e-6, gelu_approximate=True, positional_embedding='joint',
-                attention_order=attention_order, temporal_projection=False, dropout_rate=0.0)
-
+  attention = _model_of(src, attention)
+  tubelet, hidden = _tubelet_embedding(w, src)
   if attention == 'factorised_encoder':
-    token = 'cls_SpatialTransformer' in src
-    if token:
-      w.copy('spatial_encoder/cls', 'cls_SpatialTransformer')
-      w.copy('temporal_encoder/cls', 'cls_TemporalTransformer')
-    sp = _encoder(w, 'spatial_encoder', 'SpatialTransformer', 'joint')
-    n = src.state['SpatialTransformer/posembed_input/pos_embedding'].shape[1] - int(token)
-    if 'TemporalTransformer/encoder_norm/scale' in src:
-        tp = _encoder(w, 'temporal_encoder', 'TemporalTransformer', 'joint')
-        nt = src.state['TemporalTransformer/posembed_input/pos_embedding'].shape[1] - int(token)
-        fields.update(temporal_layers=tp['num_layers'], temporal_num_heads=tp['num_heads'],
-                      temporal_mlp_dim=tp['mlp_dim'])
-    else:  # spatial_only_baseline: frames averaged.
-      if (num_frames or frames_hint) is None:
-        raise ValueError('scenic checkpoint without TemporalTransformer (spatial_only_baseline): pass num_frames')
-      nt = (num_frames or frames_hint) // tubelet[0]
-      fields.update(temporal_layers=0)
-    grid = math.isqrt(n)
-    if grid * grid != n:
-      raise ValueError(f'scenic SpatialTransformer pos_embedding has {n} patch rows: not a square grid')
-    derived_frames, derived_size = nt * tubelet[0], grid * tubelet[1]
-    fields.update(num_layers=sp['num_layers'], num_heads=sp['num_heads'], mlp_dim=sp['mlp_dim'],
-                  qkv_bias=sp['qkv_bias'])
+    token, frames, size, encoder_fields = _factorised_encoder(w, src, tubelet, num_frames or frames_hint)
   else:
-    token = 'cls' in src
-    if token:
-      w.copy('encoder/cls', 'cls')
-    stage = {'spatiotemporal': 'joint', 'factorised_self_attention': 'space',
-             'factorised_dot_product': 'factorised_dot_product'}[attention]
-    enc = _encoder(w, 'encoder', 'Transformer', stage, swap_heads=attention == 'factorised_dot_product')
-    key = 'Transformer/posembed_input/pos_embedding'
-    table = src.take(key)
-    derived_frames, derived_size, how = read_token_grid(
-        table.reshape(-1, table.shape[-1])[int(token):], tubelet, num_frames=num_frames, image_size=image_size,
-        frames_hint=frames_hint, size_hint=size_hint, what=f'{src.origin} ({attention})')
-    w.report.loaded = [(n, f'{k} (rows read as {how})' if k == key else k) for n, k in w.report.loaded]
-    fields.update(num_layers=enc['num_layers'], num_heads=enc['num_heads'], mlp_dim=enc['mlp_dim'],
-                  qkv_bias=enc['qkv_bias'])
-  if num_frames is not None and num_frames != derived_frames:
-    raise ValueError(f'scenic checkpoint is for {derived_frames} frames, but num_frames={num_frames} was asked for')
-  if image_size is not None and image_size != derived_size:
-    raise ValueError(f'scenic checkpoint is for {derived_size}px frames, but image_size={image_size} was asked for')
-
-  if 'pre_logits/kernel' in src:
-    w.copy('head/pre_logits/kernel', 'pre_logits/kernel')
-    w.copy('head/pre_logits/bias', 'pre_logits/bias')
-    fields['representation_size'] = int(src.state['pre_logits/kernel'].shape[1])
-  else:
-    fields['representation_size'] = None
-  w.copy('head/output_projection/kernel', 'output_projection/kernel')
-  w.copy('head/output_projection/bias', 'output_projection/bias')
-  fields.update(num_frames=derived_frames, image_size=derived_size, classifier='token' if token else 'gap',
+    token, frames, size, encoder_fields = _single_encoder(w, src, attention, tubelet, num_frames=num_frames,
+                                                          image_size=image_size, frames_hint=frames_hint,
+                                                          size_hint=size_hint)
+  if num_frames is not None and num_frames != frames:
+    raise ValueError(f'scenic checkpoint is for {frames} frames, but num_frames={num_frames} was asked for')
+  if image_size is not None and image_size != size:
+    raise ValueError(f'scenic checkpoint is for {size}px frames, but image_size={image_size} was asked for')
+  fields = dict(family='vivit', attention=attention, variant=common.variant_name(hidden, tubelet[1], tubelet[0]),
+                tubelet=tubelet, hidden_size=hidden, layer_norm_eps=1e-6, gelu_approximate=True,
+                positional_embedding='joint', attention_order=attention_order, temporal_projection=False,
+                dropout_rate=0.0, **encoder_fields, representation_size=_head(w, src), num_frames=frames,
+                image_size=size, classifier='token' if token else 'gap',
                 num_classes=int(src.state['output_projection/kernel'].shape[1]))
   return w.result(fields)

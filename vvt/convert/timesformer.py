@@ -83,6 +83,51 @@ def detect_attention_type(state: Mapping[str, np.ndarray]) -> str:
 
 
 @common.names_its_file
+def _space_embedding(w: common.Writer, src: common.Source, patch: int, image_size: int | None) -> int:
+  """pos_embed (1, 1 + g*g, D) -> encoder/posembed/pos_embedding; returns the frame size g * patch."""
+  pos = src.take('pos_embed')
+  grid = math.isqrt(pos.shape[1] - 1)
+  if grid * grid != pos.shape[1] - 1:
+    raise ValueError(f'{src.origin}: pos_embed has {pos.shape[1] - 1} patch rows, not a square grid')
+  if image_size is not None and image_size != grid * patch:
+    raise ValueError(f'{src.origin}: pos_embed is a {grid}x{grid} grid of {patch}-pixel patches (image_size '
+                     f'{grid * patch}), but image_size={image_size} was asked for')
+  w.put('encoder/posembed/pos_embedding', pos, 'pos_embed')
+  return grid * patch
+
+
+def _time_embedding(w: common.Writer, src: common.Source, attention_type: str, num_frames: int | None) -> int:
+  """time_embed (1, T, D) -> encoder/posembed/time_embedding; returns T (space_only stores none: num_frames)."""
+  if attention_type == 'space_only':
+    if num_frames is None:
+      raise ValueError(f'{src.origin}: a space_only checkpoint does not store the number of frames; pass num_frames')
+    return num_frames
+  time = src.take('time_embed')
+  if num_frames is not None and num_frames != time.shape[1]:
+    raise ValueError(f'{src.origin}: time_embed has {time.shape[1]} frames, but num_frames={num_frames} was asked for')
+  w.put('encoder/posembed/time_embedding', time, 'time_embed')
+  return time.shape[1]
+
+
+def _blocks(w: common.Writer, src: common.Source, attention: str, num_heads: int) -> tuple[int, bool]:
+  """blocks.i -> encoder/layers/block_i (divided attention: the temporal stage and its projection too);
+  returns (number of blocks, whether every qkv has a bias)."""
+  layers = sorted({int(k.split('.')[1]) for k in src.state if k.startswith('blocks.')})
+  if layers != list(range(len(layers))):
+    raise ValueError(f'{src.origin}: blocks are not numbered 0..n-1: {layers}')
+  qkv_bias = True
+  stage = {'divided': 'space', 'joint': 'joint', 'space': 'space'}[attention]
+  for i in layers:
+    b, name = f'blocks.{i}', f'encoder/layers/block_{i}'
+    if attention == 'divided':
+      common.torch_layer_norm(w, f'{name}/time_norm', f'{b}.temporal_norm1')
+      common.torch_qkv(w, f'{name}/time_attention', f'{b}.temporal_attn.qkv', num_heads)
+      common.torch_attention_out(w, f'{name}/time_attention/out', f'{b}.temporal_attn.proj', num_heads)
+      common.torch_dense(w, f'{name}/time_projection', f'{b}.temporal_fc')
+    qkv_bias &= common.torch_vit_block(w, name, b, num_heads, norm=f'{stage}_norm', attention=f'{stage}_attention')
+  return len(layers), qkv_bias
+
+
 def convert_official(state: Mapping[str, np.ndarray], *, num_heads: int | None = None,
                      attention_type: str | None = None, num_frames: int | None = None,
                      image_size: int | None = None, layer_norm_eps: float = 1e-6,
@@ -108,39 +153,10 @@ def convert_official(state: Mapping[str, np.ndarray], *, num_heads: int | None =
   kernel = common.torch_patch_embedding(w, 'embedding/conv', 'patch_embed.proj')
   hidden, _, ph, pw = kernel.shape
   num_heads = num_heads or max(hidden // 64, 1)
-  pos = src.take('pos_embed')
-  grid = math.isqrt(pos.shape[1] - 1)
-  if grid * grid != pos.shape[1] - 1:
-    raise ValueError(f'{origin}: pos_embed has {pos.shape[1] - 1} patch rows, not a square grid')
-  if image_size is not None and image_size != grid * ph:
-    raise ValueError(f'{origin}: pos_embed is a {grid}x{grid} grid of {ph}-pixel patches (image_size '
-                     f'{grid * ph}), but image_size={image_size} was asked for')
-  image_size = grid * ph
-  w.put('encoder/posembed/pos_embedding', pos, 'pos_embed')
-  if attention_type != 'space_only':
-    time = src.take('time_embed')
-    if num_frames is not None and num_frames != time.shape[1]:
-      raise ValueError(f'{origin}: time_embed has {time.shape[1]} frames, but num_frames={num_frames} was asked for')
-    num_frames = time.shape[1]
-    w.put('encoder/posembed/time_embedding', time, 'time_embed')
-  elif num_frames is None:
-    raise ValueError(f'{origin}: a space_only checkpoint does not store the number of frames; pass num_frames')
+  image_size = _space_embedding(w, src, ph, image_size)
+  num_frames = _time_embedding(w, src, attention_type, num_frames)
   w.copy('encoder/cls', 'cls_token')
-
-  layers = sorted({int(k.split('.')[1]) for k in state if k.startswith('blocks.')})
-  if layers != list(range(len(layers))):
-    raise ValueError(f'{origin}: blocks are not numbered 0..n-1: {layers}')
-  qkv_bias = True
-  stage = {'divided': 'space', 'joint': 'joint', 'space': 'space'}[attention]
-  for i in layers:
-    b, name = f'blocks.{i}', f'encoder/layers/block_{i}'
-    if attention == 'divided':
-      common.torch_layer_norm(w, f'{name}/time_norm', f'{b}.temporal_norm1')
-      common.torch_qkv(w, f'{name}/time_attention', f'{b}.temporal_attn.qkv', num_heads)
-      common.torch_attention_out(w, f'{name}/time_attention/out', f'{b}.temporal_attn.proj', num_heads)
-      common.torch_dense(w, f'{name}/time_projection', f'{b}.temporal_fc')
-    qkv_bias &= common.torch_vit_block(w, name, b, num_heads, norm=f'{stage}_norm',
-                                       attention=f'{stage}_attention')
+  num_layers, qkv_bias = _blocks(w, src, attention, num_heads)
   common.torch_layer_norm(w, 'encoder/encoder_norm', 'norm')
   head = src.take('head.weight')
   w.put('head/output_projection/kernel', head.T, 'head.weight', 'transpose (out,in)->(in,out)')
@@ -148,8 +164,9 @@ def convert_official(state: Mapping[str, np.ndarray], *, num_heads: int | None =
 
   mlp_dim = src.state['blocks.0.mlp.fc1.weight'].shape[0]
   fields = dict(
-      family='timesformer', attention=attention, variant=common.variant_name(hidden, ph), tubelet=(1, ph, pw), num_frames=num_frames,
-      image_size=image_size, num_classes=int(head.shape[0]), hidden_size=int(hidden), num_layers=len(layers),
+      family='timesformer', attention=attention, variant=common.variant_name(hidden, ph), tubelet=(1, ph, pw),
+      num_frames=num_frames, image_size=image_size, num_classes=int(head.shape[0]), hidden_size=int(hidden),
+      num_layers=num_layers,
       num_heads=int(num_heads), mlp_dim=int(mlp_dim), classifier='token',
       class_token='per_frame' if attention == 'space' else 'global',
       positional_embedding='spatial' if attention == 'space' else 'separable',

@@ -70,6 +70,66 @@ def torch_bicubic_resize(grid: np.ndarray, scale_factor: float) -> np.ndarray:
   return g.astype(np.float32)
 
 
+def _spatial_embedding(w: common.Writer, src: common.Source, image_size: int, patch: int) -> None:
+  """base_model.pos_embed (1, 1 + g*g, D) -> encoder/posembed/pos_embedding, its grid resized (torch bicubic) to
+  the patches of an `image_size` frame."""
+  pos = src.take('base_model.pos_embed')
+  g = math.isqrt(pos.shape[1] - 1)
+  if g * g != pos.shape[1] - 1:
+    raise ValueError(f'X-ViT base_model.pos_embed has {pos.shape[1] - 1} patch rows: not a square grid')
+  if image_size == 224:
+    if g * patch != 224:
+      raise ValueError(f'X-ViT base_model.pos_embed is a {g}x{g} grid of {patch}px patches, not a 224px frame')
+    w.put('encoder/posembed/pos_embedding', pos, 'base_model.pos_embed')
+    return
+  scale = (image_size / 16) / (224 / 16)
+  grid = torch_bicubic_resize(pos[0, 1:].reshape(g, g, -1), scale)
+  if grid.shape[0] != image_size // patch:
+    raise ValueError(f'X-ViT: resizing the {g}x{g} pos_embed grid by {scale} gives {grid.shape[0]} rows, '
+                     f'not the {image_size // patch} patches of a {image_size}px frame')
+  pos = np.concatenate([pos[:, :1], grid.reshape(1, -1, pos.shape[-1])], axis=1)
+  how = f'patch grid {g}x{g} resized to {grid.shape[0]}x{grid.shape[1]} (torch bicubic, scale {scale:.6g})'
+  w.put('encoder/posembed/pos_embedding', pos, 'base_model.pos_embed', how)
+
+
+def _time_embedding(w: common.Writer, src: common.Source, num_frames: int | None,
+                    num_segments: int | None) -> tuple[int, int, int]:
+  """base_model.temp_embed (1, R, 1, D) -> encoder/posembed/time_embedding (1, R, D); returns
+  (num_frames, num_segments, R) with the defaults (R) filled in and checked."""
+  temp = src.take('base_model.temp_embed')
+  rows = temp.shape[1]
+  asked = num_frames
+  num_frames = num_frames or rows
+  if num_frames % rows:
+    raise ValueError(f'X-ViT: num_frames={num_frames} is not a multiple of the {rows} rows of base_model.temp_embed '
+                     f'(the official backbone adds row t mod {rows} to frame t; it never interpolates)')
+  num_segments = num_segments or rows
+  if num_frames % num_segments:
+    default = '' if asked else f'; num_frames defaults to the {rows} rows of temp_embed: pass num_frames'
+    raise ValueError(f'X-ViT: num_frames={num_frames} is not a multiple of num_segments={num_segments} '
+                     f'(XVIT.NUM_SEGMENTS: frames mix within consecutive segments of that many frames){default}')
+  how = f'(1,{rows},1,D) -> (1,{rows},D)'
+  if num_frames != rows:
+    how += (f'; for {num_frames} frames used periodically, frame t gets row t mod {rows} '
+            f'(model.time_embedding_rows={rows}, as the official forward_features)')
+  w.put('encoder/posembed/time_embedding', temp.reshape(1, rows, -1), 'base_model.temp_embed', how)
+  return num_frames, num_segments, rows
+
+
+def _blocks(w: common.Writer, src: common.Source, prefix: str, name: str, stage: str,
+            heads: int) -> tuple[int, bool, int]:
+  """The transformer blocks `prefix`.0..n-1 -> `name`/block_i; returns (n, whether every qkv has a bias, MLP
+  width)."""
+  layers = sorted({int(k[len(prefix) + 1:].split('.')[0]) for k in src.state if k.startswith(prefix + '.')})
+  if not layers or layers != list(range(len(layers))):
+    raise ValueError(f'X-ViT checkpoint: {prefix}.i blocks missing or not numbered 0..n-1: {layers}')
+  bias = True
+  for i in layers:
+    bias &= common.torch_vit_block(w, f'{name}/block_{i}', f'{prefix}.{i}', heads, norm=f'{stage}_norm',
+                                   attention=f'{stage}_attention')
+  return len(layers), bias, src.state[f'{prefix}.0.mlp.fc1.weight'].shape[0]
+
+
 def convert(state: Mapping[str, np.ndarray], *, num_heads: int | None = None, head_num_heads: int | None = None,
             image_size: int = 224, shift_div: int = 8, num_frames: int | None = None,
             num_segments: int | None = None) -> common.Converted:
@@ -96,58 +156,15 @@ def convert(state: Mapping[str, np.ndarray], *, num_heads: int | None = None, he
   head_num_heads = head_num_heads or num_heads
   if image_size % ph:
     raise ValueError(f'X-ViT: image_size={image_size} is not a multiple of the patch size {ph}')
-
-  pos = src.take('base_model.pos_embed')
-  g = math.isqrt(pos.shape[1] - 1)
-  if g * g != pos.shape[1] - 1:
-    raise ValueError(f'X-ViT base_model.pos_embed has {pos.shape[1] - 1} patch rows: not a square grid')
-  if image_size != 224:
-    scale = (image_size / 16) / (224 / 16)
-    grid = torch_bicubic_resize(pos[0, 1:].reshape(g, g, -1), scale)
-    if grid.shape[0] != image_size // ph:
-      raise ValueError(f'X-ViT: resizing the {g}x{g} pos_embed grid by {scale} gives {grid.shape[0]} rows, '
-                       f'not the {image_size // ph} patches of a {image_size}px frame')
-    pos = np.concatenate([pos[:, :1], grid.reshape(1, -1, pos.shape[-1])], axis=1)
-    how = f'patch grid {g}x{g} resized to {grid.shape[0]}x{grid.shape[1]} (torch bicubic, scale {scale:.6g})'
-    w.put('encoder/posembed/pos_embedding', pos, 'base_model.pos_embed', how)
-  else:
-    if g * ph != 224:
-      raise ValueError(f'X-ViT base_model.pos_embed is a {g}x{g} grid of {ph}px patches, not a 224px frame')
-    w.put('encoder/posembed/pos_embedding', pos, 'base_model.pos_embed')
-  temp = src.take('base_model.temp_embed')
-  rows = temp.shape[1]
-  asked = num_frames
-  num_frames = num_frames or rows
-  if num_frames % rows:
-    raise ValueError(f'X-ViT: num_frames={num_frames} is not a multiple of the {rows} rows of base_model.temp_embed '
-                     f'(the official backbone adds row t mod {rows} to frame t; it never interpolates)')
-  num_segments = num_segments or rows
-  if num_frames % num_segments:
-    default = '' if asked else f'; num_frames defaults to the {rows} rows of temp_embed: pass num_frames'
-    raise ValueError(f'X-ViT: num_frames={num_frames} is not a multiple of num_segments={num_segments} '
-                     f'(XVIT.NUM_SEGMENTS: frames mix within consecutive segments of that many frames){default}')
-  how = f'(1,{rows},1,D) -> (1,{rows},D)'
-  if num_frames != rows:
-    how += (f'; for {num_frames} frames used periodically, frame t gets row t mod {rows} '
-            f'(model.time_embedding_rows={rows}, as the official forward_features)')
-  w.put('encoder/posembed/time_embedding', temp.reshape(1, rows, -1), 'base_model.temp_embed', how)
+  _spatial_embedding(w, src, image_size, ph)
+  num_frames, num_segments, rows = _time_embedding(w, src, num_frames, num_segments)
   w.copy('encoder/cls', 'base_model.cls_token')
 
-  def blocks(prefix, name, stage, heads):
-    layers = sorted({int(k[len(prefix) + 1:].split('.')[0]) for k in state if k.startswith(prefix + '.')})
-    if not layers or layers != list(range(len(layers))):
-      raise ValueError(f'X-ViT checkpoint: {prefix}.i blocks missing or not numbered 0..n-1: {layers}')
-    bias = True
-    for i in layers:
-      b, n = f'{prefix}.{i}', f'{name}/block_{i}'
-      bias &= common.torch_vit_block(w, n, b, heads, norm=f'{stage}_norm', attention=f'{stage}_attention')
-    return len(layers), bias, src.state[f'{prefix}.0.mlp.fc1.weight'].shape[0]
-
-  num_layers, qkv_bias, mlp_dim = blocks('base_model.blocks', 'encoder/layers', 'space', num_heads)
+  num_layers, qkv_bias, mlp_dim = _blocks(w, src, 'base_model.blocks', 'encoder/layers', 'space', num_heads)
   common.torch_layer_norm(w, 'encoder/encoder_norm', 'base_model.norm')
   w.copy('temporal_head/cls', 'consensus.cls_token')
-  head_layers, head_bias, head_mlp = blocks('consensus.temporal_encoder', 'temporal_head/layers', 'joint',
-                                            head_num_heads)
+  head_layers, head_bias, head_mlp = _blocks(w, src, 'consensus.temporal_encoder', 'temporal_head/layers', 'joint',
+                                             head_num_heads)
   if head_mlp % hidden:
     raise ValueError(f'X-ViT TA head MLP width {head_mlp} is not a multiple of hidden_size {hidden}')
   common.torch_layer_norm(w, 'head/head_norm', 'consensus.mlp_head.0')

@@ -33,6 +33,7 @@ Nothing is lost silently:
   `jpeg_quality`, `max_frames`, the class list) while shards written with the
   old value exist raises `ValueError` naming the option, unless `overwrite`.
 """
+import contextlib
 import csv
 import hashlib
 import json
@@ -40,6 +41,8 @@ import multiprocessing
 import os
 
 import numpy as np
+
+from vvt import fileio
 
 
 def read_class_list(path):
@@ -279,42 +282,21 @@ def _check_accounting(videos, shards):
 
 
 def _write_manifest(path, manifest):
-  tmp = f'{path}.tmp'
-  with open(tmp, 'w', encoding='utf-8') as f:
-    json.dump(manifest, f, indent=1)
-  os.replace(tmp, path)
+  fileio.atomic_write(path, lambda f: json.dump(manifest, f, indent=1))
 
 
-def convert(video_list, output, classes, num_shards=16, fps=0.0,
-            short_side=256, jpeg_quality=90, workers=0, root='',
-            max_frames=0, progress=True, overwrite=False, check=True):
-  """Converts the videos of `video_list`; returns the manifest (a dict).
-
-  The manifest's 'pattern' (`output.tfrecord@num_shards`) is what
-  dataset.train_files / eval_files take. With `check` (the command), raises
-  `ConversionFailures` after writing the shards and manifest when any video
-  failed or was partial; a changed record option (see the module doc) raises
-  ValueError naming it unless `overwrite`.
-  """
-  from vvt.data import tfrecord  # pylint: disable=g-import-not-at-top
-  class_names = read_class_list(classes) if isinstance(classes, str) else list(classes)
-  entries = read_video_list(video_list)
+def _check_arguments(video_list, entries, num_shards, jpeg_quality):
   if not entries:
     raise ValueError(f'{video_list} lists no videos')
   if num_shards < 1:
     raise ValueError(f'num_shards must be >= 1, got {num_shards}')
   if not 1 <= jpeg_quality <= 100:
     raise ValueError(f'jpeg_quality must be in [1, 100], got {jpeg_quality}')
-  root = root or os.path.dirname(os.path.abspath(video_list))
-  out_dir = os.path.dirname(os.path.abspath(output))
-  os.makedirs(out_dir, exist_ok=True)
-  manifest_path = f'{output}.manifest.json'
-  decode_options = dict(fps=fps, short_side=short_side, jpeg_quality=jpeg_quality,
-                        max_frames=max_frames)
-  options = dict(decode_options, classes=class_names)
-  previous = _read_manifest(manifest_path)
-  existing = [shard_path(output, s, num_shards) for s in range(num_shards)
-              if os.path.exists(shard_path(output, s, num_shards))]
+
+
+def _refuse_changed_options(manifest_path, output, num_shards, previous, options, overwrite):
+  """ValueError naming the first record option that differs from the one existing shards were written with."""
+  existing = [s for s in range(num_shards) if os.path.exists(shard_path(output, s, num_shards))]
   changed = changed_options(previous, options)
   if changed and existing and not overwrite:
     flag, old, new = changed[0]
@@ -323,12 +305,19 @@ def convert(video_list, output, classes, num_shards=16, fps=0.0,
         f'now {new!r}' + (f' (and {len(changed) - 1} more option(s))' if len(changed) > 1 else '')
         + '; re-run with --overwrite to rebuild them, or choose another --output')
 
-  bounds = np.linspace(0, len(entries), num_shards + 1).astype(int)
-  shard_of = np.zeros(len(entries), int)
+
+def _shard_bounds(num_videos, num_shards):
+  """(bounds, shard_of): shard s holds rows bounds[s]:bounds[s+1]; shard_of[i] is row i's shard."""
+  bounds = np.linspace(0, num_videos, num_shards + 1).astype(int)
+  shard_of = np.zeros(num_videos, int)
   for s in range(num_shards):
     shard_of[bounds[s]:bounds[s + 1]] = s
-  kept = _kept_shards(output, num_shards, bounds, entries, previous, overwrite)
-  videos = _video_entries(entries, shard_of)
+  return bounds, shard_of
+
+
+def _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_options):
+  """The rows to decode: [(row, file, options)]. Rows of kept shards take their old entries; a row with an
+  unknown label fails here."""
   jobs = []
   for i, entry in enumerate(videos):
     if shard_of[i] in kept:
@@ -342,25 +331,33 @@ def convert(video_list, output, classes, num_shards=16, fps=0.0,
       entry.update(status='failed', reason=str(e), frames=0)
     else:
       jobs.append((i, full, decode_options))
+  return jobs
 
-  shards = [dict(kept[s][0], status='existing') if s in kept else None
-            for s in range(num_shards)]
-  pending = {s: [i for i in range(bounds[s], bounds[s + 1])
-                 if videos[i].get('status') not in FAILED]
-             for s in range(num_shards) if s not in kept}
-  records = {s: {} for s in pending}
-  done = set()
 
-  def manifest():
+class _Conversion:
+  """The state of one conversion: per-row entries, shards written or kept, records waiting for their shard."""
+
+  def __init__(self, video_list, output, num_shards, options, entries, videos, bounds, kept):
+    self.video_list, self.output, self.num_shards, self.options = video_list, output, num_shards, options
+    self.entries, self.videos, self.bounds = entries, videos, bounds
+    self.manifest_path = f'{output}.manifest.json'
+    self.shards = [dict(kept[s][0], status='existing') if s in kept else None for s in range(num_shards)]
+    self.pending = {s: [i for i in range(bounds[s], bounds[s + 1]) if videos[i].get('status') not in FAILED]
+                    for s in range(num_shards) if s not in kept}
+    self.records = {s: {} for s in self.pending}
+    self.done = set()
+
+  def manifest(self):
+    videos, shards = self.videos, self.shards
     ok = [v for v in videos if v.get('status') == 'ok']
     failures = [{'index': v['index'], 'path': v['path'], 'status': v['status'],
                  'reason': v.get('reason')} for v in videos if v.get('status') in FAILED]
     return {
-        'input': os.path.abspath(video_list),
-        'classes': class_names,
-        'options': dict(options, num_shards=num_shards),
-        'pattern': f'{output}.tfrecord@{num_shards}',
-        'path': manifest_path,
+        'input': os.path.abspath(self.video_list),
+        'classes': self.options['classes'],
+        'options': dict(self.options, num_shards=self.num_shards),
+        'pattern': f'{self.output}.tfrecord@{self.num_shards}',
+        'path': self.manifest_path,
         'complete': all(sh is not None for sh in shards),
         'totals': {'videos': len(videos), 'ok': len(ok),
                    'failed': len(failures),
@@ -373,53 +370,86 @@ def convert(video_list, output, classes, num_shards=16, fps=0.0,
         'videos': videos,
     }
 
-  def finish_ready_shards():
-    for s in sorted(pending):
-      if all(i in done for i in pending[s]):
-        rows = [records[s][i] for i in sorted(records[s])]  # list order
-        tfrecord.write_records(shard_path(output, s, num_shards), rows)
-        shards[s] = _shard_entry(output, s, num_shards, videos[bounds[s]:bounds[s + 1]],
-                                 entries[bounds[s]:bounds[s + 1]], 'written')
-        del pending[s], records[s]
-        _write_manifest(manifest_path, manifest())  # resumable from here
+  def add(self, index, frames, status, reason):
+    """One decoded row: its record waits for the rest of its shard."""
+    from vvt.data import tfrecord  # pylint: disable=g-import-not-at-top
+    entry = self.videos[index]
+    if frames is None:
+      entry.update(status=status, reason=reason, frames=0)
+    else:
+      entry.update(status='ok', reason=None, frames=len(frames))
+      names = self.options['classes']
+      self.records[entry['shard']][index] = tfrecord.encode_sequence_example(
+          frames, entry['label_index'], video_id=entry['id'], label_text=names[entry['label_index']])
+    self.done.add(index)
 
-  bar = None
-  if progress:
-    from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-    bar = tqdm(total=len(jobs), desc=f'convert {os.path.basename(video_list)}',
-               unit='video')
-  pool = None
+  def finish_ready_shards(self):
+    """Writes every shard whose rows are all decoded, then the manifest (resumable from here)."""
+    from vvt.data import tfrecord  # pylint: disable=g-import-not-at-top
+    bounds, n = self.bounds, self.num_shards
+    for s in sorted(self.pending):
+      if all(i in self.done for i in self.pending[s]):
+        rows = [self.records[s][i] for i in sorted(self.records[s])]  # list order
+        tfrecord.write_records(shard_path(self.output, s, n), rows)
+        self.shards[s] = _shard_entry(self.output, s, n, self.videos[bounds[s]:bounds[s + 1]],
+                                      self.entries[bounds[s]:bounds[s + 1]], 'written')
+        del self.pending[s], self.records[s]
+        _write_manifest(self.manifest_path, self.manifest())
+
+
+@contextlib.contextmanager
+def _decoded(jobs, workers):
+  """Yields (row, frames, status, reason) per job, decoded in a pool of `workers` processes (0: one per CPU)."""
   num_workers = workers or os.cpu_count() or 1
-  if jobs and num_workers > 1:
-    pool = multiprocessing.get_context('spawn').Pool(min(num_workers, len(jobs)))
-    stream = pool.imap(_work, jobs, chunksize=1)
-  else:
-    stream = map(_work, jobs)
+  if not jobs or num_workers <= 1:
+    yield map(_work, jobs)
+    return
+  pool = multiprocessing.get_context('spawn').Pool(min(num_workers, len(jobs)))
   try:
-    finish_ready_shards()
-    for index, frames, status, reason in stream:
-      entry = videos[index]
-      if frames is None:
-        entry.update(status=status, reason=reason, frames=0)
-      else:
-        entry.update(status='ok', reason=None, frames=len(frames))
-        records[entry['shard']][index] = tfrecord.encode_sequence_example(
-            frames, entry['label_index'], video_id=entry['id'],
-            label_text=class_names[entry['label_index']])
-      done.add(index)
-      if bar is not None:
-        bar.update(1)
-      finish_ready_shards()
-    finish_ready_shards()
+    yield pool.imap(_work, jobs, chunksize=1)
   finally:
-    if pool is not None:
-      pool.close()
-      pool.join()
-    if bar is not None:
-      bar.close()
+    pool.close()
+    pool.join()
 
-  _check_accounting(videos, shards)
-  result = manifest()
+
+def convert(video_list, output, classes, num_shards=16, fps=0.0,
+            short_side=256, jpeg_quality=90, workers=0, root='',
+            max_frames=0, progress=True, overwrite=False, check=True):
+  """Converts the videos of `video_list`; returns the manifest (a dict).
+
+  The manifest's 'pattern' (`output.tfrecord@num_shards`) is what
+  dataset.train_files / eval_files take. With `check` (the command), raises
+  `ConversionFailures` after writing the shards and manifest when any video
+  failed or was partial; a changed record option (see the module doc) raises
+  ValueError naming it unless `overwrite`.
+  """
+  class_names = read_class_list(classes) if isinstance(classes, str) else list(classes)
+  entries = read_video_list(video_list)
+  _check_arguments(video_list, entries, num_shards, jpeg_quality)
+  root = root or os.path.dirname(os.path.abspath(video_list))
+  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+  manifest_path = f'{output}.manifest.json'
+  decode_options = dict(fps=fps, short_side=short_side, jpeg_quality=jpeg_quality, max_frames=max_frames)
+  options = dict(decode_options, classes=class_names)
+  previous = _read_manifest(manifest_path)
+  _refuse_changed_options(manifest_path, output, num_shards, previous, options, overwrite)
+
+  bounds, shard_of = _shard_bounds(len(entries), num_shards)
+  kept = _kept_shards(output, num_shards, bounds, entries, previous, overwrite)
+  videos = _video_entries(entries, shard_of)
+  jobs = _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_options)
+  run = _Conversion(video_list, output, num_shards, options, entries, videos, bounds, kept)
+  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+  with tqdm(total=len(jobs), desc=f'convert {os.path.basename(video_list)}', unit='video',
+            disable=not progress) as bar, _decoded(jobs, workers) as stream:
+    run.finish_ready_shards()
+    for decoded in stream:
+      run.add(*decoded)
+      bar.update(1)
+      run.finish_ready_shards()
+
+  _check_accounting(videos, run.shards)
+  result = run.manifest()
   _write_manifest(manifest_path, result)
   failures = result['failures']
   if check and failures:

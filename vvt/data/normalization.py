@@ -10,9 +10,10 @@ names it:
 """
 import jax.numpy as jnp
 
+from vvt.data.config import NORMALIZATIONS
+
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
-NORMALIZATIONS = ('imagenet', 'zero_centre')
 
 
 def mean_std(mode):

@@ -40,11 +40,10 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from vvt.data import config as dataset_choices
 from vvt.data import errors
 from vvt.data import examples
-from vvt.data import normalization
 from vvt.data import records
-from vvt.data import sampling
 from vvt.data import sources
 from vvt.data import streams
 from vvt.data.errors import DataError, error_counts, reset_error_counts  # pylint: disable=unused-import
@@ -78,12 +77,8 @@ def _check_choice(cfg, field, choices):
 
 
 def _validate(cfg):
-  _check_choice(cfg, 'name', ('dmvr', 'tfds'))
-  _check_choice(cfg, 'on_error', ('raise', 'skip'))
-  _check_choice(cfg, 'short_video_policy', sampling.POLICIES)
-  _check_choice(cfg, 'sampling', sampling.SCHEMES)
-  _check_choice(cfg, 'normalization', normalization.NORMALIZATIONS)
-  _check_choice(cfg, 'num_spatial_crops', (1, 3))
+  for field, choices in dataset_choices.CHOICES.items():
+    _check_choice(cfg, field, choices)
   for field in ('num_frames', 'stride', 'image_size', 'num_test_clips',
                 'train_min_resize', 'train_max_resize', 'eval_resize'):
     if cfg[field] < 1:

@@ -16,12 +16,11 @@ int32 indices; only these frames are decoded later.
 """
 import tensorflow as tf
 
+from vvt.data.config import SAMPLING_SCHEMES as SCHEMES, SHORT_VIDEO_POLICIES as POLICIES
+
 # Philox named explicitly: the random streams do not depend on TF's default
 # ('auto_select') generator.
 _ALG = 'philox'
-
-POLICIES = ('loop', 'pad')
-SCHEMES = ('stride', 'segment')
 
 
 def _apply_policy(idx, n, policy):

@@ -1,0 +1,15 @@
+"""The run config: its schema, validation, the config loader, the resume rules, and `config.mesh` without JAX.
+
+Modules (none imports JAX, Flax or TensorFlow, so a command reports a bad config before loading them):
+  schema      the run-level fields and defaults, the shared fields, `make_config`   (`ConfigError`: errors)
+  dataset     the `dataset` section's fields and defaults (its choices: vvt.data.config)
+  paths       dotted field paths ('optimizer.name'): the one spelling of a field everywhere
+  validation  every field checked before any work, one line naming the field
+  loader      `--config FILE.py[:ARG] | config.json | run dir`, then `overrides` (`--config.a.b=VALUE`)
+  runlocal    any config as a few-minute CPU run on the synthetic data
+  run_file    WORKDIR/config.json written and read back
+  resume      what may change when a run resumes
+  sharding    mesh axes, sharding rules and partition specs (vvt.train.sharding makes the NamedShardings)
+Config files (configs/) build on `schema`, `dataset` and `paths`.
+"""
+from vvt.config.errors import ConfigError  # noqa: F401

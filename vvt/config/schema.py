@@ -1,0 +1,126 @@
+"""The run config schema: its fields and defaults, and the fields the model and the data share.
+
+A run config is an `ml_collections.ConfigDict`:
+
+  num_frames, image_size, num_classes, class_names
+               the shared fields: stated once at the top and read by the model and the data,
+               whose `model.X` / `dataset.X` are references to them (`link_shared`), so
+               `--config.image_size=64` and `--config.model.num_frames=8` both move the whole run
+  model        vvt.models.get_config(...)        (checked by vvt.models.resolve)
+  dataset      vvt.config.dataset.get_config()   (files, sampling, views, augmentation)
+  seed, batch_size (global), num_epochs, num_train_steps (>0 overrides epochs)
+  optimizer    name sgd|adamw, momentum, nesterov, b1, b2, eps, weight_decay,
+               grad_clip_norm (0 = off), accumulation_steps
+  schedule     name cosine|step|constant, base_lr, end_lr, warmup_epochs,
+               warmup_steps (>=0 overrides epochs), decay_epochs, decay_factor
+  loss         label_smoothing, mixup_alpha, cutmix_alpha, mix_switch_prob
+  eval         batch_size (global, views), average logits|softmax, every_steps
+               (0 = only at the end), split
+  checkpoint   every_steps, keep
+  log_every_steps
+  mesh         axes ({'data': -1, 'fsdp': 8} or (name, size) pairs; -1 = the rest), rules
+               ((regex, spec) pairs before the default FSDP strategy), fsdp_min_size (elements),
+               num_devices (-1 = all): vvt.config.sharding, vvt.train.mesh and vvt.train.sharding
+  distributed  initialize, coordinator_address, num_processes, process_id
+  init_from    None or a section (`init_from_config`; fields: vvt.convert.init_options)
+  runlocal     True: shrink any config to a few-minute CPU run on the synthetic data (vvt.config.runlocal)
+"""
+import ml_collections
+from ml_collections import config_dict
+
+from vvt.config import sharding
+from vvt.config.paths import plain
+from vvt.convert import init_options
+from vvt.data import synthetic
+
+SHARED_FIELDS = ('num_frames', 'image_size', 'num_classes')
+SECTIONS_WITH_SHARED_FIELDS = ('model', 'dataset')
+
+# The choices of the run-level choice fields (the dataset's: vvt.data.config, the model's: vvt.models.config).
+OPTIMIZERS = ('sgd', 'adamw')                 # optimizer.name
+SCHEDULES = ('cosine', 'step', 'constant')    # schedule.name
+EVAL_AVERAGES = ('logits', 'softmax')         # eval.average: what is averaged over a video's views
+
+# The synthetic motion dataset used by `runlocal`, the demo, the tests and configs/synthetic.py.
+SYNTHETIC = dict(num_classes=4, train_clips=2048, test_clips=256, num_frames=16,
+                 frame_size=64, seed=0)
+SYNTHETIC_DIR = 'data/synthetic'
+SYNTHETIC_CLASS_NAMES = synthetic.CLASS_NAMES[:SYNTHETIC['num_classes']]
+
+
+def flexible(value):
+  """A field whose type may change (int <-> dict of heads, None <-> tuple, tuple <-> dict)."""
+  return config_dict.FieldReference(value, field_type=object)
+
+
+def get_base_config() -> ml_collections.ConfigDict:
+  """Every run-level field with its default; `model` and `dataset` are filled by the config file."""
+  c = ml_collections.ConfigDict()
+  c.num_frames = 16
+  c.image_size = 224
+  c.num_classes = flexible(0)       # int, or dict head -> int for multi-head data
+  c.class_names = flexible(None)    # None, or a tuple of names in label order
+  c.model = ml_collections.ConfigDict()
+  c.dataset = ml_collections.ConfigDict()
+  c.seed = 0
+  c.batch_size = 64
+  c.num_epochs = 1.0
+  c.num_train_steps = -1
+  c.optimizer = ml_collections.ConfigDict(dict(
+      name='sgd', momentum=0.9, nesterov=False, b1=0.9, b2=0.999, eps=1e-8,
+      weight_decay=0.0, grad_clip_norm=0.0, accumulation_steps=1))
+  c.schedule = ml_collections.ConfigDict(dict(
+      name='cosine', base_lr=0.1, end_lr=0.0, warmup_epochs=0.0, warmup_steps=-1,
+      decay_epochs=(), decay_factor=0.1))
+  c.loss = ml_collections.ConfigDict(dict(
+      label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
+  c.eval = ml_collections.ConfigDict(dict(
+      batch_size=64, average='logits', every_steps=0, split='test'))
+  c.checkpoint = ml_collections.ConfigDict(dict(every_steps=1000, keep=3))
+  c.log_every_steps = 50
+  c.mesh = ml_collections.ConfigDict(dict(
+      axes=flexible(sharding.DEFAULT_AXES),   # dict or (name, size) pairs in mesh order: vvt.config.sharding
+      rules=flexible(()),                     # ((regex, spec), ...) first match wins: vvt.config.sharding
+      fsdp_min_size=sharding.DEFAULT_MIN_SIZE,  # parameters with fewer elements stay replicated
+      num_devices=-1))                        # use the first N devices (-1 = all)
+  c.distributed = ml_collections.ConfigDict(dict(
+      initialize=False, coordinator_address='', num_processes=-1, process_id=-1))
+  c.init_from = None
+  c.runlocal = False
+  return c
+
+
+def init_from_config(**fields) -> ml_collections.ConfigDict:
+  """An `init_from` section: its defaults (vvt.convert.init_options, which reads it) with `fields` set."""
+  return init_options.get_config(**fields)
+
+
+# ----------------------------------------------------------------------------- shared fields
+
+
+def link_shared(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Makes `model.X` and `dataset.X` references to the top-level `X` for every shared field.
+
+  The top-level value wins; where it is missing (a config.json written before shared fields
+  existed) the model's value is taken. Returns `config`, changed in place.
+  """
+  for field in SHARED_FIELDS:
+    sections = [s for s in SECTIONS_WITH_SHARED_FIELDS if isinstance(config.get(s), ml_collections.ConfigDict)]
+    if field not in config:
+      source = next((config[s][field] for s in sections if field in config[s]), None)
+      config[field] = flexible(plain(source)) if field == 'num_classes' else source
+    for s in sections:
+      config[s][field] = config.get_ref(field)
+  return config
+
+
+def make_config(model: ml_collections.ConfigDict, dataset: ml_collections.ConfigDict,
+                class_names=None) -> ml_collections.ConfigDict:
+  """A base run config with `model` and `dataset`, their shared fields taken from `model`."""
+  c = get_base_config()
+  for field in SHARED_FIELDS:
+    c[field] = plain(model[field])
+  c.class_names = tuple(class_names) if class_names is not None else None
+  c.model = model
+  c.dataset = dataset
+  return link_shared(c)

@@ -1,0 +1,8 @@
+"""Studies: sweeps of training runs and their results.
+
+  sweep     a study's trials as dicts of config overrides (`axis`, `product`, `variants`, ...) and their names
+  runner    runs a sweep's trials, one `vvt train` process each, and records their state
+  results   a sweep's results table (CSV, Markdown) and plot (PNG)
+
+Imports train, config, convert, data, models and vvt.fileio; never cli or inspection.
+"""
