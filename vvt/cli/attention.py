@@ -12,7 +12,7 @@ centre evaluation view (middle clip, centre crop: `vvt.data.videos`, as `vvt pre
   attention_frames.png  the temporal part: which temporal indices the tokens of each index attend to, per stage
   attention.gif         the final map over the frames, animated
   attention.npz         the maps (final, per_stage/<name>, frames/<name>)
-Every scheme (vvt.train.attention_maps): the probabilities are recomputed from the model's own projections
+Every scheme (vvt.inspection.attention_maps): the probabilities are recomputed from the model's own projections
 and groupings.
 """
 import os
@@ -34,8 +34,8 @@ def _attention(argv):
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from vvt.data import normalization, videos  # pylint: disable=g-import-not-at-top
-  from vvt.train import attention_maps as am  # pylint: disable=g-import-not-at-top
-  from vvt.train import attention_plots as plots  # pylint: disable=g-import-not-at-top
+  from vvt.inspection import attention_maps as am  # pylint: disable=g-import-not-at-top
+  from vvt.inspection import attention_plots as plots  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib  # pylint: disable=g-import-not-at-top
   items = videos.find_inputs([args.input])
   if len(items) != 1:
