@@ -1,0 +1,64 @@
+"""The `vvt` console command: one entry point, one sub-command per task, one config syntax.
+
+Every command that takes a config reads it through `vvt.cli.config` (`--config FILE[:ARG]` or a run's
+config.json, then `--config.a.b=VALUE`), reports a bad config or argument as one line naming the field or
+file (exit 2; other errors exit 1), keeps library logs quiet unless `--verbose` (which also shows
+tracebacks), and imports its heavy libraries lazily, so `vvt summary` does not pay for TensorFlow.
+Layering: vvt.models <- vvt.data <- vvt.convert <- vvt.train <- vvt.cli.
+"""
+import importlib
+import sys
+
+from vvt.cli import native_stderr
+
+# sub-command -> (module, function taking argv without the sub-command, help)
+COMMANDS = {
+    'train': ('vvt.cli.train', 'train_main', 'train from a config file (resumes a workdir)'),
+    'eval': ('vvt.cli.train', 'eval_main', 'multi-view evaluation of a checkpoint'),
+    'predict': ('vvt.cli.predict', 'main', 'classify video files / frame folders with a checkpoint'),
+    'attention': ('vvt.cli.attention', 'main', 'attention maps of a checkpoint on one video (PNG grid, GIF)'),
+    'summary': ('vvt.cli.summary', 'main', 'params, GFLOPs and tokens of a config\'s model'),
+    'memory': ('vvt.cli.memory', 'main', 'per-device memory and FLOPs of a step on a TPU topology'),
+    'data': ('vvt.cli.data', 'main', 'write datasets: convert videos, synthetic motion data'),
+    'convert': ('vvt.cli.convert', 'main', 'convert official / Hugging Face checkpoints to vvt'),
+    'export': ('vvt.cli.convert', 'export_main', 'export a vvt checkpoint to safetensors (and back)'),
+    'demo': ('vvt.cli.demo', 'main', 'synthetic data -> small model -> multi-view evaluation'),
+    'sweep': ('vvt.cli.sweep', 'main', 'run a study\'s trials (experiments/FILE.py), then its results'),
+    'results': ('vvt.cli.results', 'main', 'results table and plot of a sweep directory'),
+}
+
+
+def _usage():
+  lines = ['usage: vvt COMMAND [--config FILE[:ARG]] [--config.FIELD=VALUE ...] [ARGS...] [--verbose]', '',
+           'commands:']
+  for name, (_, _, text) in COMMANDS.items():
+    lines.append(f'  {name:<9} {text}')
+  lines.append('\n`vvt COMMAND --help` for its arguments.')
+  return '\n'.join(lines)
+
+
+def main(argv=None):
+  argv = list(sys.argv[1:] if argv is None else argv)
+  if not argv or argv[0] in ('-h', '--help', 'help'):
+    print(_usage())
+    return 0
+  name, rest = argv[0], argv[1:]
+  if name not in COMMANDS:
+    print(f'vvt: error: unknown command {name!r} (one of {", ".join(COMMANDS)})', file=sys.stderr)
+    return 2
+  module, func, _ = COMMANDS[name]
+  result = getattr(importlib.import_module(module), func)(rest)
+  return 0 if result is None else int(result)
+
+
+def console():
+  """The `vvt` program (console script, `python -m vvt`): `main` with the native libraries' start-up lines kept
+  off stderr unless --verbose (see `native_stderr`)."""
+  argv = sys.argv[1:]
+  if '--verbose' not in argv:
+    native_stderr.install()
+  return main(argv)
+
+
+if __name__ == '__main__':
+  sys.exit(console())

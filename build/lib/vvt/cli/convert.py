@@ -1,0 +1,201 @@
+"""`vvt convert` (official / Hugging Face / scenic video checkpoints -> vvt checkpoint) and `vvt export`.
+
+  vvt convert --source SOURCE --checkpoint FILE --config CONFIG[:ARG] --output DIR [--hf-config JSON]
+              [--num-frames N] [--image-size S] [--config.model.FIELD=VALUE ...]
+  vvt export  --workdir DIR [--step N] --output FILE.safetensors
+  vvt export  --import FILE.safetensors --output DIR [--config CONFIG]   (safetensors -> vvt checkpoint)
+
+`vvt convert` reads the checkpoint (never executing code from it), converts it, checks every parameter name and
+shape against the model, and writes `DIR/checkpoints/0/` (a params-only checkpoint). The model fields that
+express the reference exactly (LayerNorm eps, GELU flavour, class-token handling, frames, frame size, classes,
+...) replace those of CONFIG; `DIR/config.json` holds the resulting run config, so `vvt eval --workdir DIR`
+evaluates the converted weights. `DIR/convert_report.txt` lists what was loaded and how. Scenic ViViT Models 1,
+3 and 4 read their frames and frame size from the split of their T*N position table; where its rows do not tell
+the split, --num-frames or --image-size must.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from vvt.cli import common
+
+
+def _fields_diff(model_cfg, fields: dict) -> list[str]:
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  try:
+    old = vvt.models.resolve(model_cfg)
+  except ValueError:
+    old = model_cfg
+  new = vvt.models.resolve(vvt.models.get_config(**fields))
+  out = []
+  for key in sorted(fields):
+    a, b = old.get(key), new[key]
+    a = a.to_dict() if isinstance(a, ml_collections.ConfigDict) else a
+    b = b.to_dict() if isinstance(b, ml_collections.ConfigDict) else b
+    a = tuple(a) if isinstance(a, (list, tuple)) else a
+    b = tuple(b) if isinstance(b, (list, tuple)) else b
+    if a != b:
+      out.append(f'model.{key}: {a!r} -> {b!r}')
+  return out
+
+
+def _with_model(run_config, model, class_names=None):
+  """The run config with `model` replacing its model; the shared fields follow the model.
+
+  `class_names` (e.g. a Hugging Face config's id2label) replace the config's when they fit the classes;
+  names of another number of classes than the converted head are dropped."""
+  from vvt.train import defaults  # pylint: disable=g-import-not-at-top
+  values = json.loads(run_config.to_json_best_effort())
+  values['model'] = json.loads(model.to_json_best_effort())
+  for field in defaults.SHARED_FIELDS:
+    if field in values['model']:
+      values[field] = values['model'][field]
+  nc = values.get('num_classes')
+  names = class_names if class_names is not None else values.get('class_names')
+  values['class_names'] = list(names) if names is not None and isinstance(nc, int) and len(names) == nc else None
+  if 'class_names' in values['model']:
+    values['model']['class_names'] = values['class_names']
+  return defaults.from_dict(values)
+
+
+def hf_class_names(hf_config) -> list | None:
+  """Class names in label order from a Hugging Face config's `id2label`.
+
+  None when it has none, when its ids are not 0..n-1, or when they are transformers' placeholders ('LABEL_0',
+  'LABEL_1', ...: what a config without label names holds)."""
+  if not isinstance(hf_config, dict) or not isinstance(hf_config.get('id2label'), dict):
+    return None
+  try:
+    labels = {int(k): str(v) for k, v in hf_config['id2label'].items()}
+  except (TypeError, ValueError):
+    return None
+  if sorted(labels) != list(range(len(labels))):
+    return None
+  names = [labels[i] for i in range(len(labels))]
+  return None if names == [f'LABEL_{i}' for i in range(len(names))] else names
+
+
+def _summary(model_fields: dict, class_names) -> str:
+  """One line: the frames, frame size and classes the converted checkpoint records."""
+  m = model_fields
+  names = list(class_names or ())
+  shown = f' ({", ".join(map(str, names[:3]))}{", ..." if len(names) > 3 else ""})' if names else ''
+  return f'[convert] {m.get("num_frames")} frames of {m.get("image_size")}px, {m.get("num_classes")} classes{shown}'
+
+
+def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_config=None, log=print,
+                          num_frames=None, image_size=None):
+  """Converts `checkpoint` and writes a params-only vvt checkpoint (step 0) to `output`; returns Converted.
+
+  `num_frames` / `image_size`: the clip length and frame size to run the weights at, where the source allows
+  another than the one its tables fix (X-ViT: a multiple of its 8-row time table, used periodically as the
+  official code does), or to say which split of a scenic Model 1/3/4 position table is meant. The frames and
+  frame size the conversion arrives at are the checkpoint meta's and config.json's (model, dataset, run).
+  """
+  from vvt.convert import video  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  is_run = config is not None and 'model' in config
+  model_cfg = config.model if is_run else config
+  result = video.convert(source, checkpoint, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
+  changes = _fields_diff(model_cfg, result.model_fields) if model_cfg is not None else []
+  names = None
+  if source.startswith('hf_'):
+    names = hf_class_names(video._hf_config(checkpoint, hf_config))  # pylint: disable=protected-access
+  full = _with_model(config, result.model_config(), names) if is_run else result.model_config()
+  os.makedirs(output, exist_ok=True)
+  path = checkpoints.save_params(output, result.params, step=0, config=full)
+  with open(os.path.join(output, 'convert_report.txt'), 'w') as f:
+    f.write(f'source: {source}\ncheckpoint: {os.path.abspath(checkpoint)}\n\n')
+    f.write('model fields that express the reference exactly:\n')
+    f.write(json.dumps(result.model_fields, indent=1, sort_keys=True, default=str) + '\n\n')
+    f.write('changes to the given config:\n' + ''.join(f'  {c}\n' for c in changes) + '\n')
+    f.write(str(result.report) + '\n')
+  config_path = os.path.join(output, 'config.json')
+  with open(config_path, 'w') as f:
+    f.write(full.to_json_best_effort(indent=2))
+  r = result.report
+  log(f'[convert] {source}: {len(r.loaded)} loaded, {len(r.transformed)} transformed, '
+      f'{len(r.unused)} unused in the file -> {path}')
+  log(_summary(result.model_fields, full.get('class_names') if is_run else names))
+  for c in changes:
+    log(f'[convert] config changed: {c}')
+  log(f'[convert] report: {os.path.join(output, "convert_report.txt")}; config: {config_path}')
+  return result
+
+
+def export_checkpoint(workdir: str, output: str, step: int | None = None):
+  """The params of a vvt checkpoint (full training state or params-only) -> safetensors file."""
+  from vvt.convert import export  # pylint: disable=g-import-not-at-top
+  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  params, step = checkpoints.load_params(workdir, step)
+  params = layout.to_per_layer(params)  # files hold one tensor per layer, whether the run scanned its layers or not
+  config = checkpoints.read_meta(workdir, step).get('config')
+  n = export.to_safetensors(params, output, json.dumps(config) if config is not None else None)
+  return output, n
+
+
+def import_safetensors(path: str, output: str, config=None, step: int = 0) -> str:
+  """safetensors (vvt flat names) -> params-only vvt checkpoint in `output`; checked against `config` if given."""
+  from vvt.convert import export, video  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  params, metadata = export.from_safetensors(path)
+  if config is not None:
+    video.check_params(params, config.model if 'model' in config else config)
+  elif 'config' in metadata:
+    from vvt.train import defaults  # pylint: disable=g-import-not-at-top
+    values = json.loads(metadata['config'])
+    config = defaults.from_dict(values) if 'model' in values and 'dataset' in values else values
+  return checkpoints.save_params(output, params, step=step, config=config)
+
+
+def _convert(argv):
+  p = common.Parser('vvt convert', __doc__, config=True)
+  from vvt.convert.video import SOURCES  # pylint: disable=g-import-not-at-top
+  p.add_argument('--source', required=True, choices=SOURCES)
+  p.add_argument('--checkpoint', required=True, help='checkpoint file (or Hugging Face model folder)')
+  p.add_argument('--output', required=True, help='directory for the vvt checkpoint (the eval workdir)')
+  p.add_argument('--hf-config', default=None, help='Hugging Face config.json (default: the folder\'s)')
+  p.add_argument('--num-frames', type=int, default=None,
+                 help='clip length to run the weights at (X-ViT: a multiple of its 8-row time table, '
+                      'e.g. 16 with the released 8-frame checkpoints; scenic Models 1/3/4: which split of '
+                      'the T*N position table is meant, where its rows do not tell)')
+  p.add_argument('--image-size', type=int, default=None,
+                 help='frame size to run the weights at (X-ViT: its position grid resized; scenic Models '
+                      '1/3/4: as --num-frames)')
+  args, spec, overrides = common.parse(p, argv)
+  if not spec:
+    raise common.UsageError('missing --config FILE[:ARG] (a run or model config)')
+  config = common.run_config(spec, overrides, validate=False, files=(), init=False)
+  convert_to_checkpoint(args.source, args.checkpoint, config, args.output, args.hf_config,
+                        num_frames=args.num_frames, image_size=args.image_size)
+
+
+def _export(argv):
+  p = common.Parser('vvt export', 'vvt checkpoint <-> safetensors (flat names: "/"-joined parameter paths, '
+                    'float32)', config=True)
+  p.add_argument('--workdir', help='vvt workdir whose checkpoint to export')
+  p.add_argument('--step', type=int, default=None, help='checkpoint step (default: latest)')
+  p.add_argument('--import', dest='import_file', default=None,
+                 help='read this safetensors file and write a vvt checkpoint to --output instead')
+  p.add_argument('--output', required=True)
+  args, spec, overrides = common.parse(p, argv)
+  if args.import_file:
+    config = common.run_config(spec, overrides, files=(), init=False) if spec else None
+    path = import_safetensors(args.import_file, args.output, config)
+    print(f'[export] {args.import_file} -> {path}')
+  else:
+    if not args.workdir:
+      raise common.UsageError('--workdir is required (or --import FILE)')
+    path, n = export_checkpoint(args.workdir, args.output, step=args.step)
+    print(f'[export] {n} tensors -> {path}')
+
+
+def main(argv) -> int:
+  return common.run('vvt convert', _convert, argv)
+
+
+def export_main(argv) -> int:
+  return common.run('vvt export', _export, argv)

@@ -1,0 +1,90 @@
+"""`vvt data ...`: write datasets.
+
+    vvt data synthetic --output DIR [--classes 4 --train-clips 2048 ...]
+    vvt data convert --input videos.csv --classes classes.txt --output DIR/train ...
+"""
+import json
+import sys
+
+from vvt.cli import common
+
+
+def _synthetic(args):
+  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
+  info = synthetic.write_synthetic(
+      args.output, num_classes=args.classes,
+      classes=args.class_names.split(',') if args.class_names else None,
+      train_clips=args.train_clips,
+      test_clips=args.test_clips, num_frames=args.frames,
+      frame_size=args.frame_size, seed=args.seed,
+      train_shards=args.train_shards, test_shards=args.test_shards)
+  print(json.dumps(info, indent=1))
+  return 0
+
+
+def _convert(args):
+  from vvt.data import convert  # pylint: disable=g-import-not-at-top
+  manifest = convert.convert(
+      args.input, args.output, classes=args.classes, num_shards=args.shards,
+      fps=args.fps, short_side=args.short_side, jpeg_quality=args.jpeg_quality,
+      workers=args.workers, root=args.root, max_frames=args.max_frames,
+      progress=not args.no_progress, overwrite=args.overwrite)
+  totals = manifest['totals']
+  print(json.dumps({'output': args.output, 'manifest': manifest['path'],
+                    'files': manifest['pattern'], **totals}, indent=1))
+  if totals['failed']:
+    print(f"vvt data convert: {totals['failed']} video(s) failed, reasons in "
+          f"{manifest['path']}", file=sys.stderr)
+  return 0
+
+
+def build_parser():
+  parser = common.Parser('vvt data', __doc__)
+  sub = parser.add_subparsers(dest='command', required=True)
+
+  s = sub.add_parser('synthetic', help='write the synthetic motion dataset')
+  s.add_argument('--output', required=True, help='output directory')
+  s.add_argument('--classes', type=int, default=4, help='2..8 motion classes')
+  s.add_argument('--class-names', default='',
+                 help='comma-separated motion classes to use instead, in label order, '
+                      'e.g. down_and_back,up_and_back')
+  s.add_argument('--train-clips', type=int, default=2048)
+  s.add_argument('--test-clips', type=int, default=256)
+  s.add_argument('--frames', type=int, default=16, help='frames per clip')
+  s.add_argument('--frame-size', type=int, default=64, help='frame side, pixels')
+  s.add_argument('--seed', type=int, default=0)
+  s.add_argument('--train-shards', type=int, default=8)
+  s.add_argument('--test-shards', type=int, default=2)
+  s.set_defaults(func=_synthetic)
+
+  c = sub.add_parser('convert', help='videos listed in a CSV/TSV -> TFRecords')
+  c.add_argument('--input', required=True,
+                 help='CSV/TSV file: path,label[,...] per line (header optional)')
+  c.add_argument('--classes', required=True,
+                 help='class list file, one class name per line (line i = label i)')
+  c.add_argument('--output', required=True,
+                 help='output prefix, e.g. out/train -> out/train.tfrecord-00000-of-00016')
+  c.add_argument('--shards', type=int, default=16)
+  c.add_argument('--root', default='', help='directory of relative video paths '
+                 '(default: the CSV file\'s directory)')
+  c.add_argument('--fps', type=float, default=0.0,
+                 help='resample to this frame rate (0 = keep every frame)')
+  c.add_argument('--short-side', type=int, default=256,
+                 help='resize the shorter side to this (0 = keep)')
+  c.add_argument('--jpeg-quality', type=int, default=90)
+  c.add_argument('--max-frames', type=int, default=0, help='0 = no limit')
+  c.add_argument('--workers', type=int, default=0, help='processes (0 = CPU count)')
+  c.add_argument('--overwrite', action='store_true',
+                 help='rewrite shards that already exist')
+  c.add_argument('--no-progress', action='store_true')
+  c.set_defaults(func=_convert)
+  return parser
+
+
+def _data(argv):
+  args = build_parser().parse_args(argv)
+  return args.func(args)
+
+
+def main(argv) -> int:
+  return common.run('vvt data', _data, argv)

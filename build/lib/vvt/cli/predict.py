@@ -1,0 +1,152 @@
+"""`vvt predict`: classify video files with a trained or converted checkpoint.
+
+  vvt predict --workdir runs/divided [--step N] clip.mp4 other.webm frames_dir/ videos_dir/
+  vvt predict --checkpoint runs/tsf_k400 --top_k 3 --json videos/ > predictions.json
+
+Each input is a video file (mp4, webm, avi, ... decoded with PyAV), a folder of frames (images, sorted
+by name) or a folder of those. Every video gives the config's evaluation views (num_test_clips x
+num_spatial_crops, same sampling, crops and normalisation as `vvt eval`; override them with
+`--config.dataset.num_test_clips=...`), views of many videos are batched, the scores are averaged per
+video as in evaluation (`eval.average`), and the top-k classes are printed with their probabilities
+(class names from the checkpoint's config, else the dataset's classes.txt). `--json`: one JSON list on
+stdout. A file that cannot be read is reported on stderr and skipped; the exit code is 1 if any was,
+after all the others were predicted.
+"""
+import json
+import os
+import sys
+
+from vvt.cli import common
+
+
+def _locate(args) -> tuple:
+  """(workdir, step) of --workdir/--step or --checkpoint (a converted DIR or DIR/checkpoints/N)."""
+  if bool(args.workdir) == bool(args.checkpoint):
+    raise common.UsageError('give exactly one of --workdir DIR and --checkpoint PATH')
+  if args.workdir:
+    return args.workdir, args.step
+  path = os.path.normpath(args.checkpoint)
+  base, name = os.path.split(path)
+  if name.isdigit() and os.path.basename(base) == 'checkpoints':
+    return os.path.dirname(base), int(name)
+  if os.path.basename(path) == 'checkpoints':
+    return os.path.dirname(path), args.step
+  if not os.path.isdir(os.path.join(path, 'checkpoints')):
+    raise FileNotFoundError(f'{args.checkpoint}: not a converted checkpoint directory '
+                            '(no checkpoints/ in it; `vvt convert --output DIR` writes one)')
+  return path, args.step
+
+
+def _predictor(config, workdir, step):
+  """(fn(uint8 (B, T, S, S, 3)) -> {head: (B, C) scores}, step) on this host's first device."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints, model_state, steps  # pylint: disable=g-import-not-at-top
+  step = checkpoints.resolve_step(checkpoints.abspath(workdir), step)
+  module = model_state.build_model(config)
+  params, step = checkpoints.load_params(checkpoints.abspath(workdir), step)
+  params = layout.to_model_layout(params, config.model)  # the step's encoder layout -> the config's
+  fn = jax.jit(steps.eval_step_fn(module, config))
+  return (lambda x: {h: jax.device_get(v) for h, v in fn(params, {'inputs': x})[0].items()}), step
+
+
+def _batches(items, views_of, batch_size, log_error):
+  """Yields (uint8 (B, T, S, S, 3) padded, [(item number, row) ...]) over readable items."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rows, owners = [], []
+  for n, item in enumerate(items):
+    try:
+      v = views_of(item)
+    except Exception as e:  # pylint: disable=broad-except  (reported, skipped)
+      log_error(n, common.one_line(e))
+      continue
+    rows.extend(v)
+    owners.extend([n] * len(v))
+    while len(rows) >= batch_size:
+      yield np.stack(rows[:batch_size]), owners[:batch_size], n
+      rows, owners = rows[batch_size:], owners[batch_size:]
+  if rows:
+    pad = [np.zeros_like(rows[0])] * (batch_size - len(rows))
+    yield np.stack(rows + pad), owners, len(items) - 1
+
+
+def _top(probs, names, k):
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  order = np.argsort(-probs, kind='stable')[:k]
+  return [{'class': int(c), 'name': names[c], 'probability': float(probs[c])} for c in order]
+
+
+def _predict(argv):
+  p = common.Parser('vvt predict', __doc__, config=True)
+  p.add_argument('inputs', nargs='+', metavar='VIDEO_OR_DIR', help='video files, frame folders, folders')
+  p.add_argument('--workdir', help='a training run directory (its config.json and checkpoints/)')
+  p.add_argument('--checkpoint', help='a converted checkpoint: `vvt convert --output DIR` (or DIR/checkpoints/N)')
+  p.add_argument('--step', type=int, default=None, help='checkpoint step (default: latest)')
+  p.add_argument('--top_k', type=int, default=5, help='classes printed per video (default 5)')
+  p.add_argument('--batch_size', type=int, default=None, help='views per batch (default: eval.batch_size)')
+  p.add_argument('--json', action='store_true', help='print one JSON list instead of text')
+  args, spec, overrides = common.parse(p, argv)
+  if args.top_k < 1:
+    raise common.UsageError(f'--top_k must be >= 1, got {args.top_k}')
+  workdir, step = _locate(args)
+  config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+  from vvt.data import names as names_lib  # pylint: disable=g-import-not-at-top
+  from vvt.data import videos  # pylint: disable=g-import-not-at-top
+  from vvt.train import eval_report  # pylint: disable=g-import-not-at-top
+  from vvt.train.steps import heads_of  # pylint: disable=g-import-not-at-top
+  predict, step = _predictor(config, workdir, step)
+  heads = heads_of(config.model)
+  names = {h: names_lib.label_names(names_lib.class_names(config, h), c) for h, c in heads.items()}
+  items = videos.find_inputs(args.inputs)
+  views = int(config.dataset.num_test_clips) * int(config.dataset.num_spatial_crops)
+  batch_size = max(views, int(args.batch_size or config.eval.batch_size))
+  sums = {h: np.zeros((len(items), c)) for h, c in heads.items()}
+  counts = np.zeros(len(items), np.int64)
+  failed = {}
+  bar = tqdm(total=len(items), desc='predict', unit='video', disable=len(items) < 2, file=sys.stderr)
+
+  def log_error(n, text):
+    failed[n] = text
+    bar.write(f'vvt predict: skipped {text}', file=sys.stderr)
+
+  done = 0
+  for x, owners, last in _batches(items, lambda it: videos.load_views(it[2], it[1], config.dataset),
+                                  batch_size, log_error):
+    scores = predict(x)
+    for h in heads:
+      np.add.at(sums[h], owners, np.asarray(scores[h], np.float64)[:len(owners)])
+    np.add.at(counts, owners, 1)
+    bar.update(last + 1 - done)
+    done = last + 1
+  bar.update(len(items) - done)
+  bar.close()
+  out = []
+  for n, (name, kind, _) in enumerate(items):
+    if n in failed or counts[n] == 0:
+      continue
+    rec = {'input': name, 'kind': kind, 'views': int(counts[n])}
+    for h in heads:
+      probs = eval_report.probabilities(sums[h][n][None] / counts[n], config.eval.average)[0]
+      rec['top' if not h else f'top_{h}'] = _top(probs, names[h], min(args.top_k, heads[h]))
+    out.append(rec)
+  if args.json:
+    print(json.dumps({'workdir': os.path.abspath(workdir), 'step': step,
+                      'views_per_video': views, 'predictions': out,
+                      'failed': [{'input': items[n][0], 'error': e} for n, e in sorted(failed.items())]},
+                     indent=1))
+  else:
+    for rec in out:
+      for h in heads:
+        top = rec['top' if not h else f'top_{h}']
+        text = ', '.join(f'{t["name"]} {t["probability"]:.3f}' for t in top)
+        print(f'{rec["input"]}{" [" + h + "]" if h else ""}: {text}')
+  if failed:
+    print(f'vvt predict: {len(failed)} of {len(items)} inputs could not be read', file=sys.stderr)
+    return 1
+  return 0
+
+
+def main(argv) -> int:
+  return common.run('vvt predict', _predict, argv)

@@ -1,0 +1,23 @@
+"""`vvt summary`: params, GFLOPs per view and tokens of a config's model, without allocating weights.
+
+  vvt summary --config configs/kinetics400/vivit_b_fe.py [--config.model.num_frames=16 ...]
+  vvt summary --config runs/divided                  (a run's config.json)
+
+GFLOPs count a multiply-add as one FLOP and every token through every layer, as the papers do
+(vvt/models/summary.py).
+"""
+from vvt.cli import common
+
+
+def _summary(argv):
+  p = common.Parser('vvt summary', __doc__, config=True)
+  args, spec, overrides = common.parse(p, argv)
+  del args
+  config = common.run_config(spec, overrides, files=(), init=False)
+  from vvt.models import summary  # pylint: disable=g-import-not-at-top
+  model = config.model if 'model' in config else config
+  print(summary.format_summary(spec, summary.summarise(model)))
+
+
+def main(argv) -> int:
+  return common.run('vvt summary', _summary, argv)

@@ -1,0 +1,11 @@
+"""Weights in and out of vvt.
+
+  video.convert(source, path, model_cfg=None, hf_config=None) -> Converted(params, model_fields, report)
+      official / Hugging Face / scenic video checkpoints (sources in `video.SOURCES`); `vvt convert` on top.
+  image_init.initialise(params, init_from, model_cfg) -> (params, report)
+      image ViT checkpoints (big_vision/AugReg, scenic, HF, timm) into any model family, the papers' strategies.
+  export.to_safetensors(params, path) / export.from_safetensors(path)
+      vvt params <-> safetensors with '/'-joined names; `vvt export` on top.
+Per-source modules: scenic (ViViT Models 1-4), timesformer (official + HF), xvit, hf_vivit; image (readers);
+common (safe file loading, layout helpers, the report).
+"""

@@ -1,0 +1,46 @@
+"""vvt params <-> safetensors, so other tools can read vvt checkpoints (and write them back).
+
+Flat names: the parameter path inside the flax `params` collection joined with '/', exactly the tree that
+`vvt.models.build(cfg).init(...)['params']` returns, e.g.
+  embedding/conv/kernel                                   (t, h, w, C, D)
+  encoder/cls                                             (1, 1, D)
+  encoder/posembed/pos_embedding                          (1, [1 +] N, D)    (+ encoder/posembed/time_embedding)
+  encoder/layers/block_0/space_attention/query/kernel     (D, H, d_h)        (query/key/value; bias (H, d_h))
+  encoder/layers/block_0/space_attention/out/kernel       (H, d_h, D)
+  encoder/layers/block_0/mlp/Dense_0/kernel               (D, mlp_dim)       (flax Dense: y = x @ kernel + bias)
+  head/output_projection/kernel                           (D, num_classes)
+All tensors are float32. File metadata (string -> string): "format": "vvt", and "config": the JSON of the
+run/model config when known.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from vvt.convert import common
+
+
+def to_safetensors(params, path: str, config=None) -> int:
+  """Writes params (nested dict of arrays) to `path`; returns the number of tensors."""
+  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  flat = {k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in common.flatten(params).items()}
+  metadata = {'format': 'vvt'}
+  if config is not None:
+    metadata['config'] = config if isinstance(config, str) else (
+        config.to_json_best_effort() if hasattr(config, 'to_json_best_effort') else json.dumps(config))
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  save_file(flat, path, metadata=metadata)
+  return len(flat)
+
+
+def from_safetensors(path: str):
+  """Reads a file written by `to_safetensors` -> (nested params of numpy arrays, metadata dict)."""
+  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
+  if not os.path.exists(path):
+    raise FileNotFoundError(f'safetensors file {path} does not exist')
+  with safe_open(path, framework='numpy') as f:
+    metadata = dict(f.metadata() or {})
+    flat = {k: f.get_tensor(k) for k in f.keys()}
+  return common.unflatten(flat), metadata

@@ -1,0 +1,93 @@
+"""Hugging Face `VivitForVideoClassification` -> vvt ViViT Model 1 (spatiotemporal).
+
+Two generations of key names are read:
+  old (transformers < 5): `vivit.encoder.layer.i.attention.attention.{query,key,value}`,
+      `attention.output.dense`, `intermediate.dense`, `output.dense`, `layernorm_before`, `layernorm_after`;
+  new (transformers 5): `vivit.layers.i.attention.{q_proj,k_proj,v_proj,o_proj}`, `mlp.fc1`, `mlp.fc2`,
+      `layernorm_before`, `layernorm_after`.
+Common: `vivit.embeddings.cls_token` (1,1,D), `vivit.embeddings.position_embeddings` (1, 1+T*N, D) over tokens in
+(t, h, w) order, `vivit.embeddings.patch_embeddings.projection` Conv3d (D, C, t, h, w), `vivit.layernorm`,
+`classifier`. An unused `vivit.pooler.*` is reported as unused.
+Numerics from the HF config: `layer_norm_eps` (default 1e-6), `hidden_act` (default 'gelu_fast', the tanh
+formula -> gelu_approximate=True), `qkv_bias`.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Mapping
+
+import numpy as np
+
+from vvt.convert import common
+
+# transformers' VivitConfig defaults (absent from a diff-only config.json).
+HF_DEFAULTS = dict(num_attention_heads=12, layer_norm_eps=1e-6, hidden_act='gelu_fast', num_frames=32,
+                   image_size=224)
+_LAYER = re.compile(r'^vivit\.(?:encoder\.layer|layers)\.(\d+)\.')
+
+OLD = dict(q='attention.attention.query', k='attention.attention.key', v='attention.attention.value',
+           o='attention.output.dense', fc1='intermediate.dense', fc2='output.dense')
+NEW = dict(q='attention.q_proj', k='attention.k_proj', v='attention.v_proj', o='attention.o_proj',
+           fc1='mlp.fc1', fc2='mlp.fc2')
+
+
+@common.names_its_file
+def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_heads: int | None = None,
+            num_frames: int | None = None, image_size: int | None = None) -> common.Converted:
+  """HF ViViT state dict (+ config.json dict) -> vvt params + the exact model fields."""
+  if hf_config:  # config.json written by save_pretrained holds only the fields that differ from the defaults
+    hf_config = {**HF_DEFAULTS, **hf_config}
+  hf_config = dict(hf_config or {})
+  if hf_config.get('model_type', 'vivit') != 'vivit':
+    raise ValueError(f"hf_config.model_type is {hf_config.get('model_type')!r}, not 'vivit'")
+  src = common.Source(state, 'Hugging Face ViViT checkpoint')
+  w = common.Writer(src)
+  kernel = common.torch_patch_embedding(w, 'embedding/conv', 'vivit.embeddings.patch_embeddings.projection')
+  hidden, _, tt, th, tw = kernel.shape
+  num_heads = num_heads or hf_config.get('num_attention_heads') or max(hidden // 64, 1)
+  num_frames = num_frames or hf_config.get('num_frames')
+  image_size = image_size or hf_config.get('image_size')
+  w.copy('encoder/cls', 'vivit.embeddings.cls_token')
+  pos = src.take('vivit.embeddings.position_embeddings')
+  rows = pos.shape[1] - 1
+  if num_frames is None and image_size is None:
+    raise ValueError('HF ViViT: pass num_frames or image_size (or the HF config), the position table covers '
+                     f'T*N = {rows} tokens')
+  if image_size is None:
+    per_frame = rows // (num_frames // tt)
+    image_size = math.isqrt(per_frame) * th
+  if num_frames is None:
+    num_frames = rows // ((image_size // th) * (image_size // tw)) * tt
+  if (num_frames // tt) * (image_size // th) * (image_size // tw) != rows:
+    raise ValueError(f'HF ViViT position_embeddings has {rows} token rows, not ({num_frames}/{tt}) x '
+                     f'({image_size}/{th})^2 for num_frames={num_frames}, image_size={image_size}')
+  w.put('encoder/posembed/pos_embedding', pos, 'vivit.embeddings.position_embeddings')
+
+  layers = sorted({int(m.group(1)) for k in state if (m := _LAYER.match(k))})
+  if not layers or layers != list(range(len(layers))):
+    raise ValueError(f'HF ViViT: layers missing or not numbered 0..n-1: {layers}')
+  qkv_bias = True
+  for i in layers:
+    prefix = f'vivit.layers.{i}' if f'vivit.layers.{i}.layernorm_before.weight' in src else f'vivit.encoder.layer.{i}'
+    names = NEW if f'{prefix}.{NEW["q"]}.weight' in src else OLD
+    n = f'encoder/layers/block_{i}'
+    common.torch_layer_norm(w, f'{n}/joint_norm', f'{prefix}.layernorm_before')
+    qkv_bias &= common.torch_separate_qkv(w, f'{n}/joint_attention',
+                                          tuple(f'{prefix}.{names[x]}' for x in 'qkv'), num_heads)
+    common.torch_attention_out(w, f'{n}/joint_attention/out', f'{prefix}.{names["o"]}', num_heads)
+    common.torch_layer_norm(w, f'{n}/mlp_norm', f'{prefix}.layernorm_after')
+    common.torch_dense(w, f'{n}/mlp/Dense_0', f'{prefix}.{names["fc1"]}')
+    common.torch_dense(w, f'{n}/mlp/Dense_1', f'{prefix}.{names["fc2"]}')
+  common.torch_layer_norm(w, 'encoder/encoder_norm', 'vivit.layernorm')
+  common.torch_dense(w, 'head/output_projection', 'classifier')
+  mlp_dim = w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]
+  fields = dict(
+      family='vivit', attention='spatiotemporal', variant=common.variant_name(hidden, th, tt), tubelet=(int(tt), int(th), int(tw)),
+      num_frames=int(num_frames), image_size=int(image_size),
+      num_classes=int(src.state['classifier.weight'].shape[0]), hidden_size=int(hidden), num_layers=len(layers),
+      num_heads=int(num_heads), mlp_dim=int(mlp_dim), classifier='token', class_token='global',
+      positional_embedding='joint', layer_norm_eps=float(hf_config.get('layer_norm_eps', 1e-6)),
+      gelu_approximate=common.gelu_approximate_of(hf_config.get('hidden_act', 'gelu_fast')),
+      qkv_bias=bool(qkv_bias), representation_size=None, temporal_projection=False)
+  return w.result(fields)

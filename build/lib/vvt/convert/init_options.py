@@ -1,0 +1,53 @@
+"""The `init_from` section of a run config: its fields, choices and checks (no JAX; see image_init.py).
+
+  checkpoint (or path)  image checkpoint file, or a vvt video checkpoint exported by `vvt export` (.safetensors,
+  format 'vvt'); format, num_heads, positional_embedding, resize, tubelet (or tubelet_init), temporal_attention,
+  reinit_head: documented in vvt/convert/image_init.py.
+"""
+from __future__ import annotations
+
+import difflib
+
+import ml_collections
+
+from vvt.convert import image
+
+VIDEO_FORMAT = 'vvt'  # a vvt video model of the same architecture, exported to safetensors (vvt.convert.export)
+FIELDS = dict(checkpoint=None, format='auto', num_heads=None, positional_embedding='auto', resize='bilinear',
+              tubelet='central_frame', temporal_attention='auto', reinit_head=True)
+CHOICES = dict(positional_embedding=('auto', 'repeat', 'separate_time_zero'),
+               resize=('bilinear', 'bicubic', 'nearest'), tubelet=('central_frame', 'inflate'),
+               temporal_attention=('auto', 'copy_spatial', 'zero'), format=(*image.FORMATS, VIDEO_FORMAT))
+ALIASES = {'path': 'checkpoint', 'tubelet_init': 'tubelet'}  # other spellings accepted in configs
+
+
+def get_config(**overrides) -> ml_collections.ConfigDict:
+  """Default `init_from` section (checkpoint must be set)."""
+  c = ml_collections.ConfigDict(dict(FIELDS))
+  c.update(overrides)
+  return c
+
+
+def validate(init_from) -> dict:
+  """Checks an `init_from` section (unknown fields, choices; aliases `path` = checkpoint, `tubelet_init` =
+  tubelet) and returns the complete options dict. Does not read the checkpoint."""
+  opts = dict(init_from.to_dict() if hasattr(init_from, 'to_dict') else init_from)
+  for alias, field in ALIASES.items():
+    if alias in opts:
+      value = opts.pop(alias)
+      if field in opts and opts[field] != value:
+        raise ValueError(f'init_from.{alias} and init_from.{field} are the same field and disagree: '
+                         f'{value!r} vs {opts[field]!r}')
+      opts[field] = value
+  for name in sorted(set(opts) - set(FIELDS)):
+    match = difflib.get_close_matches(name, list(FIELDS) + list(ALIASES), n=1, cutoff=0.6)
+    hint = f' (did you mean init_from.{match[0]}?)' if match else ''
+    raise ValueError(f'unknown config field \'init_from.{name}\'{hint}; known fields of init_from: '
+                     f'{", ".join(sorted(FIELDS))}')
+  opts = {**FIELDS, **opts}
+  if not opts['checkpoint']:
+    raise ValueError('init_from.checkpoint is not set (set it, or --config.init_from=None to train from scratch)')
+  for field, choices in CHOICES.items():
+    if opts[field] not in choices:
+      raise ValueError(f'init_from.{field} must be one of {choices}, got {opts[field]!r}')
+  return opts

@@ -1,0 +1,161 @@
+"""One entry point for every video source: `convert(source, checkpoint, model_cfg=None, hf_config=None)`.
+
+Sources:
+  scenic_vivit     scenic ViViT, Models 1-4 (flax params: .npz, .msgpack; '/'-joined names)
+  timesformer      official TimeSformer PyTorch checkpoint (.pyth/.pth; divided_space_time, joint_space_time,
+                   space_only)
+  xvit             official X-ViT PyTorch checkpoint (space-time mixing + TA head)
+  hf_timesformer   Hugging Face TimesformerForVideoClassification (folder with config.json, .safetensors, .bin)
+  hf_vivit         Hugging Face VivitForVideoClassification (old and new key names)
+
+What the weights do not say (heads of a fused torch qkv, frame size of X-ViT, Model 4 vs Model 1 in scenic,
+Model 3's attention order, X-ViT's shift_div and num_segments) is taken from `model_cfg` (a vvt model ConfigDict)
+when given. `num_frames` asks for a clip length: X-ViT runs at any multiple of its temporal embedding's rows
+(frame t gets row t mod rows, as the official code); sources whose weights fix the clip length must agree.
+`image_size` asks for a frame size the same way. Scenic Models 1, 3, 4 read both from the split of their T*N
+position table (`scenic.read_token_grid`); the config's values only choose where the table's rows do not tell.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vvt.convert import common, hf_vivit, scenic, timesformer, xvit
+
+SOURCES = ('scenic_vivit', 'timesformer', 'xvit', 'hf_timesformer', 'hf_vivit')
+
+
+def _hint(model_cfg, field):
+  if model_cfg is None:
+    return None
+  try:
+    import vvt.models  # pylint: disable=g-import-not-at-top
+    return vvt.models.resolve(model_cfg)[field]
+  except (ValueError, KeyError, AttributeError):
+    return model_cfg.get(field) if hasattr(model_cfg, 'get') else None
+
+
+def _hf_config(checkpoint: str, hf_config):
+  if hf_config is None and os.path.isdir(checkpoint) and os.path.exists(os.path.join(checkpoint, 'config.json')):
+    hf_config = os.path.join(checkpoint, 'config.json')
+  if isinstance(hf_config, str):
+    with open(hf_config) as f:
+      hf_config = json.load(f)
+  return hf_config
+
+
+def _raw(model_cfg, *path):
+  """A field of the config as written (None where unset): X-ViT's num_segments None means "= num_frames"."""
+  node = model_cfg
+  for p in path:
+    if node is None or not hasattr(node, 'get'):
+      return None
+    node = node.get(p)
+  return node
+
+
+def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames: int | None = None,
+                  image_size: int | None = None) -> common.Converted:
+  """A loaded flat state dict of `source` -> Converted (params, exact model fields, report).
+
+  Sizes the weights determine (frames, frame size, classes, depth, widths) come from the weights; `model_cfg` only
+  fills in what they do not say (see the module doc), so a config written for another clip length is no error.
+  num_frames: the clip length to run at (X-ViT: a multiple of its temporal embedding's rows; elsewhere it must
+  be what the weights say, or fills in where they say nothing, e.g. which split of a scenic Model 1/3/4 position
+  table is meant when its rows do not tell). image_size: the frame size, likewise (X-ViT: its 224-px position
+  grid resized as the official code does).
+  """
+  result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
+  got = result.model_fields.get('num_frames')
+  if num_frames is not None and got != num_frames:
+    raise ValueError(f'{source} checkpoint is for {got} frames and cannot run at num_frames={num_frames} '
+                     '(only X-ViT repeats its temporal embedding over a longer clip)')
+  got = result.model_fields.get('image_size')
+  if image_size is not None and got != image_size:
+    raise ValueError(f'{source} checkpoint is for {got}px frames and cannot run at image_size={image_size} '
+                     '(only X-ViT resizes its position grid)')
+  return result
+
+
+def _convert_state(source, state, model_cfg, hf_config, num_frames, image_size):
+  frames_hint = num_frames or _hint(model_cfg, 'num_frames')
+  if source == 'scenic_vivit':
+    att = _hint(model_cfg, 'attention')
+    two_stage = any(k.startswith('SpatialTransformer/') for k in state)
+    # Only Model 4 cannot be told from the names (it looks like Model 1): the config decides that one case.
+    # Model 2's tables say its frames and frame size (convert_state checks those asked for); Models 1, 3, 4 read
+    # them from the split of their position table, where the config's values only choose among splits its rows
+    # leave open and those asked for decide.
+    fixed = two_stage and any(k.startswith('TemporalTransformer/') for k in state)
+    return scenic.convert(state, attention='factorised_dot_product' if att == 'factorised_dot_product' and
+                          not two_stage else None, num_frames=None if fixed else num_frames,
+                          image_size=None if two_stage else image_size,
+                          frames_hint=_hint(model_cfg, 'num_frames'), size_hint=_hint(model_cfg, 'image_size'),
+                          attention_order=_hint(model_cfg, 'attention_order') or 'space_time')
+  if source == 'timesformer':
+    space_only = timesformer.detect_attention_type(common.strip_prefix(state, ('module.', 'model.'))) == 'space_only'
+    return timesformer.convert_official(state, num_heads=_hint(model_cfg, 'num_heads'),
+                                        num_frames=frames_hint if space_only else None)
+  if source == 'xvit':
+    th = _hint(model_cfg, 'temporal_head')
+    mixing = _hint(model_cfg, 'mixing')
+    return xvit.convert(state, num_heads=_hint(model_cfg, 'num_heads'),
+                        head_num_heads=th.get('num_heads') if th else None,
+                        image_size=image_size or _hint(model_cfg, 'image_size') or 224,
+                        shift_div=(mixing.get('shift_div') if mixing else None) or 8,
+                        num_frames=num_frames, num_segments=_raw(model_cfg, 'mixing', 'num_segments'))
+  if source == 'hf_timesformer':
+    return timesformer.convert_hf(state, hf_config, num_heads=None if hf_config else _hint(model_cfg, 'num_heads'))
+  if source == 'hf_vivit':
+    return hf_vivit.convert(state, hf_config, num_heads=None if hf_config else _hint(model_cfg, 'num_heads'),
+                            num_frames=None if hf_config else frames_hint,
+                            image_size=None if hf_config else image_size)
+  raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
+
+
+def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check: bool = True,
+            num_frames: int | None = None, image_size: int | None = None) -> common.Converted:
+  """Reads `checkpoint` (file, or Hugging Face folder) of `source` and converts it; with `check`, builds the
+  vvt model abstractly and verifies every parameter name and shape (clear error listing all differences).
+  num_frames / image_size: the clip length and frame size to run at (`vvt convert --num-frames/--image-size`;
+  see `convert_state`), checked before the file is read."""
+  for name, value in (('num_frames', num_frames), ('image_size', image_size)):
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+      raise ValueError(f'{name} must be a positive int, got {value!r}')
+  if source not in SOURCES:
+    raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
+  hf_config = _hf_config(checkpoint, hf_config) if source.startswith('hf_') else None
+  state = common.load_state(checkpoint)
+  result = convert_state(source, state, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
+  if check:
+    with common.naming_file(checkpoint, 'its weights do not fit the model'):
+      check_params(result.params, result.model_config())
+  return result
+
+
+def abstract_params(model_cfg):
+  """Shapes of the params of `model_cfg` without allocating them."""
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  cfg = vvt.models.resolve(model_cfg)
+  module = vvt.models.build(cfg)
+  video = jax.ShapeDtypeStruct((1, cfg.num_frames, cfg.image_size, cfg.image_size, 3), jnp.float32)
+  return jax.eval_shape(lambda v: module.init(jax.random.key(0), v), video)['params']
+
+
+def check_params(params, model_cfg) -> None:
+  """Raises ValueError listing every missing, unexpected or mis-shaped parameter against `model_cfg`
+  (compared per layer: a model with `scan_layers` takes the same files)."""
+  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  expected = {k: tuple(v.shape) for k, v in common.flatten(layout.to_per_layer(abstract_params(model_cfg))).items()}
+  got = {k: tuple(np.shape(v)) for k, v in common.flatten(layout.to_per_layer(params)).items()}
+  problems = [f'  {k}: missing (model expects {expected[k]})' for k in sorted(set(expected) - set(got))]
+  problems += [f'  {k}: not a parameter of the model (shape {got[k]})' for k in sorted(set(got) - set(expected))]
+  problems += [f'  {k}: model expects {expected[k]}, converted {got[k]}'
+               for k in sorted(set(got) & set(expected)) if got[k] != expected[k]]
+  if problems:
+    raise ValueError(f'converted parameters do not fit the model ({len(problems)} problem(s)):\n'
+                     + '\n'.join(problems))

@@ -1,0 +1,63 @@
+"""Default dataset configuration: every field the input pipeline reads.
+
+The trainer does `config.dataset = vvt.data.config.get_config()` and then
+`config.dataset.update(...)`. Every field is documented in docs/data.md; the
+comment beside each field here is the short version.
+"""
+import ml_collections
+from ml_collections import config_dict
+
+# Fields whose type may legitimately change (tuple <-> dict, None <-> dict),
+# so ConfigDict's type lock must not refuse e.g. a dict of label keys.
+_FLEXIBLE = object
+
+
+def _flexible(value):
+  return config_dict.FieldReference(value, field_type=_FLEXIBLE)
+
+
+def get_config():
+  """Returns the dataset ConfigDict with its defaults (Kinetics-like)."""
+  c = ml_collections.ConfigDict()
+  # --- where the data is ----------------------------------------------------
+  c.name = 'dmvr'                 # 'dmvr' (TFRecords of SequenceExample) | 'tfds'
+  c.data_dir = ''                 # base dir for relative file patterns; TFDS data_dir
+  c.train_files = ''              # glob(s) or sharded name 'dir/train.tfrecord@16'
+  c.eval_files = ''               # same, used for every split other than 'train'
+  c.tfds_name = ''                # e.g. 'ucf101/ucf101_1_256' when name == 'tfds'
+  c.tfds_train_split = 'train'    # TFDS split read by make_train_iterator
+  c.tfds_video_key = 'video'      # TFDS feature holding the frames
+  c.tfds_label_keys = _flexible(('label',))  # like label_keys, for TFDS features
+  # --- record format (DMVR) ---------------------------------------------------
+  c.frames_key = 'image/encoded'  # feature list of JPEG strings, one per frame
+  # One key -> batch field 'label'; a dict head->key -> 'label/<head>' per head.
+  c.label_keys = _flexible(('clip/label/index',))
+  c.video_id_key = 'video_id'     # context bytes feature (optional in records)
+  c.num_classes = _flexible(0)    # int, or dict head->int; must be set (> 0)
+  # --- temporal sampling ------------------------------------------------------
+  c.num_frames = 16               # frames per clip
+  c.stride = 2                    # frame step within a clip ('stride' sampling)
+  c.sampling = 'stride'           # 'stride' (rate) | 'segment' (TSN: 1 frame per segment)
+  c.short_video_policy = 'loop'   # 'loop' (wrap around) | 'pad' (repeat last frame)
+  c.num_test_clips = 1            # eval clips spread uniformly over each video
+  # --- spatial ---------------------------------------------------------------
+  c.image_size = 224              # side of the square crop fed to the model
+  c.train_min_resize = 256        # train: shorter side resized to U[min, max]
+  c.train_max_resize = 320
+  c.eval_resize = 256             # eval: shorter side resized to this
+  c.num_spatial_crops = 1         # eval: 1 (centre) | 3 (left/centre/right)
+  # --- augmentation (train only) ------------------------------------------------
+  c.horizontal_flip = True        # switch off for direction-sensitive labels
+  c.color_jitter = 0.0            # strength in [0, 1]; 0 = off
+  c.color_jitter_prob = 0.8       # probability a clip is jittered
+  c.randaugment = _flexible(None)  # None = off, or {'num_layers': 2, 'magnitude': 9}
+  c.random_erasing = 0.0          # probability of erasing one box per clip
+  c.normalization = 'imagenet'    # 'imagenet' (mean/std) | 'zero_centre' ([-1, 1])
+  # --- reading ------------------------------------------------------------------
+  c.shuffle_buffer = 128          # records (whole videos) in the shuffle buffer
+  c.cache = False                 # keep the raw records in memory after epoch 1
+  c.cycle_length = 8              # files read concurrently (interleave)
+  c.prefetch = 2                  # batches prefetched
+  c.on_error = 'raise'            # bad record: 'raise' (name file+record) | 'skip' (count)
+  c.seed = 0                      # data seed (combined with the iterator's seed)
+  return c

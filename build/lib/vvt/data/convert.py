@@ -1,0 +1,431 @@
+"""Videos listed in a CSV/TSV -> sharded DMVR TFRecords (`vvt data convert`).
+
+Input: a CSV or TSV file with lines `path,label[,...]` (a header line whose
+first field is `path` is allowed; relative paths are taken from `root`, by
+default the list's directory) and a class list file (one name per line;
+line i is label i). A label is a class name, or an integer index into the list.
+
+Output, for prefix `out/train` and 16 shards:
+  out/train.tfrecord-00000-of-00016 ... (read with `out/train.tfrecord@16`)
+  out/train.manifest.json  per video: id, path, label, frames, status, reason,
+                           shard; per shard: videos, sha256 and a digest of
+                           its rows; the options; totals; failures.
+
+Each video is decoded with PyAV in a pool of worker processes, optionally
+resampled to `fps` (the first frame at or after each time k/fps), its shorter
+side resized to `short_side`, and encoded as JPEG (`jpeg_quality`).
+
+Nothing is lost silently:
+
+* a video that cannot be read (missing, corrupt, no frames, unknown label) is
+  'failed', and one that decodes to fewer frames than its container declares
+  (beyond `FRAME_TOLERANCE`: cut short) is 'partial'; both are left out of the
+  shards and listed in the manifest's `failures` with the reason, and
+  `convert` then raises `ConversionFailures` (the command exits non-zero)
+  after writing everything else;
+* every row of the list ends in exactly one shard or in `failures` (checked);
+* shards are written atomically (temp file + rename) and the manifest is
+  rewritten after each one, so an interrupted conversion is resumed by running
+  it again: a shard that exists is kept only if the manifest says it holds
+  exactly the rows the list now assigns to it and its sha256 still matches;
+  otherwise it is rewritten (rows added to or removed from the list);
+* changing an option that changes the records (`fps`, `short_side`,
+  `jpeg_quality`, `max_frames`, the class list) while shards written with the
+  old value exist raises `ValueError` naming the option, unless `overwrite`.
+"""
+import csv
+import hashlib
+import json
+import multiprocessing
+import os
+
+import numpy as np
+
+
+def read_class_list(path):
+  with open(path, encoding='utf-8') as f:
+    names = [line.strip() for line in f if line.strip()]
+  if not names:
+    raise ValueError(f'class list {path} is empty')
+  dup = {n for n in names if names.count(n) > 1}
+  if dup:
+    raise ValueError(f'class list {path} repeats {sorted(dup)}')
+  return names
+
+
+def read_video_list(path):
+  """[(path, label, extra dict)] from a CSV/TSV file."""
+  with open(path, encoding='utf-8', newline='') as f:
+    text = f.read()
+  first = text.splitlines()[0] if text.strip() else ''
+  delimiter = '\t' if path.endswith('.tsv') or '\t' in first else ','
+  rows = [r for r in csv.reader(text.splitlines(), delimiter=delimiter)
+          if r and any(c.strip() for c in r)]
+  header = None
+  if rows and rows[0][0].strip().lower() == 'path':
+    header, rows = [c.strip() for c in rows[0]], rows[1:]
+  out = []
+  for line, row in enumerate(rows, start=2 if header else 1):
+    if len(row) < 2:
+      raise ValueError(f'{path}: line {line}: expected path{delimiter}label, '
+                       f'got {delimiter.join(row)!r}')
+    names = header or [f'column{i}' for i in range(len(row))]
+    extra = {names[i]: row[i].strip() for i in range(2, min(len(row), len(names)))}
+    out.append((row[0].strip(), row[1].strip(), extra))
+  return out
+
+
+def label_index(label, classes):
+  """Index of `label` (a class name or an int) or raises ValueError."""
+  if label in classes:
+    return classes.index(label)
+  try:
+    index = int(label)
+  except ValueError:
+    index = None
+  if index is None or not 0 <= index < len(classes):
+    raise ValueError(f'label {label!r} is not in the class list '
+                     f'({len(classes)} classes)')
+  return index
+
+
+# A video must decode to at least this share of the frames its container
+# declares (and at most 2 frames fewer): containers round their counts.
+FRAME_TOLERANCE = 0.05
+
+
+class PartialVideo(ValueError):
+  """A video decoded to fewer frames than its container declares."""
+
+
+def declared_frames(stream, container):
+  """Frames a video stream's container declares (0 when it does not say)."""
+  if stream.frames:
+    return int(stream.frames)
+  rate = stream.average_rate or stream.guessed_rate
+  if not rate:
+    return 0
+  if stream.duration and stream.time_base:
+    return int(round(float(stream.duration * stream.time_base * rate)))
+  if container.duration:
+    return int(round(container.duration / 1e6 * float(rate)))
+  return 0
+
+
+def check_frame_count(decoded, declared):
+  """Raises PartialVideo when `decoded` falls short of `declared` by more
+  than the tolerance (max(2, FRAME_TOLERANCE * declared) frames)."""
+  allowed = max(2, int(FRAME_TOLERANCE * declared))
+  if declared and decoded < declared - allowed:
+    raise PartialVideo(f'partial: decoded {decoded} of the {declared} frames its '
+                       'container declares (file cut short or corrupt)')
+
+
+def decode_video(path, fps=0.0, short_side=256, jpeg_quality=90, max_frames=0):
+  """Encoded JPEG frames of one video (list of bytes). Raises on failure,
+  `PartialVideo` when it decodes to fewer frames than its container says."""
+  import io  # pylint: disable=g-import-not-at-top
+  import av  # pylint: disable=g-import-not-at-top
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  if not os.path.exists(path):
+    raise FileNotFoundError('file not found')
+  frames, decoded, capped = [], 0, False
+  with av.open(path) as container:
+    if not container.streams.video:
+      raise ValueError('no video stream')
+    stream = container.streams.video[0]
+    stream.thread_type = 'AUTO'
+    declared = declared_frames(stream, container)
+    next_time, size = 0.0, None
+    for frame in container.decode(stream):
+      decoded += 1
+      if size is None:
+        w, h = frame.width, frame.height
+        if short_side and min(w, h) != short_side:
+          scale = short_side / min(w, h)
+          w, h = max(1, round(w * scale)), max(1, round(h * scale))
+        size = (w, h)
+      repeats = 1
+      if fps:
+        t = frame.time if frame.time is not None else len(frames) / fps
+        repeats = 0
+        while next_time <= t + 1e-6:
+          repeats += 1
+          next_time += 1.0 / fps
+      if repeats == 0:
+        continue
+      rgb = frame.to_ndarray(width=size[0], height=size[1], format='rgb24')
+      buf = io.BytesIO()
+      Image.fromarray(rgb).save(buf, format='JPEG', quality=jpeg_quality)
+      data = buf.getvalue()
+      for _ in range(repeats):
+        frames.append(data)
+      if max_frames and len(frames) >= max_frames:
+        frames, capped = frames[:max_frames], True
+        break
+  if not frames:
+    raise ValueError('no frames could be decoded')
+  if not capped:
+    check_frame_count(decoded, declared)
+  return frames
+
+
+def _work(job):
+  """Worker: (index, path, options) -> (index, frames or None, status, reason)."""
+  index, path, options = job
+  try:
+    return index, decode_video(path, **options), 'ok', None
+  except PartialVideo as e:
+    return index, None, 'partial', str(e)
+  except Exception as e:  # pylint: disable=broad-except
+    return index, None, 'failed', f'{type(e).__name__}: {e}'
+
+
+def shard_path(prefix, shard, num_shards):
+  return f'{prefix}.tfrecord-{shard:05d}-of-{num_shards:05d}'
+
+
+def _sha256(path):
+  h = hashlib.sha256()
+  with open(path, 'rb') as f:
+    for block in iter(lambda: f.read(1 << 20), b''):
+      h.update(block)
+  return h.hexdigest()
+
+
+class ConversionFailures(ValueError):
+  """Some videos failed or were partial; everything else was written."""
+
+
+# Options that change the records, with the flag that sets them.
+RECORD_OPTIONS = {'fps': '--fps', 'short_side': '--short-side',
+                  'jpeg_quality': '--jpeg-quality', 'max_frames': '--max-frames',
+                  'classes': '--classes'}
+FAILED = ('failed', 'partial')
+
+
+def _read_manifest(path):
+  if not os.path.exists(path):
+    return {}
+  try:
+    with open(path, encoding='utf-8') as f:
+      return json.load(f)
+  except ValueError as e:
+    raise ValueError(f'{path}: the manifest of existing shards is not valid JSON '
+                     f'({e}); remove it, or re-run with --overwrite') from None
+
+
+def changed_options(previous, options):
+  """[(flag, old, new)] of the record options that differ from `previous`'s."""
+  old = previous.get('options', {})
+  return [(RECORD_OPTIONS[k], old.get(k), options[k]) for k in RECORD_OPTIONS
+          if k in old and old.get(k) != options[k]]
+
+
+def rows_digest(rows):
+  """sha256 of a shard's rows (path, label, extra columns) in order."""
+  text = json.dumps([[p, l, sorted(e.items())] for p, l, e in rows])
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _kept_shards(output, num_shards, bounds, entries, previous, overwrite):
+  """{shard: its rows' previous video entries, in order} of the shards that
+  exist and hold exactly the rows the list now assigns them (same rows
+  digest, file unchanged) with none failed (those are retried)."""
+  if overwrite:
+    return {}
+  by_file = {sh['file']: sh for sh in previous.get('shards', [])}
+  kept = {}
+  for s in range(num_shards):
+    path = shard_path(output, s, num_shards)
+    old = by_file.get(os.path.basename(path))
+    if (old is None or not os.path.exists(path)
+        or old.get('rows_sha256') != rows_digest(entries[bounds[s]:bounds[s + 1]])
+        or old.get('sha256') != _sha256(path)):
+      continue
+    rows = sorted((v for v in previous.get('videos', [])
+                   if v.get('shard') == s), key=lambda v: v['index'])
+    if len(rows) == bounds[s + 1] - bounds[s] and all(v.get('status') == 'ok' for v in rows):
+      kept[s] = (old, rows)
+  return kept
+
+
+def _video_entries(entries, shard_of):
+  out = []
+  for i, (path, label, extra) in enumerate(entries):
+    out.append({'index': i, 'id': path, 'path': path, 'label': label,
+                'shard': int(shard_of[i]), **extra})
+  return out
+
+
+def _shard_entry(output, s, num_shards, videos, rows, status):
+  path = shard_path(output, s, num_shards)
+  return {'file': os.path.basename(path),
+          'videos': sum(1 for v in videos if v.get('status') == 'ok'),
+          'sha256': _sha256(path), 'rows_sha256': rows_digest(rows),
+          'status': status}
+
+
+def _check_accounting(videos, shards):
+  """Every row in exactly one shard (status ok) or in the failures."""
+  for v in videos:
+    if v.get('status') not in ('ok',) + FAILED:
+      raise RuntimeError(f'internal error: row {v["index"]} ({v["path"]}) has '
+                         f'status {v.get("status")!r}')
+  ok = sum(1 for v in videos if v['status'] == 'ok')
+  written = sum(sh['videos'] for sh in shards if sh is not None)
+  if ok != written:
+    raise RuntimeError(f'internal error: {ok} videos ok but {written} in shards')
+
+
+def _write_manifest(path, manifest):
+  tmp = f'{path}.tmp'
+  with open(tmp, 'w', encoding='utf-8') as f:
+    json.dump(manifest, f, indent=1)
+  os.replace(tmp, path)
+
+
+def convert(video_list, output, classes, num_shards=16, fps=0.0,
+            short_side=256, jpeg_quality=90, workers=0, root='',
+            max_frames=0, progress=True, overwrite=False, check=True):
+  """Converts the videos of `video_list`; returns the manifest (a dict).
+
+  The manifest's 'pattern' (`output.tfrecord@num_shards`) is what
+  dataset.train_files / eval_files take. With `check` (the command), raises
+  `ConversionFailures` after writing the shards and manifest when any video
+  failed or was partial; a changed record option (see the module doc) raises
+  ValueError naming it unless `overwrite`.
+  """
+  from vvt.data import tfrecord  # pylint: disable=g-import-not-at-top
+  class_names = read_class_list(classes) if isinstance(classes, str) else list(classes)
+  entries = read_video_list(video_list)
+  if not entries:
+    raise ValueError(f'{video_list} lists no videos')
+  if num_shards < 1:
+    raise ValueError(f'num_shards must be >= 1, got {num_shards}')
+  if not 1 <= jpeg_quality <= 100:
+    raise ValueError(f'jpeg_quality must be in [1, 100], got {jpeg_quality}')
+  root = root or os.path.dirname(os.path.abspath(video_list))
+  out_dir = os.path.dirname(os.path.abspath(output))
+  os.makedirs(out_dir, exist_ok=True)
+  manifest_path = f'{output}.manifest.json'
+  decode_options = dict(fps=fps, short_side=short_side, jpeg_quality=jpeg_quality,
+                        max_frames=max_frames)
+  options = dict(decode_options, classes=class_names)
+  previous = _read_manifest(manifest_path)
+  existing = [shard_path(output, s, num_shards) for s in range(num_shards)
+              if os.path.exists(shard_path(output, s, num_shards))]
+  changed = changed_options(previous, options)
+  if changed and existing and not overwrite:
+    flag, old, new = changed[0]
+    raise ValueError(
+        f'{manifest_path}: the existing shards were written with {flag} {old!r}, '
+        f'now {new!r}' + (f' (and {len(changed) - 1} more option(s))' if len(changed) > 1 else '')
+        + '; re-run with --overwrite to rebuild them, or choose another --output')
+
+  bounds = np.linspace(0, len(entries), num_shards + 1).astype(int)
+  shard_of = np.zeros(len(entries), int)
+  for s in range(num_shards):
+    shard_of[bounds[s]:bounds[s + 1]] = s
+  kept = _kept_shards(output, num_shards, bounds, entries, previous, overwrite)
+  videos = _video_entries(entries, shard_of)
+  jobs = []
+  for i, entry in enumerate(videos):
+    if shard_of[i] in kept:
+      old = kept[shard_of[i]][1][i - bounds[shard_of[i]]]
+      entry.update({k: old.get(k) for k in ('status', 'frames', 'reason', 'label_index')})
+      continue
+    full = entry['path'] if os.path.isabs(entry['path']) else os.path.join(root, entry['path'])
+    try:
+      entry['label_index'] = label_index(entry['label'], class_names)
+    except ValueError as e:
+      entry.update(status='failed', reason=str(e), frames=0)
+    else:
+      jobs.append((i, full, decode_options))
+
+  shards = [dict(kept[s][0], status='existing') if s in kept else None
+            for s in range(num_shards)]
+  pending = {s: [i for i in range(bounds[s], bounds[s + 1])
+                 if videos[i].get('status') not in FAILED]
+             for s in range(num_shards) if s not in kept}
+  records = {s: {} for s in pending}
+  done = set()
+
+  def manifest():
+    ok = [v for v in videos if v.get('status') == 'ok']
+    failures = [{'index': v['index'], 'path': v['path'], 'status': v['status'],
+                 'reason': v.get('reason')} for v in videos if v.get('status') in FAILED]
+    return {
+        'input': os.path.abspath(video_list),
+        'classes': class_names,
+        'options': dict(options, num_shards=num_shards),
+        'pattern': f'{output}.tfrecord@{num_shards}',
+        'path': manifest_path,
+        'complete': all(sh is not None for sh in shards),
+        'totals': {'videos': len(videos), 'ok': len(ok),
+                   'failed': len(failures),
+                   'partial': sum(1 for v in failures if v['status'] == 'partial'),
+                   'existing': sum(sh['videos'] for sh in shards
+                                   if sh is not None and sh['status'] == 'existing'),
+                   'frames': int(sum(v['frames'] or 0 for v in ok))},
+        'failures': failures,
+        'shards': [sh for sh in shards if sh is not None],
+        'videos': videos,
+    }
+
+  def finish_ready_shards():
+    for s in sorted(pending):
+      if all(i in done for i in pending[s]):
+        rows = [records[s][i] for i in sorted(records[s])]  # list order
+        tfrecord.write_records(shard_path(output, s, num_shards), rows)
+        shards[s] = _shard_entry(output, s, num_shards, videos[bounds[s]:bounds[s + 1]],
+                                 entries[bounds[s]:bounds[s + 1]], 'written')
+        del pending[s], records[s]
+        _write_manifest(manifest_path, manifest())  # resumable from here
+
+  bar = None
+  if progress:
+    from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+    bar = tqdm(total=len(jobs), desc=f'convert {os.path.basename(video_list)}',
+               unit='video')
+  pool = None
+  num_workers = workers or os.cpu_count() or 1
+  if jobs and num_workers > 1:
+    pool = multiprocessing.get_context('spawn').Pool(min(num_workers, len(jobs)))
+    stream = pool.imap(_work, jobs, chunksize=1)
+  else:
+    stream = map(_work, jobs)
+  try:
+    finish_ready_shards()
+    for index, frames, status, reason in stream:
+      entry = videos[index]
+      if frames is None:
+        entry.update(status=status, reason=reason, frames=0)
+      else:
+        entry.update(status='ok', reason=None, frames=len(frames))
+        records[entry['shard']][index] = tfrecord.encode_sequence_example(
+            frames, entry['label_index'], video_id=entry['id'],
+            label_text=class_names[entry['label_index']])
+      done.add(index)
+      if bar is not None:
+        bar.update(1)
+      finish_ready_shards()
+    finish_ready_shards()
+  finally:
+    if pool is not None:
+      pool.close()
+      pool.join()
+    if bar is not None:
+      bar.close()
+
+  _check_accounting(videos, shards)
+  result = manifest()
+  _write_manifest(manifest_path, result)
+  failures = result['failures']
+  if check and failures:
+    first = failures[0]
+    raise ConversionFailures(
+        f'{len(failures)} of {len(videos)} videos failed or were partial and are '
+        f'in no shard (reasons in {manifest_path}); first: {first["path"]}: '
+        f'{first["reason"]}')
+  return result

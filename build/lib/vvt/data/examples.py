@@ -1,0 +1,125 @@
+"""Records -> examples: the one construction path of both pipelines.
+
+    read (`streams`) -> parse + check (`records`) -> sample -> decode ->
+    augment | views (`clips`) -> bad records raised or counted (`errors`)
+
+`build(source, lo, hi, classes, mode, on_error)` runs it for the host's
+records [lo, hi); a `Mode` (`train_mode(cfg, ...)` or `eval_mode(cfg)`) says what
+training and evaluation do differently. An example is a dict:
+
+* training: {'inputs': uint8 (T, S, S, 3), 'label': int32 (), 'mask': float32
+  () 1}, one per record;
+* evaluation: {'inputs': uint8 (V, T, S, S, 3), 'label': int32 (V,),
+  'video_index': int32 (V,) (the global record index), 'view_index': int32
+  (V,), 'mask': float32 (V,)}, all the views of one video; under
+  on_error='skip' a bad video keeps its rows with mask 0 (and zero inputs or
+  inputs of stand-in frames), so evaluators can leave it out by index;
+
+with one 'label/<head>' per head instead of 'label' for multi-head data.
+"""
+import dataclasses
+import functools
+import os
+from typing import Callable, Optional
+
+import tensorflow as tf
+
+from vvt.data import clips
+from vvt.data import errors
+from vvt.data import records
+from vvt.data import streams
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+  """What training and evaluation do differently with the host's records.
+
+  records: fn(source, lo, hi) -> dataset of (position, source name, record in
+    file, global index, serialized), see `vvt.data.streams`.
+  clip: fn(frames (N,) encoded, seed [2] int64) -> uint8 inputs of `shape`.
+  shape: (T, S, S, 3) of a training clip, (V, T, S, S, 3) of a video's views.
+  views: None (one clip per record: scalar labels) or V (fields per view, and
+    'video_index', 'view_index').
+  seed: the data seed; the record at position g is seeded by (seed, g).
+  parallelism: most records decoded at once.
+  """
+  records: Callable
+  clip: Callable
+  shape: tuple
+  views: Optional[int]
+  seed: int
+  parallelism: int
+
+
+def _parallelism(limit):
+  return max(2, min(limit, os.cpu_count() or 2))
+
+
+def train_mode(cfg, seed, start=0):
+  """Training: the infinite stream from position `start`, one augmented
+  random clip per record."""
+  size = int(cfg.image_size)
+  return Mode(
+      records=functools.partial(
+          streams.train_records, seed=seed, shuffle_buffer=cfg.shuffle_buffer,
+          cache=cfg.cache, start=start),
+      clip=clips.train_clip(cfg),
+      shape=(int(cfg.num_frames), size, size, 3),
+      views=None, seed=seed, parallelism=_parallelism(16))
+
+
+def eval_mode(cfg):
+  """Evaluation: the host's records once, all the views of each video."""
+  size = int(cfg.image_size)
+  views = int(cfg.num_test_clips) * int(cfg.num_spatial_crops)
+  # A video's views are one element (V x T x S x S x 3 bytes): keep few in
+  # flight.
+  return Mode(records=streams.eval_records, clip=clips.eval_views(cfg),
+              shape=(views, int(cfg.num_frames), size, size, 3),
+              views=views, seed=0, parallelism=_parallelism(4))
+
+
+def _example(mode, inputs, labels, index):
+  """The example dict of a record's `inputs` and int32 scalar `labels`."""
+  out = {'inputs': inputs}
+  if mode.views is None:
+    out.update(labels, mask=tf.constant(1.0, tf.float32))
+    return out
+  out.update({field: tf.fill([mode.views], label)
+              for field, label in labels.items()})
+  out.update(video_index=tf.fill([mode.views], tf.cast(index, tf.int32)),
+             view_index=tf.range(mode.views, dtype=tf.int32),
+             mask=tf.ones([mode.views], tf.float32))
+  return out
+
+
+def build(source, lo, hi, classes, mode, on_error):
+  """Dataset of the examples of records [lo, hi) of `source`.
+
+  `classes`: dict label field -> number of classes (`records.num_classes`).
+  Bad records raise `errors.DataError` when iterated (on_error='raise') or
+  are counted and dropped ('skip'; evaluation keeps their rows with mask 0).
+  """
+  heads = source.heads
+
+  def process(position, src, rec, index, raw):
+    parsed = source.parse(raw)
+    code, detail = records.check_record(parsed, classes, heads)
+    seed = tf.stack([tf.constant(mode.seed, tf.int64), position])
+    inputs = mode.clip(records.usable_frames(parsed, code), seed)
+    out = _example(mode, inputs, records.labels(parsed, heads), index)
+    out.update(code=code, source=src, record=rec, detail=detail)
+    return out
+
+  def fallback(position, src, rec, index, raw):
+    del position, raw
+    zeros = {field: tf.constant(0, tf.int32) for field in heads}
+    out = _example(mode, tf.zeros(mode.shape, tf.uint8), zeros, index)
+    out.update(code=tf.constant(errors.CORRUPT, tf.int32), source=src,
+               record=rec, detail=tf.constant(''))
+    return out
+
+  ds = errors.isolate(mode.records(source, lo, hi), process, fallback,
+                      mode.parallelism)
+  return errors.raise_or_count(ds, on_error,
+                               keep_skipped=mode.views is not None)

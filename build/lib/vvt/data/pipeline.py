@@ -1,0 +1,251 @@
+"""Training and evaluation input pipelines: tf.data in, numpy batches out.
+
+    it = make_train_iterator(cfg, global_batch_size=B, seed=0, start_step=0)
+    batch = next(it)  # {'inputs': u8 (b, T, H, W, 3), 'label': i32 (b,), 'mask': f32 (b,)}
+
+    it = make_eval_iterator(cfg, split='test', global_batch_size=B)
+    for batch in it: ...  # + 'video_index', 'view_index'; mask 0 = padding
+                          # (video_index -1) or a skipped bad video (its index)
+
+`b = B // process_count` is the per-host batch. Multi-head datasets (a dict
+`label_keys`) give one 'label/<head>' per head instead of 'label'.
+'inputs' are uint8 pixels, augmented; `vvt.data.normalization.normalize`
+turns them into the model's input on the device (the train and eval steps
+do).
+
+Training is an infinite stream, deterministic given (cfg.seed, seed): element
+g of the stream is record (g mod n) of epoch (g div n), where each epoch reads
+the host's files in an order shuffled by (seed, epoch) through a shuffle buffer
+seeded by (seed, epoch), and its augmentation is seeded by (seed, g). Resuming
+at `start_step=k` starts at epoch (k*b div n) and skips the first (k*b mod n)
+records of that epoch before decoding, so it yields exactly batch k onwards.
+
+Bad records (no frames, label out of range or missing, unparsable record or
+undecodable frame, frames of different sizes) raise `DataError` naming the
+file and record under `on_error='raise'`; under 'skip' they are counted (see
+`error_counts()`) and dropped from training, and in evaluation their views
+come with mask 0 and the video's index (`skipped_videos(batch)`), so an
+evaluator leaves those videos out and reports them. After a data error the
+iterator is closed (its tf.data threads stopped) before the error is raised.
+
+This module checks the config and batches; the rest is in `sources` (files,
+hosts), `streams` (order, seeds), `examples` (the construction path both
+pipelines share), `records`, `clips`, `errors`.
+"""
+import atexit
+import gc
+import math
+import weakref
+
+import numpy as np
+import tensorflow as tf
+
+from vvt.data import errors
+from vvt.data import examples
+from vvt.data import normalization
+from vvt.data import records
+from vvt.data import sampling
+from vvt.data import sources
+from vvt.data import streams
+from vvt.data.errors import DataError, error_counts, reset_error_counts  # pylint: disable=unused-import
+
+try:  # tf.data runs on the host CPU; never let TF grab an accelerator.
+  tf.config.set_visible_devices([], 'GPU')
+except (RuntimeError, ValueError):
+  pass
+
+
+# ------------------------------------------------------------------ config --
+def _process(process_index, process_count):
+  if process_index is None or process_count is None:
+    import jax  # pylint: disable=g-import-not-at-top
+    process_index = jax.process_index() if process_index is None else process_index
+    process_count = jax.process_count() if process_count is None else process_count
+  return int(process_index), int(process_count)
+
+
+def _local_batch(global_batch_size, process_count):
+  if global_batch_size < 1 or global_batch_size % process_count:
+    raise ValueError(f'global_batch_size {global_batch_size} must be a positive '
+                     f'multiple of the process count {process_count}')
+  return global_batch_size // process_count
+
+
+def _check_choice(cfg, field, choices):
+  value = cfg[field]
+  if value not in choices:
+    raise ValueError(f'dataset.{field} must be one of {choices}, got {value!r}')
+
+
+def _validate(cfg):
+  _check_choice(cfg, 'name', ('dmvr', 'tfds'))
+  _check_choice(cfg, 'on_error', ('raise', 'skip'))
+  _check_choice(cfg, 'short_video_policy', sampling.POLICIES)
+  _check_choice(cfg, 'sampling', sampling.SCHEMES)
+  _check_choice(cfg, 'normalization', normalization.NORMALIZATIONS)
+  _check_choice(cfg, 'num_spatial_crops', (1, 3))
+  for field in ('num_frames', 'stride', 'image_size', 'num_test_clips',
+                'train_min_resize', 'train_max_resize', 'eval_resize'):
+    if cfg[field] < 1:
+      raise ValueError(f'dataset.{field} must be >= 1, got {cfg[field]!r}')
+  if cfg.train_min_resize > cfg.train_max_resize:
+    raise ValueError(f'dataset.train_min_resize ({cfg.train_min_resize}) > '
+                     f'train_max_resize ({cfg.train_max_resize})')
+
+
+def _source(cfg, split):
+  _validate(cfg)
+  return sources.make_source(cfg, split)
+
+
+def num_videos(cfg, split):
+  """Number of videos (records) of `split` ('train' or an eval split)."""
+  return _source(cfg, split).num_records
+
+
+# ---------------------------------------------------------------- batches --
+def _options(ds):
+  opts = tf.data.Options()
+  opts.deterministic = True
+  opts.experimental_optimization.map_parallelization = True
+  return ds.with_options(opts)
+
+
+class DataIterator:
+  """Numpy batches from a tf.data pipeline, with data errors made readable.
+
+  On a data error the tf.data iterator is closed before the `DataError` is
+  raised (its threads stopped while the interpreter is whole), so a process
+  that dies of the error exits promptly; `close()` does the same on purpose,
+  and live iterators are closed at interpreter exit.
+  """
+
+  def __init__(self, ds, description, num_batches=None):
+    self._ds = ds
+    self._it = iter(ds.as_numpy_iterator())
+    self._description = description
+    self.num_batches = num_batches
+    _LIVE.add(self)
+
+  def __iter__(self):
+    return self
+
+  def __len__(self):
+    if self.num_batches is None:
+      raise TypeError('the training iterator is infinite')
+    return self.num_batches
+
+  def __next__(self):
+    if self._it is None:
+      raise StopIteration
+    error = None
+    try:
+      return next(self._it)
+    except errors.TF_READ_ERRORS as e:
+      error = errors.as_data_error(e, self._description)
+    # Out of the except block: TF's exception (and its frames holding the
+    # iterator) is gone, so closing really releases the pipeline.
+    self.close()
+    raise error
+
+  def close(self):
+    """Stops the pipeline's threads and frees it; later `next` ends."""
+    self._it = None
+    self._ds = None
+    _LIVE.discard(self)
+
+  @staticmethod
+  def error_counts():
+    return error_counts()
+
+
+_LIVE = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_iterators():
+  """Closes every live iterator before the interpreter tears down: tf.data
+  threads still inside a numpy_function at finalization hang or abort it."""
+  for it in list(_LIVE):
+    it.close()
+  gc.collect()
+
+
+# ---------------------------------------------------------------- training --
+def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
+                        process_index=None, process_count=None):
+  """Infinite iterator of this host's training batches (numpy dicts)."""
+  pi, pc = _process(process_index, process_count)
+  local_batch = _local_batch(global_batch_size, pc)
+  source = _source(cfg, 'train')
+  classes = records.num_classes(cfg, source.heads)
+  lo, hi = sources.host_range(source.num_records, pi, pc)
+  if lo == hi:
+    raise ValueError(f'host {pi} of {pc} has no training records in '
+                     f'{source.description} ({source.num_records} in all)')
+  mode = examples.train_mode(cfg, streams.data_seed(cfg.seed, seed),
+                             start=int(start_step) * local_batch)
+  ds = examples.build(source, lo, hi, classes, mode, cfg.on_error)
+  ds = ds.batch(local_batch, drop_remainder=True).prefetch(int(cfg.prefetch))
+  return DataIterator(_options(ds), source.description)
+
+
+# -------------------------------------------------------------- evaluation --
+def eval_layout(num_records, num_views, global_batch_size, process_count):
+  """(per-host batch, batches every host yields) for a multi-view eval."""
+  local_batch = _local_batch(global_batch_size, process_count)
+  most = max(b - a for a, b in (sources.host_range(num_records, p, process_count)
+                                for p in range(process_count)))
+  return local_batch, math.ceil(most * num_views / local_batch)
+
+
+def _padding(cfg, heads):
+  """One padding view: zero inputs and labels, index -1, mask 0."""
+  size = int(cfg.image_size)
+  out = {'inputs': tf.zeros([int(cfg.num_frames), size, size, 3], tf.uint8),
+         'video_index': tf.constant(-1, tf.int32),
+         'view_index': tf.constant(-1, tf.int32),
+         'mask': tf.constant(0.0, tf.float32)}
+  out.update({field: tf.constant(0, tf.int32) for field in heads})
+  return out
+
+
+def make_eval_iterator(cfg, split='test', global_batch_size=1,
+                       process_index=None, process_count=None):
+  """Finite iterator over every view of every video of `split`, padded.
+
+  Each video gives num_test_clips x num_spatial_crops views, view_index =
+  clip * num_spatial_crops + crop. Host p reads videos [lo_p, hi_p) of the
+  global order; all hosts yield `len(iterator)` batches, the tail padded with
+  mask 0, video_index -1, view_index -1. Under on_error='skip' a bad video
+  keeps its V rows, with mask 0 and its video_index (`skipped_videos`).
+  """
+  pi, pc = _process(process_index, process_count)
+  source = _source(cfg, split)
+  classes = records.num_classes(cfg, source.heads)
+  if source.num_records == 0:
+    raise ValueError(f'no evaluation videos in {source.description}')
+  views = int(cfg.num_test_clips) * int(cfg.num_spatial_crops)
+  local_batch, num_batches = eval_layout(source.num_records, views,
+                                         global_batch_size, pc)
+  lo, hi = sources.host_range(source.num_records, pi, pc)
+  padding = tf.data.Dataset.from_tensors(_padding(cfg, source.heads)).repeat()
+  if lo < hi:
+    mode = examples.eval_mode(cfg)
+    ds = examples.build(source, lo, hi, classes, mode, cfg.on_error)
+    ds = ds.unbatch().concatenate(padding)
+  else:
+    ds = padding
+  ds = ds.take(num_batches * local_batch).batch(local_batch)
+  ds = ds.prefetch(int(cfg.prefetch))
+  return DataIterator(_options(ds), source.description, num_batches)
+
+
+def skipped_videos(batch):
+  """Sorted global indices of the videos of an evaluation batch (numpy, or a
+  dict with 'mask' and 'video_index') that were skipped as bad under
+  on_error='skip': rows with mask 0 and a video_index >= 0 (padding rows have
+  -1)."""
+  mask = np.asarray(batch['mask'])
+  index = np.asarray(batch['video_index'])
+  return np.unique(index[(mask == 0) & (index >= 0)]).astype(np.int64)

@@ -1,0 +1,58 @@
+"""The order in which a host reads its records, and the seed of each.
+
+Both streams yield (position, source name, record in file, global index,
+serialized record); a clip's randomness is seeded by (data seed, position).
+
+* Training (`train_records`) is infinite and deterministic given the data
+  seed: the element at position g is record (g mod n) of epoch (g div n) of
+  the host's n records, where each epoch reads the host's files in an order
+  shuffled by (seed, epoch) through a shuffle buffer seeded by (seed, epoch).
+  Starting at position `start` skips the records before it without decoding
+  them, so a resumed stream is exactly the tail of a fresh one.
+* Evaluation (`eval_records`) reads the host's records once, in global order;
+  the position is the global index.
+"""
+import tensorflow as tf
+
+
+def data_seed(*values):
+  """A 31-bit int from ints (e.g. cfg.seed and the iterator's seed), stable
+  across runs and platforms."""
+  h = 0x9E3779B1
+  for v in values:
+    h = (h * 1000003 + int(v) + 0x7F4A7C15) % (2 ** 61 - 1)
+  return h % (2 ** 31 - 1)
+
+
+def _epoch_records(source, lo, hi, seed, cache):
+  """fn(epoch int64 tensor) -> the host's records of that epoch, files in an
+  order shuffled by (seed, epoch); with `cache`, the first epoch's records
+  (file order unshuffled) kept in memory for all."""
+  if cache:
+    cached = source.records(lo, hi, None).cache()
+    return lambda e: cached
+  return lambda e: source.records(
+      lo, hi, tf.stack([tf.constant(seed, tf.int64), e]))
+
+
+def train_records(source, lo, hi, seed, shuffle_buffer, cache=False, start=0):
+  """Infinite stream of the host's records [lo, hi) from position `start`."""
+  n = hi - lo
+  start_epoch, skip = divmod(int(start), n)
+  records_of = _epoch_records(source, lo, hi, seed, cache)
+
+  def epoch(e):
+    ds = records_of(e)
+    if shuffle_buffer > 1:
+      ds = ds.shuffle(int(shuffle_buffer),
+                      seed=tf.constant(seed, tf.int64) * 7919 + e)
+    return ds.enumerate().map(lambda i, x: (e * n + i,) + tuple(x))
+
+  ds = tf.data.Dataset.range(start_epoch, 2 ** 62).flat_map(epoch)
+  return ds.skip(skip)  # before decoding: skipped clips are never decoded
+
+
+def eval_records(source, lo, hi):
+  """The host's records [lo, hi) once, in global order."""
+  return source.records(lo, hi, None).map(
+      lambda src, rec, index, raw: (index, src, rec, index, raw))

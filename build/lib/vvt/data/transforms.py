@@ -1,0 +1,253 @@
+"""Decoding, crop windows and the random draws of one video's training clip.
+
+A video is a (T, H, W, 3) tensor. Frames are decoded from encoded strings
+straight into the crop window (`decode_frames` with a window decodes only that
+window of a JPEG); the input pipeline then resizes and augments the uint8
+window with OpenCV (`vvt.data.augment`), with every random number drawn here
+in TF (`train_draws`). Every draw takes a stateless seed (a [2] int tensor),
+so a clip's augmentation depends only on (data seed, position in the stream).
+
+The op-by-op float TF implementation of the augmentations (colour jitter,
+RandAugment, random erasing) that `vvt.data.augment` is tested against lives
+with the tests (`tests/data/reference_transforms.py`); it draws its random
+numbers with the same functions (`jitter_draws`, `randaugment_draws`,
+`erasing_box`, ...), so both make the same clip from the same seed.
+"""
+import math
+
+import tensorflow as tf
+
+# Philox named explicitly: the random streams do not depend on TF's default
+# ('auto_select') generator.
+ALG = 'philox'
+
+
+def fold_in(seed, k):
+  """A new stateless seed derived from `seed` and the int `k`."""
+  return tf.random.experimental.stateless_fold_in(seed, k, alg=ALG)
+
+
+# ----------------------------------------------------------------- decoding --
+def frame_shape(encoded):
+  """(height, width) int32 of one encoded frame (JPEG: header only)."""
+  return tf.cond(
+      tf.io.is_jpeg(encoded),
+      lambda: tf.io.extract_jpeg_shape(encoded)[:2],
+      lambda: tf.shape(tf.io.decode_image(
+          encoded, channels=3, expand_animations=False))[:2])
+
+
+def _decode_one(encoded, window):
+  if window is None:
+    return tf.io.decode_image(encoded, channels=3, expand_animations=False)
+
+  def jpeg():
+    return tf.io.decode_and_crop_jpeg(encoded, window, channels=3)
+
+  def other():
+    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    return image[window[0]:window[0] + window[2], window[1]:window[1] + window[3]]
+  return tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
+
+
+def decode_frames(encoded, num, window=None):
+  """Decodes `num` (static) encoded frames -> uint8 (num, h, w, 3).
+
+  `window` = [y, x, height, width] decodes only that window. Frames of
+  different sizes, or undecodable data, raise (the pipeline turns that into a
+  named error or a counted skip).
+  """
+  frames = [_decode_one(encoded[i], window) for i in range(num)]
+  return tf.stack(frames)
+
+
+# ------------------------------------------------------------ crop windows --
+def train_crop_window(height, width, image_size, min_resize, max_resize, seed):
+  """Random crop for 'resize shorter side to U[min, max], crop image_size'.
+
+  Expressed in source pixels: a square of side image_size * short / r, so only
+  that window is decoded and then resized to image_size.
+  """
+  short = tf.cast(tf.minimum(height, width), tf.float32)
+  r = tf.random.stateless_uniform(
+      [], fold_in(seed, 0), float(min_resize), float(max_resize) + 1e-6,
+      alg=ALG)
+  side = tf.cast(tf.round(image_size * short / r), tf.int32)
+  side = tf.clip_by_value(side, 1, tf.minimum(height, width))
+  oy = tf.random.stateless_uniform([], fold_in(seed, 1), 0, height - side + 1,
+                                   dtype=tf.int32, alg=ALG)
+  ox = tf.random.stateless_uniform([], fold_in(seed, 2), 0, width - side + 1,
+                                   dtype=tf.int32, alg=ALG)
+  return tf.stack([oy, ox, side, side])
+
+
+def eval_crop_windows(height, width, image_size, resize, num_crops):
+  """(num_crops, 4) windows: centre, or 3 crops along the longer side.
+
+  Landscape video: left / centre / right; portrait: top / centre / bottom.
+  """
+  if num_crops not in (1, 3):
+    raise ValueError(f'dataset.num_spatial_crops must be 1 or 3, got {num_crops}')
+  short = tf.minimum(height, width)
+  side = tf.cast(tf.round(image_size * tf.cast(short, tf.float32) / resize),
+                 tf.int32)
+  side = tf.clip_by_value(side, 1, short)
+  cy, cx = (height - side) // 2, (width - side) // 2
+  if num_crops == 1:
+    return tf.stack([cy, cx, side, side])[None]
+  landscape = width >= height
+  ys = tf.where(landscape, tf.stack([cy, cy, cy]),
+                tf.stack([0, cy, height - side]))
+  xs = tf.where(landscape, tf.stack([0, cx, width - side]),
+                tf.stack([cx, cx, cx]))
+  sides = tf.fill([3], side)
+  return tf.stack([ys, xs, sides, sides], axis=1)
+
+
+def random_flip_flag(seed):
+  """True with probability 1/2."""
+  return tf.random.stateless_uniform([], seed, alg=ALG) < 0.5
+
+
+# ------------------------------------------------------------------- draws --
+RGB_TO_YIQ = ((0.299, 0.587, 0.114),
+              (0.596, -0.274, -0.322),
+              (0.211, -0.523, 0.312))
+
+
+def jitter_draws(seed, prob):
+  """(apply: bool, u: (4,) uniform in [-1, 1]) of colour jitter."""
+  apply = tf.random.stateless_uniform([], fold_in(seed, 0), alg=ALG) < prob
+  u = tf.random.stateless_uniform([4], fold_in(seed, 1), -1.0, 1.0, alg=ALG)
+  return apply, u
+
+
+def jitter_params(u, strength):
+  """Colour jitter as (matrix, offset scale) from u = 4 uniforms in [-1, 1]."""
+  fb = 1.0 + 0.4 * strength * u[0]
+  fc = 1.0 + 0.4 * strength * u[1]
+  fs = 1.0 + 0.4 * strength * u[2]
+  theta = 2.0 * math.pi * 0.1 * strength * u[3]
+  luma = tf.constant(RGB_TO_YIQ[0])
+  sat = fs * tf.eye(3) + (1.0 - fs) * luma[:, None] * tf.ones([1, 3])
+  to_yiq = tf.transpose(tf.constant(RGB_TO_YIQ))
+  c, s = tf.cos(theta), tf.sin(theta)
+  rot = tf.stack([tf.stack([1.0, 0.0, 0.0]), tf.stack([0.0, c, s]),
+                  tf.stack([0.0, -s, c])])
+  matrix = sat @ (to_yiq @ rot @ tf.linalg.inv(to_yiq))
+  return fb * fc * matrix, (1.0 - fc) * fb * matrix
+
+
+RANDAUGMENT_OPS = ('identity', 'auto_contrast', 'equalize', 'rotate', 'solarize',
+                   'color', 'posterize', 'contrast', 'brightness', 'sharpness',
+                   'shear_x', 'shear_y', 'translate_x', 'translate_y')
+
+
+def randaugment_args(cfg):
+  """(num_layers, magnitude) of cfg.randaugment, or None when it is off."""
+  ra = cfg.randaugment
+  if ra is None:
+    return None
+  get = ra.get if hasattr(ra, 'get') else None
+  if get is None:
+    raise ValueError('dataset.randaugment must be None or a dict with '
+                     f'num_layers and magnitude, got {ra!r}')
+  num_layers, magnitude = int(get('num_layers', 2)), float(get('magnitude', 9))
+  unknown = set(ra.keys()) - {'num_layers', 'magnitude'}
+  if unknown:
+    raise ValueError(f'dataset.randaugment: unknown fields {sorted(unknown)}')
+  return (num_layers, magnitude) if num_layers > 0 else None
+
+
+def randaugment_level(magnitude):
+  """The paper's magnitude 0..10 as a level in [0, 1]."""
+  return min(max(float(magnitude), 0.0), 10.0) / 10.0
+
+
+def randaugment_draws(seed, num_layers):
+  """(ops: (num_layers,) int32 indices into RANDAUGMENT_OPS, signs: +-1.0)."""
+  ops, signs = [], []
+  for layer in range(num_layers):
+    s = fold_in(seed, layer)
+    ops.append(tf.random.stateless_uniform(
+        [], fold_in(s, 0), 0, len(RANDAUGMENT_OPS), dtype=tf.int32, alg=ALG))
+    coin = tf.random.stateless_uniform([], fold_in(s, 1), alg=ALG)
+    signs.append(tf.where(coin < 0.5, -1.0, 1.0))
+  return (tf.stack(ops) if ops else tf.zeros([0], tf.int32),
+          tf.stack(signs) if signs else tf.zeros([0]))
+
+
+def erasing_box(seed, h, w, prob):
+  """[on, y0, x0, height, width] int32 of random erasing's box in a (h, w) frame.
+
+  Area 2%..1/3 of the frame, aspect ratio 0.3..3.3 (log-uniform); `on` is 1
+  with probability `prob`.
+  """
+  u = tf.random.stateless_uniform([5], fold_in(seed, 1), alg=ALG)
+  area = (0.02 + u[0] * (1.0 / 3.0 - 0.02)) * tf.cast(h * w, tf.float32)
+  ratio = tf.exp(math.log(0.3) + u[1] * (math.log(1 / 0.3) - math.log(0.3)))
+  eh = tf.clip_by_value(tf.cast(tf.round(tf.sqrt(area * ratio)), tf.int32), 1, h)
+  ew = tf.clip_by_value(tf.cast(tf.round(tf.sqrt(area / ratio)), tf.int32), 1, w)
+  y0 = tf.cast(u[2] * tf.cast(h - eh + 1, tf.float32), tf.int32)
+  x0 = tf.cast(u[3] * tf.cast(w - ew + 1, tf.float32), tf.int32)
+  return tf.stack([tf.cast(u[4] < prob, tf.int32), y0, x0, eh, ew])
+
+
+def erasing_noise(seed, box):
+  """(1, height, width, 3) uint8 of the box: uniform random pixels."""
+  noise = tf.random.stateless_uniform(tf.stack([1, box[3], box[4], 3]),
+                                      fold_in(seed, 2), 0, 256, dtype=tf.int32,
+                                      alg=ALG)
+  return tf.cast(noise, tf.uint8)
+
+
+def train_op_names(cfg):
+  """Names of the training augmentations after the crop, in the order they
+  run: ['color_jitter', 'randaugment', 'random_erasing'] or fewer, as the
+  config switches them on. (The random flip, `cfg.horizontal_flip`, is done
+  on the crop before its resize; normalisation on the device.) Op i is seeded
+  by fold_in(seed, 100 + i).
+  """
+  names = []
+  if cfg.color_jitter > 0:
+    names.append('color_jitter')
+  if randaugment_args(cfg) is not None:
+    names.append('randaugment')
+  if cfg.random_erasing > 0:
+    names.append('random_erasing')
+  return names
+
+
+def train_draws(cfg, seed, h, w):
+  """Every random number of the ops of `train_op_names(cfg)` for one clip of
+  (h, w) frames, as a dict of tensors, for `vvt.data.augment` (op i seeded by
+  fold_in(seed, 100 + i)): 'jitter_on', 'jitter_scale' and 'jitter_offset'
+  (3, 3) of colour jitter (`jitter_params`); 'ops', 'signs' (num_layers,) of
+  RandAugment's layers; 'box' [on, y0, x0, height, width] and 'noise'
+  (1, height, width, 3) uint8 of random erasing.
+  """
+  names = train_op_names(cfg)
+  seed_of = lambda name: fold_in(seed, 100 + names.index(name))
+  out = {}
+  if 'color_jitter' in names:
+    apply, u = jitter_draws(seed_of('color_jitter'),
+                            float(cfg.color_jitter_prob))
+    scale, offset_scale = jitter_params(u, float(cfg.color_jitter))
+    out['jitter_on'] = apply
+    out['jitter_scale'], out['jitter_offset'] = scale, offset_scale
+  else:
+    out['jitter_on'] = tf.constant(False)
+    out['jitter_scale'], out['jitter_offset'] = tf.eye(3), tf.zeros([3, 3])
+  ra = randaugment_args(cfg)
+  out['ops'], out['signs'] = randaugment_draws(
+      seed_of('randaugment') if ra else seed, ra[0] if ra else 0)
+  if 'random_erasing' in names:
+    s = seed_of('random_erasing')
+    box = erasing_box(s, h, w, float(cfg.random_erasing))
+    out['box'] = box
+    out['noise'] = tf.cond(box[0] > 0, lambda: erasing_noise(s, box),
+                           lambda: tf.zeros([1, 0, 0, 3], tf.uint8))
+  else:
+    out['box'] = tf.zeros([5], tf.int32)
+    out['noise'] = tf.zeros([1, 0, 0, 3], tf.uint8)
+  return out

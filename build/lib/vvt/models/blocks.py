@@ -1,0 +1,213 @@
+"""Transformer encoder blocks: a sequence of attention stages, then an MLP (ViViT eq. 4-6, TimeSformer eq. 5-8).
+
+Each stage is pre-norm and residual:  x <- x + DropPath(Proj(MSA_stage(LN(x))))  — Proj is TimeSformer's extra
+temporal projection (`temporal_fc`) where asked for, identity otherwise. Then x <- x + DropPath(MLP(LN(x))).
+The scheme of a model is just its tuple of stages (see `stages_of`).
+
+`Encoder` stacks the blocks either unrolled (params `block_0`, `block_1`, ...) or, with `scan`, as one
+`nn.scan` over a block whose params carry a leading layer axis (`blocks`, each leaf (num_layers, ...)):
+the same function, compiled once whatever the depth; `vvt.models.layout` converts between the two.
+`remat` wraps each block in `nn.remat` with a `jax.checkpoint_policies` policy (`remat_policy`).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+# BATCH_AXES (re-exported): the mesh axes a trainer shards the batch over (vvt.train.sharding.DATA_AXES;
+# tests/train/test_mesh.py checks they agree). The model names no mesh: it reads the one its caller traces it under.
+from vvt.models.attention import BATCH_AXES, MultiHeadAttention, traced_batch_axes  # noqa: F401
+
+
+def constrain_batch(x):
+  """`x` (B, ...) with its batch axis sharded over the data-like axes of the mesh it is traced under
+  (`jax.sharding.use_abstract_mesh`, as vvt's train and eval steps do); unchanged without one, or when B does not
+  divide. Inside `nn.scan` XLA's sharding propagation loses the batch sharding of the carry (a ViViT-H Model 1
+  step compiled for a TPU v3-32 replicated the whole batch in the loop: 137 GiB per core), so the scanned block
+  states it."""
+  axes = () if x is None else traced_batch_axes(x.shape[0])
+  return jax.lax.with_sharding_constraint(x, jax.sharding.PartitionSpec(axes)) if axes else x
+
+
+def stages_of(attention: str, attention_order: str = 'space_time') -> tuple[str, ...]:
+  """The attention stages of one block of `attention` (the scheme's neighbourhoods, in order)."""
+  if attention in ('spatiotemporal', 'joint'):
+    return ('joint',)
+  if attention in ('space', 'space_time_mixing'):
+    return ('space',)
+  if attention == 'factorised_self_attention':
+    return ('space', 'time') if attention_order == 'space_time' else ('time', 'space')
+  if attention == 'divided':
+    return ('time', 'space')  # TimeSformer: temporal attention first.
+  if attention == 'local_global':
+    return ('local', 'global')
+  if attention == 'axial':
+    return ('time', 'width', 'height')
+  if attention == 'factorised_dot_product':
+    return ('factorised_dot_product',)
+  raise ValueError(f'unknown attention scheme {attention!r}')
+
+
+def projected_stages(attention: str, stages: Sequence[str], temporal_projection: bool) -> tuple[bool, ...]:
+  """Which stages carry TimeSformer's extra projection: every stage added to the image ViT's one
+  (the last stage keeps the pretrained attention). Table 1 of TimeSformer counts them in its parameters."""
+  if not temporal_projection or len(stages) == 1:
+    return (False,) * len(stages)
+  return tuple(i < len(stages) - 1 for i in range(len(stages)))
+
+
+def remat_policy(remat):
+  """(wrap in nn.remat?, policy) for `model.remat`: False / 'none' no remat; True / 'full' remat saving nothing
+  (jax.checkpoint's default); any other name a `jax.checkpoint_policies` policy (what the forward may keep,
+  e.g. 'dots_saveable': matmul outputs; 'dots_with_no_batch_dims_saveable': the projections' but not
+  attention's batched matmuls; 'nothing_saveable')."""
+  if remat in (False, None, 'none'):
+    return False, None
+  if remat in (True, 'full'):
+    return True, None
+  return True, getattr(jax.checkpoint_policies, remat)
+
+
+class DropPath(nn.Module):
+  """Stochastic depth (Huang et al.): drops the whole residual branch per example with probability `rate`.
+
+  `rate` may be a traced scalar (one per layer of a scanned encoder)."""
+
+  @nn.compact
+  def __call__(self, branches, train: bool, rate):
+    if not train or (isinstance(rate, (int, float)) and rate == 0.0):
+      return branches
+    b = branches[0].shape[0]
+    keep = jax.random.bernoulli(self.make_rng('dropout'), 1.0 - rate, (b,))
+    scale = keep.astype(jnp.float32) / (1.0 - rate)
+
+    def apply(x):
+      if x is None:
+        return None
+      return x * scale.reshape((b,) + (1,) * (x.ndim - 1)).astype(x.dtype)
+
+    return tuple(apply(x) for x in branches)
+
+
+class Mlp(nn.Module):
+  """Dense(D -> mlp_dim), GELU (exact or tanh), dropout, Dense(mlp_dim -> D), dropout."""
+  mlp_dim: int
+  dropout_rate: float = 0.0
+  gelu_approximate: bool = False
+  dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, train: bool):
+    d = x.shape[-1]
+    init = nn.initializers.xavier_uniform()
+    bias_init = nn.initializers.normal(stddev=1e-6)
+    dense = lambda n, name: nn.Dense(n, dtype=self.dtype, param_dtype=self.param_dtype, kernel_init=init,
+                                     bias_init=bias_init, name=name)
+    x = dense(self.mlp_dim, 'Dense_0')(x)
+    x = nn.gelu(x, approximate=self.gelu_approximate)
+    x = nn.Dropout(self.dropout_rate)(x, deterministic=not train)
+    x = dense(d, 'Dense_1')(x)
+    return nn.Dropout(self.dropout_rate)(x, deterministic=not train)
+
+
+class EncoderBlock(nn.Module):
+  """One block: attention stages then MLP, on tokens x (B, T, N, D) and an optional class token (B, 1, D).
+
+  Parameters are named by stage: `{stage}_norm`, `{stage}_attention`, `{stage}_projection`, then `mlp_norm`, `mlp`.
+  `droppath_rate` given to the call (a scanned encoder's per-layer rate) overrides the field.
+  """
+  stages: tuple[str, ...]
+  projected: tuple[bool, ...]
+  grid: tuple[int, int, int]
+  num_heads: int
+  mlp_dim: int
+  mixing: Any = None
+  qkv_bias: bool = True
+  layer_norm_eps: float = 1e-6
+  gelu_approximate: bool = False
+  dropout_rate: float = 0.0
+  attention_dropout_rate: float = 0.0
+  droppath_rate: float = 0.0
+  dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
+  attention_impl: str = 'einsum'
+  backend: str | None = None
+
+  @nn.compact
+  def __call__(self, x, cls, train: bool = False, droppath_rate=None):
+    rate = self.droppath_rate if droppath_rate is None else droppath_rate
+    norm = lambda name: nn.LayerNorm(epsilon=self.layer_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype,
+                                     name=name)
+    drop_path = DropPath()
+    for stage, projected in zip(self.stages, self.projected):
+      ln = norm(f'{stage}_norm')
+      y, cy = MultiHeadAttention(
+          num_heads=self.num_heads, qkv_bias=self.qkv_bias, dropout_rate=self.attention_dropout_rate,
+          dtype=self.dtype, param_dtype=self.param_dtype, impl=self.attention_impl, backend=self.backend,
+          name=f'{stage}_attention')(
+              ln(x), None if cls is None else ln(cls), stage=stage, grid=self.grid, mixing=self.mixing,
+              train=train)
+      if projected:
+        proj = nn.Dense(x.shape[-1], dtype=self.dtype, param_dtype=self.param_dtype, name=f'{stage}_projection')
+        y, cy = proj(y), (None if cy is None else proj(cy))
+      y = nn.Dropout(self.dropout_rate)(y, deterministic=not train)
+      y, cy = drop_path((y, cy), train, rate)
+      x = x + y
+      if cy is not None:
+        cls = cls + cy
+    ln = norm('mlp_norm')
+    mlp = Mlp(self.mlp_dim, self.dropout_rate, self.gelu_approximate, self.dtype, self.param_dtype, name='mlp')
+    y, cy = mlp(ln(x), train), (None if cls is None else mlp(ln(cls), train))
+    y, cy = drop_path((y, cy), train, rate)
+    x = x + y
+    if cls is not None:
+      cls = cls + cy
+    return x, cls
+
+
+class _ScannedBlock(nn.Module):
+  """EncoderBlock as an nn.scan body: carry (x, cls), per-layer input the stochastic-depth rate (used when
+  `stochastic`; otherwise the block's static rate 0 keeps stochastic depth out of the graph)."""
+  block: dict
+  train: bool = False
+  stochastic: bool = False
+
+  @nn.compact
+  def __call__(self, carry, rate):
+    x, cls = (constrain_batch(c) for c in carry)
+    x, cls = EncoderBlock(**self.block, name='block')(x, cls, self.train, rate if self.stochastic else None)
+    return (constrain_batch(x), constrain_batch(cls)), None
+
+
+class Encoder(nn.Module):
+  """`num_layers` EncoderBlocks, stochastic depth rising linearly from 0 to `stochastic_depth`.
+
+  remat: False / True or a policy name (`remat_policy`). scan: one nn.scan over the layers (params under
+  `blocks` with a leading (num_layers,) axis) instead of `block_0` ... `block_{L-1}`; same outputs and
+  gradients (dropout / stochastic-depth random streams differ between the two layouts).
+  """
+  num_layers: int
+  block: dict  # EncoderBlock fields shared by all layers (without droppath_rate).
+  stochastic_depth: float = 0.0
+  remat: Any = False
+  scan: bool = False
+
+  @nn.compact
+  def __call__(self, x, cls, train: bool = False):
+    wrap, policy = remat_policy(self.remat)
+    rates = [self.stochastic_depth * i / max(self.num_layers - 1, 1) for i in range(self.num_layers)]
+    if self.scan:
+      body = nn.remat(_ScannedBlock, policy=policy, prevent_cse=False) if wrap else _ScannedBlock
+      scanned = nn.scan(body, variable_axes={'params': 0}, split_rngs={'params': True, 'dropout': True},
+                        length=self.num_layers)
+      (x, cls), _ = scanned(self.block, train, self.stochastic_depth > 0, name='blocks')(
+          (x, cls), jnp.asarray(rates, jnp.float32))
+      return x, cls
+    block_cls = nn.remat(EncoderBlock, static_argnums=(3,), policy=policy) if wrap else EncoderBlock
+    for i in range(self.num_layers):
+      x, cls = block_cls(**self.block, droppath_rate=rates[i], name=f'block_{i}')(x, cls, train)
+    return x, cls

@@ -1,0 +1,371 @@
+"""Model configuration: the papers' defaults per family, ViT sizes, and validation.
+
+A model config is an `ml_collections.ConfigDict`. `get_config(family=..., **overrides)` fills every field
+with the family's paper defaults; `resolve(cfg)` checks it and returns a fully specified copy in which
+every derived field (sizes from `variant`, class-token layout, ...) is set, so the modules never guess.
+
+Field names follow the papers:
+  family          'vivit' | 'timesformer' | 'xvit'
+  attention       spatiotemporal (ViViT Model 1), factorised_encoder (Model 2), factorised_self_attention
+                  (Model 3), factorised_dot_product (Model 4), space / joint / divided / local_global / axial
+                  (TimeSformer Fig. 1), space_time_mixing (X-ViT eq. 10)
+  variant         'Ti/16', 'B/16', 'L/16x2' (ViViT naming: patch h=w=16, tubelet t=2) ...
+  tubelet         (t, h, w) of the tokeniser; t=1 is uniform frame sampling (2D patches per frame)
+  mixing          X-ViT space-time mixing (eq. 9): window t_w, shift_div (each neighbour gives 1/shift_div of
+                  the channels, rho = 2/shift_div; official default and Kinetics configs 8, SSv2 4),
+                  summary_token, num_segments (the official XVIT.NUM_SEGMENTS: frames are mixed only within
+                  consecutive segments of num_segments frames; None = num_frames, one segment)
+  time_embedding_rows  rows R of the separable time table; temporal index t gets row t mod R (None: one row
+                  per temporal index). The official X-ViT backbone always has R = 8.
+
+Memory and speed (the same function whatever their values, up to float rounding):
+  attention_impl  how the one attention primitive runs (vvt/models/attention.py): 'auto' (default: per stage,
+                  einsum for groups shorter than 1024 tokens, else splash on TPU / cuDNN dot_product on GPU
+                  in bf16 / chunked elsewhere), 'einsum', 'dot_product' (jax.nn.dot_product_attention),
+                  'chunked' (blockwise, online softmax, O(N) memory in both passes), 'splash' (Pallas TPU
+                  kernel; building the model for another backend is an error). Attention dropout > 0 needs
+                  'einsum' or 'auto'.
+  remat           rematerialisation of each block: 'none', 'full' (save nothing), or a jax.checkpoint_policies
+                  name (REMAT_POLICIES); True / False are 'full' / 'none'.
+  scan_layers     the encoder layers as one nn.scan (params stacked along a leading layer axis: compile time
+                  independent of depth); vvt.models.layout converts params between the two layouts.
+  dtype           compute dtype, 'float32' | 'bfloat16'; param_dtype: the parameters' dtype, same choices.
+"""
+from __future__ import annotations
+
+import difflib
+
+import ml_collections
+from ml_collections import config_dict
+
+# ViT sizes (Dosovitskiy et al., Table 1): hidden size, layers, heads, MLP width.
+VIT_SIZES = {
+    'Ti': dict(hidden_size=192, num_layers=12, num_heads=3, mlp_dim=768),
+    'S': dict(hidden_size=384, num_layers=12, num_heads=6, mlp_dim=1536),
+    'B': dict(hidden_size=768, num_layers=12, num_heads=12, mlp_dim=3072),
+    'L': dict(hidden_size=1024, num_layers=24, num_heads=16, mlp_dim=4096),
+    'H': dict(hidden_size=1280, num_layers=32, num_heads=16, mlp_dim=5120),
+}
+
+FAMILIES = ('vivit', 'timesformer', 'xvit')
+
+# Single-encoder schemes, each a sequence of attention stages per block (see attention.py).
+SCHEMES = ('spatiotemporal', 'factorised_encoder', 'factorised_self_attention', 'factorised_dot_product',
+           'space', 'joint', 'divided', 'local_global', 'axial', 'space_time_mixing')
+
+POSITIONAL_EMBEDDINGS = ('joint', 'separable', 'spatial', 'sinusoidal', 'none')
+ATTENTION_IMPLS = ('auto', 'einsum', 'dot_product', 'chunked', 'splash')
+# model.remat: 'none', 'full', or a policy of jax.checkpoint_policies (no jax import here: checked by a test).
+REMAT_POLICIES = ('none', 'full', 'dots_saveable', 'dots_with_no_batch_dims_saveable', 'nothing_saveable',
+                  'everything_saveable', 'checkpoint_dots', 'checkpoint_dots_with_no_batch_dims')
+DTYPES = ('float32', 'bfloat16')
+FRAME_AGGREGATIONS = ('mean', 'mean_before_norm', 'temporal_attention')
+
+
+def _family_defaults(family: str) -> dict:
+  """The paper's defaults of each family (and of its official implementation)."""
+  if family == 'vivit':  # ViViT sec. 3-4, scenic implementation (flax: tanh GELU, LN eps 1e-6).
+    return dict(attention='factorised_encoder', variant='B/16x2', num_frames=32, image_size=224,
+                positional_embedding='joint', gelu_approximate=True, frame_aggregation='mean',
+                attention_order='space_time', temporal_projection=False)
+  if family == 'timesformer':  # TimeSformer sec. 3, official code (exact GELU, LN eps 1e-6).
+    return dict(attention='divided', variant='B/16', num_frames=8, image_size=224,
+                positional_embedding='separable', gelu_approximate=False, frame_aggregation='mean_before_norm',
+                attention_order='time_space', temporal_projection=True)
+  if family == 'xvit':  # X-ViT sec. 3, official code (exact GELU; TA head with LN eps 1e-5, no qkv bias).
+    return dict(attention='space_time_mixing', variant='B/16', num_frames=8, image_size=224,
+                positional_embedding='separable', gelu_approximate=False,
+                frame_aggregation='temporal_attention', attention_order='space_time',
+                temporal_projection=False)
+  raise ValueError(f'model.family must be one of {FAMILIES}, got {family!r}')
+
+
+def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
+  """Returns the model config of `family` with the paper's defaults, updated by `overrides`.
+
+  Fields left as None are derived by `resolve` (sizes from `variant`, tubelet from the patch size, ...).
+  """
+  fam = _family_defaults(family)
+  c = ml_collections.ConfigDict()  # built field by field, then merged with the overrides
+  c.family = family
+  c.attention = fam['attention']
+  c.variant = fam['variant']
+  c.num_frames = fam['num_frames']
+  c.image_size = fam['image_size']
+  c.num_classes = 400
+  c.tubelet = None  # (t, h, w); None: (2 for ViViT else 1, patch, patch) from the variant name.
+  # ViT sizes; None means "from the variant".
+  c.hidden_size = None
+  c.num_layers = None
+  c.num_heads = None
+  c.mlp_dim = None
+  c.classifier = 'token'  # 'token' | 'gap'
+  c.class_token = None  # 'global' | 'per_frame'; None: derived from family and attention.
+  c.positional_embedding = fam['positional_embedding']
+  # Model 2 (factorised encoder): temporal transformer depth and sizes (None: same as spatial).
+  c.temporal_layers = 4
+  c.temporal_num_heads = None
+  c.temporal_mlp_dim = None
+  # Factorised self-attention / divided: order of the stages and TimeSformer's extra temporal projection.
+  c.attention_order = fam['attention_order']  # 'space_time' | 'time_space'
+  c.temporal_projection = fam['temporal_projection']
+  # Separable embedding: rows of the time table, used periodically (t mod rows); None: one per temporal index.
+  c.time_embedding_rows = None
+  # X-ViT space-time mixing (eq. 9): temporal window t_w, fraction of channels from each neighbour = 1/shift_div
+  # (official default SHIFT_DIV = 8, rho = 25%); frames mix within segments of num_segments frames (None: all).
+  c.mixing = ml_collections.ConfigDict(dict(window=1, shift_div=8, summary_token=False, num_segments=None))
+  # How per-frame outputs are turned into one video output (per-frame class tokens only).
+  c.frame_aggregation = fam['frame_aggregation']
+  # X-ViT temporal-attention (TA) head.
+  c.temporal_head = ml_collections.ConfigDict(dict(
+      num_layers=1, num_heads=None, mlp_ratio=4, qkv_bias=False, layer_norm_eps=1e-5, mlp_dim=None))
+  c.representation_size = None
+  # Regularisation.
+  c.dropout_rate = 0.0
+  c.attention_dropout_rate = 0.0
+  c.stochastic_depth = 0.0
+  # Numerics of the official implementations differ: make them explicit.
+  c.layer_norm_eps = 1e-6
+  c.gelu_approximate = fam['gelu_approximate']
+  c.qkv_bias = True
+  c.dtype = 'float32'  # compute dtype
+  c.param_dtype = 'float32'  # dtype of the parameters
+  # Memory / speed: implementation of attention, rematerialisation policy, layers as one scan.
+  c.attention_impl = 'auto'
+  c.remat = 'none'  # or True / False (= 'full' / 'none')
+  c.scan_layers = False
+  return _merge(c.to_dict(), overrides)
+
+
+def _merge(defaults: dict, overrides) -> ml_collections.ConfigDict:
+  """defaults updated by overrides; nested dicts (mixing, temporal_head) merge field by field; any type may
+  replace a default (num_classes: int -> dict of heads)."""
+  merged = dict(defaults)
+  for key, value in dict(overrides).items():
+    if isinstance(value, ml_collections.ConfigDict):
+      value = value.to_dict()
+    if isinstance(merged.get(key), dict) and isinstance(value, dict) and key != 'num_classes':
+      value = {**merged[key], **value}
+    merged[key] = value
+  # remat takes a policy name or a bool (existing configs): a field of any type, also for `c.remat = True`.
+  merged['remat'] = config_dict.FieldReference(merged.get('remat', 'none'), field_type=object)
+  return ml_collections.ConfigDict(merged)
+
+
+def parse_variant(variant: str) -> tuple[str, int, int | None]:
+  """'B/16x2' -> ('B', 16, 2); 'L/16' -> ('L', 16, None)."""
+  try:
+    size, rest = variant.split('/')
+    if 'x' in rest:
+      patch, t = rest.split('x')
+      return size, int(patch), int(t)
+    return size, int(rest), None
+  except ValueError:
+    raise ValueError(f"model.variant must look like 'B/16' or 'B/16x2', got {variant!r}") from None
+
+
+_DEFAULTS = get_config('vivit')
+_KNOWN_FIELDS = set(_DEFAULTS.keys())
+_NESTED_FIELDS = {'mixing': set(_DEFAULTS.mixing.keys()), 'temporal_head': set(_DEFAULTS.temporal_head.keys())}
+
+
+def _check_known(names, known, prefix: str) -> None:
+  """ValueError naming the first unknown field, with the closest valid name as a hint."""
+  for name in sorted(set(names) - set(known)):
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    hint = f' (did you mean {prefix}{close[0]}?)' if close else ''
+    raise ValueError(f'unknown model config field {prefix}{name}{hint}')
+
+
+def _is_int(v) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _positive_int(name: str, v, optional: bool = False) -> None:
+  if optional and v is None:
+    return
+  if not _is_int(v) or v < 1:
+    raise ValueError(f'model.{name} must be a positive int{" or None" if optional else ""}, got {v!r}')
+
+
+def _rate(name: str, v) -> None:
+  if not _is_number(v) or not 0 <= v < 1:
+    raise ValueError(f'model.{name} must be a number in [0, 1), got {v!r}')
+
+
+def _check_ranges(c) -> None:
+  """Types and ranges of every numeric field (before anything divides by them)."""
+  for name in ('dropout_rate', 'attention_dropout_rate', 'stochastic_depth'):
+    _rate(name, c[name])
+  for name in ('num_frames', 'image_size'):
+    _positive_int(name, c[name])
+  for name in ('hidden_size', 'num_layers', 'num_heads', 'mlp_dim',  # None: from the variant
+               'temporal_num_heads', 'temporal_mlp_dim', 'representation_size', 'time_embedding_rows'):
+    _positive_int(name, c[name], optional=True)
+  if not _is_int(c.temporal_layers) or c.temporal_layers < 0:
+    raise ValueError(f'model.temporal_layers must be an int >= 0 (0 is the average-pool baseline), '
+                     f'got {c.temporal_layers!r}')
+  head = c.temporal_head
+  for name, v in (('layer_norm_eps', c.layer_norm_eps), ('temporal_head.layer_norm_eps', head.layer_norm_eps)):
+    if not _is_number(v) or v <= 0:
+      raise ValueError(f'model.{name} must be a number > 0, got {v!r}')
+  for name in ('num_layers', 'mlp_ratio'):
+    _positive_int(f'temporal_head.{name}', head[name])
+  for name in ('num_heads', 'mlp_dim'):
+    _positive_int(f'temporal_head.{name}', head[name], optional=True)
+  if not _is_int(c.mixing.window) or c.mixing.window < 0:
+    raise ValueError(f'model.mixing.window must be an int >= 0, got {c.mixing.window!r}')
+  if not _is_int(c.mixing.shift_div) or c.mixing.shift_div < 1:
+    raise ValueError(f'model.mixing.shift_div must be an int >= 1, got {c.mixing.shift_div!r}')
+  _positive_int('mixing.num_segments', c.mixing.num_segments, optional=True)
+
+
+def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Checks a model config and returns a copy with every derived field filled in.
+
+  Raises ValueError naming the field (one line) for unknown fields (with the closest valid name), wrong types
+  and ranges, and impossible combinations, before anything is traced or compiled.
+  """
+  _check_known(cfg.keys(), _KNOWN_FIELDS, 'model.')
+  if cfg.family not in FAMILIES:
+    raise ValueError(f'model.family must be one of {FAMILIES}, got {cfg.family!r}')
+  c = _merge(get_config(cfg.family).to_dict(), cfg)
+  for name, known in _NESTED_FIELDS.items():
+    if not isinstance(c[name], (dict, ml_collections.ConfigDict)):
+      raise ValueError(f'model.{name} must be a dict of {sorted(known)}, got {c[name]!r}')
+    _check_known(c[name].keys(), known, f'model.{name}.')
+  _check_ranges(c)
+  if c.attention not in SCHEMES:
+    raise ValueError(f'model.attention must be one of {SCHEMES}, got {c.attention!r}')
+  size, patch, t = parse_variant(c.variant)
+  if size not in VIT_SIZES:
+    raise ValueError(f'model.variant size must be one of {tuple(VIT_SIZES)}, got {size!r}')
+  for k, v in VIT_SIZES[size].items():
+    if c[k] is None:
+      c[k] = v
+  if c.tubelet is None:  # 'B/16x2' -> (2, 16, 16); 'B/16' -> (1, 16, 16), uniform frame sampling.
+    c.tubelet = (t or 1, patch, patch)
+  if (not isinstance(c.tubelet, (tuple, list)) or len(c.tubelet) != 3
+      or not all(_is_int(x) and x >= 1 for x in c.tubelet)):
+    raise ValueError(f'model.tubelet must be three positive ints (t, h, w), got {c.tubelet!r}')
+  c.tubelet = tuple(c.tubelet)
+  tt, th, tw = c.tubelet
+  if c.num_frames % tt:
+    raise ValueError(f'model.num_frames={c.num_frames} is not divisible by the tubelet length {tt}')
+  if c.image_size % th or c.image_size % tw:
+    raise ValueError(f'model.image_size={c.image_size} is not divisible by the tubelet ({th}, {tw})')
+  if c.hidden_size % c.num_heads:
+    raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.num_heads={c.num_heads}')
+  if c.classifier not in ('token', 'gap'):
+    raise ValueError(f"model.classifier must be 'token' or 'gap', got {c.classifier!r}")
+  if c.positional_embedding not in POSITIONAL_EMBEDDINGS:
+    raise ValueError(f'model.positional_embedding must be one of {POSITIONAL_EMBEDDINGS}, '
+                     f'got {c.positional_embedding!r}')
+  if c.frame_aggregation not in FRAME_AGGREGATIONS:
+    raise ValueError(f'model.frame_aggregation must be one of {FRAME_AGGREGATIONS}, got {c.frame_aggregation!r}')
+  if c.attention_order not in ('space_time', 'time_space'):
+    raise ValueError(f"model.attention_order must be 'space_time' or 'time_space', got {c.attention_order!r}")
+  for name in ('dtype', 'param_dtype'):
+    if c[name] not in DTYPES:
+      raise ValueError(f"model.{name} must be 'float32' or 'bfloat16', got {c[name]!r}")
+  _check_memory_fields(c)
+  _check_num_classes(c.num_classes)
+
+  nt, nh, nw = c.num_frames // tt, c.image_size // th, c.image_size // tw
+  if c.class_token is None:
+    per_frame = c.family == 'xvit' or (c.family == 'timesformer' and c.attention == 'space')
+    c.class_token = 'per_frame' if per_frame else 'global'
+  if c.class_token not in ('global', 'per_frame'):
+    raise ValueError(f"model.class_token must be 'global' or 'per_frame', got {c.class_token!r}")
+  if c.classifier == 'token':
+    if c.attention in ('factorised_self_attention', 'factorised_dot_product'):
+      raise ValueError(f"model.attention={c.attention!r} (ViViT Model {3 if 'self' in c.attention else 4}) "
+                       "has no class token: set model.classifier='gap'")
+    if c.class_token == 'per_frame' and c.attention not in ('space', 'joint', 'space_time_mixing'):
+      raise ValueError(f"model.class_token='per_frame' works with space, joint or space_time_mixing attention, "
+                       f"not {c.attention!r}")
+  if c.attention == 'local_global' and (nt % 2 or nh % 2 or nw % 2):
+    raise ValueError(f'model.attention=local_global needs an even token grid (t, h, w), got {(nt, nh, nw)}')
+  if c.attention == 'factorised_dot_product' and c.num_heads % 2:
+    raise ValueError(f'model.attention=factorised_dot_product splits heads in half: '
+                     f'model.num_heads={c.num_heads} must be even')
+  if c.mixing.num_segments is None:
+    c.mixing.num_segments = c.num_frames
+  if c.attention == 'space_time_mixing':
+    w, div, seg = c.mixing.window, c.mixing.shift_div, c.mixing.num_segments
+    if 2 * w * (c.hidden_size // div) > c.hidden_size:
+      raise ValueError(f'model.mixing: window={w} and shift_div={div} take more than hidden_size='
+                       f'{c.hidden_size} channels from neighbouring frames')
+    if c.num_frames % seg:
+      raise ValueError(f'model.num_frames={c.num_frames} is not a multiple of model.mixing.num_segments={seg} '
+                       '(frames are mixed within consecutive segments of num_segments frames)')
+    if seg % tt:
+      raise ValueError(f'model.mixing.num_segments={seg} is not a multiple of the tubelet length {tt}')
+  rows = c.time_embedding_rows
+  if rows is not None and (c.positional_embedding != 'separable' or c.attention == 'factorised_encoder'):
+    raise ValueError(f'model.time_embedding_rows={rows} applies to positional_embedding=\'separable\' of a '
+                     f'single-encoder model only, not {c.positional_embedding!r} with attention={c.attention!r}')
+  if rows is not None and nt % rows:
+    raise ValueError(f'model.time_embedding_rows={rows} does not divide the {nt} temporal indices '
+                     f'(model.num_frames={c.num_frames} / tubelet {tt}): index t uses row t mod {rows}')
+  if rows is None and c.positional_embedding == 'separable' and c.attention != 'factorised_encoder':
+    c.time_embedding_rows = nt
+  if c.temporal_num_heads is None:
+    c.temporal_num_heads = c.num_heads
+  if c.temporal_mlp_dim is None:
+    c.temporal_mlp_dim = c.mlp_dim
+  if c.temporal_head.num_heads is None:
+    c.temporal_head.num_heads = c.num_heads
+  used = (('temporal_num_heads', c.temporal_num_heads, c.attention == 'factorised_encoder'),
+          ('temporal_head.num_heads', c.temporal_head.num_heads, c.frame_aggregation == 'temporal_attention'))
+  for name, heads, in_use in used:
+    if in_use and c.hidden_size % heads:
+      raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.{name}={heads}')
+  return c
+
+
+def _check_memory_fields(c) -> None:
+  """attention_impl, remat (normalised to a policy name), scan_layers."""
+  if c.attention_impl not in ATTENTION_IMPLS:
+    close = difflib.get_close_matches(str(c.attention_impl), ATTENTION_IMPLS, n=1)
+    hint = f' (did you mean {close[0]!r}?)' if close else ''
+    raise ValueError(f'model.attention_impl must be one of {ATTENTION_IMPLS}, got {c.attention_impl!r}{hint}')
+  if c.attention_impl not in ('auto', 'einsum') and c.attention_dropout_rate > 0:
+    raise ValueError(f'model.attention_impl={c.attention_impl!r} has no attention dropout: model.attention_dropout_rate='
+                     f'{c.attention_dropout_rate} needs attention_impl einsum or auto')
+  remat = c.remat
+  if isinstance(remat, str) and remat.lower() in ('true', 'false'):  # --config.model.remat=True on a str field
+    remat = remat.lower() == 'true'
+  if isinstance(remat, bool) or remat is None:
+    remat = 'full' if remat else 'none'
+  if remat not in REMAT_POLICIES:
+    close = difflib.get_close_matches(str(remat), REMAT_POLICIES, n=1)
+    hint = f' (did you mean {close[0]!r}?)' if close else ''
+    raise ValueError(f'model.remat must be True, False or one of {REMAT_POLICIES}, got {c.remat!r}{hint}')
+  c.remat = remat
+  if not isinstance(c.scan_layers, bool):
+    raise ValueError(f'model.scan_layers must be True or False, got {c.scan_layers!r}')
+
+
+def _check_num_classes(num_classes):
+  if isinstance(num_classes, int):
+    if num_classes < 1:
+      raise ValueError(f'model.num_classes must be positive, got {num_classes}')
+    return
+  try:
+    items = dict(num_classes).items()
+  except (TypeError, ValueError):
+    raise ValueError(f'model.num_classes must be an int or a dict of heads, got {num_classes!r}') from None
+  for head, n in items:
+    if not isinstance(n, int) or n < 1:
+      raise ValueError(f'model.num_classes[{head!r}] must be a positive int, got {n!r}')
+
+
+def token_grid(cfg) -> tuple[int, int, int]:
+  """(n_t, n_h, n_w): the token grid of a resolved config."""
+  tt, th, tw = cfg.tubelet
+  return cfg.num_frames // tt, cfg.image_size // th, cfg.image_size // tw

@@ -1,0 +1,464 @@
+"""Attention maps of any scheme, recomputed from the model's own query/key projections.
+
+    stages = attention_stages(module, params, video, model_cfg)   # one Stage per attention stage of every layer
+    result = attention_maps(module, params, video, model_cfg)     # the per-video maps (see `Maps`)
+
+Nothing in the model changes: `module.apply(..., capture_intermediates=...)` records every attention module's
+query / key / value projections (and its output), and each stage's probabilities softmax(q k^T / sqrt(d_h)) are
+recomputed here with the model's own groupings (`vvt.models.attention.group`), X-ViT's `temporal_shift` of keys
+(and values), its summary tokens, the class token joining every group of a stage (its row averaged over the
+groups, as the model averages its outputs) and ViViT Model 4's split of heads (the first half in `space`, the
+second in `time`). `Stage.recompute_output` rebuilds the module's output from these probabilities and the values
+(tests: equal to the module's own output for every scheme, so the maps are the model's real attention).
+
+Every stage's probabilities are scattered into one dense token-to-token matrix over the encoder's M tokens
+(patch tokens t * N + n in (T, N) row-major order, a global class token last): `Stage.attn` (B, H, M, M),
+row = query, column = key position. X-ViT's keys at (t, n) carry 1/shift_div of their channels from (t +- i, n),
+and its summary tokens are the spatial mean of a frame: `Stage.summary` holds the attention to summary tokens
+spread uniformly over their frame's tokens, and `Stage.provenance` (M, M) the share of a key's channels that
+each token supplies, so `Stage.effective()` = attn @ provenance + summary is where a query's information comes
+from, token to token (rows sum to 1 except where the shift brought zeros at a clip end).
+
+Maps (`Maps`, all normalised to sum 1 over the patch tokens of the clip):
+  final        (B, T, nh, nw)  class-token attention of the last layer where the model has a class token
+                               (global; per-frame: the frames' maps averaged), else attention rollout
+                               (Abnar & Zuidema 2020: per stage 0.5 * A + 0.5 * I, heads averaged, multiplied
+                               over stages and layers; the representation's rows averaged: all tokens for
+                               GAP). ViViT Model 2: the spatial encoder's map per frame times the temporal
+                               encoder's map over frames.
+  per_stage    {name: (B, H, T, nh, nw)} attention received per patch in each stage of each layer (mean over
+               queries: which tokens the stage reads).
+  frames       {name: (B, H, T, T)} frame-to-frame attention mass of each stage (row: query frame, sums to 1):
+               the temporal part of a factorised scheme (`time` stages; identity for `space`).
+  Temporal indices are tubelets: a map at index t covers frames t * tubelet_t ... (t + 1) * tubelet_t - 1.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any, Optional
+
+import numpy as np
+
+ENCODERS = ('encoder', 'spatial_encoder', 'temporal_encoder')
+
+
+@dataclasses.dataclass
+class Stage:
+  """One attention stage of one layer, as dense token-to-token matrices over the encoder's M tokens."""
+  encoder: str  # 'encoder' | 'spatial_encoder' | 'temporal_encoder'
+  layer: int
+  stage: str  # the model's stage name (factorised_dot_product: heads split space | time)
+  t: int  # temporal indices of the encoder's token array
+  n: int  # tokens per temporal index (a per-frame class token included, at n = 0)
+  per_frame_cls: bool
+  has_cls: bool  # a global class token (index M - 1)
+  cls_joins: bool  # the global class token takes part in this stage
+  attn: np.ndarray  # (B, H, M, M) probabilities over key positions
+  summary: Optional[np.ndarray]  # (B, H, M, M) attention to X-ViT summary tokens, spread over their frames
+  provenance: Optional[np.ndarray]  # (M, M) X-ViT: share of key (row) channels from each token (column)
+  head_stages: tuple  # the stage each head attends in
+  values: Any = None  # for recompute_output: (v (B,T,N,H,dh) as used by the keys, v unshifted, cls v)
+  out_params: Any = None
+  output: Any = None  # the module's own output (y, cls_y)
+
+  @property
+  def name(self) -> str:
+    prefix = '' if self.encoder == 'encoder' else self.encoder.split('_')[0] + '/'
+    return f'{prefix}layer{self.layer}/{self.stage}'
+
+  def effective(self) -> np.ndarray:
+    """(B, H, M, M): where each query's information comes from, token to token (see module docstring)."""
+    a = self.attn
+    if self.provenance is not None:
+      a = a @ self.provenance
+    if self.summary is not None:
+      a = a + self.summary
+    return a
+
+  def recompute_output(self):
+    """The module's output (y (B, T, N, D), cls_y (B, 1, D) or None) from the probabilities and the values."""
+    v_keys, v_plain, v_cls = self.values
+    b, t, n, h, dh = v_keys.shape
+    flat = lambda v: v.reshape(b, t * n, h, dh)
+    tokens = flat(v_keys)
+    if self.has_cls:
+      tokens = np.concatenate([tokens, v_cls.reshape(b, 1, h, dh)], axis=1)
+    y = np.einsum('bhqk,bkhd->bqhd', self.attn, tokens)
+    if self.summary is not None:
+      plain = flat(v_plain)
+      if self.has_cls:
+        plain = np.concatenate([plain, np.zeros_like(tokens[:, -1:])], axis=1)
+      y = y + np.einsum('bhqk,bkhd->bqhd', self.summary, plain)
+    kernel, bias = self.out_params
+    out = np.einsum('bqhd,hdo->bqo', y, kernel) + (0 if bias is None else bias)
+    patches = out[:, :t * n].reshape(b, t, n, -1)
+    cls = out[:, t * n:] if self.has_cls and self.cls_joins else None
+    return patches, cls
+
+
+@dataclasses.dataclass
+class Maps:
+  scheme: str
+  kind: str  # 'class_token' | 'rollout'
+  grid: tuple  # (T, nh, nw) token grid
+  tubelet_t: int
+  final: np.ndarray  # (B, T, nh, nw)
+  per_stage: dict  # name -> (B, H, T, nh, nw)
+  frames: dict  # name -> (B, H, T, T)
+  stages: list
+
+
+# --------------------------------------------------------------------------------------------- capture
+
+
+def prepare(module_cfg, params):
+  """(model config, params) for capture: unscanned layers, no remat, einsum attention (same function)."""
+  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  cfg = module_cfg.copy_and_resolve_references() if hasattr(module_cfg, 'copy_and_resolve_references') else module_cfg
+  with cfg.unlocked():
+    if 'scan_layers' in cfg:
+      cfg.scan_layers = False
+    if 'remat' in cfg:
+      cfg.remat = 'none' if isinstance(cfg.remat, str) else False
+    if 'attention_impl' in cfg:
+      cfg.attention_impl = 'einsum'
+  return cfg, layout.to_per_layer(params)
+
+
+def capture(module, params, video):
+  """(logits, intermediates) with the query/key/value/out projections and outputs of every attention module."""
+  from vvt.models.attention import MultiHeadAttention  # pylint: disable=g-import-not-at-top
+
+  def wanted(mdl, method):
+    return method == '__call__' and (isinstance(mdl, MultiHeadAttention) or
+                                     isinstance(getattr(mdl, 'parent', None), MultiHeadAttention))
+
+  logits, state = module.apply({'params': params}, video, train=False, capture_intermediates=wanted,
+                               mutable=['intermediates'])
+  return logits, state['intermediates']
+
+
+def _find_attention(tree, path=()):
+  """Yields (path, node) of every '<stage>_attention' module in the intermediates tree."""
+  for key, node in tree.items():
+    if not hasattr(node, 'items'):
+      continue
+    if key.endswith('_attention') and 'query' in node:
+      yield path + (key,), node
+    else:
+      yield from _find_attention(node, path + (key,))
+
+
+def _get(tree, path):
+  for p in path:
+    tree = tree[p]
+  return tree
+
+
+# --------------------------------------------------------------------------------------------- stages
+
+
+def _grouped_probs(q, k):
+  """softmax(q k^T / sqrt(d)) of grouped (G, Lq, H, d), (G, Lk, H, d) -> (G, H, Lq, Lk), float64."""
+  q = np.asarray(q, np.float64) / math.sqrt(q.shape[-1])
+  s = np.einsum('gqhd,gkhd->ghqk', q, np.asarray(k, np.float64))
+  s = s - s.max(axis=-1, keepdims=True)
+  e = np.exp(s)
+  return e / e.sum(axis=-1, keepdims=True)
+
+
+def _encoder_geometry(cfg, encoder: str, b: int, t: int, n: int):
+  """(grid, per_frame_cls, mixing) of an encoder of the model (as vvt.models.video_transformer builds it)."""
+  from vvt.models import config as config_lib  # pylint: disable=g-import-not-at-top
+  nt, nh, nw = config_lib.token_grid(cfg)
+  if encoder == 'spatial_encoder':
+    return (1, nh, nw), False, None
+  if encoder == 'temporal_encoder':
+    return (1, 1, t * n), False, None
+  per_frame = cfg.classifier == 'token' and cfg.class_token == 'per_frame'
+  mixing = None
+  if cfg.attention == 'space_time_mixing':
+    seg = (cfg.mixing.get('num_segments') or cfg.num_frames) // cfg.tubelet[0]
+    mixing = dict(window=cfg.mixing.window, shift_div=cfg.mixing.shift_div, num_segments=seg,
+                  summary_token=bool(cfg.mixing.summary_token))
+  return (nt, nh, nw), per_frame, mixing
+
+
+def _provenance(t, n, m, c, mixing):
+  """(M, M): the share of the channels of the key at token i (row) that token j (column) supplies."""
+  fold = c // mixing['shift_div']
+  window, seg = mixing['window'], mixing['num_segments']
+  p = np.zeros((m, m))
+  for ti in range(t):
+    for nn in range(n):
+      i = ti * n + nn
+      p[i, i] = (c - 2 * window * fold) / c
+      for d in range(1, window + 1):
+        for src in (ti + d, ti - d):
+          if src // seg == ti // seg and 0 <= src < t:
+            p[i, src * n + nn] += fold / c
+  for i in range(t * n, m):  # a global class token's key is not shifted
+    p[i, i] = 1.0
+  return p
+
+
+def _stage_of(cfg, encoder, layer, stage_name, node):
+  """One Stage from an attention module's captured projections."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from vvt.models.attention import group, temporal_shift  # pylint: disable=g-import-not-at-top
+  calls = lambda name: [np.asarray(jax.device_get(a), np.float64) for a in node[name]['__call__']]
+  qs, ks, vs = calls('query'), calls('key'), calls('value')
+  q, k, v = qs[0], ks[0], vs[0]  # (B, T, N, H, dh)
+  b, t, n, h, dh = q.shape
+  c = h * dh
+  grid, per_frame, mixing = _encoder_geometry(cfg, encoder, b, t, n)
+  has_cls = len(qs) > 1
+  cq = ck = cv = None
+  if has_cls:
+    cq, ck, cv = qs[1], ks[1], vs[1]  # (B, 1, H, dh)
+  k_used, v_used = k, v
+  summary_k = None
+  if mixing is not None:
+    shift = lambda a: np.asarray(temporal_shift(a.reshape(b, t, n, c), window=mixing['window'],
+                                                shift_div=mixing['shift_div'],
+                                                num_segments=mixing['num_segments'])).reshape(a.shape)
+    k_used, v_used = shift(k), shift(v)
+    if mixing['summary_token']:
+      summary_k = ks[-1]  # (B, T, H, dh)
+  m = t * n + (1 if has_cls else 0)
+  cls_index = t * n
+  ids = np.arange(t * n).reshape(1, t, n)
+  attn = np.zeros((b, h, m, m))
+  summary = np.zeros((b, h, m, m)) if summary_k is not None else None
+  if stage_name == 'factorised_dot_product':
+    parts = [('space', slice(0, h // 2)), ('time', slice(h // 2, h))]
+  else:
+    parts = [(stage_name, slice(0, h))]
+  head_stages = []
+  cls_joins = False
+  from vvt.models.attention import _CLASS_TOKEN_STAGES  # pylint: disable=g-import-not-at-top
+  for stage, heads in parts:
+    hs = range(h)[heads]
+    head_stages += [stage] * len(hs)
+    idx = np.asarray(group(ids, stage, grid))  # (G, L) token indices of each group
+    g = idx.shape[0]
+    gq, gk = (np.asarray(group(a[..., heads, :], stage, grid)) for a in (q, k_used))  # (B*G, L, H', dh)
+    nk = gk.shape[1]
+    if summary_k is not None:
+      seg = mixing['num_segments']
+      sk = summary_k[..., heads, :].reshape(b, t // seg, 1, seg, len(hs), dh)
+      sk = np.repeat(sk, seg, axis=2).reshape(b * t, seg, len(hs), dh)
+      gk = np.concatenate([gk, sk], axis=1)
+    with_cls = has_cls and stage in _CLASS_TOKEN_STAGES
+    cls_joins = cls_joins or with_cls
+    if with_cls:
+      rep = lambda a: np.repeat(a[..., heads, :], g, axis=0)
+      gq = np.concatenate([rep(cq), gq], axis=1)
+      gk = np.concatenate([rep(ck), gk], axis=1)
+    p = _grouped_probs(gq, gk).reshape(b, g, len(hs), gq.shape[1], gk.shape[1])
+    off = 1 if with_cls else 0
+    pp = p[:, :, :, off:, off:off + nk]  # patch queries -> patch keys
+    iq, ik = idx[:, :, None], idx[:, None, :]
+    for bi in range(b):
+      block = attn[bi, heads]
+      block[:, iq, ik] = pp[bi].transpose(1, 0, 2, 3)
+      if with_cls:
+        block[:, idx, cls_index] = p[bi, :, :, off:, 0].transpose(1, 0, 2)  # patch queries -> class token
+        cls_row = p[bi, :, :, 0, :]  # (G, H', Lk): the class token's query in every group, averaged
+        block[:, cls_index, cls_index] = cls_row[:, :, 0].mean(axis=0)
+        for gi in range(g):
+          block[:, cls_index, idx[gi]] += cls_row[gi, :, off:off + nk] / g
+      attn[bi, heads] = block
+      if summary is not None:  # space stage: group gi is temporal index gi; summary j: frame of its segment
+        seg = mixing['num_segments']
+        ps = p[bi, :, :, off:, off + nk:]  # (G, H', L, seg)
+        sblock = summary[bi, heads]
+        for gi in range(g):
+          first = (gi // seg) * seg
+          for j in range(seg):
+            frame = np.arange((first + j) * n, (first + j + 1) * n)
+            sblock[:, idx[gi][:, None], frame[None, :]] += ps[gi, :, :, j][..., None] / n
+          if with_cls:
+            for j in range(seg):
+              frame = np.arange((first + j) * n, (first + j + 1) * n)
+              sblock[:, cls_index, frame] += (p[bi, gi, :, 0, off + nk + j] / n / g)[:, None]
+        summary[bi, heads] = sblock
+    if has_cls and not with_cls:  # the class token skips this stage (TimeSformer `time`): unchanged
+      attn[:, heads, cls_index, cls_index] = 1.0
+  provenance = _provenance(t, n, m, c, mixing) if mixing is not None else None
+  out_params = None
+  module_out = tuple(np.asarray(jax.device_get(a), np.float64) if a is not None else None
+                     for a in node['__call__'][0])
+  return Stage(encoder=encoder, layer=layer, stage=stage_name, t=t, n=n, per_frame_cls=per_frame, has_cls=has_cls,
+               cls_joins=cls_joins, attn=attn, summary=summary, provenance=provenance,
+               head_stages=tuple(head_stages), values=(v_used, v, cv), out_params=out_params, output=module_out)
+
+
+def attention_stages(module, params, video, model_cfg, *, prepared: bool = False) -> list:
+  """Every attention stage of every layer of every encoder, in the order the model runs them.
+
+  module / params / model_cfg: as built by vvt.models.build; video float (B, T, H, W, 3), normalised as the
+  model expects. Layers may be scanned or rematerialised: the maps are taken from an unscanned copy.
+  """
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  cfg = model_cfg
+  if not prepared:
+    cfg, params = prepare(model_cfg, params)
+    module = vvt.models.build(cfg)
+  _, inter = capture(module, params, video)
+  stages = []
+  for encoder in ENCODERS:
+    if encoder not in inter:
+      continue
+    layers = inter[encoder]['layers']
+    for lname in sorted(layers, key=lambda s: int(s.split('_')[1])):
+      block = layers[lname]
+      layer = int(lname.split('_')[1])
+      names = [k for k in block if k.endswith('_attention')]
+      for stage_name in _stage_order(cfg, encoder, names):
+        st = _stage_of(cfg, encoder, layer, stage_name, block[f'{stage_name}_attention'])
+        p = params[encoder]['layers'][lname][f'{stage_name}_attention']['out']
+        st.out_params = (np.asarray(p['kernel'], np.float64),
+                         np.asarray(p['bias'], np.float64) if 'bias' in p else None)
+        stages.append(st)
+  return stages
+
+
+def _stage_order(cfg, encoder, names):
+  from vvt.models.blocks import stages_of  # pylint: disable=g-import-not-at-top
+  if encoder != 'encoder':
+    return ['joint']
+  order = stages_of(cfg.attention, cfg.attention_order)
+  present = {re.sub('_attention$', '', k) for k in names}
+  return [s for s in order if s in present]
+
+
+# --------------------------------------------------------------------------------------------- maps
+
+
+def _patch_columns(st: Stage) -> np.ndarray:
+  """Indices of the patch tokens (no class tokens) among the M tokens, in (T, N') order."""
+  start = 1 if st.per_frame_cls else 0
+  return np.asarray([ti * st.n + j for ti in range(st.t) for j in range(start, st.n)])
+
+
+def _normalise(x, axes):
+  s = x.sum(axis=axes, keepdims=True)
+  return x / np.where(s > 0, s, 1)
+
+
+def rollout(stages: list) -> np.ndarray:
+  """(B, M, M) attention rollout through the residuals: prod over stages of rownorm(0.5 * mean_h A + 0.5 I)."""
+  r = None
+  for st in stages:
+    a = st.effective().mean(axis=1)
+    a = 0.5 * a + 0.5 * np.eye(a.shape[-1])[None]
+    a = _normalise(a, -1)
+    r = a if r is None else a @ r
+  return r
+
+
+def _readout_rows(st: Stage, classifier: str):
+  """Token rows whose average is the representation: the class token(s), or every token (GAP)."""
+  if st.has_cls:
+    return np.asarray([st.t * st.n])
+  if st.per_frame_cls:
+    return np.asarray([ti * st.n for ti in range(st.t)])
+  return np.arange(st.t * st.n)
+
+
+def _encoder_map(stages: list, use_class_token: bool) -> np.ndarray:
+  """(B, T, N') relevance of the patch tokens of one encoder, sum 1 per example."""
+  last = stages[-1]
+  cols = _patch_columns(last)
+  rows = _readout_rows(last, '')
+  if use_class_token:  # the class token's attention in the last layer's stages it joins
+    joined = [s for s in stages if s.layer == last.layer and (s.cls_joins or s.per_frame_cls)]
+    m = np.mean([s.effective().mean(axis=1)[:, rows][:, :, cols].mean(axis=1) for s in joined], axis=0)
+  else:
+    m = rollout(stages)[:, rows][:, :, cols].mean(axis=1)
+  m = _normalise(m, -1)
+  return m.reshape(m.shape[0], last.t, -1)
+
+
+def per_stage_maps(st: Stage, grid) -> np.ndarray:
+  """(B, H, T, nh, nw): attention received by each patch in the stage (mean over the patch queries)."""
+  cols = _patch_columns(st)
+  a = st.effective()[:, :, cols][:, :, :, cols].mean(axis=2)  # (B, H, P)
+  a = _normalise(a, -1)
+  return a.reshape(a.shape[0], a.shape[1], *grid)
+
+
+def frame_attention(st: Stage) -> np.ndarray:
+  """(B, H, T, T): attention mass from the patch queries of frame t (rows) to the tokens of frame t'."""
+  cols = _patch_columns(st)
+  a = st.effective()[:, :, cols][:, :, :, :st.t * st.n]  # (B, H, P, T*N)
+  b, h = a.shape[:2]
+  per = len(cols) // st.t
+  a = a.reshape(b, h, st.t, per, st.t, st.n).sum(axis=-1).mean(axis=3)
+  return _normalise(a, -1)
+
+
+def attention_maps(module, params, video, model_cfg) -> Maps:
+  """The maps of `video` (see the module docstring)."""
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  from vvt.models import config as config_lib  # pylint: disable=g-import-not-at-top
+  cfg, params = prepare(vvt.models.resolve(model_cfg), params)
+  module = vvt.models.build(cfg)
+  stages = attention_stages(module, params, video, cfg, prepared=True)
+  grid = tuple(config_lib.token_grid(cfg))
+  nt, nh, nw = grid
+  use_cls = cfg.classifier == 'token'
+  per_stage, frames = {}, {}
+  b = video.shape[0]
+  if cfg.attention == 'factorised_encoder':
+    spatial = [s for s in stages if s.encoder == 'spatial_encoder']
+    temporal = [s for s in stages if s.encoder == 'temporal_encoder']
+    ms = _encoder_map(spatial, use_cls).reshape(b, nt, nh, nw)  # per frame, each sums to 1
+    mt = (_encoder_map(temporal, use_cls).reshape(b, nt) if temporal else np.full((b, nt), 1.0 / nt))
+    final = ms * mt[:, :, None, None]
+    for s in spatial:
+      per_stage[s.name] = per_stage_maps(s, (1, nh, nw)).reshape(b, nt, -1, 1, nh, nw)[:, :, :, 0].transpose(
+          0, 2, 1, 3, 4) / nt
+    for s in temporal:
+      frames[s.name] = np.broadcast_to(per_stage_maps(s, (1, 1, nt))[:, :, 0, 0][:, :, None, :],
+                                        (b, s.attn.shape[1], nt, nt)).copy()
+  else:
+    final = _encoder_map(stages, use_cls).reshape(b, nt, nh, nw)
+    for s in stages:
+      per_stage[s.name] = per_stage_maps(s, grid)
+      frames[s.name] = frame_attention(s)
+  final = _normalise(final, (1, 2, 3))
+  return Maps(scheme=cfg.attention, kind='class_token' if use_cls else 'rollout', grid=grid,
+              tubelet_t=int(cfg.tubelet[0]), final=final, per_stage=per_stage, frames=frames, stages=stages)
+
+
+def upsample(m: np.ndarray, tubelet_t: int, size: int) -> np.ndarray:
+  """(T, nh, nw) token map -> (T * tubelet_t, size, size) per-frame pixel map (nearest; each frame sums to its
+  share of the mass)."""
+  t, nh, nw = m.shape
+  up = np.repeat(np.repeat(m, size // nh, axis=1), size // nw, axis=2) / ((size // nh) * (size // nw))
+  return np.repeat(up, tubelet_t, axis=0) / tubelet_t
+
+
+def mass_on(final: np.ndarray, mask: np.ndarray, tubelet_t: int) -> float:
+  """Share of a (T, nh, nw) map's mass that falls on the pixels of a bool (F, S, S) mask (nearest upsampling:
+  a token's mass spread evenly over its tubelet's pixels). The share of a uniform map is mask.mean()."""
+  up = upsample(np.asarray(final, np.float64), tubelet_t, mask.shape[1])
+  return float((up * mask).sum() / up.sum())
+
+
+def token_mask(mask: np.ndarray, grid, tubelet_t: int) -> np.ndarray:
+  """bool (T, nh, nw): the tokens (tubelets) that hold any pixel of a bool (F, S, S) mask."""
+  t, nh, nw = grid
+  f, s = mask.shape[:2]
+  return mask.reshape(t, f // t, nh, s // nh, nw, s // nw).any(axis=(1, 3, 5))
+
+
+def mass_on_tokens(final: np.ndarray, mask: np.ndarray, tubelet_t: int) -> tuple:
+  """(share of a (T, nh, nw) map's mass on the tokens that hold the bool (F, S, S) mask, their share of the
+  tokens: what a uniform map would give)."""
+  tokens = token_mask(mask, final.shape, tubelet_t)
+  return float(np.asarray(final)[tokens].sum() / np.asarray(final).sum()), float(tokens.mean())

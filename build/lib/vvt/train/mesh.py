@@ -1,0 +1,130 @@
+"""The device mesh of a run (`config.mesh`), the batch sharding, and global batches from per-host data.
+
+  axes = resolve_axes(config.mesh.axes, num_devices)    # (('data', 4), ('fsdp', 8), ('model', 1))
+  mesh = make_mesh(config.mesh)                         # jax.make_mesh: axes follow the topology
+  batch_sharding(mesh)                                  # P(('data', 'fsdp')): every data-like axis
+
+`config.mesh.axes` names the axes and their sizes, as a dict `{'data': -1, 'fsdp': 8}` or a tuple
+of (name, size) pairs, in mesh order (the last axis is the fastest-varying, i.e. the nearest devices:
+put `model`, then `fsdp`, last). `-1` = the devices the other axes leave. Known axes:
+
+  data    batch sharded, params replicated (data parallelism)
+  fsdp    batch sharded and params sharded (`vvt.train.sharding`: ZeRO-3 / FSDP)
+  model   params sharded over heads and MLP units (tensor parallelism); the batch is replicated
+
+Axes not named have size 1 and are still in the mesh, so rules and specs may always name all three.
+`mesh.num_devices` (-1 = all) uses only the first N devices. Each process feeds only its own rows;
+the global array is built with `jax.make_array_from_process_local_data`, so the same config runs on
+1 CPU device, 8 forced host devices, several hosts and a pod.
+"""
+import logging
+import math
+from typing import Any, Optional, Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from vvt.train import sharding as sharding_lib
+
+DATA_AXIS, FSDP_AXIS, MODEL_AXIS = sharding_lib.DATA_AXIS, sharding_lib.FSDP_AXIS, sharding_lib.MODEL_AXIS
+AXES, DATA_AXES = sharding_lib.AXES, sharding_lib.DATA_AXES
+MeshError = sharding_lib.MeshError
+resolve_axes = sharding_lib.resolve_axes
+
+
+def maybe_initialize_distributed(dist_cfg) -> None:
+  """Calls `jax.distributed.initialize` when `config.distributed.initialize` is set."""
+  if not dist_cfg.initialize:
+    return
+  kwargs = {}
+  if dist_cfg.coordinator_address:
+    kwargs['coordinator_address'] = dist_cfg.coordinator_address
+  if dist_cfg.num_processes > 0:
+    kwargs['num_processes'] = int(dist_cfg.num_processes)
+  if dist_cfg.process_id >= 0:
+    kwargs['process_id'] = int(dist_cfg.process_id)
+  try:
+    jax.distributed.initialize(**kwargs)
+  except RuntimeError as e:  # already initialised (e.g. by the caller)
+    if 'already' not in str(e).lower():
+      raise
+    logging.info('jax.distributed already initialised: %s', e)
+
+
+# ----------------------------------------------------------------------------- mesh
+
+
+def mesh_devices(mesh_cfg=None, devices: Optional[Sequence[Any]] = None) -> list:
+  """The devices of the mesh: `devices` (default `jax.devices()`), the first `mesh.num_devices`."""
+  devices = list(jax.devices() if devices is None else devices)
+  n = -1 if mesh_cfg is None else int(mesh_cfg.get('num_devices', -1))
+  if n > 0:
+    if n > len(devices):
+      raise MeshError(f'mesh.num_devices={n} but only {len(devices)} devices are available')
+    devices = devices[:n]
+  return devices
+
+
+def make_mesh(mesh_cfg=None, devices: Optional[Sequence[Any]] = None) -> Mesh:
+  """The mesh of `config.mesh` over `devices` (default: all), axes in `AXES` (sizes may be 1).
+
+  Built with `jax.make_mesh` (Auto axis types), so on a TPU pod the axes follow the physical
+  topology. `mesh_cfg` may be None (one `data` axis over all devices), a ConfigDict with
+  `axes` / `num_devices`, or an int (the old `make_mesh(num_devices)`).
+  """
+  if isinstance(mesh_cfg, int):
+    mesh_cfg = {'num_devices': mesh_cfg}
+  devices = mesh_devices(mesh_cfg, devices)
+  axes = resolve_axes(None if mesh_cfg is None else mesh_cfg.get('axes'), len(devices))
+  names = tuple(k for k, _ in axes)
+  shape = tuple(v for _, v in axes)
+  auto = (jax.sharding.AxisType.Auto,) * len(names)
+  try:
+    return jax.make_mesh(shape, names, axis_types=auto, devices=devices)
+  except (ValueError, NotImplementedError, AssertionError):  # a shape the topology helper cannot lay out
+    return Mesh(np.asarray(devices).reshape(shape), names, axis_types=auto)
+
+
+def axis_sizes(mesh: Mesh) -> dict:
+  return sharding_lib.mesh_sizes(mesh)
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, P())
+
+
+def batch_axes(mesh: Mesh) -> tuple:
+  """The mesh axes the batch dimension is sharded over (the data-like ones)."""
+  return tuple(a for a in mesh.axis_names if a in DATA_AXES)
+
+
+def batch_spec(mesh: Mesh, leading: int = 0) -> P:
+  """P(None * leading, ('data', 'fsdp')): the batch dimension after `leading` dimensions."""
+  return P(*([None] * leading), batch_axes(mesh))
+
+
+def batch_sharding(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, batch_spec(mesh))
+
+
+def num_batch_shards(mesh: Mesh) -> int:
+  sizes = axis_sizes(mesh)
+  return math.prod(sizes[a] for a in batch_axes(mesh))
+
+
+def local_batch_size(global_batch_size: int, mesh: Mesh) -> int:
+  """Rows this process feeds: its share of the global batch."""
+  n_proc = len({d.process_index for d in mesh.devices.flat})
+  return global_batch_size // n_proc
+
+
+def global_batch(batch: dict, mesh: Mesh, global_batch_size: int) -> dict:
+  """Per-host numpy batch -> dict of global jax.Arrays sharded over the data-like axes."""
+  sharding = batch_sharding(mesh)
+  out = {}
+  for key, value in batch.items():
+    value = np.asarray(value)
+    shape = (global_batch_size,) + value.shape[1:]
+    out[key] = jax.make_array_from_process_local_data(sharding, value, shape)
+  return out

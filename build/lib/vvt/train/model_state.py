@@ -1,0 +1,81 @@
+"""The model of a run config and its (abstract) state: one build for train, eval, memory, predict.
+
+  module = build_model(config)                         # vvt.models.build(config.model)
+  init = init_fn(module, config, tx)                   # rng -> TrainState (params, opt state, rng)
+  abstract_state(module, config, tx, sharding)         # TrainState of jax.ShapeDtypeStruct
+  abstract_params(module, config, sharding)            # params of jax.ShapeDtypeStruct
+  state_shardings(module, config, tx, mesh)            # TrainState of NamedSharding (config.mesh rules)
+  param_shardings(module, config, mesh)                # params of NamedSharding
+
+Shapes come from `jax.eval_shape` (nothing is allocated). The dummy input is one clip of the run's
+shared fields, float32 `(1, config.num_frames, config.image_size, config.image_size, 3)`.
+A `sharding` (one Sharding for every leaf, e.g. `mesh.replicated(mesh)`, or a pytree of them such
+as `state_shardings(...)`) is attached to the leaves; without one the leaves carry none (enough to
+count bytes, or to restore on one device).
+"""
+import functools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from vvt.train import sharding as sharding_lib
+from vvt.train import state as state_lib
+
+
+def build_model(config, backend: str | None = None):
+  """The flax module of run config `config` (checked by `vvt.models.resolve`), built for `backend` (the
+  platform it is compiled for; None: jax's default backend): `attention_impl='auto'` chooses for it."""
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  return vvt.models.build(config.model, backend=backend)
+
+
+def dummy_input(config, batch_size: int = 1) -> jax.Array:
+  """Zeros of one batch of clips: float32 (batch_size, T, H, W, 3) from the shared fields."""
+  t, s = int(config.num_frames), int(config.image_size)
+  return jnp.zeros((batch_size, t, s, s, 3), jnp.float32)
+
+
+def init_params(module, config, rng: jax.Array) -> Any:
+  """Fresh params; `rng` is split (params, dropout, train) exactly as `init_fn` splits it."""
+  r_params, r_drop, _ = jax.random.split(rng, 3)
+  variables = module.init({'params': r_params, 'dropout': r_drop}, dummy_input(config),
+                          train=False)
+  return variables['params']
+
+
+def init_fn(module, config, tx) -> Callable[[jax.Array], state_lib.TrainState]:
+  """`init(rng) -> TrainState` at step 0: params of `init_params`, `tx.init`, the third split as rng."""
+  def init(rng):
+    _, _, r_train = jax.random.split(rng, 3)
+    return state_lib.create(init_params(module, config, rng), tx, r_train)
+  return init
+
+
+def with_sharding(shapes, sharding=None):
+  """jax.ShapeDtypeStruct leaves of `shapes`, each with `sharding` (one, or a pytree like `shapes`)."""
+  if sharding is None or isinstance(sharding, jax.sharding.Sharding):
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), shapes)
+  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, sharding)
+
+
+def abstract_state(module, config, tx, sharding=None) -> state_lib.TrainState:
+  """The TrainState of `init_fn` as shapes (with `sharding`): what a checkpoint restores into."""
+  shapes = jax.eval_shape(init_fn(module, config, tx), jax.random.PRNGKey(0))
+  return with_sharding(shapes, sharding)
+
+
+def abstract_params(module, config, sharding=None) -> Any:
+  """The params of `init_params` as shapes (with `sharding`): what evaluation restores into."""
+  shapes = jax.eval_shape(functools.partial(init_params, module, config), jax.random.PRNGKey(0))
+  return with_sharding(shapes, sharding)
+
+
+def state_shardings(module, config, tx, mesh) -> state_lib.TrainState:
+  """NamedShardings of the TrainState on `mesh`: params by `config.mesh` rules, opt state following."""
+  return sharding_lib.state_shardings(abstract_state(module, config, tx), mesh, config.get('mesh'))
+
+
+def param_shardings(module, config, mesh) -> Any:
+  """NamedShardings of the params on `mesh` by the `config.mesh` rules."""
+  return sharding_lib.param_shardings(abstract_params(module, config), mesh, config.get('mesh'))

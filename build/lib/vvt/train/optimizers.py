@@ -1,0 +1,116 @@
+"""Optimisers and learning-rate schedules built from `config.optimizer` / `config.schedule`.
+
+* `sgd` (momentum, optional Nesterov, L2 weight decay added to the gradient as
+  in PyTorch's SGD used by TimeSformer / X-ViT) and `adamw` (decoupled decay);
+* schedules `cosine` (linear warmup then cosine to `end_lr`), `step`
+  (multiply by `decay_factor` at each of `decay_epochs`, TimeSformer's recipe)
+  and `constant`, all with an optional linear warmup from 0;
+* a weight-decay mask: no decay for parameters with `ndim <= 1` (norm scales,
+  biases) or whose name contains `embedding` or `cls` (positional tables, class
+  tokens);
+* clipping by global norm.
+
+Gradient accumulation is done inside the train step (`steps.py`): the global
+batch is split into `optimizer.accumulation_steps` micro-batches whose
+gradients are averaged before one optimiser update, so the step count, the
+schedule and the data position keep the same meaning with or without it.
+"""
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from vvt.models import layout
+
+NO_DECAY_NAME_PARTS = ('embedding', 'cls')
+
+
+def _leaf_name(path) -> str:
+  last = path[-1] if path else ''
+  return str(getattr(last, 'key', getattr(last, 'name', last)))
+
+
+def weight_decay_mask(params) -> Any:
+  """True where weight decay applies: ndim > 1 and not an embedding / class token. The ndim is one layer's
+  in stacked (`model.scan_layers`) encoders: their (L, D) norm scales and biases are not decayed either."""
+
+  def decay(path, x):
+    name = _leaf_name(path).lower()
+    if jnp.ndim(x) - layout.under_stacked_layers(path) <= 1:
+      return False
+    return not any(part in name for part in NO_DECAY_NAME_PARTS)
+
+  return jax.tree_util.tree_map_with_path(decay, params)
+
+
+def warmup_steps(schedule_cfg, steps_per_epoch: int) -> int:
+  if schedule_cfg.warmup_steps >= 0:
+    return int(schedule_cfg.warmup_steps)
+  return int(round(schedule_cfg.warmup_epochs * steps_per_epoch))
+
+
+def step_boundaries(schedule_cfg, steps_per_epoch: int) -> list[int]:
+  return [int(round(e * steps_per_epoch)) for e in schedule_cfg.decay_epochs]
+
+
+def make_schedule(schedule_cfg, total_steps: int,
+                  steps_per_epoch: int) -> Callable[[Any], Any]:
+  """Learning rate as a function of the (optimiser) step, jit-friendly."""
+  name = schedule_cfg.name
+  base = float(schedule_cfg.base_lr)
+  end = float(schedule_cfg.end_lr)
+  warm = warmup_steps(schedule_cfg, steps_per_epoch)
+  if name not in ('cosine', 'step', 'constant'):
+    raise ValueError(f"schedule.name: unknown schedule {name!r}; "
+                     "expected 'cosine', 'step' or 'constant'")
+  if warm < 0 or (total_steps > 0 and warm >= total_steps and name == 'cosine'):
+    raise ValueError(f'schedule: warmup of {warm} steps does not fit in '
+                     f'{total_steps} training steps')
+  bounds = step_boundaries(schedule_cfg, steps_per_epoch)
+  if name == 'step' and sorted(bounds) != bounds:
+    raise ValueError(f'schedule.decay_epochs must be increasing, got '
+                     f'{tuple(schedule_cfg.decay_epochs)}')
+  factor = float(schedule_cfg.decay_factor)
+
+  def main(step):
+    if name == 'constant':
+      return jnp.full_like(step, base, dtype=jnp.float32)
+    if name == 'step':
+      count = sum((step >= b).astype(jnp.float32) for b in bounds) if bounds \
+          else jnp.zeros_like(step, dtype=jnp.float32)
+      return base * jnp.power(factor, count)
+    span = max(total_steps - warm, 1)
+    progress = jnp.clip((step - warm) / span, 0.0, 1.0)
+    return end + (base - end) * 0.5 * (1.0 + jnp.cos(math.pi * progress))
+
+  def schedule(step):
+    step = jnp.asarray(step, jnp.float32)
+    lr = main(step)
+    if warm > 0:
+      lr = jnp.where(step < warm, base * step / warm, lr)
+    return lr
+
+  return schedule
+
+
+def make_optimizer(optimizer_cfg, schedule) -> optax.GradientTransformation:
+  name = optimizer_cfg.name
+  wd = float(optimizer_cfg.weight_decay)
+  chain = []
+  if optimizer_cfg.grad_clip_norm and optimizer_cfg.grad_clip_norm > 0:
+    chain.append(optax.clip_by_global_norm(float(optimizer_cfg.grad_clip_norm)))
+  if name == 'sgd':
+    if wd > 0:
+      chain.append(optax.add_decayed_weights(wd, mask=weight_decay_mask))
+    chain.append(optax.sgd(schedule, momentum=optimizer_cfg.momentum or None,
+                           nesterov=bool(optimizer_cfg.nesterov)))
+  elif name == 'adamw':
+    chain.append(optax.adamw(schedule, b1=optimizer_cfg.b1, b2=optimizer_cfg.b2,
+                             eps=optimizer_cfg.eps, weight_decay=wd,
+                             mask=weight_decay_mask))
+  else:
+    raise ValueError(f"optimizer.name: unknown optimiser {name!r}; "
+                     "expected 'sgd' or 'adamw'")
+  return optax.chain(*chain)

@@ -1,0 +1,393 @@
+"""A sweep's results: every trial's final and best metrics, size and speed, as CSV, Markdown and PNG.
+
+  collect(sweep_dir) -> Table           one row per trial (finished or not), the swept fields, the groups
+  write(table) -> {'csv', 'md', 'png'}  SWEEP/results.csv, results.md (groups: mean ± std over seeds;
+                                        the missing trials and why), results.png (headline metric per
+                                        group with error bars; the training curves of all trials)
+
+A trial is a run directory (`vvt train --workdir`) under the sweep directory. It is *finished* when its
+final evaluation is written: the trainer writes `checkpoints/eval_<last step>_<split>.json` and then
+`training_curves.png` only at the end of a run (`final_eval_path`). The trials and their overrides come
+from SWEEP/sweep.json (written by `vvt sweep`); a directory of runs without one is read too, its swept
+fields being the config fields in which the runs differ. Params and GFLOPs per view come from
+`vvt.models.summary.summarise` (abstract, nothing allocated) and are cached in TRIAL/model_summary.json.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import glob
+import json
+import math
+import os
+import re
+import statistics
+from typing import Any, Optional, Sequence
+
+from vvt.train import metrics as metrics_lib
+from vvt.train import run_config
+
+SWEEP_FILE = 'sweep.json'   # the sweep's definition: config spec, base overrides, trials
+TRIAL_FILE = 'trial.json'   # one trial's record: overrides, command, status, error, wall time
+SUMMARY_FILE = 'model_summary.json'
+CSV, MD, PNG = 'results.csv', 'results.md', 'results.png'
+HEADLINES = ('video_top1', 'video_top1_action')
+_EVAL = re.compile(r'eval_(\d+)_(.+)\.json$')
+
+
+# ----------------------------------------------------------------------------- one trial
+
+
+def read_json(path: str, default=None):
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return default
+
+
+def write_json(path: str, value) -> None:
+  """Writes JSON atomically (a reader never sees half a file)."""
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    json.dump(value, f, indent=2, default=str)
+  os.replace(tmp, path)
+
+
+def eval_files(workdir: str) -> dict[int, list[str]]:
+  """{step: [eval_<step>_<split>.json paths]} of a run."""
+  out = {}
+  for path in glob.glob(os.path.join(workdir, 'checkpoints', 'eval_*_*.json')):
+    m = _EVAL.search(os.path.basename(path))
+    if m:
+      out.setdefault(int(m.group(1)), []).append(path)
+  return out
+
+
+def last_train_step(records: Sequence[dict]) -> Optional[int]:
+  steps = [r['step'] for r in records if r.get('kind') == 'train']
+  return max(steps) if steps else None
+
+
+def final_eval_path(workdir: str, records: Optional[Sequence[dict]] = None) -> Optional[str]:
+  """The final evaluation of a finished run, or None: the eval JSON at the last logged training step,
+  with training_curves.png beside it (both are written only when a run completes)."""
+  if not os.path.exists(os.path.join(workdir, metrics_lib.CURVES)):
+    return None
+  records = metrics_lib.read_jsonl(workdir) if records is None else records
+  step = last_train_step(records)
+  paths = eval_files(workdir).get(step) if step is not None else None
+  if not paths:
+    return None
+  split = (read_json(run_config.path(workdir), {}) or {}).get('eval', {}).get('split')
+  preferred = [p for p in paths if split and p.endswith(f'_{split}.json')]
+  return (preferred or sorted(paths))[0]
+
+
+def trial_state(workdir: str) -> dict:
+  """{'status': finished | failed | running | partial | not started, 'step': last step, 'detail': str}.
+
+  `running` / `failed` come from the sweep's TRIAL/trial.json; `partial` is a run with checkpoints or
+  metrics but no final evaluation (interrupted; `vvt sweep` or `vvt train` resumes it).
+  """
+  records = metrics_lib.read_jsonl(workdir) if os.path.isdir(workdir) else []
+  step = last_train_step(records)
+  if os.path.isdir(workdir) and final_eval_path(workdir, records):
+    return {'status': 'finished', 'step': step, 'detail': ''}
+  record = read_json(os.path.join(workdir, TRIAL_FILE), {}) or {}
+  at = f'at step {step}' if step is not None else 'before the first logged step'
+  if record.get('status') == 'failed':
+    return {'status': 'failed', 'step': step, 'detail': f'{record.get("error", "")} ({at})'}
+  if record.get('status') == 'running':
+    return {'status': 'running', 'step': step, 'detail': f'started {record.get("started", "?")}, {at}'}
+  if step is not None or os.path.isdir(os.path.join(workdir, 'checkpoints')):
+    return {'status': 'partial', 'step': step, 'detail': f'interrupted {at}'}
+  return {'status': 'not started', 'step': None, 'detail': ''}
+
+
+def model_summary(workdir: str) -> dict:
+  """{'params_m', 'gflops'} of the run's model (cached in TRIAL/model_summary.json); {} if unknown."""
+  cache = os.path.join(workdir, SUMMARY_FILE)
+  cached = read_json(cache)
+  if cached is not None:
+    return cached
+  config = run_config.load_saved(workdir)
+  if config is None:
+    return {}
+  from vvt.models import summary  # pylint: disable=g-import-not-at-top
+  s = summary.summarise(config.model)
+  out = {'params_m': s['params'] / 1e6, 'gflops': s['gflops']}
+  write_json(cache, out)
+  return out
+
+
+def _number(v) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def trial_row(workdir: str, with_summary: bool = True) -> dict:
+  """Everything `vvt results` reports about one trial (metrics absent where the run has none yet)."""
+  records = metrics_lib.read_jsonl(workdir)
+  state = trial_state(workdir)
+  row = {'status': state['status'], 'step': state['step'], 'detail': state['detail']}
+  final = read_json(final_eval_path(workdir, records) or '', {}) if state['status'] == 'finished' else {}
+  row.update({k: v for k, v in (final or {}).items()
+              if _number(v) and k.startswith(('video_', 'clip_'))})
+  train = [r for r in records if r.get('kind') == 'train']
+  evals = [r for r in records if r.get('kind') == 'eval']
+  if train:
+    row['train_loss'] = train[-1].get('loss')
+    row['train_accuracy'] = train[-1].get('accuracy')
+    rates = [r['steps_per_sec'] for r in train if _number(r.get('steps_per_sec'))]
+    if rates:
+      row['steps_per_sec'] = statistics.median(rates)
+  headline = next((h for h in HEADLINES if any(h in r for r in evals) or h in row), HEADLINES[0])
+  scored = [r for r in evals if _number(r.get(headline))]
+  if scored:
+    best = max(scored, key=lambda r: r[headline])
+    row[f'best_{headline}'] = best[headline]
+    row['best_step'] = best['step']
+  record = read_json(os.path.join(workdir, TRIAL_FILE), {}) or {}
+  if _number(record.get('wall_s')):
+    row['wall_s'] = record['wall_s']
+  if with_summary and os.path.exists(run_config.path(workdir)):
+    try:
+      row.update(model_summary(workdir))
+    except Exception as e:  # pylint: disable=broad-except  # the table is still worth having without it
+      row['summary_error'] = f'{type(e).__name__}: {e}'.splitlines()[0]
+  return row
+
+
+# ----------------------------------------------------------------------------- a sweep
+
+
+@dataclasses.dataclass
+class Table:
+  """A sweep's trials: rows (one per trial, in sweep order, with the `labels` naming it), the swept labels
+  (`fields`; the seed is averaged over), the headline metric."""
+  sweep_dir: str
+  rows: list[dict]
+  fields: list[str]
+  headline: str
+  spec: str = ''
+
+  @property
+  def finished(self) -> list[dict]:
+    return [r for r in self.rows if r['status'] == 'finished']
+
+  @property
+  def missing(self) -> list[dict]:
+    return [r for r in self.rows if r['status'] != 'finished']
+
+  def group_key(self, row: dict) -> str:
+    return json.dumps([row['labels'].get(f) for f in self.fields], default=str)
+
+  def groups(self) -> list[tuple[tuple, list[dict], list[dict]]]:
+    """[(values of the swept fields, all rows, finished rows)] in sweep order; seeds are averaged over."""
+    out = {}
+    for r in self.rows:
+      out.setdefault(self.group_key(r), []).append(r)
+    return [(tuple(rows[0]['labels'].get(f) for f in self.fields), rows,
+             [r for r in rows if r['status'] == 'finished']) for rows in out.values()]
+
+
+def _differing_fields(configs: dict[str, Any]) -> dict[str, dict]:
+  """{trial: {field: value}} for the config fields in which the runs differ (no seed, no paths)."""
+  flat = {name: run_config.flatten(c) for name, c in configs.items()}
+  keys = sorted({k for f in flat.values() for k in f})
+  skip = ('seed', 'dataset.train_files', 'dataset.eval_files', 'dataset.data_dir')
+  differ = [k for k in keys if k not in skip and len({repr(f.get(k)) for f in flat.values()}) > 1]
+  return {name: {**{k: f.get(k) for k in differ if k in f}, 'seed': f.get('seed')}
+          for name, f in flat.items()}
+
+
+def sweep_trials(sweep_dir: str) -> tuple[list[tuple[str, dict]], str]:
+  """([(trial name, labels)], config spec) from SWEEP/sweep.json, or from the run directories in it (labels:
+  the config fields in which the runs differ, and the seed)."""
+  record = read_json(os.path.join(sweep_dir, SWEEP_FILE))
+  if record and record.get('trials'):
+    return [(t['name'], t.get('labels', t['overrides'])) for t in record['trials']], record.get('config', '')
+  runs = sorted(d for d in os.listdir(sweep_dir)
+                if os.path.exists(os.path.join(sweep_dir, d, run_config.FILENAME)))
+  configs = {d: run_config.load_saved(os.path.join(sweep_dir, d)) for d in runs}
+  overrides = _differing_fields(configs) if len(configs) > 1 else {d: {} for d in runs}
+  return [(d, overrides[d]) for d in runs], ''
+
+
+def collect(sweep_dir: str, with_summary: bool = True) -> Table:
+  """The results Table of a sweep directory (raises FileNotFoundError if it holds no trials)."""
+  if not os.path.isdir(sweep_dir):
+    raise FileNotFoundError(f'no such sweep directory: {sweep_dir}')
+  listed, spec = sweep_trials(sweep_dir)
+  if not listed:
+    raise FileNotFoundError(f'{sweep_dir} holds no trials: no {SWEEP_FILE} (written by `vvt sweep`) and no '
+                            'run directories with a config.json')
+  rows = []
+  for name, labels in listed:
+    row = trial_row(os.path.join(sweep_dir, name), with_summary=with_summary)
+    rows.append({'trial': name, 'labels': labels, **row})
+  fields = []
+  for _, labels in listed:
+    fields.extend(k for k in labels if k not in fields and k != 'seed')
+  headline = next((h for h in HEADLINES if any(h in r for r in rows)), HEADLINES[0])
+  return Table(sweep_dir, rows, fields, headline, spec)
+
+
+# ----------------------------------------------------------------------------- formatting
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+  """(mean, sample standard deviation; nan for one value)."""
+  values = [v for v in values if _number(v)]
+  if not values:
+    return math.nan, math.nan
+  return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else math.nan)
+
+
+def fmt_mean_std(values: Sequence[float], digits: int = 3) -> str:
+  m, s = mean_std(values)
+  if math.isnan(m):
+    return '—'
+  return f'{m:.{digits}f}' + (f' ± {s:.{digits}f}' if not math.isnan(s) else '')
+
+
+def fmt(v, digits: int = 3) -> str:
+  if v is None or (isinstance(v, float) and math.isnan(v)):
+    return '—'
+  if isinstance(v, float):
+    return f'{v:.{digits}f}'
+  if isinstance(v, (tuple, list)):
+    return 'x'.join(fmt(x) for x in v)
+  return str(v)
+
+
+def short_field(field: str) -> str:
+  return field.split('.')[-1]
+
+
+def group_label(fields: Sequence[str], values: tuple) -> str:
+  return ', '.join(f'{short_field(f)}={fmt(v)}' for f, v in zip(fields, values)) or 'all'
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+  out = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+  out += ['| ' + ' | '.join(str(c).replace('|', '\\|') for c in r) + ' |' for r in rows]
+  return out
+
+
+def markdown(table: Table) -> str:
+  """results.md: the grouped table (mean ± std over seeds), every trial, and the missing trials."""
+  h = table.headline
+  n_done = len(table.finished)
+  lines = [f'# Results: {table.sweep_dir}', '']
+  if table.spec:
+    lines += [f'Sweep of `{table.spec}`.', '']
+  lines += [f'{n_done} of {len(table.rows)} trials finished.'
+            + (f' Missing: {len(table.missing)} (listed below).' if table.missing else ''), '']
+  header = [short_field(f) for f in table.fields] + [
+      'seeds', f'{h} (mean ± std)', f'best {h}', 'clip_top1', 'params (M)', 'GFLOPs/view', 'steps/s']
+  body = []
+  for values, every, rows in table.groups():
+    body.append([fmt(v) for v in values] + [
+        f'{len(rows)}/{len(every)}', fmt_mean_std([r.get(h) for r in rows]),
+        fmt_mean_std([r.get(f'best_{h}') for r in rows]), fmt_mean_std([r.get('clip_top1') for r in rows]),
+        fmt_mean_std([r.get('params_m') for r in rows], 2), fmt_mean_std([r.get('gflops') for r in rows], 4),
+        fmt_mean_std([r.get('steps_per_sec') for r in rows], 1)])
+  lines += ['## By group', ''] + _md_table(header, body) + ['']
+  lines += ['## Trials', ''] + _md_table(
+      ['trial', 'status', h, f'best {h} (step)', 'clip_top1', 'final train loss', 'params (M)',
+       'GFLOPs/view', 'steps/s', 'wall'],
+      [[r['trial'], r['status'], fmt(r.get(h)),
+        f'{fmt(r.get(f"best_{h}"))} ({fmt(r.get("best_step"))})' if r.get(f'best_{h}') is not None else '—',
+        fmt(r.get('clip_top1')), fmt(r.get('train_loss')), fmt(r.get('params_m'), 2),
+        fmt(r.get('gflops'), 4), fmt(r.get('steps_per_sec'), 1),
+        metrics_lib.format_duration(r['wall_s']) if r.get('wall_s') else '—'] for r in table.rows]) + ['']
+  if table.missing:
+    lines += ['## Missing trials', ''] + _md_table(
+        ['trial', 'status', 'detail'], [[r['trial'], r['status'], r['detail'] or '—'] for r in table.missing])
+    lines.append('')
+  return '\n'.join(lines)
+
+
+CSV_FIXED = ('trial', 'status', 'step')
+
+
+def write_csv(table: Table, path: str) -> None:
+  """One row per trial: the swept fields (and seed), then every metric, size and speed column."""
+  fields = list(table.fields) + (['seed'] if any('seed' in r['labels'] for r in table.rows) else [])
+  metrics = []
+  for r in table.rows:
+    metrics.extend(k for k in r if k not in metrics and k not in (*CSV_FIXED, 'labels', 'detail'))
+  tmp = path + '.tmp'
+  with open(tmp, 'w', newline='') as f:
+    w = csv.writer(f)
+    w.writerow([*CSV_FIXED, *fields, *metrics, 'detail'])
+    for r in table.rows:
+      w.writerow([r.get(k) for k in CSV_FIXED] + [fmt(r['labels'].get(k)) for k in fields]
+                 + [r.get(k) for k in metrics] + [r.get('detail', '')])
+  os.replace(tmp, path)
+
+
+def plot(table: Table, path: str) -> Optional[str]:
+  """results.png: the headline metric per group (mean, std error bars, one dot per seed) and the train loss
+  and accuracy curves of every trial, coloured by group. None if no trial has logged anything."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  groups = table.groups()
+  curves = {r['trial']: [x for x in metrics_lib.read_jsonl(os.path.join(table.sweep_dir, r['trial']))
+                         if x.get('kind') == 'train'] for r in table.rows}
+  if not table.finished and not any(curves.values()):
+    return None
+  colours = plt.cm.tab10.colors
+  fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), gridspec_kw={'width_ratios': [1.3, 1, 1]})
+  h = table.headline
+  labels = [group_label(table.fields, k) for k, _, _ in groups]
+  for i, (_, _, rows) in enumerate(groups):
+    values = [r[h] for r in rows if _number(r.get(h))]
+    m, s = mean_std(values)
+    c = colours[i % len(colours)]
+    axes[0].bar(i, 0 if math.isnan(m) else m, yerr=None if math.isnan(s) else s, color=c, alpha=0.75,
+                capsize=4)
+    axes[0].plot([i] * len(values), values, 'k.', ms=5)
+    if math.isnan(m):
+      axes[0].text(i, 0.02, 'missing', ha='center', rotation=90, fontsize=8)
+  axes[0].set_xticks(range(len(groups)))
+  axes[0].set_xticklabels(labels, rotation=30, ha='right', fontsize=7)
+  axes[0].set_ylim(0, 1)
+  axes[0].set_ylabel(h)
+  axes[0].set_title(f'{h} per group (mean ± std over seeds, dots = trials)', fontsize=9)
+  group_of = {r['trial']: i for i, (_, every, _) in enumerate(groups) for r in every}
+  for ax, key in ((axes[1], 'loss'), (axes[2], 'accuracy')):
+    labelled = set()
+    for r in table.rows:
+      pts = [(x['step'], x[key]) for x in curves[r['trial']] if _number(x.get(key))]
+      if pts:
+        g = group_of[r['trial']]
+        ax.plot(*zip(*pts), color=colours[g % len(colours)], alpha=0.8, lw=1.2,
+                ls='-' if r['status'] == 'finished' else '--',
+                label=None if g in labelled else labels[g])
+        labelled.add(g)
+    ax.set_xlabel('step')
+    ax.set_title(f'train {key}, all trials (dashed: not finished)', fontsize=9)
+  axes[2].set_ylim(0, 1)
+  axes[1].legend(fontsize=7)
+  fig.suptitle(f'{table.sweep_dir}: {len(table.finished)} of {len(table.rows)} trials finished', fontsize=10)
+  fig.tight_layout()
+  tmp = path + '.tmp.png'
+  fig.savefig(tmp, dpi=100)
+  plt.close(fig)
+  os.replace(tmp, path)
+  return path
+
+
+def write(table: Table) -> dict[str, Optional[str]]:
+  """Writes SWEEP/results.csv, results.md and results.png; returns their paths (png None if nothing to draw)."""
+  paths = {k: os.path.join(table.sweep_dir, name) for k, name in (('csv', CSV), ('md', MD), ('png', PNG))}
+  write_csv(table, paths['csv'])
+  tmp = paths['md'] + '.tmp'
+  with open(tmp, 'w') as f:
+    f.write(markdown(table))
+  os.replace(tmp, paths['md'])
+  paths['png'] = plot(table, paths['png'])
+  return paths

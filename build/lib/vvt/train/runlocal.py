@@ -1,0 +1,59 @@
+"""`runlocal` (as in big_vision): any run config as a few-minute CPU run on the synthetic motion data."""
+import os
+
+from vvt.train import defaults
+
+
+
+def apply(config, data_dir: str = defaults.SYNTHETIC_DIR):
+  """Shrinks any run config to a few-minute CPU run on the synthetic motion data (big_vision's
+  `runlocal`): same family, scheme, classifier and head layout; a 2-layer width-64 model on
+  8 frames of 32^2; 200 steps of batch 8; no init checkpoint. Returns `config`, changed."""
+  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
+  m, d = config.model, config.dataset
+  n = defaults.SYNTHETIC['num_classes']
+  config.num_frames, config.image_size = 8, 32
+  if hasattr(config.num_classes, 'items'):  # multi-head data: every head reads the one label
+    heads = list(defaults.plain(config.num_classes))
+    config.num_classes = {h: n for h in heads}
+    d.label_keys = {h: 'clip/label/index' for h in heads}
+  else:
+    config.num_classes = n
+    d.label_keys = ('clip/label/index',)
+  config.class_names = synthetic.CLASS_NAMES[:n] if not hasattr(config.num_classes, 'items') else None
+  tt = 2 if (m.get('tubelet') or (1,))[0] > 1 or 'x' in str(m.get('variant', '')).split('/')[-1] else 1
+  m.variant = 'Ti/8' if tt == 1 else 'Ti/8x2'
+  m.tubelet = (tt, 8, 8)
+  m.hidden_size, m.num_layers, m.num_heads, m.mlp_dim = 64, 2, 4, 128
+  for f in ('temporal_num_heads', 'temporal_mlp_dim', 'representation_size'):
+    if f in m:
+      m[f] = None
+  if 'temporal_layers' in m:
+    m.temporal_layers = min(int(m.temporal_layers), 1)
+  if 'mixing' in m:  # one segment of the 8 frames (X-ViT's paper configs mix within 8 or 16)
+    m.mixing.num_segments = None
+  if 'time_embedding_rows' in m:
+    m.time_embedding_rows = None
+  if 'temporal_head' in m:
+    m.temporal_head.num_heads = None
+    m.temporal_head.mlp_dim = None
+  m.dtype = 'float32'
+  d.name = 'dmvr'
+  d.data_dir = ''
+  d.train_files = os.path.join(data_dir, 'train-*-of-*.tfrecord')
+  d.eval_files = os.path.join(data_dir, 'test-*-of-*.tfrecord')
+  d.stride, d.sampling = 2, 'stride'
+  d.train_min_resize, d.train_max_resize, d.eval_resize = 34, 40, 36
+  d.shuffle_buffer = 64
+  config.batch_size = 8
+  config.num_train_steps = 200
+  config.optimizer.accumulation_steps = 1
+  config.schedule.warmup_steps = 20
+  config.schedule.decay_epochs = ()
+  config.eval.batch_size = 24
+  config.eval.split = 'test'
+  config.checkpoint.every_steps = 100
+  config.log_every_steps = 50
+  config.init_from = None
+  config.runlocal = False  # applied
+  return config

@@ -1,0 +1,321 @@
+"""Parameter and optimiser-state shardings from rules: regex on the parameter path -> partition spec.
+
+  specs = param_specs(params, axis_sizes, rules=config.mesh.rules, min_size=config.mesh.fsdp_min_size)
+  shardings = state_shardings(abstract_state, mesh, config.mesh)   # TrainState of NamedSharding
+
+A parameter's path is its keys joined by '/', e.g. `encoder/layers/block_0/mlp/Dense_0/kernel`.
+Its spec is, in order:
+
+1. the first of `config.mesh.rules` whose regex matches the path (`re.search`): exactly that spec,
+   one of
+     'replicate'                  every device holds it all
+     'fsdp'                       the FSDP default below, whatever its size
+     (None, 'model'), ('fsdp',)…  a PartitionSpec, one entry per leading dimension: None, an axis
+                                  name, or a tuple of axis names
+   (for the layers stacked by `model.scan_layers`, `.../blocks/block/...` of shape (L, *shape), the
+   spec is one layer's: the layer axis is left whole)
+2. otherwise the defaults: `TENSOR_PARALLEL` (heads and MLP units over `model`, when `model` > 1
+   and the dimension divides), then FSDP: a parameter of at least `fsdp_min_size` elements gets its
+   largest free dimension divisible by the `fsdp` size sharded over `fsdp` (big_vision's strategy);
+   smaller ones (biases, norms) stay replicated.
+
+Optimiser-state leaves follow their parameter: a leaf whose path ends with a parameter's path and
+has its shape takes its spec (momentum, Adam's mu / nu); the others (counts, scalars) are
+replicated. Rule errors (a rule that matches no parameter, a spec that names an unknown axis, that
+does not divide the dimension, or has more entries than dimensions) raise `defaults.ConfigError`
+naming `mesh.rules[i]` before anything compiles.
+
+The axes and rules are checked without JAX (`axes_of`, `resolve_axes`, `check_rules`: the config
+loader reports a bad mesh at once); the functions that build shardings import it when called.
+"""
+import math
+import re
+from typing import Any, Mapping, Optional, Sequence
+
+from vvt.train.defaults import ConfigError
+
+DATA_AXIS, FSDP_AXIS, MODEL_AXIS = 'data', 'fsdp', 'model'
+AXES = (DATA_AXIS, FSDP_AXIS, MODEL_AXIS)
+DATA_AXES = (DATA_AXIS, FSDP_AXIS)  # the batch is sharded over these
+DEFAULT_AXES = ((DATA_AXIS, -1),)
+DEFAULT_MIN_SIZE = 2 ** 18
+REPLICATE, FSDP = 'replicate', 'fsdp'
+
+
+class MeshError(ConfigError):
+  """`config.mesh` is malformed or does not fit the devices (the message names the field)."""
+
+
+# ----------------------------------------------------------------------------- axes
+
+
+def axes_of(value: Any) -> tuple[tuple[str, int], ...]:
+  """`mesh.axes` (dict, ConfigDict or (name, size) pairs) -> ((name, size), ...) in the given order.
+
+  Raises MeshError for a malformed value, an unknown or repeated name, or a bad size.
+  """
+  if value is None:
+    return DEFAULT_AXES
+  items = value.items() if hasattr(value, 'items') else value
+  try:
+    pairs = tuple((k, v) for k, v in items)
+  except (TypeError, ValueError):
+    raise MeshError(f"mesh.axes must be a dict such as {{'data': -1, 'fsdp': 8}} or (name, size) "
+                    f'pairs, got {value!r}') from None
+  if not pairs:
+    raise MeshError("mesh.axes is empty: name at least one axis, e.g. {'data': -1}")
+  seen = set()
+  for name, size in pairs:
+    if name not in AXES:
+      raise MeshError(f'mesh.axes: unknown axis {name!r} (known axes: {", ".join(AXES)})')
+    if name in seen:
+      raise MeshError(f'mesh.axes: axis {name!r} is given twice')
+    seen.add(name)
+    if not isinstance(size, int) or isinstance(size, bool) or (size < 1 and size != -1):
+      raise MeshError(f'mesh.axes[{name!r}] must be a positive integer or -1 (the rest), got {size!r}')
+  if sum(size == -1 for _, size in pairs) > 1:
+    raise MeshError(f'mesh.axes: at most one axis may be -1 (the rest), got {dict(pairs)}')
+  return tuple((str(k), int(v)) for k, v in pairs)
+
+
+def resolve_axes(value: Any, num_devices: int) -> tuple[tuple[str, int], ...]:
+  """Every axis of AXES with its size for `num_devices` devices: -1 filled in, missing axes 1.
+
+  Raises MeshError when the sizes do not multiply to `num_devices`.
+  """
+  pairs = axes_of(value)
+  fixed = math.prod(size for _, size in pairs if size != -1)
+  shown = ', '.join(f'{k}={v}' for k, v in pairs)
+  if any(size == -1 for _, size in pairs):
+    if num_devices % fixed:
+      raise MeshError(f'mesh.axes ({shown}): the fixed axes ({fixed} devices) do not divide the '
+                      f'{num_devices} devices')
+    pairs = tuple((k, num_devices // fixed if v == -1 else v) for k, v in pairs)
+  elif fixed != num_devices:
+    raise MeshError(f'mesh.axes ({shown}) needs {fixed} devices, but the mesh has {num_devices} '
+                    f'(use -1 for one axis to take the rest)')
+  names = [k for k, _ in pairs]
+  return pairs + tuple((a, 1) for a in AXES if a not in names)
+
+
+def data_size(axes: Sequence[tuple[str, int]]) -> int:
+  """The number of batch shards: the product of the data-like axes (`data`, `fsdp`); -1 counts 1."""
+  return math.prod(size for name, size in axes if name in DATA_AXES and size != -1)
+
+# Megatron-style tensor parallelism of vvt's attention and MLP blocks over `model`: q/k/v kernels
+# (D, heads, head_dim) and the output kernel (heads, head_dim, D) split over heads; the MLP's first
+# kernel (D, M) over its units, the second (M, D) over its inputs. Applied where the dimension divides.
+TENSOR_PARALLEL = (
+    (r'(query|key|value)/kernel$', (None, 'model', None)),
+    (r'(query|key|value)/bias$', ('model', None)),
+    (r'attention/out/kernel$', ('model', None, None)),
+    (r'mlp/Dense_0/kernel$', (None, 'model')),
+    (r'mlp/Dense_0/bias$', ('model',)),
+    (r'mlp/Dense_1/kernel$', ('model', None)),
+)
+
+
+# ----------------------------------------------------------------------------- rules
+
+
+def _entry_axes(entry) -> tuple:
+  if entry is None:
+    return ()
+  return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
+
+
+def check_rules(rules: Any) -> tuple:
+  """`config.mesh.rules` -> ((compiled regex, spec), ...); ConfigError for a malformed rule."""
+  out = []
+  for i, rule in enumerate(rules or ()):
+    where = f'mesh.rules[{i}]'
+    if not isinstance(rule, (tuple, list)) or len(rule) != 2 or not isinstance(rule[0], str):
+      raise ConfigError(f'{where} must be a (regex, spec) pair, got {rule!r}')
+    pattern, spec = rule
+    try:
+      regex = re.compile(pattern)
+    except re.error as e:
+      raise ConfigError(f'{where}: bad regex {pattern!r}: {e}') from None
+    if isinstance(spec, str) and spec not in (REPLICATE, FSDP):
+      spec = (spec,)
+    if not isinstance(spec, str):
+      if not isinstance(spec, (tuple, list)):
+        raise ConfigError(f"{where}: spec must be 'replicate', 'fsdp' or a tuple of axis names / "
+                          f'None per dimension, got {spec!r}')
+      spec = tuple(tuple(e) if isinstance(e, list) else e for e in spec)
+      for entry in spec:
+        for axis in _entry_axes(entry):
+          if axis not in AXES:
+            raise ConfigError(f'{where}: spec {spec!r} names unknown axis {axis!r} '
+                              f'(known axes: {", ".join(AXES)})')
+    out.append((regex, spec))
+  return tuple(out)
+
+
+def _divides(shape, spec, sizes) -> bool:
+  return all(shape[d] % _size(e, sizes) == 0 for d, e in enumerate(spec))
+
+
+def _size(entry, sizes) -> int:
+  n = 1
+  for axis in _entry_axes(entry):
+    n *= sizes.get(axis, 1)
+  return n
+
+
+def fsdp_spec(shape: Sequence[int], sizes: Mapping[str, int], base: Optional[tuple] = None) -> tuple:
+  """`base` (default all None) with the largest free dimension divisible by `fsdp` sharded over it."""
+  spec = list(base or ()) + [None] * (len(shape) - len(base or ()))
+  n = sizes.get(FSDP_AXIS, 1)
+  if n <= 1:
+    return tuple(spec)
+  free = [d for d in range(len(shape)) if spec[d] is None and shape[d] % n == 0]
+  if free:
+    d = max(free, key=lambda k: (shape[k], -k))  # the largest; the first among equals
+    spec[d] = FSDP_AXIS
+  return tuple(spec)
+
+
+# A parameter of layers stacked for `nn.scan` (`model.scan_layers`, vvt/models/layout.py) has a leading layer
+# axis: `.../blocks/block/...`, leaves (L, *shape). The defaults see the per-layer shape and leave that axis
+# whole (scan slices it every iteration; sharding it would gather the whole stack).
+STACKED_LAYERS = re.compile(r'(^|/)blocks/block/')
+
+
+def default_spec(path: str, shape: Sequence[int], sizes: Mapping[str, int], min_size: int) -> tuple:
+  """Tensor parallelism where it applies, then FSDP for parameters of >= `min_size` elements.
+
+  For stacked layers (STACKED_LAYERS) the rules apply to one layer's shape, the layer axis unsharded;
+  `min_size` counts the whole stack (what a device would hold).
+  """
+  if STACKED_LAYERS.search(path) and len(shape) > 1:
+    per_layer = default_spec(STACKED_LAYERS.sub(r'\1', path), shape[1:], sizes,
+                             max(1, -(-min_size // shape[0])))
+    return (None,) + tuple(per_layer)
+  base = None
+  if sizes.get(MODEL_AXIS, 1) > 1:
+    for pattern, spec in TENSOR_PARALLEL:
+      if re.search(pattern, path) and len(spec) == len(shape) and _divides(shape, spec, sizes):
+        base = spec
+        break
+  size = 1
+  for s in shape:
+    size *= s
+  if size >= min_size:
+    return fsdp_spec(shape, sizes, base)
+  return tuple(base or (None,) * len(shape))
+
+
+def param_specs(shapes: Mapping[str, tuple], sizes: Mapping[str, int], rules: Any = (),
+                min_size: int = DEFAULT_MIN_SIZE) -> dict:
+  """{path: spec tuple} of every parameter, from {path: shape}; see the module doc.
+
+  `sizes`: {axis: size} of the mesh. Raises ConfigError for a bad rule (naming `mesh.rules[i]`).
+  """
+  compiled = check_rules(rules)
+  used = [False] * len(compiled)
+  out = {}
+  paths = {p: tuple(s) for p, s in shapes.items()}
+  for path, full_shape in paths.items():
+    # a stacked layer's leaf (L, *shape): a rule is written for one layer's shape, the layer axis stays whole
+    stacked = bool(STACKED_LAYERS.search(path)) and len(full_shape) > 1
+    shape = full_shape[1:] if stacked else full_shape
+    for i, (regex, spec) in enumerate(compiled):
+      if not regex.search(path):
+        continue
+      used[i] = True
+      if spec == REPLICATE:
+        spec = ()
+      elif spec == FSDP:
+        spec = fsdp_spec(shape, sizes)
+      elif len(spec) > len(shape):
+        raise ConfigError(f'mesh.rules[{i}]: spec {spec!r} has {len(spec)} entries but {path} has '
+                          f'{len(shape)} dimensions {shape}' + (' per layer' if stacked else ''))
+      elif not _divides(shape, spec, sizes):
+        raise ConfigError(f'mesh.rules[{i}]: spec {spec!r} does not divide {path} of shape {shape} '
+                          f'on the mesh {dict(sizes)}')
+      if stacked and spec:
+        spec = (None,) + tuple(spec)
+      break
+    else:
+      spec = default_spec(path, full_shape, sizes, min_size)
+    out[path] = tuple(spec)
+  for i, ok in enumerate(used):
+    if not ok:
+      some = ', '.join(list(paths)[:3])
+      raise ConfigError(f'mesh.rules[{i}] {rules[i][0]!r} matches no parameter (paths look like '
+                        f'{some}, ...)')
+  return out
+
+
+def follow(path: str, ndim: int, specs: Mapping[str, tuple]) -> tuple:
+  """The spec of a leaf (e.g. of the optimiser state) at `path` by its parameter.
+
+  A leaf whose path ends with a parameter's path, with at least as many dimensions as the spec
+  has entries, takes its spec; the others (counts, scalars) are replicated: ().
+  """
+  parts = path.split('/')
+  for k in range(len(parts)):
+    spec = specs.get('/'.join(parts[k:]))
+    if spec is not None and len(spec) <= ndim:
+      return spec
+  return ()
+
+
+# ----------------------------------------------------------------------------- shardings (JAX)
+
+
+def path_str(path) -> str:
+  """'a/b/c' of a jax key path."""
+  import jax  # pylint: disable=g-import-not-at-top
+  return jax.tree_util.keystr(tuple(path), simple=True, separator='/')
+
+
+def flat_shapes(tree) -> dict:
+  """{path string: shape} of a pytree of arrays or shapes."""
+  import jax  # pylint: disable=g-import-not-at-top
+  return {path_str(p): tuple(x.shape) for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _options(mesh_cfg) -> tuple:
+  if mesh_cfg is None:
+    return (), DEFAULT_MIN_SIZE
+  return mesh_cfg.get('rules', ()) or (), int(mesh_cfg.get('fsdp_min_size', DEFAULT_MIN_SIZE))
+
+
+def tree_shardings(tree, mesh, specs: Mapping[str, tuple]) -> Any:
+  """NamedShardings of every leaf of `tree` on `mesh`, each following its parameter (`follow`)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=g-import-not-at-top
+  return jax.tree_util.tree_map_with_path(
+      lambda p, x: NamedSharding(mesh, P(*follow(path_str(p), len(x.shape), specs))), tree)
+
+
+def mesh_sizes(mesh) -> dict:
+  return dict(zip(mesh.axis_names, mesh.devices.shape))
+
+
+def param_shardings(params, mesh, mesh_cfg=None) -> Any:
+  """NamedShardings of `params` (a pytree of arrays or shapes) on `mesh` by `config.mesh`'s rules."""
+  rules, min_size = _options(mesh_cfg)
+  specs = param_specs(flat_shapes(params), mesh_sizes(mesh), rules, min_size)
+  return tree_shardings(params, mesh, specs)
+
+
+def state_shardings(abstract_state, mesh, mesh_cfg=None) -> Any:
+  """A TrainState of NamedShardings: params by the rules, opt state following them, the rest replicated."""
+  from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=g-import-not-at-top
+  rules, min_size = _options(mesh_cfg)
+  specs = param_specs(flat_shapes(abstract_state.params), mesh_sizes(mesh), rules, min_size)
+  rep = NamedSharding(mesh, P())
+  return abstract_state.replace(
+      step=rep, rng=rep, params=tree_shardings(abstract_state.params, mesh, specs),
+      opt_state=tree_shardings(abstract_state.opt_state, mesh, specs))
+
+
+def describe(shardings) -> list[str]:
+  """'path -> spec' of the sharded leaves of a pytree of NamedShardings (for logs)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  leaves = jax.tree_util.tree_flatten_with_path(shardings, is_leaf=lambda x: hasattr(x, 'spec'))[0]
+  return [f'{path_str(p)} -> {tuple(s.spec)}' for p, s in leaves
+          if any(e is not None for e in tuple(s.spec))]

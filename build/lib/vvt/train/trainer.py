@@ -1,0 +1,543 @@
+"""`train_and_evaluate(config, workdir)`: training with exact resume, in named steps.
+
+  run = setup(config, workdir)                    devices, mesh, config and dataset checks, workdir
+  check_resume_config(run, allow_config_change)   refuse config changes that alter a resumed run
+  program = make_program(run, num_train_videos)   model, optimiser, schedule, state shardings
+                                                  (config.mesh rules), jitted steps
+  state, data_position = restore_or_init(run, program)
+                                                  train-state checkpoint, params-only checkpoint,
+                                                  `init_from`, or a fresh init
+  train_loop(run, program, writers, state, ...)   steps, with hooks: NaN check, train metrics,
+                                                  checkpoints, periodic evaluation
+  final_evaluation(run, program, writers, ...)    multi-view eval, results, training_curves.png
+
+Checkpoints are verified against their checksums when loaded: resuming (and `vvt eval` without
+`--step`) falls back to the newest intact step with a warning, and a resumed training run moves the
+damaged steps it skipped to WORKDIR/damaged_checkpoints/. The first SIGINT or SIGTERM during
+training saves a checkpoint at the step reached and raises `Interrupted` (exit 128 + the signal:
+130, 143); a second one exits at once (see `StopSignals`).
+
+`evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`. The model, its abstract state
+and its shardings come from `model_state`, WORKDIR/config.json from `run_config`. Checkpoints are
+saved asynchronously (training goes on while they are written) and restore onto any mesh: the
+abstract state carries this run's shardings. The workdir may be a local path or a URL (`gs://`).
+"""
+import dataclasses
+import math
+import os
+import signal
+import sys
+import threading
+from typing import Any, Callable, Optional
+
+import jax
+import orbax.checkpoint as ocp
+
+from vvt.data import patterns as data_patterns
+from vvt.train import checkpoints
+from vvt.train import evaluate as evaluate_lib
+from vvt.train import mesh as mesh_lib
+from vvt.train import metrics as metrics_lib
+from vvt.train import model_state
+from vvt.train import optimizers
+from vvt.train import run_config
+from vvt.train import state as state_lib
+from vvt.train import steps as steps_lib
+from vvt.train import validation
+
+
+class NonFiniteLossError(FloatingPointError):
+  pass
+
+
+class Interrupted(KeyboardInterrupt):
+  """A SIGINT / SIGTERM stopped the run (after saving a checkpoint if it was training).
+
+  `exit_code` is 128 + the signal number (130 for SIGINT, 143 for SIGTERM), which the CLI returns.
+  """
+
+  def __init__(self, message: str, signum: int):
+    super().__init__(message)
+    self.signum = signum
+    self.exit_code = 128 + signum
+
+
+def signal_name(signum: int) -> str:
+  return signal.Signals(signum).name
+
+
+class StopSignals:
+  """SIGINT and SIGTERM handlers for a training run (main thread only; a no-op elsewhere).
+
+  First signal: while `deferred` (the training steps), it is recorded in `signum` and the loop
+  saves a checkpoint at the step reached and stops; otherwise (start-up, evaluation) `Interrupted`
+  is raised at once. Second signal: one line on stderr and `os._exit(128 + signum)` at once (an
+  asynchronous save in flight stays uncommitted: the previous checkpoint is intact).
+  """
+
+  SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+  def __init__(self, log: Callable = print):
+    self.signum: Optional[int] = None
+    self.deferred = False
+    self.log = log
+    self._previous = {}
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      for sig in self.SIGNALS:
+        self._previous[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def __exit__(self, *exc):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+    self._previous = {}
+    return False
+
+  def _handle(self, signum, frame):  # pylint: disable=unused-argument
+    name = signal_name(signum)
+    if self.signum is not None:
+      print(f'vvt: {name} again: exiting at once', file=sys.stderr, flush=True)
+      os._exit(128 + signum)  # pylint: disable=protected-access
+    self.signum = signum
+    if not self.deferred:
+      raise Interrupted(f'interrupted ({name})', signum)
+    self.log(f'[train] {name}: saving a checkpoint at the step reached, then exiting '
+             f'({name} again exits at once)')
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """Where a run happens: its config, devices, workdir, checkpoints and log (silent off chief)."""
+  config: Any
+  workdir: str
+  mesh: jax.sharding.Mesh
+  mngr: ocp.CheckpointManager
+  log: Callable
+  is_chief: bool
+
+  @property
+  def replicated(self) -> jax.sharding.NamedSharding:
+    return mesh_lib.replicated(self.mesh)
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+  """What a run computes: the model, optimiser, schedule, step counts, shardings and jitted steps."""
+  module: Any
+  tx: Any
+  schedule: Callable
+  num_train_videos: int
+  steps_per_epoch: int
+  total_steps: int
+  shardings: Any        # TrainState of NamedSharding (vvt.train.sharding rules)
+  train_step: Callable  # (state, batch) -> (state, metrics, status)
+  eval_step: Callable   # (params, batch) -> (scores, passthrough)
+
+
+@dataclasses.dataclass
+class LoopState:
+  """The training loop's bookkeeping (the model's state is the TrainState)."""
+  step: int
+  data_position: int
+  last_saved: Optional[int]
+  metrics: Any = None   # clu metrics merged since the last train log
+  pending: Any = None   # (step, status): checked one step late to keep dispatch asynchronous
+
+
+# ----------------------------------------------------------------------------- setup
+
+
+def make_mesh(config) -> jax.sharding.Mesh:
+  """Initialises jax.distributed if asked, builds the mesh and validates `config` against it."""
+  mesh_lib.maybe_initialize_distributed(config.distributed)
+  validation.validate(config, len(mesh_lib.mesh_devices(config.mesh)), jax.process_count())
+  return mesh_lib.make_mesh(config.mesh)
+
+
+def require_files(dataset_cfg, fields=('train_files', 'eval_files')) -> None:
+  """A missing dataset path fails before anything compiles, naming the path."""
+  missing = data_patterns.missing_files(dataset_cfg, fields)
+  if missing:
+    raise FileNotFoundError(missing[0])
+
+
+def setup(config, workdir: str, log: Callable = print) -> Run:
+  """Devices and mesh, config and dataset checks, the workdir and its checkpoint manager."""
+  mesh = make_mesh(config)
+  require_files(config.dataset)
+  is_chief = jax.process_index() == 0
+  workdir = checkpoints.abspath(workdir)
+  checkpoints.makedirs(workdir)
+  mngr = checkpoints.manager(workdir, keep=config.checkpoint.keep, async_save=True)
+  return Run(config=config, workdir=workdir, mesh=mesh, mngr=mngr,
+             log=log if is_chief else (lambda *a, **k: None), is_chief=is_chief)
+
+
+def latest_kind(run: Run) -> Optional[str]:
+  """The kind of the newest intact checkpoint ('train_state' | 'params'), None if there is none."""
+  try:
+    _, meta, _ = checkpoints.load_with_fallback(
+        run.workdir, lambda s: checkpoints.read_meta(run.workdir, s), log=lambda *a: None)
+  except (checkpoints.CheckpointNotFoundError, checkpoints.CheckpointDamagedError):
+    return None  # restore_or_init reports a workdir whose checkpoints are all damaged
+  return meta.get('kind')
+
+
+def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
+  """Before resuming a training state: the changes from WORKDIR/config.json (see run_config)."""
+  if latest_kind(run) != 'train_state':
+    return []
+  return run_config.check_resume(run_config.load_saved(run.workdir), run.config,
+                                 allow_config_change=allow_config_change, log=run.log)
+
+
+def steps_per_epoch_and_total(config, num_train_videos: int) -> tuple[int, int]:
+  spe = max(1, math.ceil(num_train_videos / config.batch_size))
+  if config.num_train_steps > 0:
+    return spe, int(config.num_train_steps)
+  return spe, max(1, int(math.ceil(config.num_epochs * spe)))
+
+
+def make_program(run: Run, num_train_videos: int) -> Program:
+  """The model, optimiser and schedule of `run.config`, and its jitted train / eval steps."""
+  config = run.config
+  spe, total = steps_per_epoch_and_total(config, num_train_videos)
+  schedule = optimizers.make_schedule(config.schedule, total, spe)
+  tx = optimizers.make_optimizer(config.optimizer, schedule)
+  module = model_state.build_model(config)
+  shardings = model_state.state_shardings(module, config, tx, run.mesh)  # rule errors: here
+  return Program(
+      module=module, tx=tx, schedule=schedule, num_train_videos=num_train_videos,
+      steps_per_epoch=spe, total_steps=total, shardings=shardings,
+      train_step=steps_lib.make_train_step(module, tx, schedule, config, run.mesh, shardings),
+      eval_step=steps_lib.make_eval_step(module, config, run.mesh, shardings.params))
+
+
+# ----------------------------------------------------------------------------- state
+
+
+def _resume(run: Run, state, meta: dict, step: int) -> tuple[state_lib.TrainState, int]:
+  data_position = int(meta['data_position'])
+  at = int(jax.device_get(state.step))
+  run.log(f'[train] resumed from {checkpoints.checkpoint_dir(run.workdir)}/{step} '
+          f'(step {at}, data position {data_position})')
+  if run.is_chief:  # records the interrupted run logged after its last checkpoint
+    metrics_lib.truncate_jsonl(run.workdir, at)
+  return state, data_position
+
+
+def _init_from(run: Run, params):
+  """`config.init_from` (image-ViT weights) applied to fresh `params`; the report is saved."""
+  from vvt.convert import image_init  # pylint: disable=g-import-not-at-top
+  params, report = image_init.initialise(params, run.config.init_from, run.config.model)
+  run.log(f'[train] init_from report:\n{report}')
+  if run.is_chief:
+    checkpoints.write_text(checkpoints.join(run.workdir, 'init_from_report.txt'), str(report))
+  return params
+
+
+def load_latest(run: Run, abstract) -> tuple[Optional[int], Optional[dict], Any]:
+  """(step, meta, state or params) of the newest intact checkpoint, or (None, None, None).
+
+  Damaged steps are skipped with a warning and moved to WORKDIR/damaged_checkpoints/ (kept; a new
+  save of the same step then succeeds). All damaged: CheckpointDamagedError listing them.
+  """
+  if not checkpoints.all_steps(run.workdir):
+    return None, None, None
+
+  def load(step):
+    meta = checkpoints.read_meta(run.workdir, step)
+    if meta['kind'] == 'train_state':
+      return meta, checkpoints.restore_state(run.workdir, abstract, step, verify=False)[0]
+    return meta, checkpoints.load_params(run.workdir, step, abstract.params, verify=False)[0]
+
+  step, (meta, loaded), skipped = checkpoints.load_with_fallback(run.workdir, load, log=run.log)
+  if skipped and run.is_chief:
+    for s in skipped:
+      run.log(f'[train] damaged step {s} moved to {checkpoints.quarantine(run.workdir, s)}')
+    run.mngr.reload()
+  return step, meta, loaded
+
+
+def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, int]:
+  """(state, data position): the latest training state of the workdir if there is one;
+  else a fresh init (seed `config.seed`) whose params come from a params-only checkpoint
+  (e.g. converted weights), from `config.init_from`, or stay fresh. Everything is restored or
+  created directly on `program.shardings`, whatever mesh a checkpoint was written on."""
+  abstract = model_state.abstract_state(program.module, run.config, program.tx, program.shardings)
+  latest, meta, loaded = load_latest(run, abstract)
+  if latest is not None and meta['kind'] == 'train_state':
+    return _resume(run, loaded, meta, latest)
+  init = model_state.init_fn(program.module, run.config, program.tx)
+  state = jax.jit(init, out_shardings=program.shardings)(jax.random.PRNGKey(run.config.seed))
+  if latest is not None:
+    params = loaded
+    run.log(f'[train] initialised params from params-only checkpoint step {latest}')
+  elif run.config.init_from is not None:
+    # init_from reads the params on the host: gather them (every process gets all of them)
+    params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params))
+    params = jax.device_put(params, program.shardings.params)
+  else:
+    return state, 0
+  create = lambda p, r: state_lib.create(p, program.tx, r)  # pylint: disable=unnecessary-lambda-assignment
+  return jax.jit(create, out_shardings=program.shardings)(params, state.rng), 0
+
+
+def log_start(run: Run, program: Program, state) -> None:
+  config = run.config
+  run.log(f'[train] {state_lib.num_params(state.params) / 1e6:.2f}M params, '
+          f'{program.num_train_videos} training videos, {program.steps_per_epoch} steps/epoch, '
+          f'{program.total_steps} steps, global batch {config.batch_size} on '
+          f'{run.mesh.devices.size} device(s) / {jax.process_count()} process(es), mesh '
+          f'{mesh_lib.axis_sizes(run.mesh)}; workdir {run.workdir}')
+
+
+# ----------------------------------------------------------------------------- loop hooks
+
+
+def check_finite(step: int, status, workdir: str, wait: Callable = lambda: None) -> None:
+  """Stops the run if the loss or the parameters after update `step` are NaN / inf.
+
+  `wait` ends the checkpoint writes still under way first (they are of checked, finite states),
+  so that the message names the last good checkpoint on disk.
+  """
+  status = jax.device_get(status)
+  loss, pnorm = float(status['loss']), float(status['param_norm'])
+  if math.isfinite(loss) and math.isfinite(pnorm):
+    return
+  wait()
+  steps = checkpoints.all_steps(workdir)
+  last = (f'the last good checkpoint is step {steps[-1]} in '
+          f'{checkpoints.checkpoint_dir(workdir)}' if steps else
+          'no checkpoint was written before it')
+  what = (f'training loss is {loss}' if not math.isfinite(loss) else
+          f'parameters became non-finite (global norm {pnorm})')
+  raise NonFiniteLossError(
+      f'{what} at step {step} (the update from step {step - 1}); stopping '
+      f'without saving: {last}')
+
+
+def _check_pending(run: Run, loop: LoopState) -> None:
+  if loop.pending is not None:
+    check_finite(*loop.pending, run.workdir, wait=run.mngr.wait_until_finished)
+
+
+def _due(step: int, every: int) -> bool:
+  return every > 0 and step % every == 0
+
+
+def train_one_step(run: Run, program: Program, state, batch, loop: LoopState):
+  """Dispatches one update; checks the previous one's loss meanwhile. Returns the new state."""
+  gbatch = mesh_lib.global_batch(batch, run.mesh, run.config.batch_size)
+  state, metrics, status = program.train_step(state, gbatch)
+  loop.step += 1
+  loop.data_position += 1
+  _check_pending(run, loop)
+  loop.pending = (loop.step, status)
+  loop.metrics = metrics if loop.metrics is None else loop.metrics.merge(metrics)
+  return state
+
+
+def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
+                      progress: metrics_lib.Progress) -> None:
+  """Writes the metrics merged since the last log (+ throughput, epoch, skipped records)."""
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  _check_pending(run, loop)
+  scalars = {k: float(v) for k, v in jax.device_get(loop.metrics.compute()).items()}
+  scalars.update(progress.rates(loop.step))
+  scalars['epoch'] = loop.step / program.steps_per_epoch
+  if run.config.dataset.on_error == 'skip':  # bad records dropped so far, by reason (this process)
+    scalars.update({f'data_skipped_{k}': float(v) for k, v in pipeline.error_counts().items()})
+  train_writer.write_scalars(loop.step, scalars)
+  progress.report(loop.step, scalars)
+  loop.metrics = None
+
+
+def save_checkpoint(run: Run, state, loop: LoopState) -> None:
+  """Saves the training state after checking it is finite (a NaN never overwrites a good one).
+
+  Asynchronous: the arrays are copied off the devices, then written while training goes on
+  (each host writes its own shards); the step directory appears when the write has committed.
+  """
+  _check_pending(run, loop)
+  checkpoints.save_state(run.mngr, state, data_position=loop.data_position, config=run.config,
+                         wait=False)
+  loop.last_saved = loop.step
+
+
+def run_eval(run: Run, program: Program, params, step: int, eval_writer) -> dict:
+  """Multi-view evaluation on `eval.split`; the chief writes the results and eval scalars."""
+  split = run.config.eval.split
+  res, agg = evaluate_lib.evaluate(program.eval_step, params, run.config, run.mesh,
+                                   split=split, log=run.log)
+  if run.is_chief:
+    path = evaluate_lib.write_results(run.workdir, step, split, res, agg)
+    eval_writer.write_scalars(step, {k: v for k, v in res.items() if isinstance(v, (int, float))})
+    eval_writer.flush()
+    run.log(f'[eval] results: {path}')
+  return res
+
+
+# ----------------------------------------------------------------------------- loop
+
+
+def _interruptible_eval(run: Run, program: Program, state, loop: LoopState, eval_writer,
+                        stop: Optional[StopSignals]) -> None:
+  """A periodic evaluation that a first signal ends at once (the state is saved, then exit)."""
+  if stop is None or jax.process_count() > 1:
+    run_eval(run, program, state.params, loop.step, eval_writer)
+    return
+  stop.deferred = False
+  try:
+    run_eval(run, program, state.params, loop.step, eval_writer)
+  except Interrupted as e:
+    stop.deferred = True
+    raise save_and_stop(run, state, loop, e.signum) from None
+  stop.deferred = True
+
+
+def stop_requested(run: Run, stop: Optional[StopSignals], step: int) -> bool:
+  """Whether a SIGINT / SIGTERM asks the loop to save and stop after `step`; with several
+  processes they agree on it at the log steps (one small all-gather) so that all save together."""
+  if stop is None:
+    return False
+  if jax.process_count() == 1:
+    return stop.signum is not None
+  if not _due(step, run.config.log_every_steps):
+    return False
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  flags = multihost_utils.process_allgather(np.int32(stop.signum or 0))
+  stop.signum = stop.signum or int(np.max(flags)) or None
+  return stop.signum is not None
+
+
+def save_and_stop(run: Run, state, loop: LoopState, signum: int):
+  """Saves the state at the step reached (if not saved yet), waits for the write -> Interrupted."""
+  _check_pending(run, loop)
+  if loop.last_saved != loop.step:
+    save_checkpoint(run, state, loop)
+  run.mngr.wait_until_finished()
+  return Interrupted(f'interrupted ({signal_name(signum)}): checkpoint saved at step {loop.step} '
+                     f'in {checkpoints.checkpoint_dir(run.workdir)}; the same command resumes '
+                     'the run', signum)
+
+
+def train_loop(run: Run, program: Program, writers, state, data_position: int,
+               stop_after_step: int = -1, stop: Optional[StopSignals] = None):
+  """Trains up to `program.total_steps` -> (state, step, stopped early).
+
+  The data iterator starts at `data_position`; the last state is checkpointed (if it was not).
+  With `stop`, a first SIGINT / SIGTERM saves the state at the step reached and raises Interrupted
+  (during a periodic evaluation: at once, the state is that of the step before it).
+  """
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  config, total = run.config, program.total_steps
+  it = pipeline.make_train_iterator(
+      config.dataset, global_batch_size=config.batch_size, seed=config.seed,
+      start_step=data_position, process_index=jax.process_index(),
+      process_count=jax.process_count())
+  first = int(jax.device_get(state.step))
+  loop = LoopState(step=first, data_position=data_position,
+                   last_saved=first if data_position else None)
+  progress = metrics_lib.Progress(total, first, config.batch_size, enabled=run.is_chief)
+  if stop is not None:
+    stop.deferred = True
+  while loop.step < total:
+    state = train_one_step(run, program, state, next(it), loop)
+    if loop.step == first + 1:
+      _check_pending(run, loop)  # waits for compilation
+      progress.start(loop.step)
+    if _due(loop.step, config.log_every_steps) or loop.step == total:
+      log_train_metrics(run, program, loop, writers[0], progress)
+    if _due(loop.step, config.checkpoint.every_steps) or loop.step == total:
+      save_checkpoint(run, state, loop)
+    if stop_requested(run, stop, loop.step):
+      raise save_and_stop(run, state, loop, stop.signum)
+    if 0 < stop_after_step <= loop.step:
+      return state, loop.step, True
+    if _due(loop.step, config.eval.every_steps) and loop.step != total:
+      _interruptible_eval(run, program, state, loop, writers[1], stop)
+  if stop is not None:
+    stop.deferred = False
+  _check_pending(run, loop)
+  if loop.last_saved != loop.step:
+    save_checkpoint(run, state, loop)
+  return state, loop.step, False
+
+
+def final_evaluation(run: Run, program: Program, writers, state, step: int) -> dict:
+  """Evaluates the final params, draws training_curves.png, closes the checkpoints."""
+  writers[0].flush()
+  results = run_eval(run, program, state.params, step, writers[1])
+  if run.is_chief:
+    png = metrics_lib.plot_curves(run.workdir)
+    if png:
+      run.log(f'[train] training curves: {png}')
+  run.mngr.close()
+  return {**results, 'step': step, 'workdir': run.workdir}
+
+
+def train_and_evaluate(config, workdir: str, *, log: Callable = print,
+                       stop_after_step: int = -1, allow_config_change: bool = False) -> dict:
+  """Trains `config` in `workdir` (resuming from its latest checkpoint), then evaluates.
+
+  Returns the final multi-view evaluation metrics (plus `step`, `workdir`).
+  Resuming with a config that differs from WORKDIR/config.json in a field that changes what
+  the run learns raises defaults.ConfigError unless `allow_config_change`.
+  `stop_after_step` (testing aid) stops the loop early without the final eval.
+  A first SIGINT / SIGTERM saves a checkpoint at the step reached and raises Interrupted; a
+  second exits at once (StopSignals).
+  """
+  with StopSignals(log) as stop:
+    return _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop)
+
+
+def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop):
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  run = setup(config, workdir, log)
+  try:
+    check_resume_config(run, allow_config_change)
+    program = make_program(run, pipeline.num_videos(config.dataset, 'train'))
+    state, data_position = restore_or_init(run, program)
+    if run.is_chief:
+      run_config.write(run.workdir, config)
+    log_start(run, program, state)
+    writers = metrics_lib.make_writers(run.workdir, run.is_chief)
+    state, step, stopped = train_loop(run, program, writers, state, data_position, stop_after_step,
+                                      stop)
+    if stopped:
+      return {'step': step, 'workdir': run.workdir, 'stopped_early': True}
+    return final_evaluation(run, program, writers, state, step)
+  finally:
+    run.mngr.wait_until_finished()  # an asynchronous save in flight (also on an error) completes
+
+
+# ----------------------------------------------------------------------------- vvt eval
+
+
+def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
+                        split: Optional[str] = None, log: Callable = print) -> dict:
+  """`vvt eval`: multi-view evaluation of a full or params-only checkpoint."""
+  mesh = make_mesh(config)
+  split = split or config.eval.split
+  workdir = checkpoints.abspath(workdir)
+  explicit = step
+  step = checkpoints.resolve_step(workdir, step)  # first: a wrong --step is the commonest mistake
+  require_files(config.dataset, fields=('eval_files',))
+  module = model_state.build_model(config)
+  shardings = model_state.param_shardings(module, config, mesh)  # this mesh, not the training one
+  abstract = model_state.abstract_params(module, config, shardings)
+  # --step N: that step or a one-line error naming the damaged file; latest: the newest intact
+  step, params, _ = checkpoints.load_with_fallback(
+      workdir, lambda s: checkpoints.load_params(workdir, s, abstract, verify=False)[0],
+      step=explicit, log=log)
+  log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}')
+  eval_step = steps_lib.make_eval_step(module, config, mesh, shardings)
+  res, agg = evaluate_lib.evaluate(eval_step, params, config, mesh, split=split, log=log)
+  if jax.process_index() == 0:
+    path = evaluate_lib.write_results(workdir, step, split, res, agg)
+    log(f'[eval] results: {path}')
+  return {**res, 'step': step, 'workdir': workdir}
