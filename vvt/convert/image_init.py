@@ -24,7 +24,8 @@
                         False: the image head is loaded (shapes must match).
 Which stage is "the image's" is the scheme's `stage_for_image` (vvt/models/schemes.py): 'space' if the scheme has
 one, else 'joint', else its single stage (factorised_dot_product) or its last stage (local_global: global, axial:
-height). ViViT Model 2 loads the image ViT into its spatial encoder; its temporal encoder, X-ViT's TA head and new heads keep their fresh init.
+height). ViViT Model 2 loads the image ViT into its spatial encoder; its temporal encoder, X-ViT's TA head and
+new heads keep their fresh init.
 
 Video checkpoints (format 'vvt', e.g. a Kinetics-400 model to start SSv2 or Epic-Kitchens training from, ViViT
 Table 3 "Kinetics 400 initialisation"): every parameter of the model is loaded as is from the same name in the file;

@@ -11,7 +11,7 @@ the same function, compiled once whatever the depth; `vvt.models.layout` convert
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax

@@ -376,8 +376,8 @@ def _check_memory_fields(c) -> None:
     hint = f' (did you mean {close[0]!r}?)' if close else ''
     raise ValueError(f'model.attention_impl must be one of {ATTENTION_IMPLS}, got {c.attention_impl!r}{hint}')
   if c.attention_impl not in ('auto', 'einsum') and c.attention_dropout_rate > 0:
-    raise ValueError(f'model.attention_impl={c.attention_impl!r} has no attention dropout: model.attention_dropout_rate='
-                     f'{c.attention_dropout_rate} needs attention_impl einsum or auto')
+    raise ValueError(f'model.attention_impl={c.attention_impl!r} has no attention dropout: '
+                     f'model.attention_dropout_rate={c.attention_dropout_rate} needs attention_impl einsum or auto')
   remat = c.remat
   if isinstance(remat, str) and remat.lower() in ('true', 'false'):  # --config.model.remat=True on a str field
     remat = remat.lower() == 'true'
