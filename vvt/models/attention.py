@@ -12,7 +12,8 @@ groupings a block runs. Two schemes change more than the grouping, and are still
                           num_segments frames that mix only among themselves (zeros at every segment end), as
                           the official code's TemporalShift(n_segment=NUM_SEGMENTS) does.
 
-The kernels, groupings and axis names are re-exported here under the names callers have always imported.
+The kernels' functions, the groupings and BATCH_AXES are re-exported here under the names callers import (the
+kernels' tile sizes are set in vvt.models.kernels).
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from vvt.models import groupings
 from vvt.models.axes import BATCH_AXES  # noqa: F401
 from vvt.models.groupings import STAGES, group, temporal_shift, ungroup  # noqa: F401
 from vvt.models.kernels import (  # noqa: F401
-    AUTO_MIN_LENGTH, CHUNK_SIZE, IMPLS, QUERY_TILE, choose_impl, chunked_attention, cudnn_supports,
-    dot_product_attention, einsum_attention, splash_attention, traced_batch_axes, xla_dot_product_attention)
+    IMPLS, choose_impl, chunked_attention, cudnn_supports, dot_product_attention, einsum_attention, splash_attention,
+    traced_batch_axes, xla_dot_product_attention)
 
 _CLASS_TOKEN_STAGES = tuple(g for g in STAGES if groupings.joins_class_token(g))
 

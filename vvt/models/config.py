@@ -22,7 +22,7 @@ Field names follow the papers:
                   per temporal index). The official X-ViT backbone always has R = 8.
 
 Memory and speed (the same function whatever their values, up to float rounding):
-  attention_impl  how the one attention primitive runs (vvt/models/attention.py): 'auto' (default: per stage,
+  attention_impl  how the one attention primitive runs (vvt/models/kernels.py): 'auto' (default: per stage,
                   einsum for groups shorter than 1024 tokens, else splash on TPU / cuDNN dot_product on GPU
                   in bf16 / chunked elsewhere), 'einsum', 'dot_product' (jax.nn.dot_product_attention),
                   'chunked' (blockwise, online softmax, O(N) memory in both passes), 'splash' (Pallas TPU
