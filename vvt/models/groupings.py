@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import Callable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Grouping:
   """One neighbourhood of tokens: how it splits the (T, N) token axes (`split(t, n, nh, nw)` -> (split shape,
   group axes, sequence axes), axes counted from 1 after the batch axis) and what it asks of the grid."""
   name: str
-  split: object  # (t, n, nh, nw) -> (shape, group axes, sequence axes)
+  split: Callable[[int, int, int, int], tuple]  # (t, n, nh, nw) -> (shape, group axes, sequence axes)
   class_token: bool = True  # a global class token joins every group
   patch_grid: bool = False  # needs N = n_h * n_w patch tokens (no per-frame class token)
   grid_multiple: tuple[int, int, int] = (1, 1, 1)  # (t, h, w) must be multiples of these
