@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import vvt.models as models
-from vvt.models import attention
+from vvt.models import kernels as attention
 from tests.conftest import REPO
 from tests.models.test_models import SCHEMES, randomise, tiny, video
 
