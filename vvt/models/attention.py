@@ -31,9 +31,6 @@ from vvt.models.kernels import (  # noqa: F401
     IMPLS, choose_impl, chunked_attention, cudnn_supports, dot_product_attention, einsum_attention, splash_attention,
     traced_batch_axes, xla_dot_product_attention)
 
-_CLASS_TOKEN_STAGES = tuple(g for g in STAGES if groupings.joins_class_token(g))
-
-
 @dataclasses.dataclass(frozen=True)
 class Mixing:
   """X-ViT space-time mixing (eq. 9) of keys and values: temporal window t_w, 1/shift_div of the channels from
