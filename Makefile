@@ -3,18 +3,24 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+LINT_PATHS := vvt tests configs experiments benchmarks
+# The exact versions CI tests (pyproject.toml allows ranges; these files pin them).
+CONSTRAINTS := -c requirements.txt -c requirements-test.txt
 
-.PHONY: test demo install clean-venv
+.PHONY: test lint demo install clean-venv
 
-$(STAMP): setup.py requirements.txt requirements-test.txt
+$(STAMP): pyproject.toml requirements.txt requirements-test.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q $(CONSTRAINTS) -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+
+test: lint
 	$(VENV)/bin/python -m pytest -n 2 -q tests $(PYTEST_ARGS)
 
 # Synthetic motion data (written if missing) -> small divided-attention model on the CPU ->

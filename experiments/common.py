@@ -7,8 +7,8 @@ written by `vvt sweep` the first time).
 """
 from configs import common as configs_common
 from vvt.studies import sweep
-from vvt.train import defaults
-from vvt.train import run_config
+from vvt.config import paths
+from vvt.config import schema
 
 MINI = 'mini'
 MINI_SEEDS = 3
@@ -16,7 +16,7 @@ MINI_SEEDS = 3
 
 def parse(arg, settings) -> dict:
   """{'setting', 'seeds', 'data_dir'} of a study's ARG; ValueError naming the choices."""
-  a = configs_common.parse_arg(arg, setting=settings[0] if settings else MINI, seeds=0, data_dir=defaults.SYNTHETIC_DIR)
+  a = configs_common.parse_arg(arg, setting=settings[0] if settings else MINI, seeds=0, data_dir=schema.SYNTHETIC_DIR)
   if a['setting'] not in (*settings, MINI):
     raise ValueError(f'setting {a["setting"]!r} is not one of {", ".join((*settings, MINI))}')
   return a
@@ -40,6 +40,6 @@ def miniature(scheme: str, a: dict, **model):
 def scheme_fields(scheme: str, base: str) -> dict:
   """The overrides that turn the miniature of `base` into the miniature of `scheme` (its family's
   defaults included), so a trial is exactly `configs/synthetic.py:SCHEME`."""
-  want = run_config.flatten(configs_common.synthetic_config(scheme))
-  have = run_config.flatten(configs_common.synthetic_config(base))
+  want = paths.flatten(configs_common.synthetic_config(scheme))
+  have = paths.flatten(configs_common.synthetic_config(base))
   return {k: v for k, v in want.items() if k.startswith('model.') and have.get(k) != v}

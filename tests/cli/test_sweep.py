@@ -76,7 +76,8 @@ def test_a_two_trial_sweep_end_to_end_then_rerun_and_resume(tiny_data, tmp_path)
   assert mtimes(out + '/attention=space') | mtimes(out + '/attention=divided') == before
 
   # An interrupted trial (its final evaluation missing) is resumed from its checkpoint; the other is kept.
-  for p in glob.glob(out + '/attention=divided/checkpoints/eval_6_*') + [out + '/attention=divided/training_curves.png']:
+  trial = out + '/attention=divided'
+  for p in glob.glob(trial + '/checkpoints/eval_6_*') + [trial + '/training_curves.png']:
     os.remove(p)
   res = vvt('sweep', '--config', spec, '--workdir', out)
   assert res.returncode == 0, res.stderr[-3000:]

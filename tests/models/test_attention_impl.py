@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import vvt.models as models
-from vvt.models import attention
+from vvt.models import kernels as attention
 from tests.conftest import REPO
 from tests.models.test_models import SCHEMES, randomise, tiny, video
 
@@ -79,7 +79,8 @@ def test_chunked_keeps_bfloat16_and_accumulates_in_float32(tiling):
 def test_chunked_tiling_follows_the_backend_and_refuses_unknown_ones():
   """chunked is tiled by queries for the CPU and by keys elsewhere: the programs differ by their loops' tiles."""
   q, k, v, _ = qkv(1, 600, 600)
-  cpu, gpu = (str(jax.make_jaxpr(lambda *a: attention.chunked_attention(*a, backend=b))(q, k, v)) for b in ('cpu', 'gpu'))
+  cpu, gpu = (str(jax.make_jaxpr(lambda *a: attention.chunked_attention(*a, backend=b))(q, k, v))
+              for b in ('cpu', 'gpu'))
   assert 'f32[128,600]' in cpu and 'f32[128,600]' not in gpu  # a tile of 128 queries x all keys, one head
   assert 'f32[1,2,600,512]' in gpu and 'f32[1,2,600,512]' not in cpu  # all queries and heads x 512 keys
   assert 'f32[1,2,600,600]' not in cpu + gpu  # never all the scores

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from vvt.models import attention as attn_lib
+from vvt.models import groupings, schemes
 from vvt.models.blocks import EncoderBlock
 
 T, NH, NW, D, HEADS = 4, 4, 4, 16, 4
@@ -52,8 +53,7 @@ def mha(stage, mixing=None):
   return fn, params, x
 
 
-@pytest.mark.parametrize('stage', ['joint', 'space', 'time', 'width', 'height', 'local', 'global',
-                                   'factorised_dot_product'])
+@pytest.mark.parametrize('stage', groupings.STAGES + tuple(groupings.HEAD_SPLITS))
 def test_stage_neighbourhood_matches_paper(stage):
   fn, params, x = mha(stage)
   masks = influence_all(lambda x: fn(params, x), x)
@@ -165,3 +165,46 @@ def test_block_composes_stages(stages, expect_all):
   got = influence(lambda x: block.apply(params, x, None)[0], x, (1, 2, 2))
   assert got.all() == expect_all
   assert got[1].all()
+
+
+# The papers' stages of one block of every scheme (ViViT sec. 3.3, TimeSformer Fig. 1, X-ViT sec. 3): a scheme in
+# vvt/models/schemes.py needs its row here, and each of its groupings a rule in `expected`.
+PAPER_STAGES = {
+    'spatiotemporal': (('joint',),),
+    'factorised_encoder': (('joint',),),  # each of its two encoders
+    'factorised_self_attention': (('space',), ('time',)),
+    'factorised_dot_product': (('space', 'time'),),  # one stage, its heads split between the two
+    'space': (('space',),),
+    'joint': (('joint',),),
+    'divided': (('time',), ('space',)),
+    'local_global': (('local',), ('global',)),
+    'axial': (('time',), ('width',), ('height',)),
+    'space_time_mixing': (('space',),),  # keys and values shifted in time (tests above)
+}
+
+
+def test_every_scheme_of_the_table_has_its_papers_stages():
+  assert set(schemes.SCHEME_TABLE) == set(PAPER_STAGES)
+  for name, scheme in schemes.SCHEME_TABLE.items():
+    got = tuple(groupings.head_groupings(stage) for stage in scheme.stages)
+    assert got == PAPER_STAGES[name], name
+
+
+@pytest.mark.parametrize('name', sorted(schemes.SCHEME_TABLE))
+def test_table_groups_are_the_papers_neighbourhoods(name):
+  """`schemes.stage_groups` (NumPy, what attention maps read): each head part's groups are the paper's rule."""
+  scheme = schemes.SCHEME_TABLE[name]
+  for stage in schemes.stage_groups(scheme, GRID, HEADS):
+    masks = schemes.neighbourhood(stage, T * NH * NW)
+    for part, mask in zip(stage.parts, masks):
+      for i, q in enumerate(COORDS):
+        np.testing.assert_array_equal(mask[i].reshape(T, NH * NW), expected(part.grouping, q),
+                                      err_msg=f'{name} {stage.stage} {part.grouping} query {q}')
+      assert part.class_token == (part.grouping != 'time')
+    assert sum(p.heads.stop - p.heads.start for p in stage.parts) == HEADS
+
+
+def test_attention_order_reverses_only_model_3():
+  for name, scheme in schemes.SCHEME_TABLE.items():
+    reverse = scheme.stages_for('time_space')
+    assert reverse == (scheme.stages[::-1] if name == 'factorised_self_attention' else scheme.stages), name

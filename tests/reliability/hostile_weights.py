@@ -136,8 +136,8 @@ def makers(fixture=SCENIC):
       'npz_wrong_keys': lambda d: (_npz(d, 'keys.npz', **{k.replace('params/', 'params/Other'): v for k, v in
                                                           scenic_state(fixture).items()}), 'scenic_vivit'),
       # -- safetensors
-      'safetensors_truncated': lambda d: (_cut(_safetensors(d, 'cut.safetensors', {'w': np.ones((64, 64), np.float32)})),
-                                          'hf_vivit'),
+      'safetensors_truncated': lambda d: (
+          _cut(_safetensors(d, 'cut.safetensors', {'w': np.ones((64, 64), np.float32)})), 'hf_vivit'),
       'safetensors_huge_header_length': lambda d: (_write(os.path.join(d, 'hugeheader.safetensors'),
                                                           struct.pack('<Q', 2 ** 62) + b'{}'), 'hf_vivit'),
       'safetensors_offsets_beyond_file': lambda d: (_safetensors_raw(d, 'offsets.safetensors', {'w': {

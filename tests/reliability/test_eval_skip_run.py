@@ -15,7 +15,7 @@ import tensorflow as tf
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, 'tests', 'train'))
-import train_helpers  # pylint: disable=g-import-not-at-top,wrong-import-position
+import train_helpers  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def test_skip_mode_run_evaluates_the_good_videos_and_counts_the_skipped(tmp_path):

@@ -1,4 +1,7 @@
-"""Subprocess helper for test_sharding: trains the tiny config on N devices (argv: data_dir workdir num_devices accum)."""
+"""Subprocess helper for test_sharding: trains the tiny config on N devices.
+
+argv: data_dir workdir num_devices accum
+"""
 import json
 import sys
 

@@ -1,4 +1,7 @@
-"""A very small config on a tiny synthetic set, for the tests (CLI: --config tests/train/tiny_config.py:DATA_DIR[,ATTENTION])."""
+"""A very small config on a tiny synthetic set, for the tests.
+
+CLI: --config tests/train/tiny_config.py:DATA_DIR[,ATTENTION]
+"""
 from configs import common
 
 

@@ -46,10 +46,10 @@ def _with_model(run_config, model, class_names=None):
 
   `class_names` (e.g. a Hugging Face config's id2label) replace the config's when they fit the classes;
   names of another number of classes than the converted head are dropped."""
-  from vvt.train import defaults  # pylint: disable=g-import-not-at-top
+  from vvt.config import run_file, schema  # pylint: disable=g-import-not-at-top
   values = json.loads(run_config.to_json_best_effort())
   values['model'] = json.loads(model.to_json_best_effort())
-  for field in defaults.SHARED_FIELDS:
+  for field in schema.SHARED_FIELDS:
     if field in values['model']:
       values[field] = values['model'][field]
   nc = values.get('num_classes')
@@ -57,7 +57,7 @@ def _with_model(run_config, model, class_names=None):
   values['class_names'] = list(names) if names is not None and isinstance(nc, int) and len(names) == nc else None
   if 'class_names' in values['model']:
     values['model']['class_names'] = values['class_names']
-  return defaults.from_dict(values)
+  return run_file.from_dict(values)
 
 
 def hf_class_names(hf_config) -> list | None:
@@ -145,9 +145,9 @@ def import_safetensors(path: str, output: str, config=None, step: int = 0) -> st
   if config is not None:
     video.check_params(params, config.model if 'model' in config else config)
   elif 'config' in metadata:
-    from vvt.train import defaults  # pylint: disable=g-import-not-at-top
+    from vvt.config import run_file  # pylint: disable=g-import-not-at-top
     values = json.loads(metadata['config'])
-    config = defaults.from_dict(values) if 'model' in values and 'dataset' in values else values
+    config = run_file.from_dict(values) if 'model' in values and 'dataset' in values else values
   return checkpoints.save_params(output, params, step=step, config=config)
 
 

@@ -23,8 +23,8 @@ import sys
 
 from vvt import fileio
 from vvt.cli import common
-from vvt.cli import config as config_lib
-from vvt.train.defaults import ConfigError
+from vvt.config import loader as config_lib
+from vvt.config.errors import ConfigError
 
 
 def _split(spec: str) -> tuple[str, str | None]:
@@ -80,10 +80,10 @@ def check_trial(spec, base_overrides, trial, files: bool):
 
 def _ensure_data(config) -> None:
   """Writes the synthetic motion data the first time a miniature study needs it (as `vvt demo` does)."""
-  from vvt.train import defaults  # pylint: disable=g-import-not-at-top
+  from vvt.config import schema  # pylint: disable=g-import-not-at-top
   files = str(config.dataset.get('train_files') or '')
-  if files.startswith(defaults.SYNTHETIC_DIR + '/'):
-    config_lib.ensure_synthetic(defaults.SYNTHETIC_DIR)
+  if files.startswith(schema.SYNTHETIC_DIR + '/'):
+    config_lib.ensure_synthetic(schema.SYNTHETIC_DIR)
 
 
 def _state(sweep_dir, trial) -> str:
@@ -93,9 +93,9 @@ def _state(sweep_dir, trial) -> str:
 
 def _warn_changed(sweep_dir, trial, config, say) -> None:
   """A finished trial whose saved config differs from the sweep's now is kept: say so."""
-  from vvt.train import run_config  # pylint: disable=g-import-not-at-top
-  saved = run_config.load_saved(fileio.join(sweep_dir, trial.name))
-  changes = run_config.unsafe_changes(saved, config) if saved is not None else []
+  from vvt.config import resume, run_file  # pylint: disable=g-import-not-at-top
+  saved = run_file.load_saved(fileio.join(sweep_dir, trial.name))
+  changes = resume.unsafe_changes(saved, config) if saved is not None else []
   if changes:
     listed = ', '.join(f'{k}: {a!r} -> {b!r}' for k, a, b in changes[:3])
     say(f'[sweep] warning: finished trial {trial.name} was trained with a different config ({listed}'

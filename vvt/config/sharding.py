@@ -31,10 +31,11 @@ import re
 from typing import Any, Mapping, Optional, Sequence
 
 from vvt.config.errors import ConfigError
+from vvt.models import axes as logical_axes
 
 DATA_AXIS, FSDP_AXIS, MODEL_AXIS = 'data', 'fsdp', 'model'
 AXES = (DATA_AXIS, FSDP_AXIS, MODEL_AXIS)
-DATA_AXES = (DATA_AXIS, FSDP_AXIS)  # the batch is sharded over these
+DATA_AXES = logical_axes.BATCH_AXES  # the batch is sharded over these (the models' `batch` rule)
 DEFAULT_AXES = ((DATA_AXIS, -1),)
 DEFAULT_MIN_SIZE = 2 ** 18
 REPLICATE, FSDP = 'replicate', 'fsdp'
@@ -101,17 +102,10 @@ def data_size(axes: Sequence[tuple[str, int]]) -> int:
   return math.prod(size for name, size in axes if name in DATA_AXES and size != -1)
 
 
-# Megatron-style tensor parallelism of vvt's attention and MLP blocks over `model`: q/k/v kernels
-# (D, heads, head_dim) and the output kernel (heads, head_dim, D) split over heads; the MLP's first
-# kernel (D, M) over its units, the second (M, D) over its inputs. Applied where the dimension divides.
-TENSOR_PARALLEL = (
-    (r'(query|key|value)/kernel$', (None, 'model', None)),
-    (r'(query|key|value)/bias$', ('model', None)),
-    (r'attention/out/kernel$', ('model', None, None)),
-    (r'mlp/Dense_0/kernel$', (None, 'model')),
-    (r'mlp/Dense_0/bias$', ('model',)),
-    (r'mlp/Dense_1/kernel$', ('model', None)),
-)
+# Megatron-style tensor parallelism of vvt's attention and MLP blocks over `model`: the parameters' logical
+# axes (`vvt.models.axes.PARAM_AXES`: heads and MLP units) under the models' rules, e.g. q/k/v kernels
+# (D, heads, head_dim) -> (None, 'model', None). Applied where the dimension divides.
+TENSOR_PARALLEL = tuple((pattern, logical_axes.mesh_spec(names)) for pattern, names in logical_axes.PARAM_AXES)
 
 
 # ----------------------------------------------------------------------------- rules

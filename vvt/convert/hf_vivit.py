@@ -83,7 +83,8 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   common.torch_dense(w, 'head/output_projection', 'classifier')
   mlp_dim = w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]
   fields = dict(
-      family='vivit', attention='spatiotemporal', variant=common.variant_name(hidden, th, tt), tubelet=(int(tt), int(th), int(tw)),
+      family='vivit', attention='spatiotemporal', variant=common.variant_name(hidden, th, tt),
+      tubelet=(int(tt), int(th), int(tw)),
       num_frames=int(num_frames), image_size=int(image_size),
       num_classes=int(src.state['classifier.weight'].shape[0]), hidden_size=int(hidden), num_layers=len(layers),
       num_heads=int(num_heads), mlp_dim=int(mlp_dim), classifier='token', class_token='global',

@@ -22,9 +22,10 @@
                         Extra projections (TimeSformer temporal_fc, `{stage}_projection`) always start at zero.
   reinit_head           True (default): the classifier keeps the model's fresh init (new classes);
                         False: the image head is loaded (shapes must match).
-Which stage is "the image's": 'space' if the scheme has one, else 'joint', else its single stage
-(factorised_dot_product) or its last stage (local_global: global, axial: height). ViViT Model 2 loads the image
-ViT into its spatial encoder; its temporal encoder, X-ViT's TA head and new heads keep their fresh init.
+Which stage is "the image's" is the scheme's `stage_for_image` (vvt/models/schemes.py): 'space' if the scheme has
+one, else 'joint', else its single stage (factorised_dot_product) or its last stage (local_global: global, axial:
+height). ViViT Model 2 loads the image ViT into its spatial encoder; its temporal encoder, X-ViT's TA head and
+new heads keep their fresh init.
 
 Video checkpoints (format 'vvt', e.g. a Kinetics-400 model to start SSv2 or Epic-Kitchens training from, ViViT
 Table 3 "Kinetics 400 initialisation"): every parameter of the model is loaded as is from the same name in the file;
@@ -48,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vvt.convert import common, image, init_options
+from vvt.models import schemes
 
 get_config, validate = init_options.get_config, init_options.validate  # the `init_from` section
 
@@ -59,11 +61,9 @@ def _resize_grid(grid: np.ndarray, shape, method: str) -> np.ndarray:
                                              'nearest': 'nearest'}[method], antialias=False))
 
 
-def spatial_stage(stages) -> str:
-  for s in ('space', 'joint', 'factorised_dot_product'):
-    if s in stages:
-      return s
-  return stages[-1]
+def spatial_stage(attention: str) -> str:
+  """The stage of scheme `attention` that receives the image ViT's attention (vvt.models.schemes)."""
+  return schemes.get(attention).stage_for_image
 
 
 class _Init:
@@ -128,7 +128,7 @@ def _encoder(init: _Init, enc: str, stages, projected, num_layers: int, opts, cf
   if num_layers != vit.num_layers:
     init.mismatches.append(f'  {enc}/layers: model has {num_layers} layers, checkpoint {vit.num_layers}')
     return
-  main = spatial_stage(stages)
+  main = spatial_stage(cfg.attention)
   temporal = opts['temporal_attention']
   if temporal == 'auto':
     temporal = 'zero' if cfg.family == 'vivit' else 'copy_spatial'
@@ -217,7 +217,6 @@ def initialise(params, init_from, model_cfg):
 
 def _initialise(params, init_from, model_cfg):
   import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.models.blocks import projected_stages, stages_of  # pylint: disable=g-import-not-at-top
   opts = validate(init_from)
   cfg = vvt.models.resolve(model_cfg)
   if video_format(opts['checkpoint'], opts['format']):
@@ -247,8 +246,8 @@ def _initialise(params, init_from, model_cfg):
     projected = (False,)
   else:
     enc, layers = 'encoder', cfg.num_layers
-    stages = stages_of(cfg.attention, cfg.attention_order)
-    projected = projected_stages(cfg.attention, stages, cfg.temporal_projection)
+    stages = schemes.get(cfg.attention).stages_for(cfg.attention_order)
+    projected = schemes.projected_stages(stages, cfg.temporal_projection)
     pos_kind, pos_nt = cfg.positional_embedding, nt
   init.load(f'{enc}/cls', 'cls')
   _posembed(init, enc, pos_kind if pos_kind in ('joint', 'separable', 'spatial') else 'none', pos_nt, (nh, nw), opts)

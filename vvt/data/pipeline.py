@@ -46,7 +46,7 @@ from vvt.data import examples
 from vvt.data import records
 from vvt.data import sources
 from vvt.data import streams
-from vvt.data.errors import DataError, error_counts, reset_error_counts  # pylint: disable=unused-import
+from vvt.data.errors import DataError, error_counts, reset_error_counts  # noqa: F401  (the pipeline's error API)
 
 try:  # tf.data runs on the host CPU; never let TF grab an accelerator.
   tf.config.set_visible_devices([], 'GPU')

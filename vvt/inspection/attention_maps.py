@@ -214,20 +214,16 @@ class Grouping:
 
 
 def groupings(stage_name: str, num_heads: int, t: int, n: int, grid, has_cls: bool) -> list:
-  """The Groupings of one attention module of stage `stage_name` over (T, N) tokens, as the model forms them.
-
-  ViViT Model 4 (`factorised_dot_product`) splits its heads: the first half in `space`, the second in `time`;
-  every other stage attends with all heads in its own groups. The class token joins the stages that the model
-  lets it join (`vvt.models.attention._CLASS_TOKEN_STAGES`; not TimeSformer's `time`).
+  """The Groupings of one attention module of stage `stage_name` over (T, N) tokens, as the model forms them:
+  the groupings table of `vvt.models.groupings` (ViViT Model 4's `factorised_dot_product` splits its heads, the
+  first half in `space`, the second in `time`; the class token joins the groupings that let it in, not
+  TimeSformer's `time`).
   """
-  from vvt.models.attention import _CLASS_TOKEN_STAGES, group  # pylint: disable=g-import-not-at-top
-  if stage_name == 'factorised_dot_product':
-    parts = [('space', slice(0, num_heads // 2)), ('time', slice(num_heads // 2, num_heads))]
-  else:
-    parts = [(stage_name, slice(0, num_heads))]
+  from vvt.models import groupings as grouping_table  # pylint: disable=g-import-not-at-top
   ids = np.arange(t * n).reshape(1, t, n)
-  return [Grouping(stage, heads, np.asarray(group(ids, stage, grid)), has_cls and stage in _CLASS_TOKEN_STAGES)
-          for stage, heads in parts]
+  return [Grouping(grouping, heads, np.asarray(grouping_table.group(ids, grouping, grid)),
+                   has_cls and grouping_table.joins_class_token(grouping))
+          for grouping, heads in grouping_table.head_slices(stage_name, num_heads)]
 
 
 @dataclasses.dataclass
@@ -384,10 +380,11 @@ def attention_stages(module, params, video, model_cfg, *, prepared: bool = False
 
 
 def _stage_order(cfg, encoder, names):
-  from vvt.models.blocks import stages_of  # pylint: disable=g-import-not-at-top
+  """The stages of a block of `encoder` in the order the model runs them (the scheme table's), those present."""
+  from vvt.models import schemes  # pylint: disable=g-import-not-at-top
   if encoder != 'encoder':
     return ['joint']
-  order = stages_of(cfg.attention, cfg.attention_order)
+  order = schemes.get(cfg.attention).stages_for(cfg.attention_order)
   present = {re.sub('_attention$', '', k) for k in names}
   return [s for s in order if s in present]
 

@@ -7,6 +7,7 @@
 The config functions import without Flax or JAX (config files and the CLI's checks stay fast); the modules
 load on first use.
 """
+from vvt.models import schemes
 from vvt.models.config import get_config, resolve, token_grid  # noqa: F401
 
 
@@ -15,18 +16,19 @@ def build(cfg, backend: str | None = None):
 
   backend: the platform the model will be compiled for ('cpu', 'gpu', 'tpu'; None: jax's default backend):
   model.attention_impl='auto' chooses per stage for it, and 'splash' (the Pallas TPU kernel) is a ValueError
-  for any backend but 'tpu'. A deviceless TPU compile on a CPU host passes backend='tpu'.
+  for any backend but 'tpu'. A deviceless TPU compile on a CPU host passes backend='tpu'. The module gets the
+  resolved config as explicit fields (`vvt.models.spec.ModelSpec`, its `spec`).
   """
   import jax  # pylint: disable=g-import-not-at-top
+  from vvt.models import kernels, spec  # pylint: disable=g-import-not-at-top
   from vvt.models.video_transformer import FactorisedEncoder, VideoTransformer  # pylint: disable=g-import-not-at-top
   cfg = resolve(cfg)
   backend = backend or jax.default_backend()
-  if cfg.attention_impl == 'splash' and backend != 'tpu':
-    raise ValueError(f"model.attention_impl='splash' is the Pallas TPU kernel: this model is built for backend "
-                     f"{backend!r}; use 'auto', 'chunked' or 'dot_product'")
-  if cfg.attention == 'factorised_encoder':
-    return FactorisedEncoder(cfg, backend=backend)
-  return VideoTransformer(cfg, backend=backend)
+  kernels.check_backend(cfg.attention_impl, backend, field='model.attention_impl')
+  model = spec.spec_of(cfg)
+  if schemes.get(cfg.attention).two_encoders:
+    return FactorisedEncoder(model, backend=backend)
+  return VideoTransformer(model, backend=backend)
 
 
 def __getattr__(name):

@@ -11,15 +11,18 @@ the same function, compiled once whatever the depth; `vvt.models.layout` convert
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-# BATCH_AXES (re-exported): the mesh axes a trainer shards the batch over (vvt.train.sharding.DATA_AXES;
-# tests/train/test_mesh.py checks they agree). The model names no mesh: it reads the one its caller traces it under.
-from vvt.models.attention import BATCH_AXES, MultiHeadAttention, traced_batch_axes  # noqa: F401
+from vvt.models import schemes
+# BATCH_AXES (re-exported): the mesh axes of logical `batch` (vvt/models/axes.py), those a trainer shards the batch
+# over. The model names no mesh: it reads the one its caller traces it under.
+from vvt.models.attention import MultiHeadAttention
+from vvt.models.axes import BATCH_AXES  # noqa: F401
+from vvt.models.kernels import traced_batch_axes
 
 
 def constrain_batch(x):
@@ -33,30 +36,8 @@ def constrain_batch(x):
 
 
 def stages_of(attention: str, attention_order: str = 'space_time') -> tuple[str, ...]:
-  """The attention stages of one block of `attention` (the scheme's neighbourhoods, in order)."""
-  if attention in ('spatiotemporal', 'joint'):
-    return ('joint',)
-  if attention in ('space', 'space_time_mixing'):
-    return ('space',)
-  if attention == 'factorised_self_attention':
-    return ('space', 'time') if attention_order == 'space_time' else ('time', 'space')
-  if attention == 'divided':
-    return ('time', 'space')  # TimeSformer: temporal attention first.
-  if attention == 'local_global':
-    return ('local', 'global')
-  if attention == 'axial':
-    return ('time', 'width', 'height')
-  if attention == 'factorised_dot_product':
-    return ('factorised_dot_product',)
-  raise ValueError(f'unknown attention scheme {attention!r}')
-
-
-def projected_stages(attention: str, stages: Sequence[str], temporal_projection: bool) -> tuple[bool, ...]:
-  """Which stages carry TimeSformer's extra projection: every stage added to the image ViT's one
-  (the last stage keeps the pretrained attention). Table 1 of TimeSformer counts them in its parameters."""
-  if not temporal_projection or len(stages) == 1:
-    return (False,) * len(stages)
-  return tuple(i < len(stages) - 1 for i in range(len(stages)))
+  """The attention stages of one block of scheme `attention`, in order (its record in vvt/models/schemes.py)."""
+  return schemes.get(attention).stages_for(attention_order)
 
 
 def remat_policy(remat):

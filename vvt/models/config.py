@@ -2,7 +2,10 @@
 
 A model config is an `ml_collections.ConfigDict`. `get_config(family=..., **overrides)` fills every field
 with the family's paper defaults; `resolve(cfg)` checks it and returns a fully specified copy in which
-every derived field (sizes from `variant`, class-token layout, ...) is set, so the modules never guess.
+every derived field (sizes from `variant`, class-token layout, ...) is set. `vvt.models.build` hands that copy to
+the modules as explicit fields (`vvt.models.spec.ModelSpec`): no module reads a default or derives a field.
+The rules of each attention scheme (stages, class token, classifiers, grid) are its record in
+vvt/models/schemes.py.
 
 Field names follow the papers:
   family          'vivit' | 'timesformer' | 'xvit'
@@ -19,7 +22,7 @@ Field names follow the papers:
                   per temporal index). The official X-ViT backbone always has R = 8.
 
 Memory and speed (the same function whatever their values, up to float rounding):
-  attention_impl  how the one attention primitive runs (vvt/models/attention.py): 'auto' (default: per stage,
+  attention_impl  how the one attention primitive runs (vvt/models/kernels.py): 'auto' (default: per stage,
                   einsum for groups shorter than 1024 tokens, else splash on TPU / cuDNN dot_product on GPU
                   in bf16 / chunked elsewhere), 'einsum', 'dot_product' (jax.nn.dot_product_attention),
                   'chunked' (blockwise, online softmax, O(N) memory in both passes), 'splash' (Pallas TPU
@@ -38,6 +41,8 @@ import difflib
 import ml_collections
 from ml_collections import config_dict
 
+from vvt.models import schemes
+
 # ViT sizes (Dosovitskiy et al., Table 1): hidden size, layers, heads, MLP width.
 VIT_SIZES = {
     'Ti': dict(hidden_size=192, num_layers=12, num_heads=3, mlp_dim=768),
@@ -47,11 +52,9 @@ VIT_SIZES = {
     'H': dict(hidden_size=1280, num_layers=32, num_heads=16, mlp_dim=5120),
 }
 
-FAMILIES = ('vivit', 'timesformer', 'xvit')
+FAMILIES = schemes.FAMILIES
 
-# Single-encoder schemes, each a sequence of attention stages per block (see attention.py).
-SCHEMES = ('spatiotemporal', 'factorised_encoder', 'factorised_self_attention', 'factorised_dot_product',
-           'space', 'joint', 'divided', 'local_global', 'axial', 'space_time_mixing')
+SCHEMES = schemes.SCHEMES  # model.attention: the records are in vvt/models/schemes.py
 
 POSITIONAL_EMBEDDINGS = ('joint', 'separable', 'spatial', 'sinusoidal', 'none')
 ATTENTION_IMPLS = ('auto', 'einsum', 'dot_product', 'chunked', 'splash')
@@ -228,8 +231,27 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """Checks a model config and returns a copy with every derived field filled in.
 
   Raises ValueError naming the field (one line) for unknown fields (with the closest valid name), wrong types
-  and ranges, and impossible combinations, before anything is traced or compiled.
+  and ranges, and impossible combinations, before anything is traced or compiled. The scheme's rules (class
+  token, classifiers, grid and head constraints) come from its record in `vvt.models.schemes`.
   """
+  c = _merged_with_family_defaults(cfg)
+  _check_ranges(c)
+  scheme = schemes.get(c.attention)
+  _fill_sizes(c)
+  _check_choices(c)
+  _check_memory_fields(c)
+  _check_num_classes(c.num_classes)
+  grid = token_grid(c)
+  _resolve_class_token(c, scheme)
+  _check_scheme_constraints(c, scheme, grid)
+  _resolve_mixing(c, scheme)
+  _resolve_time_embedding(c, scheme, grid[0])
+  _resolve_temporal_sizes(c, scheme)
+  return c
+
+
+def _merged_with_family_defaults(cfg) -> ml_collections.ConfigDict:
+  """cfg over its family's defaults, after checking the field names (nested ones included) and the family."""
   _check_known(cfg.keys(), _KNOWN_FIELDS, 'model.')
   if cfg.family not in FAMILIES:
     raise ValueError(f'model.family must be one of {FAMILIES}, got {cfg.family!r}')
@@ -238,9 +260,11 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     if not isinstance(c[name], (dict, ml_collections.ConfigDict)):
       raise ValueError(f'model.{name} must be a dict of {sorted(known)}, got {c[name]!r}')
     _check_known(c[name].keys(), known, f'model.{name}.')
-  _check_ranges(c)
-  if c.attention not in SCHEMES:
-    raise ValueError(f'model.attention must be one of {SCHEMES}, got {c.attention!r}')
+  return c
+
+
+def _fill_sizes(c) -> None:
+  """ViT sizes and the tubelet from `variant` where None; the token grid and heads must divide."""
   size, patch, t = parse_variant(c.variant)
   if size not in VIT_SIZES:
     raise ValueError(f'model.variant size must be one of {tuple(VIT_SIZES)}, got {size!r}')
@@ -260,72 +284,89 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     raise ValueError(f'model.image_size={c.image_size} is not divisible by the tubelet ({th}, {tw})')
   if c.hidden_size % c.num_heads:
     raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.num_heads={c.num_heads}')
-  if c.classifier not in ('token', 'gap'):
-    raise ValueError(f"model.classifier must be 'token' or 'gap', got {c.classifier!r}")
-  if c.positional_embedding not in POSITIONAL_EMBEDDINGS:
-    raise ValueError(f'model.positional_embedding must be one of {POSITIONAL_EMBEDDINGS}, '
-                     f'got {c.positional_embedding!r}')
-  if c.frame_aggregation not in FRAME_AGGREGATIONS:
-    raise ValueError(f'model.frame_aggregation must be one of {FRAME_AGGREGATIONS}, got {c.frame_aggregation!r}')
-  if c.attention_order not in ('space_time', 'time_space'):
-    raise ValueError(f"model.attention_order must be 'space_time' or 'time_space', got {c.attention_order!r}")
-  for name in ('dtype', 'param_dtype'):
-    if c[name] not in DTYPES:
-      raise ValueError(f"model.{name} must be 'float32' or 'bfloat16', got {c[name]!r}")
-  _check_memory_fields(c)
-  _check_num_classes(c.num_classes)
 
-  nt, nh, nw = c.num_frames // tt, c.image_size // th, c.image_size // tw
+
+def _check_choices(c) -> None:
+  """The fields that take one of a list of names."""
+  choices = (('classifier', schemes.CLASSIFIERS), ('positional_embedding', POSITIONAL_EMBEDDINGS),
+             ('frame_aggregation', FRAME_AGGREGATIONS), ('attention_order', schemes.ATTENTION_ORDERS),
+             ('dtype', DTYPES), ('param_dtype', DTYPES))
+  for name, allowed in choices:
+    if c[name] not in allowed:
+      expected = f'{allowed[0]!r} or {allowed[1]!r}' if len(allowed) == 2 else f'one of {allowed}'
+      raise ValueError(f'model.{name} must be {expected}, got {c[name]!r}')
+
+
+def _resolve_class_token(c, scheme: schemes.Scheme) -> None:
+  """class_token from the scheme and family where None; the scheme must allow it with classifier='token'."""
   if c.class_token is None:
-    per_frame = c.family == 'xvit' or (c.family == 'timesformer' and c.attention == 'space')
-    c.class_token = 'per_frame' if per_frame else 'global'
-  if c.class_token not in ('global', 'per_frame'):
+    c.class_token = scheme.default_class_token(c.family)
+  if c.class_token not in schemes.CLASS_TOKENS:
     raise ValueError(f"model.class_token must be 'global' or 'per_frame', got {c.class_token!r}")
-  if c.classifier == 'token':
-    if c.attention in ('factorised_self_attention', 'factorised_dot_product'):
-      raise ValueError(f"model.attention={c.attention!r} (ViViT Model {3 if 'self' in c.attention else 4}) "
-                       "has no class token: set model.classifier='gap'")
-    if c.class_token == 'per_frame' and c.attention not in ('space', 'joint', 'space_time_mixing'):
-      raise ValueError(f"model.class_token='per_frame' works with space, joint or space_time_mixing attention, "
-                       f"not {c.attention!r}")
-  if c.attention == 'local_global' and (nt % 2 or nh % 2 or nw % 2):
-    raise ValueError(f'model.attention=local_global needs an even token grid (t, h, w), got {(nt, nh, nw)}')
-  if c.attention == 'factorised_dot_product' and c.num_heads % 2:
-    raise ValueError(f'model.attention=factorised_dot_product splits heads in half: '
-                     f'model.num_heads={c.num_heads} must be even')
+  if c.classifier not in scheme.classifiers:
+    raise ValueError(f"model.attention={scheme.name!r} ({scheme.paper}) has no class token: "
+                     "set model.classifier='gap'")
+  if c.classifier == 'token' and c.class_token == 'per_frame' and not scheme.per_frame_class_token:
+    allowed = [s.name for s in schemes.SCHEME_TABLE.values() if s.per_frame_class_token]
+    raise ValueError(f"model.class_token='per_frame' works with {', '.join(allowed[:-1])} or {allowed[-1]} "
+                     f'attention, not {scheme.name!r}')
+
+
+def _check_scheme_constraints(c, scheme: schemes.Scheme, grid) -> None:
+  """The token grid and the heads the scheme's groupings need (e.g. local_global: an even grid)."""
+  multiple = scheme.grid_multiple
+  if any(n % m for n, m in zip(grid, multiple)):
+    need = 'an even token grid' if set(multiple) <= {1, 2} else f'a token grid divisible by {multiple}'
+    raise ValueError(f'model.attention={scheme.name} needs {need} (t, h, w), got {tuple(grid)}')
+  if c.num_heads % scheme.head_multiple:
+    raise ValueError(f'model.attention={scheme.name} splits the heads among {scheme.head_multiple} groupings: '
+                     f'model.num_heads={c.num_heads} must be a multiple of {scheme.head_multiple}')
+
+
+def _resolve_mixing(c, scheme: schemes.Scheme) -> None:
+  """X-ViT mixing: num_segments (None: num_frames); window, shift_div and segments must fit the model."""
   if c.mixing.num_segments is None:
     c.mixing.num_segments = c.num_frames
-  if c.attention == 'space_time_mixing':
-    w, div, seg = c.mixing.window, c.mixing.shift_div, c.mixing.num_segments
-    if 2 * w * (c.hidden_size // div) > c.hidden_size:
-      raise ValueError(f'model.mixing: window={w} and shift_div={div} take more than hidden_size='
-                       f'{c.hidden_size} channels from neighbouring frames')
-    if c.num_frames % seg:
-      raise ValueError(f'model.num_frames={c.num_frames} is not a multiple of model.mixing.num_segments={seg} '
-                       '(frames are mixed within consecutive segments of num_segments frames)')
-    if seg % tt:
-      raise ValueError(f'model.mixing.num_segments={seg} is not a multiple of the tubelet length {tt}')
+  if not scheme.temporal_mixing:
+    return
+  w, div, seg = c.mixing.window, c.mixing.shift_div, c.mixing.num_segments
+  if 2 * w * (c.hidden_size // div) > c.hidden_size:
+    raise ValueError(f'model.mixing: window={w} and shift_div={div} take more than hidden_size='
+                     f'{c.hidden_size} channels from neighbouring frames')
+  if c.num_frames % seg:
+    raise ValueError(f'model.num_frames={c.num_frames} is not a multiple of model.mixing.num_segments={seg} '
+                     '(frames are mixed within consecutive segments of num_segments frames)')
+  if seg % c.tubelet[0]:
+    raise ValueError(f'model.mixing.num_segments={seg} is not a multiple of the tubelet length {c.tubelet[0]}')
+
+
+def _resolve_time_embedding(c, scheme: schemes.Scheme, nt: int) -> None:
+  """time_embedding_rows: a divisor of n_t for a separable table of a single encoder (None there: n_t)."""
   rows = c.time_embedding_rows
-  if rows is not None and (c.positional_embedding != 'separable' or c.attention == 'factorised_encoder'):
+  separable = c.positional_embedding == 'separable' and not scheme.two_encoders
+  if rows is not None and not separable:
     raise ValueError(f'model.time_embedding_rows={rows} applies to positional_embedding=\'separable\' of a '
                      f'single-encoder model only, not {c.positional_embedding!r} with attention={c.attention!r}')
   if rows is not None and nt % rows:
     raise ValueError(f'model.time_embedding_rows={rows} does not divide the {nt} temporal indices '
-                     f'(model.num_frames={c.num_frames} / tubelet {tt}): index t uses row t mod {rows}')
-  if rows is None and c.positional_embedding == 'separable' and c.attention != 'factorised_encoder':
+                     f'(model.num_frames={c.num_frames} / tubelet {c.tubelet[0]}): index t uses row t mod {rows}')
+  if rows is None and separable:
     c.time_embedding_rows = nt
+
+
+def _resolve_temporal_sizes(c, scheme: schemes.Scheme) -> None:
+  """Heads and MLP width of Model 2's temporal encoder and X-ViT's TA head (None: the encoder's)."""
   if c.temporal_num_heads is None:
     c.temporal_num_heads = c.num_heads
   if c.temporal_mlp_dim is None:
     c.temporal_mlp_dim = c.mlp_dim
   if c.temporal_head.num_heads is None:
     c.temporal_head.num_heads = c.num_heads
-  used = (('temporal_num_heads', c.temporal_num_heads, c.attention == 'factorised_encoder'),
+  used = (('temporal_num_heads', c.temporal_num_heads, scheme.two_encoders),
           ('temporal_head.num_heads', c.temporal_head.num_heads, c.frame_aggregation == 'temporal_attention'))
   for name, heads, in_use in used:
     if in_use and c.hidden_size % heads:
       raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.{name}={heads}')
-  return c
 
 
 def _check_memory_fields(c) -> None:
@@ -335,8 +376,8 @@ def _check_memory_fields(c) -> None:
     hint = f' (did you mean {close[0]!r}?)' if close else ''
     raise ValueError(f'model.attention_impl must be one of {ATTENTION_IMPLS}, got {c.attention_impl!r}{hint}')
   if c.attention_impl not in ('auto', 'einsum') and c.attention_dropout_rate > 0:
-    raise ValueError(f'model.attention_impl={c.attention_impl!r} has no attention dropout: model.attention_dropout_rate='
-                     f'{c.attention_dropout_rate} needs attention_impl einsum or auto')
+    raise ValueError(f'model.attention_impl={c.attention_impl!r} has no attention dropout: '
+                     f'model.attention_dropout_rate={c.attention_dropout_rate} needs attention_impl einsum or auto')
   remat = c.remat
   if isinstance(remat, str) and remat.lower() in ('true', 'false'):  # --config.model.remat=True on a str field
     remat = remat.lower() == 'true'

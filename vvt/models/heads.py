@@ -29,7 +29,8 @@ class ClassifierHead(nn.Module):
     if self.layer_norm_eps is not None:
       x = nn.LayerNorm(epsilon=self.layer_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype, name='head_norm')(x)
     if self.representation_size is not None:
-      x = jnp.tanh(nn.Dense(self.representation_size, dtype=self.dtype, param_dtype=self.param_dtype, name='pre_logits')(x))
+      x = jnp.tanh(nn.Dense(self.representation_size, dtype=self.dtype, param_dtype=self.param_dtype,
+                            name='pre_logits')(x))
     if self.mlp_dim is not None:
       x = nn.gelu(nn.Dense(self.mlp_dim, dtype=self.dtype, param_dtype=self.param_dtype,
                              name='head_hidden')(x), approximate=self.gelu_approximate)
@@ -58,5 +59,6 @@ class TemporalAttentionHead(nn.Module):
     b, t, d = frames.shape
     cls = self.param('cls', nn.initializers.zeros, (1, 1, d), self.param_dtype)
     cls = jnp.broadcast_to(cls, (b, 1, d)).astype(frames.dtype)
-    _, cls = Encoder(self.num_layers, self.block, remat=self.remat, scan=self.scan, name='layers')(frames[:, None], cls, train)
+    _, cls = Encoder(self.num_layers, self.block, remat=self.remat, scan=self.scan, name='layers')(
+        frames[:, None], cls, train)
     return cls[:, 0]

@@ -29,7 +29,8 @@ from etils import epath
 
 from vvt import fileio
 from vvt.train import metrics as metrics_lib
-from vvt.train import run_config
+from vvt.config import paths
+from vvt.config import run_file
 
 SWEEP_FILE = 'sweep.json'   # the sweep's definition: config spec, base overrides, trials
 TRIAL_FILE = 'trial.json'   # one trial's record: overrides, command, status, error, wall time
@@ -85,7 +86,7 @@ def final_eval_path(workdir: str, records: Optional[Sequence[dict]] = None) -> O
   paths = eval_files(workdir).get(step) if step is not None else None
   if not paths:
     return None
-  split = (read_json(run_config.path(workdir), {}) or {}).get('eval', {}).get('split')
+  split = (read_json(run_file.path(workdir), {}) or {}).get('eval', {}).get('split')
   preferred = [p for p in paths if split and p.endswith(f'_{split}.json')]
   return (preferred or sorted(paths))[0]
 
@@ -118,7 +119,7 @@ def model_summary(workdir: str) -> dict:
   cached = read_json(cache)
   if cached is not None:
     return cached
-  config = run_config.load_saved(workdir)
+  config = run_file.load_saved(workdir)
   if config is None:
     return {}
   from vvt.models import summary  # pylint: disable=g-import-not-at-top
@@ -157,7 +158,7 @@ def trial_row(workdir: str, with_summary: bool = True) -> dict:
   record = read_json(fileio.join(workdir, TRIAL_FILE), {}) or {}
   if _number(record.get('wall_s')):
     row['wall_s'] = record['wall_s']
-  if with_summary and fileio.exists(run_config.path(workdir)):
+  if with_summary and fileio.exists(run_file.path(workdir)):
     try:
       row.update(model_summary(workdir))
     except Exception as e:  # pylint: disable=broad-except  # the table is still worth having without it
@@ -200,7 +201,7 @@ class Table:
 
 def _differing_fields(configs: dict[str, Any]) -> dict[str, dict]:
   """{trial: {field: value}} for the config fields in which the runs differ (no seed, no paths)."""
-  flat = {name: run_config.flatten(c) for name, c in configs.items()}
+  flat = {name: paths.flatten(c) for name, c in configs.items()}
   keys = sorted({k for f in flat.values() for k in f})
   skip = ('seed', 'dataset.train_files', 'dataset.eval_files', 'dataset.data_dir')
   differ = [k for k in keys if k not in skip and len({repr(f.get(k)) for f in flat.values()}) > 1]
@@ -214,8 +215,8 @@ def sweep_trials(sweep_dir: str) -> tuple[list[tuple[str, dict]], str]:
   record = read_json(fileio.join(sweep_dir, SWEEP_FILE))
   if record and record.get('trials'):
     return [(t['name'], t.get('labels', t['overrides'])) for t in record['trials']], record.get('config', '')
-  runs = sorted(d.name for d in epath.Path(sweep_dir).iterdir() if (d / run_config.FILENAME).exists())
-  configs = {d: run_config.load_saved(fileio.join(sweep_dir, d)) for d in runs}
+  runs = sorted(d.name for d in epath.Path(sweep_dir).iterdir() if (d / run_file.FILENAME).exists())
+  configs = {d: run_file.load_saved(fileio.join(sweep_dir, d)) for d in runs}
   overrides = _differing_fields(configs) if len(configs) > 1 else {d: {} for d in runs}
   return [(d, overrides[d]) for d in runs], ''
 

@@ -29,7 +29,7 @@ import itertools
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from vvt.train.defaults import ConfigError
+from vvt.config.errors import ConfigError
 
 Overrides = dict[str, Any]
 

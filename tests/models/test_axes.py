@@ -1,0 +1,38 @@
+"""The models' logical axis names and the one rules table that maps them to mesh axes."""
+import os
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import REPO
+from vvt.models import attention, axes, blocks
+from vvt.train import sharding
+
+
+def test_the_trainers_axes_are_the_rules():
+  assert axes.BATCH_AXES == attention.BATCH_AXES == blocks.BATCH_AXES == sharding.DATA_AXES == ('data', 'fsdp')
+  assert tuple((p, axes.mesh_spec(names)) for p, names in axes.PARAM_AXES) == sharding.TENSOR_PARALLEL
+
+
+def test_mesh_spec_follows_the_rules():
+  assert axes.mesh_spec(('batch', 'embed', 'heads')) == (('data', 'fsdp'), None, 'model')
+  rules = (('batch', ('data',)), ('heads', ()), ('mlp', ('model', 'fsdp')))
+  assert axes.mesh_spec(('batch', 'heads', 'mlp'), rules) == ('data', None, ('model', 'fsdp'))
+
+
+def test_traced_axes_follow_the_mesh_the_caller_is_traced_under():
+  """No mesh: nothing; under a (data 2, model 2) mesh: batch over data, heads over model where they divide."""
+  assert axes.traced_axes('batch', 8) == ()
+  code = textwrap.dedent("""
+      import jax
+      from vvt.models import axes
+      from vvt.train import mesh as mesh_lib
+      mesh = mesh_lib.make_mesh({'axes': {'data': 2, 'model': 2}})
+      with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+        print(axes.traced_axes('batch', 8), axes.traced_axes('batch', 3), axes.traced_axes('heads', 4),
+              axes.traced_axes('mlp', 5))
+  """)
+  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=4', JAX_PLATFORMS='cpu')
+  res = subprocess.run([sys.executable, '-c', code], cwd=str(REPO), env=env, capture_output=True, text=True,
+                       timeout=300)
+  assert res.stdout.split() == ["('data',)", '()', "('model',)", '()'], res.stdout + res.stderr[-2000:]

@@ -1,0 +1,177 @@
+"""The attention schemes of ViViT, TimeSformer and X-ViT: one record each, everything the package knows of it.
+
+A scheme is a sequence of attention stages per encoder block, each stage one grouping of the (B, T, N, D) tokens
+(vvt/models/groupings.py) run through the one attention primitive:
+
+  spatiotemporal             ViViT Model 1 (sec. 3.3, eq. 7)    joint
+  factorised_encoder         ViViT Model 2 (sec. 3.3, Fig. 4)   a spatial encoder (joint within each temporal
+                                                               index), then a temporal encoder over frames
+  factorised_self_attention  ViViT Model 3 (Fig. 5, eq. 9-10)   space, time (attention_order='time_space': time,
+                                                               space)
+  factorised_dot_product     ViViT Model 4 (Fig. 6)             half of the heads in space, half in time
+  space                      TimeSformer Fig. 1 'S'             space
+  joint                      TimeSformer Fig. 1 'ST'            joint
+  divided                    TimeSformer Fig. 1 'T+S' (eq. 6-8) time, space (temporal first, as the paper)
+  local_global               TimeSformer Fig. 1 'L+G'           local, global
+  axial                      TimeSformer Fig. 1 'T+W+H'         time, width, height
+  space_time_mixing          X-ViT eq. 9-10                     space, keys and values shifted in time
+
+`SCHEME_TABLE` holds the records; `vvt.models.config.resolve` (class-token rules, classifiers, grid and head
+constraints), `vvt.models.blocks.stages_of`, `vvt.convert.image_init` (the stage that receives the image ViT's
+attention) and attention-map code (`stage_groups`: which tokens attend to which, in NumPy) read them. A scheme
+that only regroups tokens is one record here (with a new `groupings.GROUPINGS` row if it needs a new
+neighbourhood) and its neighbourhood test (tests/models/test_neighbourhoods.py).
+
+Importing this module imports no JAX (the config functions stay fast).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from vvt.models import groupings
+
+FAMILIES = ('vivit', 'timesformer', 'xvit')
+CLASSIFIERS = ('token', 'gap')
+CLASS_TOKENS = ('global', 'per_frame')
+ATTENTION_ORDERS = ('space_time', 'time_space')
+# The class token of a family where the scheme states none for it (X-ViT: one per frame, for its TA head).
+FAMILY_CLASS_TOKEN = {'xvit': 'per_frame'}
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheme:
+  """One attention scheme (see the module docstring)."""
+  name: str  # model.attention
+  families: tuple[str, ...]  # the papers that define it; the first is its paper
+  paper: str  # where it is defined, for messages and docs
+  stages: tuple[str, ...]  # stages of one block in order (groupings or HEAD_SPLITS names): the parameter names
+  reorderable: bool = False  # attention_order='time_space' reverses `stages` (ViViT Model 3 only)
+  class_token: bool = True  # may have a class token (classifier='token'); False: classifier='gap' only
+  per_frame_class_token: bool = False  # a per-frame class token (part of each frame's N tokens) is allowed
+  class_token_defaults: tuple[tuple[str, str], ...] = ()  # (family, class_token) where not 'global'
+  image_stage: str | None = None  # the stage given the image ViT's attention at image-init (None: stages[-1])
+  temporal_mixing: bool = False  # X-ViT: keys and values shifted in time (eq. 9) before `space` attention
+  two_encoders: bool = False  # ViViT Model 2: spatial encoder, then temporal encoder (stages of each)
+
+  def stages_for(self, attention_order: str = 'space_time') -> tuple[str, ...]:
+    """The stages of one block for `model.attention_order` (only a reorderable scheme reverses them)."""
+    if self.reorderable and attention_order == 'time_space':
+      return tuple(reversed(self.stages))
+    return self.stages
+
+  @property
+  def classifiers(self) -> tuple[str, ...]:
+    return CLASSIFIERS if self.class_token else ('gap',)
+
+  @property
+  def stage_for_image(self) -> str:
+    """The stage that receives the image ViT's attention and LayerNorm at image-init."""
+    return self.image_stage or self.stages[-1]
+
+  def default_class_token(self, family: str) -> str:
+    """model.class_token when the config leaves it None."""
+    return dict(self.class_token_defaults).get(family, FAMILY_CLASS_TOKEN.get(family, 'global'))
+
+  @property
+  def groupings(self) -> tuple[str, ...]:
+    """Every grouping of the scheme's stages (a head-split stage contributes each of its groupings)."""
+    return tuple(g for stage in self.stages for g in groupings.head_groupings(stage))
+
+  @property
+  def grid_multiple(self) -> tuple[int, int, int]:
+    """(t, h, w) multiples the token grid must have for every grouping of the scheme."""
+    multiples = [groupings.GROUPINGS[g].grid_multiple for g in self.groupings]
+    return tuple(math.lcm(*axis) for axis in zip(*multiples))
+
+  @property
+  def head_multiple(self) -> int:
+    """num_heads must be a multiple of this: the most groupings a stage splits its heads among."""
+    return max(len(groupings.head_groupings(s)) for s in self.stages)
+
+
+SCHEME_TABLE = {s.name: s for s in (
+    Scheme('spatiotemporal', ('vivit',), 'ViViT Model 1', ('joint',)),
+    Scheme('factorised_encoder', ('vivit',), 'ViViT Model 2', ('joint',), two_encoders=True),
+    Scheme('factorised_self_attention', ('vivit',), 'ViViT Model 3', ('space', 'time'), reorderable=True,
+           class_token=False, image_stage='space'),
+    Scheme('factorised_dot_product', ('vivit',), 'ViViT Model 4', ('factorised_dot_product',), class_token=False),
+    Scheme('space', ('timesformer',), "TimeSformer 'S'", ('space',), per_frame_class_token=True,
+           class_token_defaults=(('timesformer', 'per_frame'),)),
+    Scheme('joint', ('timesformer',), "TimeSformer 'ST'", ('joint',), per_frame_class_token=True),
+    Scheme('divided', ('timesformer',), "TimeSformer 'T+S'", ('time', 'space'), image_stage='space'),
+    Scheme('local_global', ('timesformer',), "TimeSformer 'L+G'", ('local', 'global')),
+    Scheme('axial', ('timesformer',), "TimeSformer 'T+W+H'", ('time', 'width', 'height')),
+    Scheme('space_time_mixing', ('xvit',), 'X-ViT eq. 9-10', ('space',), per_frame_class_token=True,
+           temporal_mixing=True),
+)}
+SCHEMES = tuple(SCHEME_TABLE)
+
+
+def get(name: str) -> Scheme:
+  """The record of scheme `name` (ValueError naming model.attention for an unknown one)."""
+  if name not in SCHEME_TABLE:
+    raise ValueError(f'model.attention must be one of {SCHEMES}, got {name!r}')
+  return SCHEME_TABLE[name]
+
+
+def projected_stages(stages, temporal_projection: bool) -> tuple[bool, ...]:
+  """Which stages carry TimeSformer's extra projection (`{stage}_projection`, its temporal_fc): every stage added
+  to the image ViT's one, i.e. all but the last (which keeps the pretrained attention). Table 1 of TimeSformer
+  counts them in its parameters."""
+  if not temporal_projection or len(stages) == 1:
+    return (False,) * len(stages)
+  return tuple(i < len(stages) - 1 for i in range(len(stages)))
+
+
+# ----------------------------------------------------------------------------- groups in NumPy
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadGroups:
+  """The groups of one grouping, for the heads of a stage that attend within it.
+
+  index: (G, L) int token indices t * N + n (row-major over the (T, N) tokens): the L tokens of each of the G
+  groups attend to each other (and to a global class token where `class_token`)."""
+  grouping: str
+  heads: slice
+  index: np.ndarray
+  class_token: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class StageGroups:
+  """One stage of a block: its name (`{stage}_attention` in the params) and its groups per head slice."""
+  stage: str
+  parts: tuple[HeadGroups, ...]
+
+
+def stage_groups(scheme: Scheme, grid, num_heads: int, attention_order: str = 'space_time',
+                 tokens_per_index: int | None = None) -> tuple[StageGroups, ...]:
+  """Which tokens attend to which in each stage of one block of `scheme`, as NumPy indices (no JAX).
+
+  grid: (n_t, n_h, n_w) token grid of the encoder; tokens_per_index: N, the tokens per temporal index (default
+  n_h * n_w; 1 + n_h * n_w with a per-frame class token at n = 0). For ViViT Model 2 give each encoder's own
+  grid: (1, n_h, n_w) for the spatial encoder, (1, 1, n_t) for the temporal one, with stages ('joint',).
+  """
+  t, nh, nw = grid
+  n = nh * nw if tokens_per_index is None else tokens_per_index
+  ids = np.arange(t * n).reshape(1, t, n)
+  out = []
+  for stage in scheme.stages_for(attention_order):
+    parts = tuple(HeadGroups(g, heads, np.asarray(groupings.group(ids, g, grid)), groupings.joins_class_token(g))
+                  for g, heads in groupings.head_slices(stage, num_heads))
+    out.append(StageGroups(stage, parts))
+  return tuple(out)
+
+
+def neighbourhood(groups: StageGroups, num_tokens: int) -> np.ndarray:
+  """(H', M, M) bool per head part: [query, key] pairs of the M = T * N tokens that attend in the stage."""
+  masks = []
+  for part in groups.parts:
+    mask = np.zeros((num_tokens, num_tokens), bool)
+    mask[part.index[:, :, None], part.index[:, None, :]] = True
+    masks.append(mask)
+  return np.stack(masks)

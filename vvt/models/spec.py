@@ -1,0 +1,114 @@
+"""The resolved model, as the Flax modules read it: `ModelSpec`, every field explicit (no defaults, no derivation).
+
+    spec = spec_of(resolve(cfg))      # what vvt.models.build hands the modules
+
+`spec_of` is the one place that turns a resolved model config (vvt/models/config.py) into module fields: scheme
+stages and projections from the scheme table (vvt/models/schemes.py), the token grid, dtypes as JAX dtypes, X-ViT's
+segments in temporal indices, the class token None with a GAP classifier. The modules take these fields and
+nothing else.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax.numpy as jnp
+
+from vvt.models import schemes
+from vvt.models.attention import Mixing
+from vvt.models.config import token_grid
+
+_DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class TemporalHeadSpec:
+  """X-ViT's temporal-attention (TA) head: its transformer layers and its classifier's hidden layer."""
+  num_layers: int
+  num_heads: int
+  mlp_dim: int  # the TA blocks' MLP width: mlp_ratio * hidden_size
+  qkv_bias: bool
+  layer_norm_eps: float
+  hidden_dim: int | None  # the classifier's hidden layer (model.temporal_head.mlp_dim; None: none)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+  """Every field the modules of one model read (field names as in the model config where they are its own)."""
+  family: str
+  attention: str
+  stages: tuple[str, ...]  # of one block (attention_order applied)
+  projected: tuple[bool, ...]  # per stage: TimeSformer's extra projection
+  num_frames: int
+  image_size: int
+  tubelet: tuple[int, int, int]
+  grid: tuple[int, int, int]  # (n_t, n_h, n_w)
+  hidden_size: int
+  num_layers: int
+  num_heads: int
+  mlp_dim: int
+  num_classes: Any  # int, or ((head, classes), ...) for several heads
+  classifier: str  # 'token' | 'gap'
+  class_token: str | None  # 'global' | 'per_frame'; None with classifier 'gap'
+  positional_embedding: str
+  time_embedding_rows: int | None
+  temporal_layers: int
+  temporal_num_heads: int
+  temporal_mlp_dim: int
+  mixing: Mixing | None  # X-ViT space-time mixing, num_segments in temporal indices; None for other schemes
+  frame_aggregation: str
+  temporal_head: TemporalHeadSpec
+  representation_size: int | None
+  dropout_rate: float
+  attention_dropout_rate: float
+  stochastic_depth: float
+  layer_norm_eps: float
+  gelu_approximate: bool
+  qkv_bias: bool
+  dtype: Any  # jnp.float32 | jnp.bfloat16
+  param_dtype: Any
+  attention_impl: str
+  remat: str
+  scan_layers: bool
+
+  def get(self, name: str, default=None):
+    """A field by name (reads like a config: e.g. `vvt.models.layout.to_model_layout(params, spec)`)."""
+    return getattr(self, name, default)
+
+
+def _num_classes(value):
+  """An int, or a dict of heads as ((head, classes), ...) in the config's order (hashable)."""
+  return value if isinstance(value, int) else tuple((str(k), int(v)) for k, v in dict(value).items())
+
+
+def _mixing(cfg, scheme: schemes.Scheme) -> Mixing | None:
+  if not scheme.temporal_mixing:
+    return None
+  frames_per_segment = cfg.mixing.num_segments or cfg.num_frames
+  return Mixing(window=cfg.mixing.window, shift_div=cfg.mixing.shift_div, summary_token=bool(cfg.mixing.summary_token),
+                num_segments=frames_per_segment // cfg.tubelet[0])
+
+
+def spec_of(cfg) -> ModelSpec:
+  """The ModelSpec of a resolved model config (`vvt.models.resolve`)."""
+  scheme = schemes.get(cfg.attention)
+  stages = scheme.stages_for(cfg.attention_order)
+  head = cfg.temporal_head
+  return ModelSpec(
+      family=cfg.family, attention=cfg.attention, stages=stages,
+      projected=schemes.projected_stages(stages, cfg.temporal_projection), num_frames=cfg.num_frames,
+      image_size=cfg.image_size, tubelet=tuple(cfg.tubelet), grid=tuple(token_grid(cfg)),
+      hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=cfg.num_heads, mlp_dim=cfg.mlp_dim,
+      num_classes=_num_classes(cfg.num_classes), classifier=cfg.classifier,
+      class_token=cfg.class_token if cfg.classifier == 'token' else None,
+      positional_embedding=cfg.positional_embedding, time_embedding_rows=cfg.time_embedding_rows,
+      temporal_layers=cfg.temporal_layers, temporal_num_heads=cfg.temporal_num_heads,
+      temporal_mlp_dim=cfg.temporal_mlp_dim, mixing=_mixing(cfg, scheme), frame_aggregation=cfg.frame_aggregation,
+      temporal_head=TemporalHeadSpec(num_layers=head.num_layers, num_heads=head.num_heads,
+                                     mlp_dim=head.mlp_ratio * cfg.hidden_size, qkv_bias=head.qkv_bias,
+                                     layer_norm_eps=head.layer_norm_eps, hidden_dim=head.mlp_dim),
+      representation_size=cfg.representation_size, dropout_rate=cfg.dropout_rate,
+      attention_dropout_rate=cfg.attention_dropout_rate, stochastic_depth=cfg.stochastic_depth,
+      layer_norm_eps=cfg.layer_norm_eps, gelu_approximate=cfg.gelu_approximate, qkv_bias=cfg.qkv_bias,
+      dtype=_DTYPES[cfg.dtype], param_dtype=_DTYPES[cfg.param_dtype], attention_impl=cfg.attention_impl,
+      remat=cfg.remat, scan_layers=cfg.scan_layers)
