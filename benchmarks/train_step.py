@@ -44,7 +44,7 @@ def main():
   ap.add_argument('--steps', type=int, default=30)
   ap.add_argument('--devices', type=int, default=-1)
   args = ap.parse_args()
-  from vvt.cli import config as config_loader
+  from vvt.config import loader as config_loader
   from vvt.train import mesh as mesh_lib, program as program_lib
   config = config_loader.load(args.config, files=(), init=False)
   mesh = mesh_lib.make_mesh(args.devices)

@@ -10,13 +10,13 @@ import os
 import time
 
 from vvt.cli import common
-from vvt.cli import config as config_lib
-from vvt.train import defaults
+from vvt.config import loader as config_lib
+from vvt.config import schema
 
 
 def _demo(argv):
   p = common.Parser('vvt demo', __doc__, config=True)
-  p.add_argument('--data_dir', default=defaults.SYNTHETIC_DIR, help='synthetic dataset directory')
+  p.add_argument('--data_dir', default=schema.SYNTHETIC_DIR, help='synthetic dataset directory')
   p.add_argument('--workdir', default='runs/demo', help='run directory')
   p.add_argument('--data_only', action='store_true', help='only write the dataset')
   args, spec, overrides = common.parse(p, argv)

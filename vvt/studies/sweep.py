@@ -16,7 +16,7 @@ which then appear in the trial's name by their label only). A field is always it
 `'model.attention'`, in every helper.
 
 Every trial is applied to the base config with the same loader as `--config.a.b=VALUE`
-(`vvt.cli.config.load`), so values are given as Python values (`'divided'`, `(1, 8, 8)`, `0.1`) and turned
+(`vvt.config.loader.load`), so values are given as Python values (`'divided'`, `(1, 8, 8)`, `0.1`) and turned
 into that syntax by `raw_value`. A trial's name comes from its overrides (`trial_name`): readable, stable
 across runs (the same overrides always give the same name) and safe as a directory name.
 Nothing here imports JAX.
@@ -180,7 +180,7 @@ class Trial:
   labels: dict = dataclasses.field(default_factory=dict)
 
   def raw_overrides(self) -> list[tuple[str, str]]:
-    """[(field path, command-line text)] for `vvt.cli.config.load` / `--config.a.b=TEXT`."""
+    """[(field path, command-line text)] for `vvt.config.loader.load` / `--config.a.b=TEXT`."""
     return [(k, raw_value(v)) for k, v in self.overrides.items()]
 
 

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vvt.config.schema import OPTIMIZERS, SCHEDULES
 from vvt.models import layout
 
 NO_DECAY_NAME_PARTS = ('embedding', 'cls')
@@ -62,9 +63,8 @@ def make_schedule(schedule_cfg, total_steps: int,
   base = float(schedule_cfg.base_lr)
   end = float(schedule_cfg.end_lr)
   warm = warmup_steps(schedule_cfg, steps_per_epoch)
-  if name not in ('cosine', 'step', 'constant'):
-    raise ValueError(f"schedule.name: unknown schedule {name!r}; "
-                     "expected 'cosine', 'step' or 'constant'")
+  if name not in SCHEDULES:
+    raise ValueError(f'schedule.name: unknown schedule {name!r}; expected one of {SCHEDULES}')
   if warm < 0 or (total_steps > 0 and warm >= total_steps and name == 'cosine'):
     raise ValueError(f'schedule: warmup of {warm} steps does not fit in '
                      f'{total_steps} training steps')
@@ -111,6 +111,5 @@ def make_optimizer(optimizer_cfg, schedule) -> optax.GradientTransformation:
                              eps=optimizer_cfg.eps, weight_decay=wd,
                              mask=weight_decay_mask))
   else:
-    raise ValueError(f"optimizer.name: unknown optimiser {name!r}; "
-                     "expected 'sgd' or 'adamw'")
+    raise ValueError(f'optimizer.name: unknown optimiser {name!r}; expected one of {OPTIMIZERS}')
   return optax.chain(*chain)

@@ -35,14 +35,13 @@ from typing import Any, Callable, Optional
 import jax
 import orbax.checkpoint as ocp
 
+from vvt.config import resume, run_file, validation
 from vvt.data import patterns as data_patterns
 from vvt.train import checkpoints
 from vvt.train import evaluate as evaluate_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
-from vvt.train import run_config
 from vvt.train import state as state_lib
-from vvt.train import validation
 from vvt.train.program import Program, build_program
 
 
@@ -175,7 +174,7 @@ def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
   """Before resuming a training state: the changes from WORKDIR/config.json (see run_config)."""
   if latest_kind(run) != 'train_state':
     return []
-  return run_config.check_resume(run_config.load_saved(run.workdir), run.config,
+  return resume.check_resume(run_file.load_saved(run.workdir), run.config,
                                  allow_config_change=allow_config_change, log=run.log)
 
 
@@ -470,7 +469,7 @@ def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_chan
     program = make_program(run)
     state, data_position = restore_or_init(run, program)
     if run.is_chief:
-      run_config.write(run.workdir, config)
+      run_file.write(run.workdir, config)
     log_start(run, program, state)
     writers = metrics_lib.make_writers(run.workdir, run.is_chief)
     state, step, stopped = train_loop(run, program, writers, state, data_position, stop_after_step,
