@@ -19,8 +19,10 @@ A run config is an `ml_collections.ConfigDict`:
   checkpoint   every_steps, keep
   log_every_steps
   mesh         axes ({'data': -1, 'fsdp': 8} or (name, size) pairs; -1 = the rest), rules
-               ((regex, spec) pairs before the default FSDP strategy), fsdp_min_size (elements),
-               num_devices (-1 = all): vvt.config.sharding, vvt.train.mesh and vvt.train.sharding
+               ((regex, spec) pairs before the default FSDP strategy), logical_rules ((logical name,
+               mesh axes) pairs: what the batch, heads, MLP units ... are sharded over; None = the
+               models' DEFAULT_RULES), fsdp_min_size (elements), num_devices (-1 = all):
+               vvt.config.sharding, vvt.train.mesh and vvt.train.sharding
   distributed  initialize, coordinator_address, num_processes, process_id
   init_from    None or a section (`init_from_config`; fields: vvt.convert.init_options)
   runlocal     True: shrink any config to a few-minute CPU run on the synthetic data (vvt.config.runlocal)
@@ -81,6 +83,8 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.mesh = ml_collections.ConfigDict(dict(
       axes=flexible(sharding.DEFAULT_AXES),   # dict or (name, size) pairs in mesh order: vvt.config.sharding
       rules=flexible(()),                     # ((regex, spec), ...) first match wins: vvt.config.sharding
+      logical_rules=flexible(None),           # (('batch', ('data',)), ('heads', ()), ...) over vvt.models.axes'
+                                              # DEFAULT_RULES (None: those): vvt.config.sharding
       fsdp_min_size=sharding.DEFAULT_MIN_SIZE,  # parameters with fewer elements stay replicated
       num_devices=-1))                        # use the first N devices (-1 = all)
   c.distributed = ml_collections.ConfigDict(dict(

@@ -1,7 +1,16 @@
-"""`config.mesh` without JAX: the mesh axes, the sharding rules, and the partition spec of every parameter.
+"""`config.mesh` without JAX: the mesh axes, the logical axis rules, the sharding rules, and the partition spec of
+every parameter.
 
   axes = resolve_axes(config.mesh.axes, num_devices)      # (('data', 4), ('fsdp', 8), ('model', 1))
-  specs = param_specs({path: shape}, dict(axes), rules=config.mesh.rules, min_size=config.mesh.fsdp_min_size)
+  logical = logical_rules_of(config.mesh)                 # (('batch', ('data', 'fsdp')), ('heads', ('model',)), ...)
+  specs = param_specs({path: shape}, dict(axes), rules=config.mesh.rules, min_size=config.mesh.fsdp_min_size,
+                      logical_rules=logical)
+
+`config.mesh.logical_rules` maps the models' logical axis names (`vvt.models.axes`: batch, heads, head_dim, embed,
+mlp) to mesh axes, as MaxText's `logical_axis_rules`: (logical name, mesh axes) pairs, the mesh axes a tuple of
+'data' / 'fsdp' / 'model' (a single name, or () / None for unsharded); names not given keep the models'
+`DEFAULT_RULES` (batch over data and fsdp, heads and MLP units over model). They decide the batch's axes
+(`data_axes`), the tensor-parallel specs (`tensor_parallel`) and what the models shard when traced.
 
 A parameter's path is its keys joined by '/', e.g. `encoder/layers/block_0/mlp/Dense_0/kernel`.
 Its spec is, in order:
@@ -14,28 +23,30 @@ Its spec is, in order:
                                   name, or a tuple of axis names
    (for the layers stacked by `model.scan_layers`, `.../blocks/block/...` of shape (L, *shape), the
    spec is one layer's: the layer axis is left whole)
-2. otherwise the defaults: `TENSOR_PARALLEL` (heads and MLP units over `model`, when `model` > 1
-   and the dimension divides), then FSDP: a parameter of at least `fsdp_min_size` elements gets its
-   largest free dimension divisible by the `fsdp` size sharded over `fsdp` (big_vision's strategy);
-   smaller ones (biases, norms) stay replicated.
+2. otherwise the defaults: tensor parallelism (`tensor_parallel` of the logical rules; by default
+   `TENSOR_PARALLEL`: heads and MLP units over `model`), where it shards over an axis of > 1 device
+   and the dimension divides, then FSDP: a parameter of at least `fsdp_min_size` elements gets its
+   largest free dimension divisible by the `fsdp` size sharded over `fsdp` (big_vision's strategy;
+   not when the first already shards it over `fsdp`); smaller ones (biases, norms) stay replicated.
 
 Optimiser-state leaves follow their parameter (`follow`): a leaf whose path ends with a parameter's path and
 has its shape takes its spec (momentum, Adam's mu / nu); the others (counts, scalars) are replicated.
 Rule errors (a rule that matches no parameter, a spec that names an unknown axis, that does not divide the
 dimension, or has more entries than dimensions) raise `ConfigError` naming `mesh.rules[i]` before anything
-compiles; the config loader checks the axes and the rules' form at once (`axes_of`, `resolve_axes`,
-`check_rules`). `vvt.train.sharding` turns the specs into NamedShardings of a JAX mesh.
+compiles; the config loader checks the axes, the rules' form and the logical rules at once (`axes_of`,
+`resolve_axes`, `check_rules`, `check_logical_rules`). `vvt.train.sharding` turns the specs into NamedShardings of a JAX mesh.
 """
 import math
 import re
 from typing import Any, Mapping, Optional, Sequence
 
+from vvt.config import paths
 from vvt.config.errors import ConfigError
 from vvt.models import axes as logical_axes
 
 DATA_AXIS, FSDP_AXIS, MODEL_AXIS = 'data', 'fsdp', 'model'
 AXES = (DATA_AXIS, FSDP_AXIS, MODEL_AXIS)
-DATA_AXES = logical_axes.BATCH_AXES  # the batch is sharded over these (the models' `batch` rule)
+DATA_AXES = logical_axes.BATCH_AXES  # the batch is sharded over these by default (the models' `batch` rule)
 DEFAULT_AXES = ((DATA_AXIS, -1),)
 DEFAULT_MIN_SIZE = 2 ** 18
 REPLICATE, FSDP = 'replicate', 'fsdp'
@@ -97,15 +108,93 @@ def resolve_axes(value: Any, num_devices: int) -> tuple[tuple[str, int], ...]:
   return pairs + tuple((a, 1) for a in AXES if a not in names)
 
 
-def data_size(axes: Sequence[tuple[str, int]]) -> int:
-  """The number of batch shards: the product of the data-like axes (`data`, `fsdp`); -1 counts 1."""
-  return math.prod(size for name, size in axes if name in DATA_AXES and size != -1)
+def data_axes(logical_rules: Sequence = logical_axes.DEFAULT_RULES) -> tuple[str, ...]:
+  """The mesh axes the batch is sharded over under `logical_rules` (their `batch`; by default DATA_AXES)."""
+  return logical_axes.mesh_axes(logical_axes.BATCH, logical_rules)
 
 
-# Megatron-style tensor parallelism of vvt's attention and MLP blocks over `model`: the parameters' logical
-# axes (`vvt.models.axes.PARAM_AXES`: heads and MLP units) under the models' rules, e.g. q/k/v kernels
-# (D, heads, head_dim) -> (None, 'model', None). Applied where the dimension divides.
-TENSOR_PARALLEL = tuple((pattern, logical_axes.mesh_spec(names)) for pattern, names in logical_axes.PARAM_AXES)
+def data_size(axes: Sequence[tuple[str, int]], logical_rules: Sequence = logical_axes.DEFAULT_RULES) -> int:
+  """The number of batch shards: the product of the batch's axes (`data_axes`; by default `data`, `fsdp`);
+  -1 counts 1."""
+  batch = data_axes(logical_rules)
+  return math.prod(size for name, size in axes if name in batch and size != -1)
+
+
+def tensor_parallel(logical_rules: Sequence = logical_axes.DEFAULT_RULES) -> tuple:
+  """((path regex, spec), ...): the parameters' logical axes (`vvt.models.axes.PARAM_AXES`) under
+  `logical_rules`."""
+  return tuple((pattern, logical_axes.mesh_spec(names, logical_rules)) for pattern, names in logical_axes.PARAM_AXES)
+
+
+# Megatron-style tensor parallelism of vvt's attention and MLP blocks over `model` under the models' rules, e.g.
+# q/k/v kernels (D, heads, head_dim) -> (None, 'model', None). Applied where the dimension divides.
+TENSOR_PARALLEL = tensor_parallel()
+
+
+# ----------------------------------------------------------------------------- logical axis rules
+
+
+def logical_rules_of(mesh_cfg) -> tuple:
+  """The logical axis rules of `config.mesh` (its `logical_rules`, checked; DEFAULT_RULES without)."""
+  return check_logical_rules(None if mesh_cfg is None else mesh_cfg.get('logical_rules'))
+
+
+def check_logical_rules(value: Any) -> tuple:
+  """`mesh.logical_rules` -> every logical axis with its mesh axes, ((name, (axis, ...)), ...) in the order of
+  `DEFAULT_RULES`, whose values the names not given keep; None or (): DEFAULT_RULES.
+
+  Raises MeshError naming `mesh.logical_rules[i]` for a malformed entry, an unknown logical name or mesh axis, a
+  name given twice, or a mesh axis that would shard two dimensions of one array.
+  """
+  if value is None:
+    return logical_axes.DEFAULT_RULES
+  if not isinstance(value, (tuple, list)):
+    raise MeshError(f"mesh.logical_rules must be (logical name, mesh axes) pairs such as "
+                    f"(('batch', ('data',)), ('heads', ())), got {value!r}")
+  given, index = {}, {}
+  for i, entry in enumerate(value):
+    name, axes = _logical_rule(f'mesh.logical_rules[{i}]', entry)
+    if name in given:
+      raise MeshError(f'mesh.logical_rules[{i}]: {name!r} is given twice (also mesh.logical_rules[{index[name]}])')
+    given[name], index[name] = axes, i
+  rules = logical_axes.with_defaults(tuple(given.items()))
+  _check_no_shared_axis(rules, index)
+  return rules
+
+
+def _logical_rule(where: str, entry) -> tuple:
+  """One entry -> (logical name, mesh axes tuple); MeshError naming `where`."""
+  if not isinstance(entry, (tuple, list)) or len(entry) != 2 or not isinstance(entry[0], str):
+    raise MeshError(f"{where} must be a (logical name, mesh axes) pair such as ('heads', ('model',)), got {entry!r}")
+  name, axes = entry
+  if name not in logical_axes.LOGICAL_AXES:
+    raise MeshError(f'{where}: unknown logical axis {name!r}{paths.hint(name, logical_axes.LOGICAL_AXES)} '
+                    f'(known: {", ".join(logical_axes.LOGICAL_AXES)})')
+  if axes is not None and not isinstance(axes, (str, tuple, list)):
+    raise MeshError(f"{where}: the mesh axes of {name!r} must be a tuple of axis names, one name or () / None, "
+                    f'got {axes!r}')
+  axes = logical_axes.as_mesh_axes(axes)
+  for axis in axes:
+    if axis not in AXES:
+      raise MeshError(f'{where}: unknown mesh axis {axis!r} for {name!r} (known axes: {", ".join(AXES)})')
+  if len(set(axes)) != len(axes):
+    raise MeshError(f'{where}: {name!r} names a mesh axis twice: {axes!r}')
+  return name, axes
+
+
+def _check_no_shared_axis(rules: tuple, index: Mapping[str, int]) -> None:
+  """No mesh axis shards two dimensions of one array: a parameter of PARAM_AXES or the attention's operands."""
+  arrays = [names for _, names in logical_axes.PARAM_AXES] + [logical_axes.OPERAND_AXES]
+  axes_of_name = dict(rules)
+  for names in arrays:
+    owner = {}
+    for name in names:
+      for axis in axes_of_name[name]:
+        other = owner.setdefault(axis, name)
+        if other != name:
+          i = max(index.get(name, -1), index.get(other, -1))  # the defaults share no axis: one was given
+          raise MeshError(f'mesh.logical_rules[{i}]: {other!r} and {name!r} would both be sharded over mesh axis '
+                          f'{axis!r} in one array of logical axes {names}; map them to different axes')
 
 
 # ----------------------------------------------------------------------------- rules
@@ -159,10 +248,11 @@ def _size(entry, sizes) -> int:
 
 
 def fsdp_spec(shape: Sequence[int], sizes: Mapping[str, int], base: Optional[tuple] = None) -> tuple:
-  """`base` (default all None) with the largest free dimension divisible by `fsdp` sharded over it."""
+  """`base` (default all None) with the largest free dimension divisible by `fsdp` sharded over it (unless `base`
+  already shards one over `fsdp`)."""
   spec = list(base or ()) + [None] * (len(shape) - len(base or ()))
   n = sizes.get(FSDP_AXIS, 1)
-  if n <= 1:
+  if n <= 1 or any(FSDP_AXIS in _entry_axes(e) for e in spec):
     return tuple(spec)
   free = [d for d in range(len(shape)) if spec[d] is None and shape[d] % n == 0]
   if free:
@@ -177,22 +267,24 @@ def fsdp_spec(shape: Sequence[int], sizes: Mapping[str, int], base: Optional[tup
 STACKED_LAYERS = re.compile(r'(^|/)blocks/block/')
 
 
-def default_spec(path: str, shape: Sequence[int], sizes: Mapping[str, int], min_size: int) -> tuple:
-  """Tensor parallelism where it applies, then FSDP for parameters of >= `min_size` elements.
+def default_spec(path: str, shape: Sequence[int], sizes: Mapping[str, int], min_size: int,
+                 tensor_specs: Sequence = TENSOR_PARALLEL) -> tuple:
+  """Tensor parallelism (`tensor_specs`: those of `tensor_parallel`) where it applies, then FSDP for parameters
+  of >= `min_size` elements.
 
   For stacked layers (STACKED_LAYERS) the rules apply to one layer's shape, the layer axis unsharded;
   `min_size` counts the whole stack (what a device would hold).
   """
   if STACKED_LAYERS.search(path) and len(shape) > 1:
     per_layer = default_spec(STACKED_LAYERS.sub(r'\1', path), shape[1:], sizes,
-                             max(1, -(-min_size // shape[0])))
+                             max(1, -(-min_size // shape[0])), tensor_specs)
     return (None,) + tuple(per_layer)
   base = None
-  if sizes.get(MODEL_AXIS, 1) > 1:
-    for pattern, spec in TENSOR_PARALLEL:
-      if re.search(pattern, path) and len(spec) == len(shape) and _divides(shape, spec, sizes):
-        base = spec
-        break
+  for pattern, spec in tensor_specs:
+    if (re.search(pattern, path) and len(spec) == len(shape) and any(_size(e, sizes) > 1 for e in spec)
+        and _divides(shape, spec, sizes)):
+      base = spec
+      break
   size = 1
   for s in shape:
     size *= s
@@ -202,19 +294,21 @@ def default_spec(path: str, shape: Sequence[int], sizes: Mapping[str, int], min_
 
 
 def param_specs(shapes: Mapping[str, tuple], sizes: Mapping[str, int], rules: Any = (),
-                min_size: int = DEFAULT_MIN_SIZE) -> dict:
+                min_size: int = DEFAULT_MIN_SIZE, logical_rules: Sequence = logical_axes.DEFAULT_RULES) -> dict:
   """{path: spec tuple} of every parameter, from {path: shape}; see the module doc.
 
-  `sizes`: {axis: size} of the mesh. Raises ConfigError for a bad rule (naming `mesh.rules[i]`).
+  `sizes`: {axis: size} of the mesh; `logical_rules`: those of `logical_rules_of` (the tensor-parallel specs).
+  Raises ConfigError for a bad rule (naming `mesh.rules[i]`).
   """
   compiled = check_rules(rules)
+  tensor_specs = tensor_parallel(logical_rules)
   used = [False] * len(compiled)
   out = {}
   paths = {p: tuple(s) for p, s in shapes.items()}
   for path, shape in paths.items():
     i = next((i for i, (regex, _) in enumerate(compiled) if regex.search(path)), None)
     if i is None:
-      out[path] = tuple(default_spec(path, shape, sizes, min_size))
+      out[path] = tuple(default_spec(path, shape, sizes, min_size, tensor_specs))
     else:
       used[i] = True
       out[path] = _rule_spec(f'mesh.rules[{i}]', compiled[i][1], path, shape, sizes)

@@ -227,17 +227,20 @@ def _check_data(d, image_size):
 
 
 def _check_mesh(mesh_cfg, num_devices):
-  """`mesh.axes` and `mesh.rules` well formed and, with `num_devices`, dividing the devices.
+  """`mesh.axes`, `mesh.rules` and `mesh.logical_rules` well formed and, with `num_devices`, dividing the devices.
 
-  Returns (number of batch shards, what they are) for the batch checks.
+  Returns (number of batch shards, what they are) for the batch checks: the batch's mesh axes are those of the
+  logical rules' `batch`.
   """
   axes = sharding.axes_of(mesh_cfg.axes)
   if num_devices is not None:
     axes = sharding.resolve_axes(axes, num_devices)
   _check_rules(mesh_cfg.rules)
-  data = [(k, v) for k, v in axes if k in sharding.DATA_AXES and v != -1]
+  logical = sharding.logical_rules_of(mesh_cfg)
+  batch_axes = sharding.data_axes(logical)
+  data = [(k, v) for k, v in axes if k in batch_axes and v != -1]
   what = ' x '.join(f'{k}={v}' for k, v in data) or 'data=1'
-  return sharding.data_size(data), f'data axes of the mesh ({what})'
+  return sharding.data_size(data, logical), f'data axes of the mesh ({what})'
 
 
 def _check_rules(rules):

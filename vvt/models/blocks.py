@@ -18,8 +18,9 @@ import jax
 import jax.numpy as jnp
 
 from vvt.models import schemes
-# BATCH_AXES (re-exported): the mesh axes of logical `batch` (vvt/models/axes.py), those a trainer shards the batch
-# over. The model names no mesh: it reads the one its caller traces it under.
+# BATCH_AXES (re-exported): the default mesh axes of logical `batch` (vvt/models/axes.py), those a trainer shards the
+# batch over unless a run's rules say otherwise. The model names no mesh: it reads the one its caller traces it
+# under, and the logical axis rules active then (`axes.axis_rules`).
 from vvt.models.attention import MultiHeadAttention
 from vvt.models.axes import BATCH_AXES  # noqa: F401
 from vvt.models.kernels import traced_batch_axes

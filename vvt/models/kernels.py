@@ -369,8 +369,8 @@ def splash_attention(q, k, v, *, interpret: bool = False):
 def _splash_spec(groups: int, heads: int):
   """The PartitionSpec of splash's (G, H, L, d_h) operands under the mesh the step is traced with
   (`jax.sharding.use_abstract_mesh`, as vvt's steps do): G over the mesh axes of logical `batch` (G is B or
-  B x groups, batch-major), H over those of `heads` (tensor-parallel heads), where they divide; None without a
-  mesh of > 1 device."""
+  B x groups, batch-major), H over those of `heads` (tensor-parallel heads), by the active logical axis rules
+  (`axes.axis_rules`), where they divide; None without a mesh of > 1 device."""
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty or mesh.size <= 1:
     return None
@@ -380,6 +380,7 @@ def _splash_spec(groups: int, heads: int):
 
 
 def traced_batch_axes(size: int) -> tuple[str, ...]:
-  """The mesh axes of logical `batch` (BATCH_AXES, those of > 1 device) that shard a leading axis of `size` under
-  the mesh the caller is traced with; () without a mesh or when they do not divide (`axes.traced_axes`)."""
+  """The mesh axes of logical `batch` (under the active rules, `axes.axis_rules`; by default BATCH_AXES), those of
+  > 1 device, that shard a leading axis of `size` under the mesh the caller is traced with; () without a mesh or
+  when they do not divide (`axes.traced_axes`)."""
   return axes.traced_axes(axes.BATCH, size)

@@ -204,7 +204,8 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
     progress = bool(log) and jax.process_index() == 0
   bar = _progress(len(it), progress, f'eval {split} {protocol(config)}')
   try:
-    n_batches = _aggregate(eval_step, params, it, mesh, batch_size, agg, on_batch=lambda: bar.update(1))
+    n_batches = _aggregate(eval_step, params, it, mesh, batch_size, agg, on_batch=lambda: bar.update(1),
+                           rules=mesh_lib.logical_rules_of(config.get('mesh')))
   finally:
     bar.close()
   if jax.process_index() == 0:
@@ -219,8 +220,9 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
 
 
 def _aggregate(eval_step, params, batches, mesh, batch_size: int, agg: MultiViewAggregator,
-               on_batch=lambda: None) -> int:
-  """Runs `eval_step` over `batches` (per-host numpy) into `agg`; returns the number of batches.
+               on_batch=lambda: None, rules=None) -> int:
+  """Runs `eval_step` over `batches` (per-host numpy, placed by the logical axis rules `rules`) into `agg`;
+  returns the number of batches.
 
   Each batch's scores are read while the next one runs (dispatch is asynchronous).
   """
@@ -237,7 +239,7 @@ def _aggregate(eval_step, params, batches, mesh, batch_size: int, agg: MultiView
 
   pending, n_batches = None, 0
   for batch in batches:
-    out = eval_step(params, mesh_lib.global_batch(batch, mesh, batch_size))  # dispatched asynchronously
+    out = eval_step(params, mesh_lib.global_batch(batch, mesh, batch_size, rules))  # dispatched asynchronously
     if pending is not None:
       consume(pending)
     pending = out

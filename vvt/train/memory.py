@@ -246,8 +246,8 @@ def abstract_batch(program, batch_size: int, eval_step: bool = False) -> dict:
   """The step's batch as sharded ShapeDtypeStructs: uint8 pixels (B, T, S, S, 3), labels per head, mask."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from vvt.train import losses, mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-  sharding = mesh_lib.batch_sharding(program.mesh)
+  from vvt.train import losses  # pylint: disable=g-import-not-at-top
+  sharding = program.batch_sharding
   s, t = program.clip.image_size, program.clip.num_frames
 
   def spec(shape, dtype):

@@ -2,7 +2,7 @@
 
   axes = resolve_axes(config.mesh.axes, num_devices)    # (('data', 4), ('fsdp', 8), ('model', 1))
   mesh = make_mesh(config.mesh)                         # jax.make_mesh: axes follow the topology
-  batch_sharding(mesh)                                  # P(('data', 'fsdp')): every data-like axis
+  batch_sharding(mesh, rules)                           # P(('data', 'fsdp')): the axes of logical `batch`
 
 `config.mesh.axes` names the axes and their sizes, as a dict `{'data': -1, 'fsdp': 8}` or a tuple
 of (name, size) pairs, in mesh order (the last axis is the fastest-varying, i.e. the nearest devices:
@@ -13,6 +13,9 @@ put `model`, then `fsdp`, last). `-1` = the devices the other axes leave. Known 
   model   params sharded over heads and MLP units (tensor parallelism); the batch is replicated
 
 Axes not named have size 1 and are still in the mesh, so rules and specs may always name all three.
+`config.mesh.logical_rules` may map the models' logical axes otherwise (`vvt.config.sharding`), e.g. the batch
+over `data` only; the batch functions below take those rules (`rules`: complete (name, mesh axes) pairs, as
+`logical_rules_of` gives them; None: the active ones, `vvt.models.axes.axis_rules`, by default the models').
 `mesh.num_devices` (-1 = all) uses only the first N devices. Each process feeds only its own rows;
 the global array is built with `jax.make_array_from_process_local_data`, so the same config runs on
 1 CPU device, 8 forced host devices, several hosts and a pod.
@@ -24,12 +27,14 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from vvt.models import axes as logical_axes
 from vvt.train import sharding as sharding_lib
 
 DATA_AXIS, FSDP_AXIS, MODEL_AXIS = sharding_lib.DATA_AXIS, sharding_lib.FSDP_AXIS, sharding_lib.MODEL_AXIS
 AXES, DATA_AXES = sharding_lib.AXES, sharding_lib.DATA_AXES
 MeshError = sharding_lib.MeshError
 resolve_axes = sharding_lib.resolve_axes
+logical_rules_of = sharding_lib.logical_rules_of
 
 
 def maybe_initialize_distributed(dist_cfg) -> None:
@@ -93,23 +98,25 @@ def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
-def batch_axes(mesh: Mesh) -> tuple:
-  """The mesh axes the batch dimension is sharded over (the data-like ones)."""
-  return tuple(a for a in mesh.axis_names if a in DATA_AXES)
+def batch_axes(mesh: Mesh, rules=None) -> tuple:
+  """The mesh axes the batch dimension is sharded over: those of logical `batch` under `rules` (None: the active
+  rules; by default ('data', 'fsdp')), in mesh order."""
+  wanted = logical_axes.mesh_axes(logical_axes.BATCH, rules)
+  return tuple(a for a in mesh.axis_names if a in wanted)
 
 
-def batch_spec(mesh: Mesh, leading: int = 0) -> P:
-  """P(None * leading, ('data', 'fsdp')): the batch dimension after `leading` dimensions."""
-  return P(*([None] * leading), batch_axes(mesh))
+def batch_spec(mesh: Mesh, leading: int = 0, rules=None) -> P:
+  """P(None * leading, ('data', 'fsdp')): the batch dimension after `leading` dimensions (`batch_axes`)."""
+  return P(*([None] * leading), batch_axes(mesh, rules))
 
 
-def batch_sharding(mesh: Mesh) -> NamedSharding:
-  return NamedSharding(mesh, batch_spec(mesh))
+def batch_sharding(mesh: Mesh, rules=None) -> NamedSharding:
+  return NamedSharding(mesh, batch_spec(mesh, rules=rules))
 
 
-def global_batch(batch: dict, mesh: Mesh, global_batch_size: int) -> dict:
-  """Per-host numpy batch -> dict of global jax.Arrays sharded over the data-like axes."""
-  sharding = batch_sharding(mesh)
+def global_batch(batch: dict, mesh: Mesh, global_batch_size: int, rules=None) -> dict:
+  """Per-host numpy batch -> dict of global jax.Arrays sharded over the batch's axes (`batch_axes`)."""
+  sharding = batch_sharding(mesh, rules)
   out = {}
   for key, value in batch.items():
     value = np.asarray(value)

@@ -7,7 +7,9 @@
   program.abstract_params(), program.abstract_state(), program.init_state(rng)
 
 The run config is read here, once: the model (`vvt.models.build(config.model, backend=platform)`), the
-input clip (`model_state.ClipShape`), the shardings of `config.mesh`'s rules on `mesh`, the steps'
+input clip (`model_state.ClipShape`), the logical axis rules of `config.mesh.logical_rules` (what the batch,
+heads and MLP units are sharded over: the batch's sharding, the tensor-parallel specs, and the rules the steps are
+traced under, whenever jax traces them), the shardings of `config.mesh`'s rules on `mesh`, the steps'
 settings (`steps.TrainSettings` / `steps.EvalSettings`) and, for training, the optimiser and its schedule
 over `steps_per_epoch = ceil(num_train_videos / batch_size)` and `total_steps` (`num_train_steps` when
 set, else `num_epochs` epochs). The jitted steps compile on their first call (or `.lower(...).compile()`).
@@ -18,6 +20,7 @@ from typing import Any, Callable, Optional
 
 import jax
 
+from vvt.train import mesh as mesh_lib
 from vvt.train import model_state
 from vvt.train import optimizers
 from vvt.train import state as state_lib
@@ -45,7 +48,13 @@ class Program:
   param_shardings: Any      # params of NamedSharding (config.mesh rules)
   eval_settings: steps_lib.EvalSettings
   eval_step: Callable       # jitted (params, batch) -> (scores, passthrough)
+  logical_rules: tuple      # config.mesh.logical_rules, complete: ((logical name, mesh axes), ...)
   training: Optional[Training] = None
+
+  @property
+  def batch_sharding(self) -> jax.sharding.NamedSharding:
+    """The steps' batch sharding: the batch dimension over the axes of logical `batch` (`logical_rules`)."""
+    return mesh_lib.batch_sharding(self.mesh, self.logical_rules)
 
   def _training(self) -> Training:
     if self.training is None:
@@ -95,7 +104,8 @@ def build_training(config, module, clip: model_state.ClipShape, mesh, num_train_
   shardings = model_state.state_shardings(module, config, tx, mesh)  # rule errors: here
   settings = steps_lib.TrainSettings.of(config)
   step = steps_lib.jit_train_step(
-      steps_lib.train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings)
+      steps_lib.train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings,
+      settings.logical_rules)
   return Training(tx=tx, schedule=schedule, num_train_videos=int(num_train_videos), steps_per_epoch=epoch_steps,
                   total_steps=total, shardings=shardings, step=step)
 
@@ -117,6 +127,8 @@ def build_program(config, mesh, *, num_train_videos: Optional[int] = None,
   else:
     param_shardings = model_state.param_shardings(module, config, mesh)  # rule errors: here
   eval_settings = steps_lib.EvalSettings.of(config)
-  eval_step = steps_lib.jit_eval_step(steps_lib.eval_step_fn(module, eval_settings), mesh, param_shardings)
+  eval_step = steps_lib.jit_eval_step(steps_lib.eval_step_fn(module, eval_settings), mesh, param_shardings,
+                                      eval_settings.logical_rules)
   return Program(module=module, mesh=mesh, clip=clip, param_shardings=param_shardings,
-                 eval_settings=eval_settings, eval_step=eval_step, training=training)
+                 eval_settings=eval_settings, eval_step=eval_step, logical_rules=eval_settings.logical_rules,
+                 training=training)

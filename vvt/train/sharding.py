@@ -1,4 +1,5 @@
-"""Parameter and optimiser-state shardings of a JAX mesh, from the specs of `config.mesh` (vvt.config.sharding).
+"""Parameter and optimiser-state shardings of a JAX mesh, from the specs of `config.mesh` (vvt.config.sharding:
+its rules, fsdp_min_size and logical axis rules).
 
   shardings = state_shardings(abstract_state, mesh, config.mesh)   # TrainState of NamedSharding
   params_shardings = param_shardings(params, mesh, config.mesh)
@@ -14,8 +15,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from vvt.config.errors import ConfigError  # noqa: F401  pylint: disable=unused-import
 from vvt.config.sharding import (  # noqa: F401  pylint: disable=unused-import
     AXES, DATA_AXES, DATA_AXIS, DEFAULT_AXES, DEFAULT_MIN_SIZE, FSDP, FSDP_AXIS, MODEL_AXIS, REPLICATE,
-    STACKED_LAYERS, TENSOR_PARALLEL, MeshError, axes_of, check_rules, data_size, default_spec, follow,
-    fsdp_spec, param_specs, resolve_axes)
+    STACKED_LAYERS, TENSOR_PARALLEL, MeshError, axes_of, check_logical_rules, check_rules, data_axes, data_size,
+    default_spec, follow, fsdp_spec, logical_rules_of, param_specs, resolve_axes, tensor_parallel)
 
 
 def path_str(path) -> str:
@@ -28,10 +29,13 @@ def flat_shapes(tree) -> dict:
   return {path_str(p): tuple(x.shape) for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
-def _options(mesh_cfg) -> tuple:
+def _options(mesh_cfg) -> dict:
+  """param_specs' options of `config.mesh`: its rules, fsdp_min_size and logical rules."""
+  logical_rules = logical_rules_of(mesh_cfg)
   if mesh_cfg is None:
-    return (), DEFAULT_MIN_SIZE
-  return mesh_cfg.get('rules', ()) or (), int(mesh_cfg.get('fsdp_min_size', DEFAULT_MIN_SIZE))
+    return dict(rules=(), min_size=DEFAULT_MIN_SIZE, logical_rules=logical_rules)
+  return dict(rules=mesh_cfg.get('rules', ()) or (), min_size=int(mesh_cfg.get('fsdp_min_size', DEFAULT_MIN_SIZE)),
+              logical_rules=logical_rules)
 
 
 def tree_shardings(tree, mesh, specs: Mapping[str, tuple]) -> Any:
@@ -46,15 +50,13 @@ def mesh_sizes(mesh) -> dict:
 
 def param_shardings(params, mesh, mesh_cfg=None) -> Any:
   """NamedShardings of `params` (a pytree of arrays or shapes) on `mesh` by `config.mesh`'s rules."""
-  rules, min_size = _options(mesh_cfg)
-  specs = param_specs(flat_shapes(params), mesh_sizes(mesh), rules, min_size)
+  specs = param_specs(flat_shapes(params), mesh_sizes(mesh), **_options(mesh_cfg))
   return tree_shardings(params, mesh, specs)
 
 
 def state_shardings(abstract_state, mesh, mesh_cfg=None) -> Any:
   """A TrainState of NamedShardings: params by the rules, opt state following them, the rest replicated."""
-  rules, min_size = _options(mesh_cfg)
-  specs = param_specs(flat_shapes(abstract_state.params), mesh_sizes(mesh), rules, min_size)
+  specs = param_specs(flat_shapes(abstract_state.params), mesh_sizes(mesh), **_options(mesh_cfg))
   rep = NamedSharding(mesh, P())
   return abstract_state.replace(
       step=rep, rng=rep, params=tree_shardings(abstract_state.params, mesh, specs),

@@ -3,7 +3,9 @@
 The state is sharded by `config.mesh`'s rules (`vvt.train.sharding`: replicated on a `data`-only
 mesh, FSDP over `fsdp`, heads / MLP over `model`), the batch over the data-like axes; XLA inserts
 the all-gathers of sharded params and the reduce-scatter / all-reduce of the gradients, which are
-constrained to their parameters' shardings. Batches carry uint8 pixels; both steps
+constrained to their parameters' shardings. The run's logical axis rules (`config.mesh.logical_rules`: what the
+batch, heads and MLP units are sharded over) place the batch and are active while the steps are traced
+(`traced_under`), where the models read them. Batches carry uint8 pixels; both steps
 normalise them on the device (`vvt.data.normalization`). Per-step randomness is
 `fold_in(state.rng, state.step)`, so a resumed run draws exactly the same
 dropout / stochastic-depth / mixup masks as an uninterrupted one.
@@ -22,6 +24,7 @@ from clu import metrics as clu_metrics
 from jax.sharding import NamedSharding
 
 from vvt.data import normalization
+from vvt.models import axes as logical_axes
 from vvt.train import losses
 from vvt.train import mesh as mesh_lib
 from vvt.train import model_state
@@ -49,13 +52,14 @@ class EvalSettings:
   heads: Mapping[str, int]  # {head: num_classes}, '' for a single head
   normalization: str        # dataset.normalization of the uint8 pixels
   average: str              # eval.average: 'logits' | 'softmax' (the scores returned)
+  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (mesh_lib.logical_rules_of)
 
   @classmethod
   def of(cls, config) -> 'EvalSettings':
     if isinstance(config, cls):
       return config
     return cls(heads=heads_of(config.model), normalization=str(config.dataset.normalization),
-               average=str(config.eval.average))
+               average=str(config.eval.average), logical_rules=mesh_lib.logical_rules_of(config.get('mesh')))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +72,7 @@ class TrainSettings:
   mixup_alpha: float        # loss.mixup_alpha (0: no mixup)
   cutmix_alpha: float       # loss.cutmix_alpha (0: no cutmix)
   mix_switch_prob: float    # loss.mix_switch_prob: cutmix's share when both are on
+  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (mesh_lib.logical_rules_of)
 
   @classmethod
   def of(cls, config) -> 'TrainSettings':
@@ -77,7 +82,8 @@ class TrainSettings:
                accumulation_steps=int(config.optimizer.accumulation_steps),
                label_smoothing=float(config.loss.label_smoothing),
                mixup_alpha=float(config.loss.mixup_alpha), cutmix_alpha=float(config.loss.cutmix_alpha),
-               mix_switch_prob=float(config.loss.mix_switch_prob))
+               mix_switch_prob=float(config.loss.mix_switch_prob),
+               logical_rules=mesh_lib.logical_rules_of(config.get('mesh')))
 
   def mix_options(self) -> dict:
     return dict(mixup_alpha=self.mixup_alpha, cutmix_alpha=self.cutmix_alpha,
@@ -97,13 +103,17 @@ def train_metrics_class(heads: dict):
   return clu_metrics.Collection.create(**fields)
 
 
-def traced_under(mesh):
-  """Decorator: the step is traced with `mesh` as the abstract mesh, so that the model's sharding hints
-  (`vvt.models.blocks.constrain_batch`, inside scanned layers) know the mesh axes."""
+def traced_under(mesh, rules=None):
+  """Decorator: the step is traced with `mesh` as the abstract mesh and `rules` as the logical axis rules
+  (`vvt.models.axes.axis_rules`; None: those active when the step is wrapped), so that the model's sharding hints
+  (`vvt.models.blocks.constrain_batch`, inside scanned layers, the kernels' operand specs) know the mesh axes and
+  what each logical axis is sharded over, whenever jax traces it (first call, `.lower`)."""
+  rules = logical_axes.active_rules() if rules is None else rules
+
   def wrap(step):
     @functools.wraps(step)
     def traced(*args):
-      with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+      with jax.sharding.use_abstract_mesh(mesh.abstract_mesh), logical_axes.axis_rules(rules):
         return step(*args)
     return traced
   return wrap
@@ -112,20 +122,23 @@ def traced_under(mesh):
 # ----------------------------------------------------------------------------- jit
 
 
-def jit_train_step(train_step: Callable, mesh, shardings) -> Callable:
+def jit_train_step(train_step: Callable, mesh, shardings, rules=None) -> Callable:
   """`train_step` (of `train_step_fn`) jitted: the state donated and kept on `shardings` (a TrainState of
-  NamedSharding), the batch sharded over the data-like axes, metrics and status replicated."""
+  NamedSharding), the batch sharded over the axes of logical `batch` under `rules` (None: the active rules),
+  metrics and status replicated."""
   rep = mesh_lib.replicated(mesh)
-  return jax.jit(train_step, in_shardings=(shardings, mesh_lib.batch_sharding(mesh)),
+  return jax.jit(train_step, in_shardings=(shardings, mesh_lib.batch_sharding(mesh, rules)),
                  out_shardings=(shardings, rep, rep), donate_argnums=(0,))
 
 
-def jit_eval_step(eval_step: Callable, mesh, param_shardings) -> Callable:
-  """`eval_step` (of `eval_step_fn`) jitted, traced under `mesh`: params on `param_shardings`, the batch
-  sharded over the data-like axes, scores and passthrough replicated (every host aggregates them all)."""
+def jit_eval_step(eval_step: Callable, mesh, param_shardings, rules=None) -> Callable:
+  """`eval_step` (of `eval_step_fn`) jitted, traced under `mesh` and the logical axis rules `rules` (None: those
+  active now): params on `param_shardings`, the batch sharded over the axes of logical `batch`, scores and
+  passthrough replicated (every host aggregates them all)."""
   rep = mesh_lib.replicated(mesh)
-  return jax.jit(traced_under(mesh)(eval_step), in_shardings=(param_shardings, mesh_lib.batch_sharding(mesh)),
-                 out_shardings=(rep, rep))
+  rules = logical_axes.active_rules() if rules is None else rules
+  return jax.jit(traced_under(mesh, rules)(eval_step),
+                 in_shardings=(param_shardings, mesh_lib.batch_sharding(mesh, rules)), out_shardings=(rep, rep))
 
 
 def make_train_step(module, tx, schedule, config, mesh, shardings=None):
@@ -136,7 +149,9 @@ def make_train_step(module, tx, schedule, config, mesh, shardings=None):
   """
   if shardings is None:
     shardings = model_state.state_shardings(module, config, tx, mesh)
-  return jit_train_step(train_step_fn(module, tx, schedule, config, mesh, shardings.params), mesh, shardings)
+  settings = TrainSettings.of(config)
+  return jit_train_step(train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings,
+                        settings.logical_rules)
 
 
 # ----------------------------------------------------------------------------- train step
@@ -223,13 +238,14 @@ def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
 
   settings: `TrainSettings` (or the run config they are read from). batch: 'inputs' uint8 or float
   (B, T, H, W, 3), 'label' (or 'label/<head>') int32 (B,), 'mask' float32 (B,). `mesh` places the inputs
-  and the micro-batches of gradient accumulation (batch dimension over the data-like axes);
-  `param_shardings` (optional) those of the gradients.
+  and the micro-batches of gradient accumulation (batch dimension over the axes of logical `batch` under
+  `settings.logical_rules`, which the step is traced under); `param_shardings` (optional) those of the gradients.
   """
   settings = TrainSettings.of(settings)
   heads = settings.heads
+  rules = settings.logical_rules
   metrics_cls = train_metrics_class(heads)
-  batch_sharding = mesh_lib.batch_sharding(mesh)
+  batch_sharding = mesh_lib.batch_sharding(mesh, rules)
   grad_fn = jax.value_and_grad(make_loss_fn(module, heads), has_aux=True)
 
   def constrain_grads(grads):
@@ -240,9 +256,9 @@ def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
   else:
     gradients = functools.partial(
         accumulated_gradients, accumulation_steps=settings.accumulation_steps, constrain_grads=constrain_grads,
-        micro_sharding=NamedSharding(mesh, mesh_lib.batch_spec(mesh, leading=1)))
+        micro_sharding=NamedSharding(mesh, mesh_lib.batch_spec(mesh, leading=1, rules=rules)))
 
-  @traced_under(mesh)
+  @traced_under(mesh, rules)
   def train_step(state: TrainState, batch):
     rng_mix, rng_dropout = jax.random.split(jax.random.fold_in(state.rng, state.step))
     inputs, targets, labels, mask = prepare_batch(batch, rng_mix, settings, batch_sharding)

@@ -297,7 +297,7 @@ def _due(step: int, every: int) -> bool:
 
 def train_one_step(run: Run, program: Program, state, batch, loop: LoopState):
   """Dispatches one update; checks the previous one's loss meanwhile. Returns the new state."""
-  gbatch = mesh_lib.global_batch(batch, run.mesh, run.config.batch_size)
+  gbatch = mesh_lib.global_batch(batch, run.mesh, run.config.batch_size, program.logical_rules)
   state, metrics, status = program.training.step(state, gbatch)
   loop.step += 1
   loop.data_position += 1
