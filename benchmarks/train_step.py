@@ -55,7 +55,7 @@ def main():
     config.batch_size = bs
     program = program_lib.build_program(config, mesh, num_train_videos=EPOCH_BATCHES * bs)
     state = program.init_state(jax.random.PRNGKey(0))
-    batch = mesh_lib.global_batch(random_batch(config, bs, np.random.default_rng(0)), mesh, bs)
+    batch = mesh_lib.global_batch(random_batch(config, bs, np.random.default_rng(0)), mesh, bs, program.logical_rules)
     rate = steps_per_second(program.training.step, state, batch, args.steps)
     print(f'  batch {bs:4d}: {rate:7.2f} steps/s  {rate * bs:8.1f} clips/s')
 

@@ -36,3 +36,19 @@ def test_traced_axes_follow_the_mesh_the_caller_is_traced_under():
   res = subprocess.run([sys.executable, '-c', code], cwd=str(REPO), env=env, capture_output=True, text=True,
                        timeout=300)
   assert res.stdout.split() == ["('data',)", '()', "('model',)", '()'], res.stdout + res.stderr[-2000:]
+
+
+def test_axis_rules_context_decides_what_the_traced_model_shards():
+  """`axis_rules` (names not given keep DEFAULT_RULES) is read by traced_axes / mesh_axes / mesh_spec; nested
+  contexts restore the outer rules on exit."""
+  import jax  # pylint: disable=g-import-not-at-top
+  mesh = jax.sharding.AbstractMesh((2, 2, 2), ('data', 'fsdp', 'model'))
+  with jax.sharding.use_abstract_mesh(mesh):
+    assert (axes.traced_axes('batch', 8), axes.traced_axes('heads', 4)) == (('data', 'fsdp'), ('model',))
+    with axes.axis_rules((('batch', ('data',)), ('heads', ()))):
+      assert (axes.traced_axes('batch', 8), axes.traced_axes('heads', 4)) == (('data',), ())
+      assert axes.mesh_spec(('batch', 'heads', 'mlp')) == ('data', None, 'model')
+      with axes.axis_rules(None):
+        assert axes.active_rules() == axes.DEFAULT_RULES
+      assert axes.mesh_axes('batch') == ('data',)
+    assert axes.active_rules() == axes.DEFAULT_RULES and axes.mesh_axes('batch') == axes.BATCH_AXES

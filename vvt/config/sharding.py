@@ -34,7 +34,8 @@ has its shape takes its spec (momentum, Adam's mu / nu); the others (counts, sca
 Rule errors (a rule that matches no parameter, a spec that names an unknown axis, that does not divide the
 dimension, or has more entries than dimensions) raise `ConfigError` naming `mesh.rules[i]` before anything
 compiles; the config loader checks the axes, the rules' form and the logical rules at once (`axes_of`,
-`resolve_axes`, `check_rules`, `check_logical_rules`). `vvt.train.sharding` turns the specs into NamedShardings of a JAX mesh.
+`resolve_axes`, `check_rules`, `check_logical_rules`). `vvt.train.sharding` turns the specs into NamedShardings
+of a JAX mesh.
 """
 import math
 import re
