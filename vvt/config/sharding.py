@@ -201,12 +201,6 @@ def _check_no_shared_axis(rules: tuple, index: Mapping[str, int]) -> None:
 # ----------------------------------------------------------------------------- rules
 
 
-def _entry_axes(entry) -> tuple:
-  if entry is None:
-    return ()
-  return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
-
-
 def check_rules(rules: Any) -> tuple:
   """`config.mesh.rules` -> ((compiled regex, spec), ...); ConfigError for a malformed rule."""
   return tuple(_check_rule(f'mesh.rules[{i}]', rule) for i, rule in enumerate(rules or ()))
@@ -230,7 +224,7 @@ def _check_rule(where: str, rule) -> tuple:
                       f'None per dimension, got {spec!r}')
   spec = tuple(tuple(e) if isinstance(e, list) else e for e in spec)
   for entry in spec:
-    for axis in _entry_axes(entry):
+    for axis in logical_axes.as_mesh_axes(entry):
       if axis not in AXES:
         raise ConfigError(f'{where}: spec {spec!r} names unknown axis {axis!r} '
                           f'(known axes: {", ".join(AXES)})')
@@ -243,7 +237,7 @@ def _divides(shape, spec, sizes) -> bool:
 
 def _size(entry, sizes) -> int:
   n = 1
-  for axis in _entry_axes(entry):
+  for axis in logical_axes.as_mesh_axes(entry):
     n *= sizes.get(axis, 1)
   return n
 
@@ -253,7 +247,7 @@ def fsdp_spec(shape: Sequence[int], sizes: Mapping[str, int], base: Optional[tup
   already shards one over `fsdp`)."""
   spec = list(base or ()) + [None] * (len(shape) - len(base or ()))
   n = sizes.get(FSDP_AXIS, 1)
-  if n <= 1 or any(FSDP_AXIS in _entry_axes(e) for e in spec):
+  if n <= 1 or any(FSDP_AXIS in logical_axes.as_mesh_axes(e) for e in spec):
     return tuple(spec)
   free = [d for d in range(len(shape)) if spec[d] is None and shape[d] % n == 0]
   if free:

@@ -380,7 +380,7 @@ def plot(table: Table, path: str) -> Optional[str]:
   axes[1].legend(fontsize=7)
   fig.suptitle(f'{table.sweep_dir}: {len(table.finished)} of {len(table.rows)} trials finished', fontsize=10)
   fig.tight_layout()
-  fileio.atomic_write(path, lambda f: fig.savefig(f, format='png', dpi=100), mode='wb', suffix='.tmp.png')
+  fileio.save_png(path, fig)
   plt.close(fig)
   return path
 

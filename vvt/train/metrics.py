@@ -215,6 +215,6 @@ def plot_curves(workdir: str, out_path: Optional[str] = None) -> Optional[str]:
   axes[2].set_xlabel('step')
   fig.tight_layout()
   out_path = out_path or fileio.join(workdir, CURVES)
-  fileio.atomic_write(out_path, lambda f: fig.savefig(f, format='png', dpi=100), mode='wb', suffix='.tmp.png')
+  fileio.save_png(out_path, fig)
   plt.close(fig)
   return out_path
