@@ -88,6 +88,31 @@ def kinetics400_init(name: str, **options) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict(dict(path=KINETICS400.format(name=name), format='vvt', **options))
 
 
+# ViViT's test views (dataset fields): "Unless otherwise specified, we use a total of 4 views per video" (sec. 4.1,
+# the ablations of sec. 4.2); "we take 3 spatial crops (left, centre and right) ... for each temporal view" for
+# the comparison to the state of the art (sec. 4.3, Table 5). A ViViT config's `views=` argument picks one.
+VIVIT_VIEWS = {'ablation': (4, 1), 'sota': (4, 3)}
+
+
+def vivit_views(name: str) -> dict:
+  """The dataset fields of ViViT's test views `name` ('ablation': 4 x 1, 'sota': 4 x 3)."""
+  if name not in VIVIT_VIEWS:
+    raise ValueError(f'config argument views={name!r} is not one of {", ".join(VIVIT_VIEWS)}')
+  clips, crops = VIVIT_VIEWS[name]
+  return dict(num_test_clips=clips, num_spatial_crops=crops)
+
+
+# TimeSformer's schemes (Table 1) as its authors build them, beyond `model.attention`: the space-only model
+# has no temporal embedding (TimeSformer code `lib/models/vit.py`: `attention_type == 'space_only'` adds no
+# `time_embed`; Hugging Face's TimesformerEmbeddings likewise), so it cannot tell the frames' order apart.
+TIMESFORMER_SCHEME_FIELDS = {'space': {'positional_embedding': 'spatial'}}
+
+
+def timesformer_scheme(attention: str) -> dict:
+  """Model fields of TimeSformer's scheme `attention` (Table 1): the attention and what its authors change."""
+  return {'attention': attention, **TIMESFORMER_SCHEME_FIELDS.get(attention, {})}
+
+
 def scale_jitter(short_side: int, low: float, high: float) -> dict:
   """Training scale jitter as dataset fields: the shorter side resized to short_side x U[low, high] (Scenic's
   jitter_scale of its min_resize; X-ViT's "random scaling 0.9x to 1.3x"), then the random crop."""

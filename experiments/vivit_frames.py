@@ -5,8 +5,8 @@ encoder on Kinetics-400 with 32 to 128 input frames at stride 2, the tokens grow
   vvt sweep --config experiments/vivit_frames.py:k400 --workdir runs/vivit_frames
   vvt sweep --config experiments/vivit_frames.py:mini --workdir runs/vivit_frames_mini
 
-Base: configs/kinetics400/vivit_l_fe.py (4x3 test views). Fig. 9 plots accuracy against the number of
-temporal views: re-evaluate a finished trial with `vvt eval --workdir DIR/<trial>
+Base: configs/kinetics400/vivit_l_fe.py with the ablations' 4 test views (`views=ablation`). Fig. 9 plots
+accuracy against the number of temporal views: re-evaluate a finished trial with `vvt eval --workdir DIR/<trial>
 --config.dataset.num_test_clips=N`. `mini`: 4, 8, 16 frames of the 16-frame synthetic videos (stride 4, 2, 1),
 3 seeds.
 """
@@ -17,7 +17,7 @@ from vvt.studies import sweep
 
 def get_config(arg=None):
   a = common.parse(arg, ('k400',))
-  return common.miniature('factorised_encoder', a) if common.is_mini(a) else vivit_l_fe.get_config()
+  return common.miniature('factorised_encoder', a) if common.is_mini(a) else vivit_l_fe.get_config('views=ablation')
 
 
 def get_sweep(arg=None):

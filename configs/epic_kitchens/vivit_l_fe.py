@@ -4,7 +4,8 @@ Two heads — verb (97 classes) and noun (300) — summed cross-entropy; the act
 (reported as `video_top1_action`). Paper: every regulariser of Table 3 ("all Epic Kitchens models in Tab. 2
 were trained with all the regularisers in Tab. 3"): random crop, flip, colour jitter, Kinetics-400
 initialisation, stochastic depth, RandAugment, label smoothing, mixup. Strengths, lr, epochs, stride 1 and
-the 4x3 test views follow Scenic's public Epic-Kitchens config; sources: docs/recipes.md.
+the 4x3 test views (Table 5d's comparison; `:views=ablation` for 4 views) follow Scenic's public
+Epic-Kitchens config; sources: docs/recipes.md.
 Records carry `verb_label` and `noun_label` (int64) in the context. Initialised from the Kinetics-400
 ViViT-L/16x2 FE (configs/kinetics400/vivit_l_fe.py, exported with `vvt export`).
 """
@@ -14,12 +15,12 @@ HEADS = {'verb': 97, 'noun': 300}
 
 
 def get_config(arg=None):
-  del arg
+  views = common.parse_arg(arg, views='sota')['views']
   c = common.paper_config(
       model=dict(family='vivit', attention='factorised_encoder', variant='L/16x2',
                  num_frames=32, image_size=224, temporal_layers=4, classifier='token',
                  stochastic_depth=0.2),
-      dataset=dict(stride=1, num_test_clips=4, num_spatial_crops=3,
+      dataset=dict(stride=1, short_video_policy='loop', **common.vivit_views(views),
                    train_files='epic_kitchens/train@256', eval_files='epic_kitchens/validation@64',
                    label_keys={'verb': 'verb_label', 'noun': 'noun_label'},
                    **common.scale_jitter(256, 0.9, 1.33), eval_resize=256,

@@ -6,8 +6,9 @@
 All are ViT-B/16 from ImageNet-21k, time embedding at zero, temporal attention copied from the spatial one
 (its temporal projection at zero). Appendix A: SGD momentum 0.9, weight decay 1e-4, lr 0.005 divided by 10
 at epochs 11 and 14 of 15, batch 16, shorter side jittered in [256, 320] ([448, 512] for HR); test: 1 clip in
-the middle x 3 crops of the shorter side scaled to 224 (448), "averaging the softmax scores". Nesterov and
-stochastic depth 0.1 are the official code's; sources: docs/recipes.md.
+the middle x 3 crops of the shorter side scaled to 224 (448), "averaging the softmax scores". Nesterov,
+stochastic depth 0.1, videos at 30 fps (`vvt data convert --fps 30`) and a clip longer than its video padded
+with the last frame are the official code's; sources: docs/recipes.md.
 """
 from configs import common
 
@@ -28,7 +29,7 @@ def get_config(arg=None):
       model=dict(family='timesformer', attention='divided', variant='B/16',
                  num_frames=frames, image_size=size, num_classes=400, classifier='token',
                  stochastic_depth=0.1),
-      dataset=dict(stride=rate, num_test_clips=1, num_spatial_crops=3,
+      dataset=dict(stride=rate, fps=30, short_video_policy='pad', num_test_clips=1, num_spatial_crops=3,
                    train_files='kinetics400/train@1024', eval_files='kinetics400/test@512',
                    train_min_resize=256 if size == 224 else 448,
                    train_max_resize=320 if size == 224 else 512,

@@ -2,9 +2,18 @@
 
 Paper: 32 frames at stride 2, tubelets 2x16x16 with central-frame init, positional embeddings repeated over
 time, ImageNet-21k ViT init, SGD momentum + cosine, random crop / flip / colour jitter only (Table 3's first
-row: "For larger datasets like Kinetics ... we use only the first row"), 4 temporal views x 3 crops,
-per-view logits averaged. What the paper leaves to its supplementary (lr, epochs, batch, warmup, clipping,
-jitter strengths) is from Scenic's public config; every value and its source: docs/recipes.md.
+row: "For larger datasets like Kinetics ... we use only the first row"), per-view logits averaged. Test
+views (`views=` argument, configs/common.py VIVIT_VIEWS):
+
+  --config configs/kinetics400/vivit_b_fe.py                 4 temporal views (sec. 4.1 "Unless otherwise
+                                                             specified, we use a total of 4 views"): the
+                                                             ablations of sec. 4.2 (Tables 1-4), ViViT-B's
+  --config configs/kinetics400/vivit_b_fe.py:views=sota      4 x 3 (sec. 4.3: 3 spatial crops "for each
+                                                             temporal view", Table 5)
+
+Kinetics at its 25 fps (sec. 4.1; `vvt data convert --fps 25`), a clip longer than its video looped (as
+Scenic's DMVR reader). What the paper leaves to its supplementary (lr, epochs, batch, warmup, clipping, jitter
+strengths) is from Scenic's public config; every value and its source: docs/recipes.md.
 
   vvt train --config configs/kinetics400/vivit_b_fe.py --workdir runs/k400_vivit_b_fe \\
       --config.dataset.train_files='K400/train@1024' --config.dataset.eval_files='K400/test@512' \\
@@ -14,12 +23,12 @@ from configs import common
 
 
 def get_config(arg=None):
-  del arg
+  views = common.parse_arg(arg, views='ablation')['views']
   c = common.paper_config(
       model=dict(family='vivit', attention='factorised_encoder', variant='B/16x2',
                  num_frames=32, image_size=224, num_classes=400, temporal_layers=4,
                  classifier='token'),
-      dataset=dict(stride=2, num_test_clips=4, num_spatial_crops=3,
+      dataset=dict(stride=2, fps=25, short_video_policy='loop', **common.vivit_views(views),
                    train_files='kinetics400/train@1024', eval_files='kinetics400/test@512',
                    **common.scale_jitter(256, 0.9, 1.33), eval_resize=256,
                    horizontal_flip=True, color_jitter=1.0, color_jitter_prob=0.8,

@@ -5,9 +5,10 @@
 ViT-B/16 from ImageNet-21k (spatial positions from the image model, temporal ones at zero), temporal window
 t_w=1 and the one-layer temporal-attention (TA) head. Training details (sec. 4.1): SGD momentum 0.9, cosine
 with linear warmup, 30 epochs on Kinetics, base lr 0.03 "set at a batch size of 128", random scaling 0.9x to
-1.3x and cropping, flip, autoaugment (RandAugment here: vvt has no AutoAugment), mixup 0.4; test 1x3 views.
-Weight decay, warmup length, Nesterov, sampling rate and [-1, 1] inputs are the official code's (rate 32 for 8
-frames is ours: the span of its 16x16); sources: docs/recipes.md. As the official code runs X-ViT: mixing
+1.3x and cropping, flip, autoaugment (Cubuk et al.'s ImageNet policy, one sub-policy per clip), mixup 0.4;
+test 1x3 views. Weight decay, warmup length, Nesterov, sampling rate, videos at 30 fps (`vvt data convert --fps
+30`), a clip longer than its video padded with the last frame and [-1, 1] inputs are the official code's (rate
+32 for 8 frames is ours: the span of its 16x16); sources: docs/recipes.md. As the official code runs X-ViT: mixing
 within segments of 8 frames (`XVIT.NUM_SEGMENTS: 8`, so the 16-frame model is two 8-frame clips that meet in
 the TA head), the backbone's 8-row time table used periodically (row t mod 8), shift_div 8 (a quarter of the
 channels from the neighbours), all blocks mixing, and the TA head's MLP of width 768.
@@ -27,10 +28,10 @@ def get_config(arg=None):
                  frame_aggregation='temporal_attention', time_embedding_rows=8,
                  mixing=dict(window=1, shift_div=8, num_segments=8),
                  temporal_head=dict(mlp_dim=768)),
-      dataset=dict(stride=STRIDE[frames], num_test_clips=1, num_spatial_crops=3,
+      dataset=dict(stride=STRIDE[frames], fps=30, short_video_policy='pad', num_test_clips=1, num_spatial_crops=3,
                    train_files='kinetics400/train@1024', eval_files='kinetics400/test@512',
                    **common.scale_jitter(256, 0.9, 1.3), eval_resize=224,
-                   horizontal_flip=True, randaugment={'num_layers': 2, 'magnitude': 9},
+                   horizontal_flip=True, autoaugment='imagenet',
                    normalization='zero_centre'),
       train={'batch_size': 128, 'num_epochs': 30.0,
              'optimizer.name': 'sgd', 'optimizer.momentum': 0.9, 'optimizer.nesterov': True,

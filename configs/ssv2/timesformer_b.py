@@ -1,7 +1,8 @@
 """TimeSformer (B/16, 8 frames) on Something-Something v2 (Bertasius et al. 2021).
 
   --config configs/ssv2/timesformer_b.py          divided space-time attention
-  --config configs/ssv2/timesformer_b.py:space    any other scheme of Table 1 (space, joint, ...)
+  --config configs/ssv2/timesformer_b.py:space    any other scheme of Table 1 (space, joint, ...); space-only
+                                                  has no time embedding, as the authors build it
 The Kinetics recipe of Appendix A (SGD momentum 0.9, weight decay 1e-4, lr 0.005 divided by 10 at epochs 11
 and 14 of 15, batch 16, 1 clip x 3 crops, softmax scores averaged) with the official SSv2 config's
 segment-based sampling and no horizontal flip; sources: docs/recipes.md.
@@ -12,9 +13,9 @@ from configs import common
 def get_config(arg=None):
   attention = arg or 'divided'
   c = common.paper_config(
-      model=dict(family='timesformer', attention=attention, variant='B/16',
+      model=dict(family='timesformer', **common.timesformer_scheme(attention), variant='B/16',
                  num_frames=8, image_size=224, num_classes=174, stochastic_depth=0.1),
-      dataset=dict(sampling='segment', num_test_clips=1, num_spatial_crops=3,
+      dataset=dict(sampling='segment', short_video_policy='pad', num_test_clips=1, num_spatial_crops=3,
                    train_files='ssv2/train@256', eval_files='ssv2/validation@64',
                    train_min_resize=256, train_max_resize=320, eval_resize=224,
                    horizontal_flip=False, normalization='imagenet'),

@@ -1,10 +1,16 @@
 """ViViT-L/16x2 factorised encoder on Something-Something v2 (Arnab et al. 2021, sec. 4.2-4.3).
 
 Paper: all the regularisation of Table 3 ("on SSv2 by using all the regularisation in Tab. 3"): random crop,
-colour jitter, Kinetics-400 initialisation, stochastic depth, RandAugment, label smoothing, mixup; 4 temporal
-views x 3 crops, 224^2 crops (sec. 4.2: "state-of-the-art results (Sec. 4.3) using a spatial resolution of
-224"). No horizontal flip here (SSv2 classes name left/right). Strengths, lr, epochs and stride 1 follow
-Scenic's public SSv2 config (which crops 256); sources and differences: docs/recipes.md.
+flip, colour jitter, Kinetics-400 initialisation, stochastic depth, RandAugment, label smoothing, mixup; 4
+temporal views x 3 crops (Table 5e's comparison), 224^2 crops (sec. 4.2: "state-of-the-art results (Sec. 4.3)
+using a spatial resolution of 224"). Strengths, lr, epochs and stride 1 follow Scenic's public SSv2 config
+(which crops 256 and flips too); sources and differences: docs/recipes.md. Variants (`FLIP`, `views=`):
+
+  --config configs/ssv2/vivit_l_fe.py                    flip on, as the paper and Scenic
+  --config configs/ssv2/vivit_l_fe.py:off                no flip (SSv2 classes name left and right)
+  --config configs/ssv2/vivit_l_fe.py:label_aware        flip, and a flipped clip of "... left to right"
+                                                         is labelled "... right to left" (dataset.label_aware_flip)
+  --config configs/ssv2/vivit_l_fe.py:views=ablation     4 temporal views x 1 crop
 Initialised from the Kinetics-400 ViViT-L/16x2 FE (configs/kinetics400/vivit_l_fe.py, exported with
 `vvt export`). Without one:
   --config.init_from.path=imagenet21k/ViT-L_16.npz --config.init_from.format=big_vision
@@ -12,16 +18,22 @@ Initialised from the Kinetics-400 ViViT-L/16x2 FE (configs/kinetics400/vivit_l_f
 from configs import common
 
 
+FLIP = {'paper': dict(horizontal_flip=True), 'off': dict(horizontal_flip=False),
+        'label_aware': dict(horizontal_flip=True, label_aware_flip=True)}
+
+
 def get_config(arg=None):
-  del arg
+  a = common.parse_arg(arg, flip='paper', views='sota')
+  if a['flip'] not in FLIP:
+    raise ValueError(f'config argument flip={a["flip"]!r} is not one of {", ".join(FLIP)}')
   c = common.paper_config(
       model=dict(family='vivit', attention='factorised_encoder', variant='L/16x2',
                  num_frames=32, image_size=224, num_classes=174, temporal_layers=4,
                  classifier='token', stochastic_depth=0.3),
-      dataset=dict(stride=1, num_test_clips=4, num_spatial_crops=3,
+      dataset=dict(stride=1, short_video_policy='loop', **common.vivit_views(a['views']),
                    train_files='ssv2/train@256', eval_files='ssv2/validation@64',
                    **common.scale_jitter(256, 0.9, 1.33), eval_resize=256,
-                   horizontal_flip=False, color_jitter=1.0, color_jitter_prob=0.8,
+                   **FLIP[a['flip']], color_jitter=1.0, color_jitter_prob=0.8,
                    randaugment={'num_layers': 2, 'magnitude': 10},  # Scenic: 20 on TF's open scale; 10 is our max
                    normalization='zero_centre'),
       train={'batch_size': 64, 'num_epochs': 35.0,

@@ -68,7 +68,8 @@ def build_parser():
   c.add_argument('--root', default='', help='directory of relative video paths '
                  '(default: the CSV file\'s directory)')
   c.add_argument('--fps', type=float, default=0.0,
-                 help='resample to this frame rate (0 = keep every frame)')
+                 help='resample to this frame rate (0 = keep each video\'s own rate); the rate '
+                      'each recipe assumes (its dataset.fps): docs/recipes.md')
   c.add_argument('--short-side', type=int, default=256,
                  help='resize the shorter side to this (0 = keep)')
   c.add_argument('--jpeg-quality', type=int, default=90)

@@ -32,6 +32,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.stride = 2                    # frame step within a clip ('stride' sampling)
   c.sampling = 'stride'           # 'stride' (rate) | 'segment' (TSN: 1 frame per segment)
   c.short_video_policy = 'loop'   # 'loop' (wrap around) | 'pad' (repeat last frame)
+  c.fps = flexible(None)          # frame rate `stride` assumes (None = unstated); data at another rate warns
   c.num_test_clips = 1            # eval clips spread uniformly over each video
   # --- spatial ---------------------------------------------------------------
   c.image_size = 224              # side of the square crop fed to the model
@@ -41,9 +42,11 @@ def get_config() -> ml_collections.ConfigDict:
   c.num_spatial_crops = 1         # eval: 1 (centre) | 3 (left/centre/right)
   # --- augmentation (train only) ------------------------------------------------
   c.horizontal_flip = True        # switch off for direction-sensitive labels
+  c.label_aware_flip = False      # a flipped clip swaps the labels of left/right class pairs
   c.color_jitter = 0.0            # strength in [0, 1]; 0 = off
   c.color_jitter_prob = 0.8       # probability a clip is jittered
   c.randaugment = flexible(None)  # None = off, or {'num_layers': 2, 'magnitude': 9}
+  c.autoaugment = flexible(None)  # None = off, or a policy: 'imagenet' (Cubuk et al. 2018)
   c.random_erasing = 0.0          # probability of erasing one box per clip
   c.normalization = 'imagenet'    # 'imagenet' (mean/std) | 'zero_centre' ([-1, 1])
   # --- reading ------------------------------------------------------------------

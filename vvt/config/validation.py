@@ -50,6 +50,7 @@ CHOICES = {
     'schedule.name': schema.SCHEDULES,
     'eval.average': schema.EVAL_AVERAGES,
     **{f'dataset.{field}': choices for field, choices in dataset_choices.CHOICES.items()},
+    **{f'dataset.{field}': choices for field, choices in dataset_choices.OPTIONAL_CHOICES.items()},
 }
 # -1 means "all" / "from the epochs" / "unset" for these.
 _MINUS_ONE_OK = ('num_train_steps', 'schedule.warmup_steps', 'mesh.num_devices',
@@ -215,12 +216,25 @@ def _check_data(d, image_size):
   if ra is not None and hasattr(ra, 'get') and not 0 <= float(ra.get('magnitude', 9)) <= 10:
     raise ConfigError(f'dataset.randaugment.magnitude must be in [0, 10] (vvt\'s RandAugment scale, '
                       f'where 10 is the strongest), got {ra.get("magnitude")}')
+  _check_recipe_fields(d)
   if d.train_min_resize > d.train_max_resize:
     raise ConfigError(f'dataset.train_min_resize={d.train_min_resize} is larger than '
                       f'dataset.train_max_resize={d.train_max_resize}')
   for field in ('train_min_resize', 'eval_resize'):
     if d[field] < image_size:
       raise ConfigError(f'dataset.{field}={d[field]} is smaller than the crop image_size={image_size}')
+
+
+def _check_recipe_fields(d):
+  """dataset.fps, autoaugment (not with randaugment) and label_aware_flip (needs the flip)."""
+  fps = d.get('fps')
+  if fps is not None and (isinstance(fps, bool) or not isinstance(fps, (int, float)) or fps <= 0):
+    raise ConfigError(f'dataset.fps must be a positive number of frames per second, or None, got {fps!r}')
+  if d.get('autoaugment') is not None and d.get('randaugment') is not None:
+    raise ConfigError(f'dataset.autoaugment={d.autoaugment!r} and dataset.randaugment are both set: choose one')
+  if d.get('label_aware_flip') and not d.horizontal_flip:
+    raise ConfigError('dataset.label_aware_flip needs dataset.horizontal_flip=True (it swaps the labels of '
+                      'flipped clips)')
 
 
 # ----------------------------------------------------------------------------- mesh, batch, schedule

@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 import tensorflow as tf
 
+from vvt.data import autoaugment
 from vvt.data import transforms
 
 # OpenCV's own thread pool is left as it is: cv2.setNumThreads() in a process
@@ -190,6 +191,16 @@ RANDAUGMENT = {
 assert tuple(RANDAUGMENT) == transforms.RANDAUGMENT_OPS
 
 
+def _invert(video, level, sign):
+  """255 - x (AutoAugment's Invert)."""
+  del level, sign
+  return _lut(video, 255.0 - np.arange(256, dtype=np.float32))
+
+
+# Every operation by name: RandAugment's, and those AutoAugment's policies add (vvt.data.autoaugment).
+OPS = {**RANDAUGMENT, 'invert': _invert}
+
+
 # ------------------------------------------------------------------- clips --
 def resize_frames(video, size, flip=False):
   """uint8 (T, h, w, 3) -> (T, size, size, 3): bilinear with half-pixel
@@ -202,9 +213,10 @@ def resize_frames(video, size, flip=False):
   return out
 
 
-def augment(video, draws, level):
-  """Colour jitter, RandAugment layers and erasing of a uint8 clip, with the
-  draws of `transforms.train_draws` (numpy values)."""
+def augment(video, draws, level, policy=None):
+  """Colour jitter, RandAugment layers, AutoAugment's sub-policy (of
+  `policy`) and erasing of a uint8 clip, with the draws of
+  `transforms.train_draws` (numpy values)."""
   if draws['jitter_on']:
     means = np.array([cv2.mean(f)[:3] for f in video], np.float32)
     video = _colour_map(video, draws['jitter_scale'],
@@ -212,19 +224,23 @@ def augment(video, draws, level):
   for op, sign in zip(draws['ops'], draws['signs']):
     video = RANDAUGMENT[transforms.RANDAUGMENT_OPS[op]](video, level,
                                                         float(sign))
+  if policy is not None and draws.get('aa_index', -1) >= 0:
+    for op, op_level, sign in autoaugment.sub_policy_steps(
+        policy, draws['aa_index'], draws['aa_applied'], draws['aa_signs']):
+      video = OPS[op](video, op_level, sign)
   on, y0, x0, eh, ew = (int(v) for v in draws['box'])
   if on:  # every op above returned a new array
     video[:, y0:y0 + eh, x0:x0 + ew] = draws['noise']
   return video
 
 
-def make_clip(window, size, flip, draws, level):
+def make_clip(window, size, flip, draws, level, policy=None):
   """The training clip: uint8 crop window (T, h, w, 3) -> (T, size, size, 3)."""
-  return augment(resize_frames(window, size, flip), draws, level)
+  return augment(resize_frames(window, size, flip), draws, level, policy)
 
 
 _DRAW_KEYS = ('jitter_on', 'jitter_scale', 'jitter_offset', 'ops', 'signs',
-              'box', 'noise')
+              'box', 'noise', 'aa_index', 'aa_applied', 'aa_signs')
 
 
 def train_clip_fn(cfg):
@@ -235,10 +251,11 @@ def train_clip_fn(cfg):
   ra = transforms.randaugment_args(cfg)
   level = transforms.randaugment_level(ra[1]) if ra else 0.0
   transforms.train_op_names(cfg)  # validates the augmentation fields now
+  policy = transforms.autoaugment_args(cfg)
 
   def run(window, flip, *values):
     return make_clip(window, size, bool(flip), dict(zip(_DRAW_KEYS, values)),
-                     level)
+                     level, policy)
 
   def fn(window, flip, seed):
     draws = transforms.train_draws(cfg, seed, size, size)

@@ -17,6 +17,14 @@ from vvt.data import sampling
 from vvt.data import transforms
 
 
+def flip_flag(cfg, seed):
+  """Whether the training clip of `seed` is flipped left-right (drawn from
+  fold_in(seed, 4); never without cfg.horizontal_flip)."""
+  if not cfg.horizontal_flip:
+    return tf.constant(False)
+  return transforms.random_flip_flag(transforms.fold_in(seed, 4))
+
+
 def train_clip(cfg):
   """fn(frames, seed) -> uint8 (T, S, S, 3): one random clip of the video.
 
@@ -36,8 +44,7 @@ def train_clip(cfg):
     window = transforms.train_crop_window(
         h, w, size, cfg.train_min_resize, cfg.train_max_resize,
         transforms.fold_in(seed, 2))
-    flip = (transforms.random_flip_flag(transforms.fold_in(seed, 4))
-            if cfg.horizontal_flip else tf.constant(False))
+    flip = flip_flag(cfg, seed)
     return make_clip(transforms.decode_frames(encoded, num_frames, window),
                      flip, transforms.fold_in(seed, 3))
   return clip

@@ -10,6 +10,7 @@ SHORT_VIDEO_POLICIES = ('loop', 'pad')        # short_video_policy: wrap around 
 SPATIAL_CROPS = (1, 3)                        # num_spatial_crops: centre | left, centre, right
 NORMALIZATIONS = ('imagenet', 'zero_centre')  # normalization: mean/std | [-1, 1]
 ON_ERROR = ('raise', 'skip')                  # on_error: a bad record raises (naming it) | is counted and dropped
+AUTOAUGMENT_POLICIES = ('imagenet',)          # autoaugment (None = off): Cubuk et al. 2018's ImageNet policy
 
 # dataset field -> its choices
 CHOICES = {
@@ -19,4 +20,9 @@ CHOICES = {
     'sampling': SAMPLING_SCHEMES,
     'normalization': NORMALIZATIONS,
     'num_spatial_crops': SPATIAL_CROPS,
+}
+
+# dataset field -> its choices, where None (off) is allowed too
+OPTIONAL_CHOICES = {
+    'autoaugment': AUTOAUGMENT_POLICIES,
 }

@@ -7,8 +7,8 @@ line i is label i). A label is a class name, or an integer index into the list.
 
 Output, for prefix `out/train` and 16 shards:
   out/train.tfrecord-00000-of-00016 ... (read with `out/train.tfrecord@16`)
-  out/train.manifest.json  per video: id, path, label, frames, status, reason,
-                           shard; per shard: videos, sha256 and a digest of
+  out/train.manifest.json  per video: id, path, label, frames, fps (the rate
+                           its frames are stored at), status, reason, shard; per shard: videos, sha256 and a digest of
                            its rows; the options; totals; failures.
 
 Each video is decoded with PyAV in a pool of worker processes, optionally
@@ -124,21 +124,34 @@ def check_frame_count(decoded, declared):
                        'container declares (file cut short or corrupt)')
 
 
+class Frames(list):
+  """A video's encoded frames, with `fps`: the rate they are stored at."""
+  fps = None
+
+
+def stored_rate(stream, fps):
+  """The rate of the stored frames: `fps` when resampled, else the stream's."""
+  rate = fps or stream.average_rate or stream.guessed_rate
+  return round(float(rate), 3) if rate else None
+
+
 def decode_video(path, fps=0.0, short_side=256, jpeg_quality=90, max_frames=0):
-  """Encoded JPEG frames of one video (list of bytes). Raises on failure,
-  `PartialVideo` when it decodes to fewer frames than its container says."""
+  """Encoded JPEG frames of one video (`Frames`, a list of bytes with the
+  stored rate). Raises on failure, `PartialVideo` when it decodes to fewer
+  frames than its container says."""
   import io  # pylint: disable=g-import-not-at-top
   import av  # pylint: disable=g-import-not-at-top
   from PIL import Image  # pylint: disable=g-import-not-at-top
   if not os.path.exists(path):
     raise FileNotFoundError('file not found')
-  frames, decoded, capped = [], 0, False
+  frames, decoded, capped = Frames(), 0, False
   with av.open(path) as container:
     if not container.streams.video:
       raise ValueError('no video stream')
     stream = container.streams.video[0]
     stream.thread_type = 'AUTO'
     declared = declared_frames(stream, container)
+    frames.fps = stored_rate(stream, fps)
     next_time, size = 0.0, None
     for frame in container.decode(stream):
       decoded += 1
@@ -164,7 +177,8 @@ def decode_video(path, fps=0.0, short_side=256, jpeg_quality=90, max_frames=0):
       for _ in range(repeats):
         frames.append(data)
       if max_frames and len(frames) >= max_frames:
-        frames, capped = frames[:max_frames], True
+        del frames[max_frames:]
+        capped = True
         break
   if not frames:
     raise ValueError('no frames could be decoded')
@@ -322,7 +336,7 @@ def _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_optio
   for i, entry in enumerate(videos):
     if shard_of[i] in kept:
       old = kept[shard_of[i]][1][i - bounds[shard_of[i]]]
-      entry.update({k: old.get(k) for k in ('status', 'frames', 'reason', 'label_index')})
+      entry.update({k: old.get(k) for k in ('status', 'frames', 'reason', 'label_index', 'fps')})
       continue
     full = entry['path'] if os.path.isabs(entry['path']) else os.path.join(root, entry['path'])
     try:
@@ -378,6 +392,7 @@ class _Conversion:
       entry.update(status=status, reason=reason, frames=0)
     else:
       entry.update(status='ok', reason=None, frames=len(frames))
+      entry['fps'] = getattr(frames, 'fps', None)
       names = self.options['classes']
       self.records[entry['shard']][index] = tfrecord.encode_sequence_example(
           frames, entry['label_index'], video_id=entry['id'], label_text=names[entry['label_index']])

@@ -42,6 +42,8 @@ class Mode:
     'video_index', 'view_index').
   seed: the data seed; the record at position g is seeded by (seed, g).
   parallelism: most records decoded at once.
+  labels: None, or fn(labels dict, seed [2]) -> labels of the clip (the
+    label-aware flip, `vvt.data.label_flip`).
   """
   records: Callable
   clip: Callable
@@ -49,6 +51,7 @@ class Mode:
   views: Optional[int]
   seed: int
   parallelism: int
+  labels: Optional[Callable] = None
 
 
 def _parallelism(limit):
@@ -107,7 +110,10 @@ def build(source, lo, hi, classes, mode, on_error):
     code, detail = records.check_record(parsed, classes, heads)
     seed = tf.stack([tf.constant(mode.seed, tf.int64), position])
     inputs = mode.clip(records.usable_frames(parsed, code), seed)
-    out = _example(mode, inputs, records.labels(parsed, heads), index)
+    labels = records.labels(parsed, heads)
+    if mode.labels is not None:
+      labels = mode.labels(labels, seed)
+    out = _example(mode, inputs, labels, index)
     out.update(code=code, source=src, record=rec, detail=detail)
     return out
 

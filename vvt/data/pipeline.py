@@ -43,6 +43,9 @@ import tensorflow as tf
 from vvt.data import config as dataset_choices
 from vvt.data import errors
 from vvt.data import examples
+from vvt.data import frame_rate
+from vvt.data import label_flip
+from vvt.data import names
 from vvt.data import records
 from vvt.data import sources
 from vvt.data import streams
@@ -168,8 +171,12 @@ def _close_live_iterators():
 
 # ---------------------------------------------------------------- training --
 def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
-                        process_index=None, process_count=None):
-  """Infinite iterator of this host's training batches (numpy dicts)."""
+                        process_index=None, process_count=None, class_names=None):
+  """Infinite iterator of this host's training batches (numpy dicts).
+
+  `class_names` (label order; default: the dataset's own class list) are
+  read by the label-aware flip (`dataset.label_aware_flip`) only.
+  """
   pi, pc = _process(process_index, process_count)
   local_batch = _local_batch(global_batch_size, pc)
   source = _source(cfg, 'train')
@@ -180,6 +187,10 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
                      f'{source.description} ({source.num_records} in all)')
   mode = examples.train_mode(cfg, streams.data_seed(cfg.seed, seed),
                              start=int(start_step) * local_batch)
+  if cfg.get('label_aware_flip'):
+    mode = label_flip.with_label_aware_flip(
+        mode, cfg, source.heads, class_names or names.dataset_class_names(cfg))
+  frame_rate.warn_once(cfg, source, pi)
   ds = examples.build(source, lo, hi, classes, mode, cfg.on_error)
   ds = ds.batch(local_batch, drop_remainder=True).prefetch(int(cfg.prefetch))
   return DataIterator(_options(ds), source.description)
@@ -224,6 +235,7 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
   local_batch, num_batches = eval_layout(source.num_records, views,
                                          global_batch_size, pc)
   lo, hi = sources.host_range(source.num_records, pi, pc)
+  frame_rate.warn_once(cfg, source, pi)
   padding = tf.data.Dataset.from_tensors(_padding(cfg, source.heads)).repeat()
   if lo < hi:
     mode = examples.eval_mode(cfg)

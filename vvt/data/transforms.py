@@ -17,6 +17,8 @@ import math
 
 import tensorflow as tf
 
+from vvt.data import autoaugment
+
 # Philox named explicitly: the random streams do not depend on TF's default
 # ('auto_select') generator.
 ALG = 'philox'
@@ -177,6 +179,25 @@ def randaugment_draws(seed, num_layers):
           tf.stack(signs) if signs else tf.zeros([0]))
 
 
+def autoaugment_args(cfg):
+  """The policy name of cfg.autoaugment, or None when it is off (ValueError naming the field if unknown)."""
+  name = cfg.get('autoaugment')
+  if name is None:
+    return None
+  autoaugment.policy(name)
+  return name
+
+
+def autoaugment_draws(seed, name):
+  """(index: int32 sub-policy of policy `name`, drawn uniformly; applied: (2,) bool, each step with its
+  probability; signs: (2,) +-1.0, the direction of a signed step)."""
+  probs = tf.constant(autoaugment.probabilities(name), tf.float32)
+  index = tf.random.stateless_uniform([], fold_in(seed, 0), 0, probs.shape[0], dtype=tf.int32, alg=ALG)
+  u = tf.random.stateless_uniform([autoaugment.STEPS], fold_in(seed, 1), alg=ALG)
+  coins = tf.random.stateless_uniform([autoaugment.STEPS], fold_in(seed, 2), alg=ALG)
+  return index, u < tf.gather(probs, index), tf.where(coins < 0.5, -1.0, 1.0)
+
+
 def erasing_box(seed, h, w, prob):
   """[on, y0, x0, height, width] int32 of random erasing's box in a (h, w) frame.
 
@@ -203,7 +224,7 @@ def erasing_noise(seed, box):
 
 def train_op_names(cfg):
   """Names of the training augmentations after the crop, in the order they
-  run: ['color_jitter', 'randaugment', 'random_erasing'] or fewer, as the
+  run: ['color_jitter', 'randaugment', 'autoaugment', 'random_erasing'] or fewer, as the
   config switches them on. (The random flip, `cfg.horizontal_flip`, is done
   on the crop before its resize; normalisation on the device.) Op i is seeded
   by fold_in(seed, 100 + i).
@@ -213,6 +234,8 @@ def train_op_names(cfg):
     names.append('color_jitter')
   if randaugment_args(cfg) is not None:
     names.append('randaugment')
+  if autoaugment_args(cfg) is not None:
+    names.append('autoaugment')
   if cfg.random_erasing > 0:
     names.append('random_erasing')
   return names
@@ -223,7 +246,8 @@ def train_draws(cfg, seed, h, w):
   (h, w) frames, as a dict of tensors, for `vvt.data.augment` (op i seeded by
   fold_in(seed, 100 + i)): 'jitter_on', 'jitter_scale' and 'jitter_offset'
   (3, 3) of colour jitter (`jitter_params`); 'ops', 'signs' (num_layers,) of
-  RandAugment's layers; 'box' [on, y0, x0, height, width] and 'noise'
+  RandAugment's layers; 'aa_index' (-1: off), 'aa_applied', 'aa_signs' (2,)
+  of AutoAugment's sub-policy (`autoaugment_draws`); 'box' [on, y0, x0, height, width] and 'noise'
   (1, height, width, 3) uint8 of random erasing.
   """
   names = train_op_names(cfg)
@@ -241,6 +265,12 @@ def train_draws(cfg, seed, h, w):
   ra = randaugment_args(cfg)
   out['ops'], out['signs'] = randaugment_draws(
       seed_of('randaugment') if ra else seed, ra[0] if ra else 0)
+  if 'autoaugment' in names:
+    out['aa_index'], out['aa_applied'], out['aa_signs'] = autoaugment_draws(
+        seed_of('autoaugment'), autoaugment_args(cfg))
+  else:
+    out['aa_index'] = tf.constant(-1, tf.int32)
+    out['aa_applied'], out['aa_signs'] = tf.zeros([2], tf.bool), tf.ones([2])
   if 'random_erasing' in names:
     s = seed_of('random_erasing')
     box = erasing_box(s, h, w, float(cfg.random_erasing))
