@@ -1,0 +1,127 @@
+"""The paper recipes where they follow their sources: TimeSformer's space-only model without a time embedding,
+padding of short videos per loader, ViViT's test views per table, ViViT's SSv2 flip and its variants."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import train_helpers as common
+import vvt.models
+from configs import common as configs_common
+from vvt.config.errors import ConfigError
+from vvt.convert import timesformer as timesformer_convert
+from vvt.data import sampling
+from vvt.models.summary import summarise
+
+CONFIGS = common.REPO / 'configs'
+
+
+def load(name, arg=None, overrides=()):
+  from vvt.cli import config as loader  # pylint: disable=g-import-not-at-top
+  return loader.load(str(CONFIGS / name) + (f':{arg}' if arg else ''), overrides, files=(), init=False)
+
+
+def param_names(config):
+  module = vvt.models.build(config.model)
+  shape = (1, config.num_frames, config.image_size, config.image_size, 3)
+  variables = jax.eval_shape(lambda r: module.init({'params': r}, jnp.zeros(shape), train=False), jax.random.key(0))
+  return {'/'.join(str(k.key) for k in path) for path, _ in jax.tree_util.tree_leaves_with_path(variables['params'])}
+
+
+def test_space_only_timesformer_has_no_time_embedding():
+  space, divided = load('ssv2/timesformer_b.py', 'space'), load('ssv2/timesformer_b.py')
+  assert space.model.positional_embedding == 'spatial'
+  names = param_names(space)
+  assert 'encoder/posembed/pos_embedding' in names and not any('time_embedding' in n for n in names)
+  assert 'encoder/posembed/time_embedding' in param_names(divided)  # the other schemes keep theirs
+  # Table 1's 85.9M: the time table was 8 x 768 = 6144 parameters of it.
+  s = summarise(space.model)
+  with_time = summarise(vvt.models.get_config('timesformer', attention='space', num_classes=174))
+  assert with_time['params'] - s['params'] == 8 * 768 and abs(s['params_m'] - 85.9) / 85.9 < 0.005
+  # The converter of the authors' space_only checkpoints builds the same model fields.
+  fields = dict(configs_common.timesformer_scheme('space'))
+  state = _space_only_state()
+  converted = timesformer_convert.convert_official(state, num_frames=8, num_heads=2)
+  assert {k: converted.model_fields[k] for k in fields} == fields
+  assert 'time_embedding' not in converted.params['encoder']['posembed']
+
+
+def _space_only_state(d=16, layers=1, patch=4, grid=2, classes=3):
+  """A tiny state dict of the official TimeSformer space_only model (random values)."""
+  rng = np.random.default_rng(0)
+  r = lambda *shape: rng.normal(size=shape).astype(np.float32)
+  state = {'patch_embed.proj.weight': r(d, 3, patch, patch), 'patch_embed.proj.bias': r(d),
+           'pos_embed': r(1, 1 + grid * grid, d), 'cls_token': r(1, 1, d), 'norm.weight': r(d), 'norm.bias': r(d),
+           'head.weight': r(classes, d), 'head.bias': r(classes)}
+  for i in range(layers):
+    b = f'blocks.{i}'
+    state.update({f'{b}.norm1.weight': r(d), f'{b}.norm1.bias': r(d), f'{b}.attn.qkv.weight': r(3 * d, d),
+                  f'{b}.attn.qkv.bias': r(3 * d), f'{b}.attn.proj.weight': r(d, d), f'{b}.attn.proj.bias': r(d),
+                  f'{b}.norm2.weight': r(d), f'{b}.norm2.bias': r(d), f'{b}.mlp.fc1.weight': r(4 * d, d),
+                  f'{b}.mlp.fc1.bias': r(4 * d), f'{b}.mlp.fc2.weight': r(d, 4 * d), f'{b}.mlp.fc2.bias': r(d)})
+  return state
+
+
+def test_timesformer_schemes_study_builds_space_only_without_time_embedding():
+  from experiments import timesformer_schemes  # pylint: disable=g-import-not-at-top
+  for setting in ('k400', 'ssv2'):
+    trials = {t['model.attention']: t for t in timesformer_schemes.get_sweep(setting)}
+    assert trials['space']['model.positional_embedding'] == 'spatial'
+    assert all('model.positional_embedding' not in t for s, t in trials.items() if s != 'space')
+
+
+def test_timesformer_l_pads_a_short_video_with_its_last_frame():
+  """TimeSformer-L: 96 frames at rate 4 span 381 frames; a 250-frame video repeats its last frame."""
+  d = load('kinetics400/timesformer_b.py', 'l').dataset
+  assert (d.num_frames, d.stride, d.short_video_policy) == (96, 4, 'pad')
+  idx = np.asarray(sampling.eval_indices(250, d.num_frames, d.stride, d.num_test_clips, d.short_video_policy,
+                                         d.sampling))[0]
+  assert idx[:63].tolist() == list(range(0, 249, 4)) and (idx[63:] == 249).all()
+  train = np.asarray(sampling.train_indices(250, d.num_frames, d.stride, np.array([0, 1]), d.short_video_policy,
+                                            d.sampling))
+  assert (np.diff(train) >= 0).all() and train[-1] == 249  # never wraps to the start
+  vivit = load('kinetics400/vivit_b_fe.py').dataset  # ViViT (DMVR) loops
+  idx = np.asarray(sampling.eval_indices(50, vivit.num_frames, vivit.stride, 1, vivit.short_video_policy))[0]
+  assert vivit.short_video_policy == 'loop' and idx[25] == 0
+
+
+@pytest.mark.parametrize('name,arg,views', [
+    ('kinetics400/vivit_b_fe.py', None, (4, 1)),             # ablations (Tables 1-4): "a total of 4 views"
+    ('kinetics400/vivit_b_fe.py', 'views=sota', (4, 3)),
+    ('kinetics400/vivit_l_fe.py', None, (4, 3)),             # Table 5a: 3 crops per temporal view
+    ('kinetics400/vivit_l_fe.py', 'views=ablation', (4, 1)),
+    ('kinetics400/vivit_l_fe.py', '128', (1, 3)),
+    ('ssv2/vivit_l_fe.py', None, (4, 3)),
+    ('ssv2/vivit_l_fe.py', 'views=ablation', (4, 1)),
+    ('epic_kitchens/vivit_l_fe.py', 'views=ablation', (4, 1)),
+])
+def test_vivit_views_per_table(name, arg, views):
+  d = load(name, arg).dataset
+  assert (d.num_test_clips, d.num_spatial_crops) == views
+
+
+def test_vivit_ablation_models_evaluate_four_views():
+  from experiments import vivit_models  # pylint: disable=g-import-not-at-top
+  for setting in ('k400', 'epic'):
+    d = vivit_models.get_config(setting).dataset
+    assert d.num_test_clips * d.num_spatial_crops == 4
+
+
+def test_vivit_ssv2_flips_as_the_paper_with_variants():
+  paper, off, aware = (load('ssv2/vivit_l_fe.py', a).dataset for a in (None, 'off', 'label_aware'))
+  assert (paper.horizontal_flip, paper.label_aware_flip) == (True, False)
+  assert (off.horizontal_flip, off.label_aware_flip) == (False, False)
+  assert (aware.horizontal_flip, aware.label_aware_flip) == (True, True)
+
+
+@pytest.mark.parametrize('name,arg,overrides,message', [
+    ('kinetics400/vivit_b_fe.py', 'views=all', (), "config argument views='all' is not one of ablation, sota"),
+    ('ssv2/vivit_l_fe.py', 'flip=sometimes', (), "config argument flip='sometimes' is not one of paper, off, "
+                                                  'label_aware'),
+    ('ssv2/vivit_l_fe.py', 'off', [('dataset.label_aware_flip', 'True')],
+     'dataset.label_aware_flip needs dataset.horizontal_flip=True'),
+])
+def test_bad_recipe_arguments_are_one_line(name, arg, overrides, message):
+  with pytest.raises(ConfigError) as e:
+    load(name, arg, overrides)
+  assert message in str(e.value) and '\n' not in str(e.value)
