@@ -14,7 +14,11 @@ measures, after a warm-up:
             erasing, uint8 numpy batches (normalisation is done on the device
             by the train step, not here); then the same without colour
             jitter, RandAugment and erasing (the Kinetics recipe);
-  * eval:   make_eval_iterator, 1 clip x 3 crops (views/s and videos/s).
+  * eval:   make_eval_iterator, 1 clip x 3 crops (views/s and videos/s);
+  * augment (not in the default --only): the training pipeline with
+            RandAugment 2/9 against AutoAugment's ImageNet policy (nothing
+            else on but crop and flip), measured in alternating rounds in one
+            run; prints both and the ratio of their CPU time per clip.
 
 Besides wall-clock clips/s it prints the CPU time the process spent per clip,
 which stays meaningful when other jobs share the machine: cores / (CPU s per
@@ -95,6 +99,27 @@ def plain_rate(files, batch, steps, warmup):
   return _rate(ds.as_numpy_iterator(), batch, steps, warmup)
 
 
+def augment_policies(cfg, batch, steps, warmup, rounds=3):
+  """{name: (clips/s, CPU s per clip)} of RandAugment 2/9 and AutoAugment
+  'imagenet', each measured `rounds` times in alternation (the machine's
+  drift hits both alike); the medians."""
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  configs = {}
+  for name in ('randaugment', 'autoaugment'):
+    c = cfg.copy_and_resolve_references()
+    c.update(color_jitter=0.0, random_erasing=0.0)
+    c.randaugment = {'num_layers': 2, 'magnitude': 9} if name == 'randaugment' else None
+    c.autoaugment = 'imagenet' if name == 'autoaugment' else None
+    configs[name] = c
+  its = {name: pipeline.make_train_iterator(c, batch, process_index=0, process_count=1)
+         for name, c in configs.items()}
+  results = {name: [] for name in configs}
+  for r in range(rounds):
+    for name, it in its.items():
+      results[name].append(_rate(it, batch, steps, warmup if r == 0 else 2))
+  return {name: tuple(np.median(np.array(v), axis=0)) for name, v in results.items()}
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawTextHelpFormatter)
@@ -139,6 +164,13 @@ def main():
                                       process_count=1)
     _report('train pipeline (16x224, crop+flip only)',
             _rate(it, args.batch, args.steps, args.warmup))
+  if 'augment' in only:
+    res = augment_policies(cfg, args.batch, args.steps, args.warmup)
+    _report('train pipeline (16x224, crop+flip + RandAugment 2/9)', res['randaugment'])
+    _report('train pipeline (16x224, crop+flip + AutoAugment imagenet)', res['autoaugment'])
+    ra, aa = res['randaugment'], res['autoaugment']
+    print(f'AutoAugment / RandAugment: {aa[1] / ra[1]:.2f}x the CPU time per clip, '
+          f'{aa[0] / ra[0]:.2f}x the clips/s (medians of 3 alternating rounds)')
   if 'eval' in only:
     cfg.num_spatial_crops = 3
     n = pipeline.num_videos(cfg, 'test')

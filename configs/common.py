@@ -69,7 +69,9 @@ def init_from(checkpoint: str, **options) -> ml_collections.ConfigDict:
 # Each paper config states its recipe; docs/recipes.md gives every value's source (paper section, or the
 # official code / Scenic config it was taken from where the paper is silent) and why ours differs where it does.
 
-IMAGENET21K = 'imagenet21k/ViT-{size}_16.npz'  # big_vision / AugReg ImageNet-21k ViT checkpoints
+# The original ViT release's ImageNet-21k checkpoints (Dosovitskiy et al.; gs://vit_models/imagenet21k/), the
+# papers' start; AugReg's (Steiner et al.) load too but start stronger than the papers did: docs/recipes.md.
+IMAGENET21K = 'imagenet21k/ViT-{size}_16.npz'
 KINETICS400 = 'kinetics400/{name}.safetensors'  # Kinetics-400 vvt models, exported by `vvt export`
 
 

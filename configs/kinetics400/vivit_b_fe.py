@@ -7,7 +7,7 @@ views (`views=` argument, configs/common.py VIVIT_VIEWS):
 
   --config configs/kinetics400/vivit_b_fe.py                 4 temporal views (sec. 4.1 "Unless otherwise
                                                              specified, we use a total of 4 views"): the
-                                                             ablations of sec. 4.2 (Tables 1-4), ViViT-B's
+                                                             ablations of sec. 4.2, ViViT-B's
   --config configs/kinetics400/vivit_b_fe.py:views=sota      4 x 3 (sec. 4.3: 3 spatial crops "for each
                                                              temporal view", Table 5)
 
