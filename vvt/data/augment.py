@@ -4,7 +4,8 @@ For each training clip the tf.data pipeline decodes the crop window (uint8
 (T, h, w, 3), `transforms.decode_frames`) and draws every random number in TF
 (`transforms.train_draws`, from the clip's stateless seed). One
 `tf.numpy_function` then runs `make_clip`: horizontal flip, bilinear resize to
-(T, S, S, 3), colour jitter, RandAugment and random erasing, all on uint8
+(T, S, S, 3), colour jitter, RandAugment or AutoAugment (`vvt.data.autoaugment`)
+and random erasing, all on uint8
 frames with OpenCV's vectorised kernels (each op writes uint8, as PIL-based
 RandAugment does). The tests hold this to an op-by-op float TF reference
 (tests/data/reference_transforms.py), up to rounding; `BENCHMARKS.md` has the
@@ -12,8 +13,8 @@ speed.
 
 A clip is processed as a whole where an op acts on each pixel alone (a
 (T*H, W, 3) image) and frame by frame where pixels move (resize, geometric
-ops, the sharpness filter). Every RandAugment op is video-consistent: one
-draw per clip, the same map for every frame.
+ops, the sharpness filter). Every RandAugment and AutoAugment op is
+video-consistent: one draw per clip, the same map for every frame.
 """
 import math
 

@@ -405,7 +405,7 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
   it = pipeline.make_train_iterator(
       config.dataset, global_batch_size=config.batch_size, seed=config.seed,
       start_step=data_position, process_index=jax.process_index(),
-      process_count=jax.process_count())
+      process_count=jax.process_count(), class_names=config.get('class_names'))
   first = int(jax.device_get(state.step))
   loop = LoopState(step=first, data_position=data_position,
                    last_saved=first if data_position else None)
