@@ -18,7 +18,8 @@ measures, after a warm-up:
   * augment (not in the default --only): the training pipeline with
             RandAugment 2/9 against AutoAugment's ImageNet policy (nothing
             else on but crop and flip), measured in alternating rounds in one
-            run; prints both and the ratio of their CPU time per clip.
+            run; prints both and the ratio of their CPU time per clip, and
+            the CPU time of the augmentation alone on one 16x224x224 clip.
 
 Besides wall-clock clips/s it prints the CPU time the process spent per clip,
 which stays meaningful when other jobs share the machine: cores / (CPU s per
@@ -99,11 +100,8 @@ def plain_rate(files, batch, steps, warmup):
   return _rate(ds.as_numpy_iterator(), batch, steps, warmup)
 
 
-def augment_policies(cfg, batch, steps, warmup, rounds=3):
-  """{name: (clips/s, CPU s per clip)} of RandAugment 2/9 and AutoAugment
-  'imagenet', each measured `rounds` times in alternation (the machine's
-  drift hits both alike); the medians."""
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+def _augment_configs(cfg):
+  """{'randaugment': RandAugment 2/9, 'autoaugment': the ImageNet policy}: crop and flip besides."""
   configs = {}
   for name in ('randaugment', 'autoaugment'):
     c = cfg.copy_and_resolve_references()
@@ -111,13 +109,46 @@ def augment_policies(cfg, batch, steps, warmup, rounds=3):
     c.randaugment = {'num_layers': 2, 'magnitude': 9} if name == 'randaugment' else None
     c.autoaugment = 'imagenet' if name == 'autoaugment' else None
     configs[name] = c
-  its = {name: pipeline.make_train_iterator(c, batch, process_index=0, process_count=1)
-         for name, c in configs.items()}
+  return configs
+
+
+def augment_policies(cfg, batch, steps, warmup, rounds=3):
+  """{name: (clips/s, CPU s per clip)} of the training pipeline with
+  RandAugment 2/9 and with AutoAugment 'imagenet', measured in alternating
+  rounds (the machine's drift hits both alike), one iterator alive at a time
+  (closed after its round: no background prefetch in the other's figures);
+  the medians."""
+  from vvt.data import pipeline, transforms  # pylint: disable=g-import-not-at-top
+  configs = _augment_configs(cfg)
+  for name, c in configs.items():  # the imported vvt runs the policy (not a copy that ignores the field)
+    assert name in transforms.train_op_names(c), (name, transforms.__file__)
   results = {name: [] for name in configs}
   for r in range(rounds):
-    for name, it in its.items():
-      results[name].append(_rate(it, batch, steps, warmup if r == 0 else 2))
+    for name, c in configs.items():
+      it = pipeline.make_train_iterator(c, batch, seed=r, process_index=0, process_count=1)
+      results[name].append(_rate(it, batch, steps, warmup))
+      it.close()
   return {name: tuple(np.median(np.array(v), axis=0)) for name, v in results.items()}
+
+
+def augment_ops_only(cfg, clips=200, frames=16, size=224):
+  """{name: CPU ms per clip} of the augmentation alone (`augment.augment` on
+  one uint8 (16, 224, 224, 3) clip, the draws of `clips` seeds; one thread)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from vvt.data import augment, transforms  # pylint: disable=g-import-not-at-top
+  video = np.random.default_rng(0).integers(0, 256, (frames, size, size, 3), dtype=np.uint8)
+  out = {}
+  for name, c in _augment_configs(cfg).items():
+    ra = transforms.randaugment_args(c)
+    level = transforms.randaugment_level(ra[1]) if ra else 0.0
+    policy = transforms.autoaugment_args(c)
+    draws = [{k: v.numpy() for k, v in transforms.train_draws(c, tf.constant([0, k], tf.int64), size, size).items()}
+             for k in range(clips)]
+    start = _cpu_seconds()
+    for d in draws:
+      augment.augment(video, d, level, policy)
+    out[name] = 1000 * (_cpu_seconds() - start) / clips
+  return out
 
 
 def main():
@@ -171,6 +202,9 @@ def main():
     ra, aa = res['randaugment'], res['autoaugment']
     print(f'AutoAugment / RandAugment: {aa[1] / ra[1]:.2f}x the CPU time per clip, '
           f'{aa[0] / ra[0]:.2f}x the clips/s (medians of 3 alternating rounds)')
+    ops = augment_ops_only(cfg)
+    print(f"augmentation alone, CPU ms per 16x224x224 clip: RandAugment 2/9 {ops['randaugment']:.2f}, "
+          f"AutoAugment imagenet {ops['autoaugment']:.2f} (ratio {ops['autoaugment'] / ops['randaugment']:.2f})")
   if 'eval' in only:
     cfg.num_spatial_crops = 3
     n = pipeline.num_videos(cfg, 'test')
