@@ -34,8 +34,8 @@ def mixed_rates(tmp_path):
 def test_manifest_records_each_videos_stored_rate(mixed_rates, tmp_path):
   assert [v['fps'] for v in mixed_rates['videos']] == [25.0, 15.0, 25.0]
   resampled = convert.convert(str(tmp_path / 'videos.csv'), str(tmp_path / 'out' / 'resampled'),
-                              str(tmp_path / 'classes.txt'), num_shards=1, short_side=0, workers=1,
-                              progress=False, fps=30.0)
+                              str(tmp_path / 'classes.txt'), num_shards=1, short_side=0, workers=2,
+                              progress=False, fps=30.0)  # worker processes: the rate comes back with the frames
   assert [v['fps'] for v in resampled['videos']] == [30.0] * 3
 
 
