@@ -10,9 +10,9 @@ Key names (prefix `videomae.` or none), layer i:
   `embeddings.patch_embeddings.projection`      Conv3d (D, 3, tubelet_size, patch_size, patch_size), tokens in
                                                 (t, h, w) order as vvt's tubelet embedding
   `encoder.layer.i.layernorm_before`, `layernorm_after`
-  `encoder.layer.i.attention.attention.{query,key,value}.weight`, biases:
-      transformers 5: `query.bias`, `value.bias` (the key projection has none);
-      older:          `q_bias`, `v_bias` (VideoMAE's own names)
+  `encoder.layer.i.attention.attention.{query,key,value}.weight`, and the biases (the key projection has none)
+      in files (save_pretrained, the hub's, VideoMAE's own code): `q_bias`, `v_bias`;
+      in transformers 5's in-memory state dict: `query.bias`, `value.bias`
   `encoder.layer.i.attention.output.dense`, `intermediate.dense`, `output.dense`
   `layernorm` (use_mean_pooling=False) | `fc_norm` (use_mean_pooling=True), `classifier`
 
@@ -88,7 +88,7 @@ def _fresh(w: common.Writer, name: str, value: np.ndarray, why: str):
   w.report.initialised.append((name, why))
 
 
-def _attention(w: common.Writer, name: str, key: str, num_heads: int, qv_bias: bool, old_names: bool):
+def _attention(w: common.Writer, name: str, key: str, num_heads: int, qv_bias: bool, file_names: bool):
   """query / key / value Linear(D, D) (no key bias) + output dense -> vvt attention `name`."""
   for part, torch_name in (('query', 'query'), ('key', 'key'), ('value', 'value')):
     weight = w.src.matrix(f'{key}.attention.{torch_name}.weight')
@@ -99,7 +99,7 @@ def _attention(w: common.Writer, name: str, key: str, num_heads: int, qv_bias: b
     w.put(f'{name}/{part}/kernel', weight.T.reshape(d, num_heads, d_out // num_heads),
           f'{key}.attention.{torch_name}.weight', 'transposed, split into heads')
     if qv_bias and part != 'key':
-      bias_key = f'{key}.attention.{part[0]}_bias' if old_names else f'{key}.attention.{torch_name}.bias'
+      bias_key = f'{key}.attention.{part[0]}_bias' if file_names else f'{key}.attention.{torch_name}.bias'
       w.put(f'{name}/{part}/bias', w.src.take(bias_key).reshape(num_heads, d_out // num_heads), bias_key,
             'split into heads')
   common.torch_attention_out(w, f'{name}/out', f'{key}.output.dense', num_heads)
@@ -152,11 +152,11 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
     if want != got:
       raise ValueError(f'hf_config.{field}={want} but the patch embedding kernel has shape {kernel.shape} '
                        '(D, C, tubelet_size, patch_size, patch_size)')
-  old_names = any(k.endswith('.attention.attention.q_bias') for k in state)
+  file_names = not any(k.endswith('.attention.attention.query.bias') for k in state)  # q_bias, v_bias
   for i in range(cfg['num_hidden_layers']):
     key, n = f'{p}encoder.layer.{i}', f'encoder/layers/block_{i}'
     common.torch_layer_norm(w, f'{n}/joint_norm', f'{key}.layernorm_before')
-    _attention(w, f'{n}/joint_attention', f'{key}.attention', heads, bool(cfg['qv_bias']), old_names)
+    _attention(w, f'{n}/joint_attention', f'{key}.attention', heads, bool(cfg['qv_bias']), file_names)
     common.torch_layer_norm(w, f'{n}/mlp_norm', f'{key}.layernorm_after')
     common.torch_dense(w, f'{n}/mlp/Dense_0', f'{key}.intermediate.dense')
     common.torch_dense(w, f'{n}/mlp/Dense_1', f'{key}.output.dense')
