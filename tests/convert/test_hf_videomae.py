@@ -213,3 +213,16 @@ def test_against_transformers_built_here(mean, hidden, layers, patch):
   conv = hf_videomae.convert({k: v.numpy() for k, v in model.state_dict().items()}, cfg.to_dict())
   assert np.abs(_logits(conv, x) - ref).max() < ATOL
   assert summary.count_params(conv.params) == model.num_parameters()
+
+
+def test_videomae_b_parameters_and_flops():
+  """VideoMAE ViT-B (16 x 224^2, Kinetics-400) as the converter writes it: transformers'
+  VideoMAEForVideoClassification(VideoMAEConfig(num_labels=400)) has 86,534,800 parameters (the paper: 87M), and
+  180 GFLOPs per view (VideoMAE Table, multiply-add = 1 FLOP)."""
+  cfg = vvt.models.get_config('vivit', attention='spatiotemporal', variant='B/16x2', num_frames=16, image_size=224,
+                              num_classes=400, classifier='gap', pooling='mean_then_norm', encoder_norm_eps=1e-5,
+                              positional_embedding='sinusoidal', key_bias=False, layer_norm_eps=1e-12,
+                              gelu_approximate=False)
+  s = summary.summarise(cfg)
+  assert s['params'] == 86_534_800
+  assert abs(s['gflops'] - 180) / 180 < 0.05, s['gflops']
