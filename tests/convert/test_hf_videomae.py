@@ -226,3 +226,26 @@ def test_videomae_b_parameters_and_flops():
   s = summary.summarise(cfg)
   assert s['params'] == 86_534_800
   assert abs(s['gflops'] - 180) / 180 < 0.05, s['gflops']
+
+
+def test_attention_map_of_first_token_pooling_is_the_first_tokens_rollout():
+  """With pooling='first_token' the representation is token 0's output: the map is its row of the rollout."""
+  from vvt.inspection import attention_maps  # pylint: disable=g-import-not-at-top
+  folder, z, _ = _fixture('hf_videomae_first_token')
+  conv = video.convert('hf_videomae', str(folder))
+  cfg = conv.model_config()
+  maps = attention_maps.attention_maps(vvt.models.build(cfg), conv.params, z['input'][:1], cfg)
+  row = attention_maps.rollout(maps.stages)[:, 0]
+  np.testing.assert_allclose(maps.final.reshape(1, -1), row / row.sum(-1, keepdims=True), atol=1e-6)
+  mean = attention_maps.rollout(maps.stages).mean(axis=1)
+  assert np.abs(maps.final.reshape(1, -1) - mean / mean.sum(-1, keepdims=True)).max() > 1e-3  # not GAP's readout
+
+
+def test_a_pickle_is_refused_in_one_line(tmp_path):
+  folder, _, _ = _fixture('hf_videomae_mean')
+  (tmp_path / 'm').mkdir()
+  shutil.copy(folder / 'config.json', tmp_path / 'm' / 'config.json')
+  (tmp_path / 'm' / 'pytorch_model.bin').write_bytes(b'PK\x03\x04' + b'\0' * 64)  # never opened
+  with pytest.raises(common.WeightFileError) as info:
+    video.convert('hf_videomae', str(tmp_path / 'm'))
+  assert 'pytorch_model.bin: hf_videomae reads safetensors only' in str(info.value)

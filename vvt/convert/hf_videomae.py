@@ -4,7 +4,8 @@ Reads `VideoMAEForVideoClassification` (`videomae.*`, `fc_norm`, `classifier`), 
 prefix, no head) and the encoder of `VideoMAEForPreTraining` (`videomae.*`; its decoder, `encoder_to_decoder` and
 `mask_token` are reported unused). A checkpoint without `classifier` gets a new head of `num_classes` (zero, as
 every fresh vvt head), and with mean pooling a new final LayerNorm (scale 1, bias 0); the report lists both as
-freshly initialised.
+freshly initialised. Weights are read from safetensors only (`weights_file`): a pickled `pytorch_model.bin` is
+refused, never opened.
 
 Key names (prefix `videomae.` or none), layer i:
   `embeddings.patch_embeddings.projection`      Conv3d (D, 3, tubelet_size, patch_size, patch_size), tokens in
@@ -32,6 +33,7 @@ patches, a tubelet or patch size the weights contradict. A missing tensor is nam
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import Mapping
 
@@ -45,6 +47,20 @@ HF_DEFAULTS = dict(model_type='videomae', image_size=224, patch_size=16, num_cha
                    layer_norm_eps=1e-12, qv_bias=True, use_mean_pooling=True)
 FC_NORM_EPS = 1e-5  # nn.LayerNorm(hidden_size): torch's default eps, not the config's layer_norm_eps
 _LAYER = re.compile(r'^(?:videomae\.)?encoder\.layer\.(\d+)\.')
+
+
+def weights_file(checkpoint: str) -> str:
+  """The weight file of a VideoMAE folder or path: safetensors (or an npz of arrays), never a pickle. A
+  `pytorch_model.bin` (or any PyTorch pickle) is refused with one line naming it."""
+  if os.path.isdir(checkpoint):
+    for name in ('model.safetensors', 'pytorch_model.bin'):
+      if os.path.exists(os.path.join(checkpoint, name)):
+        return weights_file(os.path.join(checkpoint, name))
+    raise FileNotFoundError(f'{checkpoint} is a directory without model.safetensors')
+  if os.path.exists(checkpoint) and common.format_of(checkpoint) not in ('safetensors', 'npz'):
+    raise common.WeightFileError(f'{checkpoint}: hf_videomae reads safetensors only, not a PyTorch pickle (save '
+                                 'the model with save_pretrained(..., safe_serialization=True))')
+  return checkpoint
 
 
 def read_config(hf_config: Mapping | None) -> dict:

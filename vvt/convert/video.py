@@ -136,7 +136,7 @@ def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check:
   if source not in SOURCES:
     raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
   hf_config = _hf_config(checkpoint, hf_config) if source.startswith('hf_') else None
-  state = common.load_state(checkpoint)
+  state = common.load_state(hf_videomae.weights_file(checkpoint) if source == 'hf_videomae' else checkpoint)
   result = convert_state(source, state, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
   if check:
     with common.naming_file(checkpoint, 'its weights do not fit the model'):
