@@ -11,7 +11,8 @@ express the reference exactly (LayerNorm eps, GELU flavour, class-token handling
 ...) replace those of CONFIG; `DIR/config.json` holds the resulting run config, so `vvt eval --workdir DIR`
 evaluates the converted weights. `DIR/convert_report.txt` lists what was loaded and how. Scenic ViViT Models 1,
 3 and 4 read their frames and frame size from the split of their T*N position table; where its rows do not tell
-the split, --num-frames or --image-size must.
+the split, --num-frames or --image-size must. A checkpoint without a classifier (a VideoMAE backbone,
+--source hf_videomae) gets a new head of CONFIG's model.num_classes.
 """
 from __future__ import annotations
 

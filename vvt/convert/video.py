@@ -7,6 +7,8 @@ Sources:
   xvit             official X-ViT PyTorch checkpoint (space-time mixing + TA head)
   hf_timesformer   Hugging Face TimesformerForVideoClassification (folder with config.json, .safetensors, .bin)
   hf_vivit         Hugging Face VivitForVideoClassification (old and new key names)
+  hf_videomae      Hugging Face VideoMAEForVideoClassification, bare VideoMAEModel or VideoMAEForPreTraining
+                   (a backbone gets a new head of the config's num_classes)
 
 What the weights do not say (heads of a fused torch qkv, frame size of X-ViT, Model 4 vs Model 1 in scenic,
 Model 3's attention order, X-ViT's shift_div and num_segments) is taken from `model_cfg` (a vvt model ConfigDict)
@@ -24,9 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vvt.convert import common, hf_vivit, scenic, timesformer, xvit
+from vvt.convert import common, hf_videomae, hf_vivit, scenic, timesformer, xvit
 
-SOURCES = ('scenic_vivit', 'timesformer', 'xvit', 'hf_timesformer', 'hf_vivit')
+SOURCES = ('scenic_vivit', 'timesformer', 'xvit', 'hf_timesformer', 'hf_vivit', 'hf_videomae')
 
 
 def _hint(model_cfg, field):
@@ -114,6 +116,11 @@ def _convert_state(source, state, model_cfg, hf_config, num_frames, image_size):
     return hf_vivit.convert(state, hf_config, num_heads=None if hf_config else _hint(model_cfg, 'num_heads'),
                             num_frames=None if hf_config else frames_hint,
                             image_size=None if hf_config else image_size)
+  if source == 'hf_videomae':
+    return hf_videomae.convert(state, hf_config, num_heads=None if hf_config else _hint(model_cfg, 'num_heads'),
+                               num_frames=None if hf_config else frames_hint,
+                               image_size=None if hf_config else image_size or _hint(model_cfg, 'image_size'),
+                               num_classes=_hint(model_cfg, 'num_classes'))
   raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
 
 
@@ -129,7 +136,7 @@ def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check:
   if source not in SOURCES:
     raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
   hf_config = _hf_config(checkpoint, hf_config) if source.startswith('hf_') else None
-  state = common.load_state(checkpoint)
+  state = common.load_state(hf_videomae.weights_file(checkpoint) if source == 'hf_videomae' else checkpoint)
   result = convert_state(source, state, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
   if check:
     with common.naming_file(checkpoint, 'its weights do not fit the model'):

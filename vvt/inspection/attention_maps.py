@@ -423,11 +423,12 @@ def _readout_rows(st: Stage, classifier: str):
   return np.arange(st.t * st.n)
 
 
-def _encoder_map(stages: list, use_class_token: bool) -> np.ndarray:
-  """(B, T, N') relevance of the patch tokens of one encoder, sum 1 per example."""
+def _encoder_map(stages: list, use_class_token: bool, first_token: bool = False) -> np.ndarray:
+  """(B, T, N') relevance of the patch tokens of one encoder, sum 1 per example (first_token: the representation
+  is the first token's output, model.pooling='first_token', so the rollout is read from its row alone)."""
   last = stages[-1]
   cols = _patch_columns(last)
-  rows = _readout_rows(last, '')
+  rows = np.asarray([0]) if first_token and not use_class_token else _readout_rows(last, '')
   if use_class_token:  # the class token's attention in the last layer's stages it joins
     joined = [s for s in stages if s.layer == last.layer and (s.cls_joins or s.per_frame_cls)]
     m = np.mean([s.effective().mean(axis=1)[:, rows][:, :, cols].mean(axis=1) for s in joined], axis=0)
@@ -480,7 +481,7 @@ def attention_maps(module, params, video, model_cfg) -> Maps:
       frames[s.name] = np.broadcast_to(per_stage_maps(s, (1, 1, nt))[:, :, 0, 0][:, :, None, :],
                                         (b, s.attn.shape[1], nt, nt)).copy()
   else:
-    final = _encoder_map(stages, use_cls).reshape(b, nt, nh, nw)
+    final = _encoder_map(stages, use_cls, cfg.get('pooling') == 'first_token').reshape(b, nt, nh, nw)
     for s in stages:
       per_stage[s.name] = per_stage_maps(s, grid)
       frames[s.name] = frame_attention(s)

@@ -48,10 +48,13 @@ class MultiHeadAttention(nn.Module):
   shapes, cls_y None where the class token joins none of the stage's groupings (`time`: TimeSformer leaves it
   untouched). `stage` is a grouping or a head split (`groupings.head_slices`); `mixing` (a `Mixing`, or any object
   with its fields) turns on X-ViT's shift of keys and values. Projections are named like flax's
-  MultiHeadDotProductAttention (query, key, value: (D, H, d_h); out: (H, d_h, D)).
+  MultiHeadDotProductAttention (query, key, value: (D, H, d_h); out: (H, d_h, D)). `key_bias` False leaves the key
+  projection without its bias where `qkv_bias` (VideoMAE's q and v biases): softmax ignores the q.b_k that a key
+  bias adds to a whole row of logits, so only the parameter count differs.
   """
   num_heads: int
   qkv_bias: bool = True
+  key_bias: bool = True
   dropout_rate: float = 0.0
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
@@ -65,7 +68,8 @@ class MultiHeadAttention(nn.Module):
     h = self.num_heads
     dense = functools.partial(nn.DenseGeneral, features=(h, d // h), axis=-1, use_bias=self.qkv_bias,
                               dtype=self.dtype, param_dtype=self.param_dtype, kernel_init=self.kernel_init)
-    proj = {name: dense(name=name) for name in ('query', 'key', 'value')}
+    proj = {name: dense(name=name, use_bias=self.qkv_bias and (self.key_bias or name != 'key'))
+            for name in ('query', 'key', 'value')}
     q, k, v = (proj[name](x) for name in ('query', 'key', 'value'))  # (B, T, N, H, d_h)
     cls_qkv = None if cls is None else tuple(proj[name](cls) for name in ('query', 'key', 'value'))  # (B, 1, H, d_h)
     extra_kv = None

@@ -109,6 +109,7 @@ class EncoderBlock(nn.Module):
   mlp_dim: int
   mixing: Any = None
   qkv_bias: bool = True
+  key_bias: bool = True
   layer_norm_eps: float = 1e-6
   gelu_approximate: bool = False
   dropout_rate: float = 0.0
@@ -128,7 +129,8 @@ class EncoderBlock(nn.Module):
     for stage, projected in zip(self.stages, self.projected):
       ln = norm(f'{stage}_norm')
       y, cy = MultiHeadAttention(
-          num_heads=self.num_heads, qkv_bias=self.qkv_bias, dropout_rate=self.attention_dropout_rate,
+          num_heads=self.num_heads, qkv_bias=self.qkv_bias, key_bias=self.key_bias,
+          dropout_rate=self.attention_dropout_rate,
           dtype=self.dtype, param_dtype=self.param_dtype, impl=self.attention_impl, backend=self.backend,
           name=f'{stage}_attention')(
               ln(x), None if cls is None else ln(cls), stage=stage, grid=self.grid, mixing=self.mixing,

@@ -20,6 +20,15 @@ Field names follow the papers:
                   consecutive segments of num_segments frames; None = num_frames, one segment)
   time_embedding_rows  rows R of the separable time table; temporal index t gets row t mod R (None: one row
                   per temporal index). The official X-ViT backbone always has R = 8.
+  pooling         the video representation of a class-token-less model (classifier='gap'): 'mean' (default:
+                  the mean of the normalised tokens, scenic's GAP), 'mean_then_norm' (the final LayerNorm of the
+                  token mean: VideoMAE's fc_norm, use_mean_pooling=True), 'first_token' (the normalised first
+                  token, t = n = 0: VideoMAE with use_mean_pooling=False)
+  encoder_norm_eps  eps of the final LayerNorm `encoder_norm` (None: layer_norm_eps); HF VideoMAE's fc_norm
+                  has torch's default 1e-5 whatever its config's layer_norm_eps
+  key_bias        whether the key projection has a bias where qkv_bias (False: query and value biases only, as
+                  VideoMAE / BEiT; a key bias adds the same q.b_k to every logit of a query row, so it never
+                  changes attention)
 
 Memory and speed (the same function whatever their values, up to float rounding):
   attention_impl  how the one attention primitive runs (vvt/models/kernels.py): 'auto' (default: per stage,
@@ -63,6 +72,7 @@ REMAT_POLICIES = ('none', 'full', 'dots_saveable', 'dots_with_no_batch_dims_save
                   'everything_saveable', 'checkpoint_dots', 'checkpoint_dots_with_no_batch_dims')
 DTYPES = ('float32', 'bfloat16')
 FRAME_AGGREGATIONS = ('mean', 'mean_before_norm', 'temporal_attention')
+POOLINGS = ('mean', 'mean_then_norm', 'first_token')  # model.pooling, with classifier='gap'
 
 
 def _family_defaults(family: str) -> dict:
@@ -103,6 +113,7 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   c.num_heads = None
   c.mlp_dim = None
   c.classifier = 'token'  # 'token' | 'gap'
+  c.pooling = 'mean'  # with classifier='gap': 'mean' | 'mean_then_norm' | 'first_token' (module docstring)
   c.class_token = None  # 'global' | 'per_frame'; None: derived from family and attention.
   c.positional_embedding = fam['positional_embedding']
   # Model 2 (factorised encoder): temporal transformer depth and sizes (None: same as spatial).
@@ -131,6 +142,8 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   c.layer_norm_eps = 1e-6
   c.gelu_approximate = fam['gelu_approximate']
   c.qkv_bias = True
+  c.key_bias = True  # False: query and value biases only (VideoMAE); applies where qkv_bias
+  c.encoder_norm_eps = None  # eps of the final LayerNorm; None: layer_norm_eps
   c.dtype = 'float32'  # compute dtype
   c.param_dtype = 'float32'  # dtype of the parameters
   # Memory / speed: implementation of attention, rematerialisation policy, layers as one scan.
@@ -213,7 +226,8 @@ def _check_ranges(c) -> None:
     raise ValueError(f'model.temporal_layers must be an int >= 0 (0 is the average-pool baseline), '
                      f'got {c.temporal_layers!r}')
   head = c.temporal_head
-  for name, v in (('layer_norm_eps', c.layer_norm_eps), ('temporal_head.layer_norm_eps', head.layer_norm_eps)):
+  for name, v in (('layer_norm_eps', c.layer_norm_eps), ('temporal_head.layer_norm_eps', head.layer_norm_eps),
+                  ('encoder_norm_eps', c.layer_norm_eps if c.encoder_norm_eps is None else c.encoder_norm_eps)):
     if not _is_number(v) or v <= 0:
       raise ValueError(f'model.{name} must be a number > 0, got {v!r}')
   for name in ('num_layers', 'mlp_ratio'):
@@ -243,6 +257,7 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _check_num_classes(c.num_classes)
   grid = token_grid(c)
   _resolve_class_token(c, scheme)
+  _resolve_pooling(c)
   _check_scheme_constraints(c, scheme, grid)
   _resolve_mixing(c, scheme)
   _resolve_time_embedding(c, scheme, grid[0])
@@ -289,7 +304,8 @@ def _fill_sizes(c) -> None:
 def _check_choices(c) -> None:
   """The fields that take one of a list of names."""
   choices = (('classifier', schemes.CLASSIFIERS), ('positional_embedding', POSITIONAL_EMBEDDINGS),
-             ('frame_aggregation', FRAME_AGGREGATIONS), ('attention_order', schemes.ATTENTION_ORDERS),
+             ('frame_aggregation', FRAME_AGGREGATIONS), ('pooling', POOLINGS),
+             ('attention_order', schemes.ATTENTION_ORDERS),
              ('dtype', DTYPES), ('param_dtype', DTYPES))
   for name, allowed in choices:
     if c[name] not in allowed:
@@ -310,6 +326,18 @@ def _resolve_class_token(c, scheme: schemes.Scheme) -> None:
     allowed = [s.name for s in schemes.SCHEME_TABLE.values() if s.per_frame_class_token]
     raise ValueError(f"model.class_token='per_frame' works with {', '.join(allowed[:-1])} or {allowed[-1]} "
                      f'attention, not {scheme.name!r}')
+
+
+def _resolve_pooling(c) -> None:
+  """pooling other than 'mean' needs classifier='gap'; encoder_norm_eps from layer_norm_eps where None;
+  key_bias must be a bool."""
+  if c.pooling != 'mean' and c.classifier != 'gap':
+    raise ValueError(f"model.pooling={c.pooling!r} pools a class-token-less model: it needs model.classifier='gap' "
+                     f'(classifier={c.classifier!r} reads the class token)')
+  if c.encoder_norm_eps is None:
+    c.encoder_norm_eps = c.layer_norm_eps
+  if not isinstance(c.key_bias, bool):
+    raise ValueError(f'model.key_bias must be True or False, got {c.key_bias!r}')
 
 
 def _check_scheme_constraints(c, scheme: schemes.Scheme, grid) -> None:

@@ -49,6 +49,7 @@ class ModelSpec:
   mlp_dim: int
   num_classes: Any  # int, or ((head, classes), ...) for several heads
   classifier: str  # 'token' | 'gap'
+  pooling: str  # with classifier 'gap': 'mean' | 'mean_then_norm' | 'first_token'
   class_token: str | None  # 'global' | 'per_frame'; None with classifier 'gap'
   positional_embedding: str
   time_embedding_rows: int | None
@@ -65,6 +66,8 @@ class ModelSpec:
   layer_norm_eps: float
   gelu_approximate: bool
   qkv_bias: bool
+  key_bias: bool  # the key projection's bias, where qkv_bias
+  encoder_norm_eps: float  # eps of the final LayerNorm
   dtype: Any  # jnp.float32 | jnp.bfloat16
   param_dtype: Any
   attention_impl: str
@@ -100,7 +103,7 @@ def spec_of(cfg) -> ModelSpec:
       image_size=cfg.image_size, tubelet=tuple(cfg.tubelet), grid=tuple(token_grid(cfg)),
       hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=cfg.num_heads, mlp_dim=cfg.mlp_dim,
       num_classes=_num_classes(cfg.num_classes), classifier=cfg.classifier,
-      class_token=cfg.class_token if cfg.classifier == 'token' else None,
+      pooling=cfg.pooling, class_token=cfg.class_token if cfg.classifier == 'token' else None,
       positional_embedding=cfg.positional_embedding, time_embedding_rows=cfg.time_embedding_rows,
       temporal_layers=cfg.temporal_layers, temporal_num_heads=cfg.temporal_num_heads,
       temporal_mlp_dim=cfg.temporal_mlp_dim, mixing=_mixing(cfg, scheme), frame_aggregation=cfg.frame_aggregation,
@@ -110,5 +113,6 @@ def spec_of(cfg) -> ModelSpec:
       representation_size=cfg.representation_size, dropout_rate=cfg.dropout_rate,
       attention_dropout_rate=cfg.attention_dropout_rate, stochastic_depth=cfg.stochastic_depth,
       layer_norm_eps=cfg.layer_norm_eps, gelu_approximate=cfg.gelu_approximate, qkv_bias=cfg.qkv_bias,
-      dtype=_DTYPES[cfg.dtype], param_dtype=_DTYPES[cfg.param_dtype], attention_impl=cfg.attention_impl,
+      key_bias=cfg.key_bias, encoder_norm_eps=cfg.encoder_norm_eps, dtype=_DTYPES[cfg.dtype],
+      param_dtype=_DTYPES[cfg.param_dtype], attention_impl=cfg.attention_impl,
       remat=cfg.remat, scan_layers=cfg.scan_layers)

@@ -35,7 +35,8 @@ def block_fields(spec: ModelSpec, stages, grid, *, num_heads=None, mlp_dim=None,
   return dict(
       stages=tuple(stages), projected=tuple(projected or (False,) * len(stages)), grid=tuple(grid),
       num_heads=num_heads or spec.num_heads, mlp_dim=mlp_dim or spec.mlp_dim, mixing=mixing,
-      qkv_bias=spec.qkv_bias, layer_norm_eps=spec.layer_norm_eps, gelu_approximate=spec.gelu_approximate,
+      qkv_bias=spec.qkv_bias, key_bias=spec.key_bias, layer_norm_eps=spec.layer_norm_eps,
+      gelu_approximate=spec.gelu_approximate,
       dropout_rate=spec.dropout_rate, attention_dropout_rate=spec.attention_dropout_rate, dtype=spec.dtype,
       param_dtype=spec.param_dtype, attention_impl=spec.attention_impl, backend=backend)
 
@@ -86,13 +87,19 @@ def encoder(spec: ModelSpec, block: dict, num_layers: int, class_token, position
   """A SpaceTimeEncoder of the model, its regularisation, memory and numerics fields from `spec`."""
   return SpaceTimeEncoder(block, num_layers, class_token, positional_embedding, time_embedding_rows,
                           spec.dropout_rate, spec.stochastic_depth, spec.remat, spec.scan_layers,
-                          spec.layer_norm_eps, spec.dtype, spec.param_dtype, name=name)
+                          spec.encoder_norm_eps, spec.dtype, spec.param_dtype, name=name)
 
 
-def pool(x, cls, norm, classifier: str):
-  """Video representation (B, D): the normalised class token ('token') or the mean of all tokens ('gap')."""
+def pool(x, cls, norm, classifier: str, pooling: str = 'mean'):
+  """Video representation (B, D) of tokens x (B, T, N, D): the normalised class token ('token'), else by
+  `pooling` the mean of the normalised tokens ('mean'), the normalised mean of the tokens ('mean_then_norm':
+  VideoMAE's fc_norm), or the normalised first token ('first_token': VideoMAE without mean pooling)."""
   if classifier == 'token':
     return norm(cls)[:, 0]
+  if pooling == 'mean_then_norm':
+    return norm(jnp.mean(x, axis=(1, 2)))
+  if pooling == 'first_token':
+    return norm(x[:, 0, 0])
   return jnp.mean(norm(x), axis=(1, 2))
 
 
@@ -128,13 +135,13 @@ class VideoTransformer(nn.Module):
       if spec.frame_aggregation == 'temporal_attention':  # X-ViT TA head.
         return self._classify(self._temporal_head(frames, train), train, ta_head=True)
       return self._classify(jnp.mean(frames, axis=1), train)
-    return self._classify(pool(x, cls, norm, spec.classifier), train)
+    return self._classify(pool(x, cls, norm, spec.classifier, spec.pooling), train)
 
   def _temporal_head(self, frames, train):
     spec, head = self.spec, self.spec.temporal_head
     block = block_fields(spec, ('joint',), (1, 1, frames.shape[1]), num_heads=head.num_heads, mlp_dim=head.mlp_dim,
                          backend=self.backend)
-    block.update(qkv_bias=head.qkv_bias, layer_norm_eps=head.layer_norm_eps)
+    block.update(qkv_bias=head.qkv_bias, key_bias=True, layer_norm_eps=head.layer_norm_eps)
     return TemporalAttentionHead(head.num_layers, block, spec.dtype, spec.param_dtype, spec.remat, spec.scan_layers,
                                  name='temporal_head')(frames, train)
 
@@ -168,11 +175,11 @@ class FactorisedEncoder(nn.Module):
     spatial = block_fields(spec, ('joint',), (1, nh, nw), backend=self.backend)
     xs, cls, norm = encoder(spec, spatial, spec.num_layers, spec.class_token, pos, name='spatial_encoder')(
         x.reshape(b * t, 1, n, d), train)
-    frames = pool(xs, cls, norm, spec.classifier).reshape(b, 1, t, d)  # (B, 1, n_t, D)
+    frames = pool(xs, cls, norm, spec.classifier, spec.pooling).reshape(b, 1, t, d)  # (B, 1, n_t, D)
     if spec.temporal_layers == 0:  # the paper's baseline: average-pool the frame representations.
       return classifier_head(spec)(jnp.mean(frames, axis=(1, 2)), train)
     temporal = block_fields(spec, ('joint',), (1, 1, t), num_heads=spec.temporal_num_heads,
                             mlp_dim=spec.temporal_mlp_dim, backend=self.backend)
     xt, cls, norm = encoder(spec, temporal, spec.temporal_layers, spec.class_token, pos, name='temporal_encoder')(
         frames, train)
-    return classifier_head(spec)(pool(xt, cls, norm, spec.classifier), train)
+    return classifier_head(spec)(pool(xt, cls, norm, spec.classifier, spec.pooling), train)

@@ -1,0 +1,195 @@
+"""Hugging Face VideoMAE -> vvt ViViT Model 1 (spatiotemporal, joint space-time attention) without a class token.
+
+Reads `VideoMAEForVideoClassification` (`videomae.*`, `fc_norm`, `classifier`), the bare `VideoMAEModel` (no
+prefix, no head) and the encoder of `VideoMAEForPreTraining` (`videomae.*`; its decoder, `encoder_to_decoder` and
+`mask_token` are reported unused). A checkpoint without `classifier` gets a new head of `num_classes` (zero, as
+every fresh vvt head), and with mean pooling a new final LayerNorm (scale 1, bias 0); the report lists both as
+freshly initialised. Weights are read from safetensors only (`weights_file`): a pickled `pytorch_model.bin` is
+refused, never opened.
+
+Key names (prefix `videomae.` or none), layer i:
+  `embeddings.patch_embeddings.projection`      Conv3d (D, 3, tubelet_size, patch_size, patch_size), tokens in
+                                                (t, h, w) order as vvt's tubelet embedding
+  `encoder.layer.i.layernorm_before`, `layernorm_after`
+  `encoder.layer.i.attention.attention.{query,key,value}.weight`, and the biases (the key projection has none)
+      in files (save_pretrained, the hub's, VideoMAE's own code): `q_bias`, `v_bias`;
+      in transformers 5's in-memory state dict: `query.bias`, `value.bias`
+  `encoder.layer.i.attention.output.dense`, `intermediate.dense`, `output.dense`
+  `layernorm` (use_mean_pooling=False) | `fc_norm` (use_mean_pooling=True), `classifier`
+
+What the model does and the vvt fields that say it:
+  * position: the fixed sine-cosine table of `get_sinusoid_encoding_table` over the T*N token index (Vaswani
+    et al.; dim 2i sin, 2i+1 cos of pos / 10000^(2i/D)). It is no weight of the file nor a parameter of
+    transformers, and never trained: positional_embedding='sinusoidal', a constant the model rebuilds from the
+    grid (vvt.models.embedding.sinusoidal_table, the same formula), so it stays fixed in fine-tuning.
+  * attention: q and v biases, no k bias (`qv_bias`, older configs `qkv_bias`): qkv_bias, key_bias=False.
+  * no class token: classifier='gap'; use_mean_pooling=True: token mean then `fc_norm`, a torch LayerNorm of
+    default eps 1e-5 whatever layer_norm_eps (pooling='mean_then_norm', encoder_norm_eps=1e-5); False: `layernorm`
+    (layer_norm_eps) over the tokens, then the first one, the tubelet at t = h = w = 0 (pooling='first_token').
+  * `layer_norm_eps` of the blocks (transformers' default 1e-12), `hidden_act` ('gelu': exact erf GELU).
+What vvt cannot express is refused with one line naming the config field: another model_type, a hidden_act that
+is no GELU, num_channels other than 3, frames or frame size not divisible by the tubelet, non-square frames or
+patches, a tubelet or patch size the weights contradict. A missing tensor is named.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Mapping
+
+import numpy as np
+
+from vvt.convert import common
+
+# transformers' VideoMAEConfig defaults (absent from a diff-only config.json).
+HF_DEFAULTS = dict(model_type='videomae', image_size=224, patch_size=16, num_channels=3, num_frames=16,
+                   tubelet_size=2, num_attention_heads=12, num_hidden_layers=12, hidden_act='gelu',
+                   layer_norm_eps=1e-12, qv_bias=True, use_mean_pooling=True)
+FC_NORM_EPS = 1e-5  # nn.LayerNorm(hidden_size): torch's default eps, not the config's layer_norm_eps
+_LAYER = re.compile(r'^(?:videomae\.)?encoder\.layer\.(\d+)\.')
+
+
+def weights_file(checkpoint: str) -> str:
+  """The weight file of a VideoMAE folder or path: safetensors (or an npz of arrays), never a pickle. A
+  `pytorch_model.bin` (or any PyTorch pickle) is refused with one line naming it."""
+  if os.path.isdir(checkpoint):
+    for name in ('model.safetensors', 'pytorch_model.bin'):
+      if os.path.exists(os.path.join(checkpoint, name)):
+        return weights_file(os.path.join(checkpoint, name))
+    raise FileNotFoundError(f'{checkpoint} is a directory without model.safetensors')
+  if os.path.exists(checkpoint) and common.format_of(checkpoint) not in ('safetensors', 'npz'):
+    raise common.WeightFileError(f'{checkpoint}: hf_videomae reads safetensors only, not a PyTorch pickle (save '
+                                 'the model with save_pretrained(..., safe_serialization=True))')
+  return checkpoint
+
+
+def read_config(hf_config: Mapping | None) -> dict:
+  """config.json (any generation) over transformers' defaults, its fields checked against what vvt expresses
+  (ValueError naming the field)."""
+  cfg = {**HF_DEFAULTS, **dict(hf_config or {})}
+  if 'qkv_bias' in (hf_config or {}) and 'qv_bias' not in (hf_config or {}):  # transformers < 5 spelling
+    cfg['qv_bias'] = cfg['qkv_bias']
+  if cfg['model_type'] != 'videomae':
+    raise ValueError(f"hf_config.model_type is {cfg['model_type']!r}, not 'videomae'")
+  if cfg.get('attention_type', 'joint_space_time') != 'joint_space_time':
+    raise ValueError(f"hf_config.attention_type={cfg['attention_type']!r}: VideoMAE attends jointly over space "
+                     "and time ('joint_space_time')")
+  for name in ('image_size', 'patch_size'):
+    value = cfg[name]
+    if isinstance(value, (list, tuple)):
+      if len(set(value)) != 1:
+        raise ValueError(f'hf_config.{name}={list(value)}: vvt takes square frames and patches')
+      cfg[name] = value[0]
+  for name in ('image_size', 'patch_size', 'num_frames', 'tubelet_size', 'num_attention_heads', 'num_hidden_layers'):
+    if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
+      raise ValueError(f'hf_config.{name} must be a positive int, got {cfg[name]!r}')
+  if cfg['num_channels'] != 3:
+    raise ValueError(f"hf_config.num_channels={cfg['num_channels']}: vvt models take RGB video (3 channels)")
+  if cfg['num_frames'] % cfg['tubelet_size']:
+    raise ValueError(f"hf_config.num_frames={cfg['num_frames']} is not a multiple of "
+                     f"hf_config.tubelet_size={cfg['tubelet_size']} (vvt tokenises whole tubelets only)")
+  if cfg['image_size'] % cfg['patch_size']:
+    raise ValueError(f"hf_config.image_size={cfg['image_size']} is not a multiple of "
+                     f"hf_config.patch_size={cfg['patch_size']}")
+  try:
+    cfg['gelu_approximate'] = common.gelu_approximate_of(cfg['hidden_act'])
+  except ValueError as e:
+    raise ValueError(f'hf_config.{e}') from None
+  return cfg
+
+
+def _fresh(w: common.Writer, name: str, value: np.ndarray, why: str):
+  """A parameter the checkpoint does not have: the value vvt's own init gives it, reported as initialised."""
+  w.flat[name] = np.asarray(value, np.float32)
+  w.report.initialised.append((name, why))
+
+
+def _attention(w: common.Writer, name: str, key: str, num_heads: int, qv_bias: bool, file_names: bool):
+  """query / key / value Linear(D, D) (no key bias) + output dense -> vvt attention `name`."""
+  for part, torch_name in (('query', 'query'), ('key', 'key'), ('value', 'value')):
+    weight = w.src.matrix(f'{key}.attention.{torch_name}.weight')
+    d_out, d = weight.shape
+    if d_out % num_heads:
+      raise common.WeightFileError(f'{w.src.origin}: {key}.attention.{torch_name}: {d_out} features are not '
+                                   f'divisible by num_attention_heads={num_heads}')
+    w.put(f'{name}/{part}/kernel', weight.T.reshape(d, num_heads, d_out // num_heads),
+          f'{key}.attention.{torch_name}.weight', 'transposed, split into heads')
+    if qv_bias and part != 'key':
+      bias_key = f'{key}.attention.{part[0]}_bias' if file_names else f'{key}.attention.{torch_name}.bias'
+      w.put(f'{name}/{part}/bias', w.src.take(bias_key).reshape(num_heads, d_out // num_heads), bias_key,
+            'split into heads')
+  common.torch_attention_out(w, f'{name}/out', f'{key}.output.dense', num_heads)
+
+
+def _head(w: common.Writer, p: str, cfg: dict, hidden: int, num_classes):
+  """The final LayerNorm (`fc_norm` or `layernorm`) and the classifier, or fresh ones; returns the classes."""
+  norm = 'fc_norm' if cfg['use_mean_pooling'] else f'{p}layernorm'
+  if f'{norm}.weight' in w.src or not cfg['use_mean_pooling']:
+    common.torch_layer_norm(w, 'encoder/encoder_norm', norm)
+  else:
+    _fresh(w, 'encoder/encoder_norm/scale', np.ones(hidden), 'new fc_norm (the checkpoint has none)')
+    _fresh(w, 'encoder/encoder_norm/bias', np.zeros(hidden), 'new fc_norm (the checkpoint has none)')
+  if 'classifier.weight' in w.src:
+    common.torch_dense(w, 'head/output_projection', 'classifier')
+    return int(w.src.state['classifier.weight'].shape[0])
+  if num_classes is None:
+    raise ValueError('the VideoMAE checkpoint has no classifier: give the number of classes of the new head '
+                     '(model.num_classes of the config)')
+  heads = {'': num_classes} if isinstance(num_classes, int) else {f'_{k}': v for k, v in dict(num_classes).items()}
+  for suffix, n in heads.items():
+    _fresh(w, f'head/output_projection{suffix}/kernel', np.zeros((hidden, int(n))), 'new classifier (backbone only)')
+    _fresh(w, f'head/output_projection{suffix}/bias', np.zeros(int(n)), 'new classifier (backbone only)')
+  return num_classes
+
+
+@common.names_its_file
+def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_heads: int | None = None,
+            num_frames: int | None = None, image_size: int | None = None, num_classes=None) -> common.Converted:
+  """HF VideoMAE state dict (+ config.json dict) -> vvt params + the exact model fields.
+
+  num_heads / num_frames / image_size fill in where no config is given (else transformers' defaults);
+  num_classes: the classes of a new head where the checkpoint has no classifier (a backbone)."""
+  cfg = read_config(hf_config)
+  if not hf_config:
+    cfg.update({k: v for k, v in dict(num_attention_heads=num_heads, num_frames=num_frames,
+                                      image_size=image_size).items() if v is not None})
+    cfg = read_config(cfg)
+  heads = cfg['num_attention_heads']
+  src = common.Source(state, 'Hugging Face VideoMAE checkpoint')
+  w = common.Writer(src)
+  p = 'videomae.' if any(k.startswith('videomae.') for k in state) else ''
+  kernel = common.torch_patch_embedding(w, 'embedding/conv', f'{p}embeddings.patch_embeddings.projection')
+  if kernel.ndim != 5:
+    raise common.WeightFileError(f'{src.origin}: {p}embeddings.patch_embeddings.projection.weight has shape '
+                                 f'{kernel.shape}; VideoMAE tokenises with a Conv3d (D, C, t, h, w)')
+  hidden, channels, tt, th, tw = kernel.shape
+  for field, want, got in (('num_channels', 3, channels), ('tubelet_size', cfg['tubelet_size'], tt),
+                           ('patch_size', cfg['patch_size'], th), ('patch_size', cfg['patch_size'], tw)):
+    if want != got:
+      raise ValueError(f'hf_config.{field}={want} but the patch embedding kernel has shape {kernel.shape} '
+                       '(D, C, tubelet_size, patch_size, patch_size)')
+  file_names = not any(k.endswith('.attention.attention.query.bias') for k in state)  # q_bias, v_bias
+  for i in range(cfg['num_hidden_layers']):
+    key, n = f'{p}encoder.layer.{i}', f'encoder/layers/block_{i}'
+    common.torch_layer_norm(w, f'{n}/joint_norm', f'{key}.layernorm_before')
+    _attention(w, f'{n}/joint_attention', f'{key}.attention', heads, bool(cfg['qv_bias']), file_names)
+    common.torch_layer_norm(w, f'{n}/mlp_norm', f'{key}.layernorm_after')
+    common.torch_dense(w, f'{n}/mlp/Dense_0', f'{key}.intermediate.dense')
+    common.torch_dense(w, f'{n}/mlp/Dense_1', f'{key}.output.dense')
+  extra = sorted({int(m.group(1)) for k in state if (m := _LAYER.match(k))} - set(range(cfg['num_hidden_layers'])))
+  if extra:
+    raise ValueError(f"hf_config.num_hidden_layers={cfg['num_hidden_layers']} but the checkpoint also has "
+                     f'layers {extra}')
+  classes = _head(w, p, cfg, hidden, num_classes)
+  mean = bool(cfg['use_mean_pooling'])
+  fields = dict(
+      family='vivit', attention='spatiotemporal', variant=common.variant_name(hidden, th, tt),
+      tubelet=(int(tt), int(th), int(tw)), num_frames=int(cfg['num_frames']), image_size=int(cfg['image_size']),
+      num_classes=classes, hidden_size=int(hidden), num_layers=int(cfg['num_hidden_layers']), num_heads=int(heads),
+      mlp_dim=int(w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]),
+      classifier='gap', class_token=None, pooling='mean_then_norm' if mean else 'first_token',
+      positional_embedding='sinusoidal', time_embedding_rows=None, representation_size=None,
+      temporal_projection=False, layer_norm_eps=float(cfg['layer_norm_eps']),
+      encoder_norm_eps=FC_NORM_EPS if mean else float(cfg['layer_norm_eps']),
+      gelu_approximate=cfg['gelu_approximate'], qkv_bias=bool(cfg['qv_bias']), key_bias=False)
+  return w.result(fields)
