@@ -45,6 +45,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.color_jitter_prob = 0.8       # probability a clip is jittered
   c.randaugment = flexible(None)  # None = off, or {'num_layers': 2, 'magnitude': 9}
   c.random_erasing = 0.0          # probability of erasing one box per clip
+  c.repeated_augmentation = 1     # N: each video N times per batch, independently augmented (1 = off)
   c.normalization = 'imagenet'    # 'imagenet' (mean/std) | 'zero_centre' ([-1, 1])
   # --- reading ------------------------------------------------------------------
   c.shuffle_buffer = 128          # records (whole videos) in the shuffle buffer
