@@ -351,7 +351,7 @@ def run_eval(run: Run, program: Program, params, step: int, eval_writer, weights
     path = evaluate_lib.write_results(run.workdir, step, ema_lib.results_split(split, weights), res, agg)
     if eval_writer is not None:
       eval_writer.write_scalars(step, {k: v for k, v in res.items() if isinstance(v, (int, float))})
-    eval_writer.flush()
+      eval_writer.flush()
     run.log(f'[eval] results: {path}')
   return res
 
