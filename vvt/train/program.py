@@ -11,9 +11,11 @@ input clip (`model_state.ClipShape`), the logical axis rules of `config.mesh.log
 heads and MLP units are sharded over: the batch's sharding, the tensor-parallel specs, and the rules the steps are
 traced under, whenever jax traces them), the shardings of `config.mesh`'s rules on `mesh`, the steps'
 settings (`steps.TrainSettings` / `steps.EvalSettings`) and, for training, the optimiser and its schedule
-over `steps_per_epoch = ceil(num_train_videos / batch_size)` and `total_steps` (`num_train_steps` when
-set, else `num_epochs` epochs); with `optimizer.ema_decay` > 0 the state keeps an EMA of the params
-(`vvt.train.ema`). The jitted steps compile on their first call (or `.lower(...).compile()`).
+over `steps_per_epoch = ceil(num_train_videos / batch_size)` (also with `dataset.repeated_augmentation` = N:
+an epoch is as many clips as videos, num_train_videos / N of them distinct, as DeiT counts) and
+`total_steps` (`num_train_steps` when set, else `num_epochs` epochs); with `optimizer.ema_decay` > 0 the
+state keeps an EMA of the params (`vvt.train.ema`). The jitted steps compile on their first call (or
+`.lower(...).compile()`).
 """
 import dataclasses
 import math
