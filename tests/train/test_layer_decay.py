@@ -23,7 +23,7 @@ def _model_cfg(family, attention, scan, num_layers=3, **kw):
 def _params(cfg, abstract=False):
   module = vvt.models.build(cfg)
   init = lambda: module.init({'params': jax.random.PRNGKey(0)}, jnp.zeros((1, 4, 16, 16, 3)), train=False)
-  return (jax.eval_shape(init) if abstract else init())['params']
+  return (jax.eval_shape(init) if abstract else jax.jit(init)())['params']
 
 
 def _flat(tree):
@@ -48,10 +48,12 @@ def test_each_layers_update_is_plain_adamws_times_its_power_of_the_decay(scan):
   grads = [jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape), jnp.float32), params) for _ in range(2)]
   updates = {}
   for name, tx in (('plain', _optimizer()), ('decayed', _optimizer(layer_decay=DECAY))):
-    state = tx.init(params)
-    for g in grads:  # the same params at both steps: the moments and the decay term see the same inputs
-      u, state = tx.update(g, state, params)
-    updates[name] = _flat(u)
+    def two_steps(params, grads, tx=tx):  # the same params at both: the moments and the decay see the same
+      state = tx.init(params)
+      for g in grads:
+        u, state = tx.update(g, state, params)
+      return u
+    updates[name] = _flat(jax.jit(two_steps)(params, grads))
   plain, decayed = updates['plain'], updates['decayed']
   checked = 0
   for name, u in plain.items():
