@@ -1,4 +1,4 @@
-"""Layer-wise learning-rate decay (`optimizer.layer_decay`), as BEiT (Bao et al., 2022, sec. 2.5) and the
+"""Layer-wise learning-rate decay (`optimizer.layer_decay`), as BEiT (Bao et al., 2022, fine-tuning) and the
 VideoMAE / VideoMAE V2 / InternVideo fine-tuning recipes use it: the update of a parameter of layer i is
 multiplied by
 
