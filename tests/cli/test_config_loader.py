@@ -146,10 +146,31 @@ def _error(spec, *overrides, **kw):
     ('dataset.randaugment={"num_layers": 2, "magnitude": 20}', 'dataset.randaugment.magnitude must be in [0, 10]'),
     ('mesh.num_devices=0', 'mesh.num_devices must be -1 or positive'),
     ('schedule.warmup_steps=5000', 'schedule.warmup_steps=5000 does not fit in num_train_steps=200'),
+    ('optimizer.layer_decay=0', 'optimizer.layer_decay must be in (0, 1], got 0'),
+    ('optimizer.layer_decay=1.5', 'optimizer.layer_decay must be in (0, 1], got 1.5'),
+    ('optimizer.ema_decay=1.0', 'optimizer.ema_decay must be in [0, 1), got 1.0'),
+    ('optimizer.ema_decay=-0.1', 'optimizer.ema_decay must be in [0, 1), got -0.1'),
+    ('optimizer.ema_decay=fast', 'expected a number'),
+    ('dataset.repeated_augmentation=0', 'dataset.repeated_augmentation must be positive, got 0'),
+    ('dataset.repeated_augmentation=2.0', '--config.dataset.repeated_augmentation: expected an integer'),
+    ('dataset.repeated_augmentation=3', 'batch_size=64 is not divisible by dataset.repeated_augmentation=3'),
 ])
 def test_validation_errors_name_the_field(override, message):
   extra = ('num_train_steps=200',) if 'warmup' in override else ()
   assert message in _error(VIVIT_B, override, *extra)
+
+
+def test_finetuning_fields_off_values_and_the_per_process_batch():
+  """ema_decay None or 0 and layer_decay 1 are off (valid); repeated augmentation must divide every process's
+  part of the batch too."""
+  from vvt.config import validation
+  c = load(VIVIT_B, 'optimizer.ema_decay=None', 'optimizer.layer_decay=1', 'dataset.repeated_augmentation=4')
+  assert c.optimizer.ema_decay is None and c.dataset.repeated_augmentation == 4
+  validation.validate(c, num_processes=4)  # 64 / 4 = 16 per process: groups of 4 copies fit
+  c.batch_size = 8
+  with pytest.raises(defaults.ConfigError, match=r'the per-process batch batch_size/processes=2 is not divisible '
+                                                 r'by dataset.repeated_augmentation=4'):
+    validation.validate(c, num_processes=4)
 
 
 def test_unknown_field_in_a_config_file_is_named_with_a_hint(tmp_path):

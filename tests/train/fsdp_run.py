@@ -32,6 +32,7 @@ def config(axes):
   c.schedule.name = 'constant'
   c.schedule.warmup_steps = 0
   c.schedule.base_lr = 0.5
+  c.optimizer.ema_decay = 0.9  # the EMA of the params is kept, sharded like them
   return c
 
 
@@ -56,7 +57,7 @@ def program(c):
 def train(axes):
   c = config(axes)
   mesh, tx, module, shardings, step = program(c)
-  state = jax.jit(model_state.init_fn(module, c, tx), out_shardings=shardings)(jax.random.PRNGKey(0))
+  state = jax.jit(model_state.init_fn(module, c, tx, ema=True), out_shardings=shardings)(jax.random.PRNGKey(0))
   losses = []
   for b in batches(c):
     state, _, status = step(state, mesh_lib.global_batch(b, mesh, c.batch_size))
@@ -81,10 +82,11 @@ def main(out_dir, restore_dir=None):
   if restore_dir:
     c = config({'fsdp': -1})
     mesh, tx, module, shardings, _ = program(c)
-    abstract = model_state.abstract_state(module, c, tx, shardings)
+    abstract = model_state.abstract_state(module, c, tx, shardings, ema=True)
     state, meta = checkpoints.restore_state(restore_dir, abstract)
     p = flat(state.params)
     np.savez(os.path.join(out_dir, 'restored_params.npz'), **p)
+    np.savez(os.path.join(out_dir, 'restored_ema.npz'), **flat(state.ema_params))
     big = leaves(state.params)[BIG]
     json.dump({'step': int(state.step), 'data_position': meta['data_position'],
                'big_fraction': shard_fraction(big), 'big_spec': str(big.sharding.spec)},
@@ -92,7 +94,7 @@ def main(out_dir, restore_dir=None):
     return
   result = {'devices': jax.device_count()}
   _, dp, result['loss_data'] = train({'data': -1})
-  ref = flat(dp.params)
+  ref, ref_ema = flat(dp.params), flat(dp.ema_params)
   for name, axes in (('fsdp', {'fsdp': -1}), ('hybrid', {'data': 2, 'fsdp': 2, 'model': 2})):
     c, state, result[f'loss_{name}'] = train(axes)
     params = flat(state.params)
@@ -102,6 +104,10 @@ def main(out_dir, restore_dir=None):
     result[f'big_spec_{name}'] = str(arrays[BIG].sharding.spec)
     momentum = [v for k, v in leaves(state.opt_state).items() if k.endswith(BIG)]
     result[f'momentum_fraction_{name}'] = shard_fraction(momentum[0])
+    ema = leaves(state.ema_params)
+    result[f'ema_same_shardings_{name}'] = all(ema[k].sharding == v.sharding for k, v in arrays.items())
+    result[f'ema_fraction_{name}'] = shard_fraction(ema[BIG])
+    result[f'max_diff_ema_{name}'] = max(float(np.max(np.abs(v - ref_ema[k]))) for k, v in flat(ema).items())
     if name == 'fsdp':
       result['sharded'] = sum(shard_fraction(v) < 1 for v in arrays.values())
       result['replicated'] = sum(shard_fraction(v) == 1 for v in arrays.values())
@@ -109,6 +115,7 @@ def main(out_dir, restore_dir=None):
       checkpoints.save_state(mngr, state, data_position=STEPS, config=c, wait=False)
       mngr.wait_until_finished()
       np.savez(os.path.join(out_dir, 'fsdp8_params.npz'), **params)
+      np.savez(os.path.join(out_dir, 'fsdp8_ema.npz'), **flat(state.ema_params))
   json.dump(result, open(os.path.join(out_dir, 'result.json'), 'w'))
 
 

@@ -1,5 +1,6 @@
 """Exact resume: SIGKILL a real training process after a checkpoint, restart it, and
-compare with an uninterrupted run (params, eval metrics, logged training metrics)."""
+compare with an uninterrupted run (params, eval metrics, logged training metrics); the same with the
+fine-tuning options on (EMA of the params, layer-wise lr decay, repeated augmentation)."""
 import json
 import os
 import signal
@@ -20,16 +21,38 @@ ARGS = ['--config.num_train_steps=%d' % STEPS, '--config.checkpoint.every_steps=
         '--config.model.stochastic_depth=0.1']
 
 
-def _cmd(tiny_data, wd):
+FINETUNING = ['--config.optimizer.ema_decay=0.9', '--config.optimizer.layer_decay=0.75',
+              '--config.dataset.repeated_augmentation=2']
+
+
+def _cmd(tiny_data, wd, args):
   return [common.PY, '-m', 'vvt.cli', 'train', '--config', f'{common.TINY}:{tiny_data}',
-          '--workdir', str(wd), *ARGS]
+          '--workdir', str(wd), *args]
 
 
 def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_data, tmp_path):
+  _kill_resume_and_compare(tiny_data, tmp_path, ARGS)
+
+
+def test_killed_and_resumed_finetuning_run_equals_uninterrupted_run(tiny_data, tmp_path):
+  """EMA (0.9), layer decay (0.75) and repeated augmentation (2 copies): the resumed run has the
+  uninterrupted run's params and EMA params, raw and EMA evaluations, and training metrics."""
+  ref_wd, cut_wd = _kill_resume_and_compare(tiny_data, tmp_path, ARGS + FINETUNING)
+  e_ref, _ = checkpoints.load_params(str(ref_wd), STEPS, item='ema')
+  e_cut, _ = checkpoints.load_params(str(cut_wd), STEPS, item='ema')
+  chex.assert_trees_all_close(e_ref, e_cut, rtol=1e-6, atol=1e-7)
+  r_ref = json.load(open(checkpoints.eval_results_path(str(ref_wd), STEPS, 'test_raw')))
+  r_cut = json.load(open(checkpoints.eval_results_path(str(cut_wd), STEPS, 'test_raw')))
+  assert r_ref['weights'] == r_cut['weights'] == 'raw'
+  for k in ('video_top1', 'clip_top1', 'video_mean_class_accuracy', 'num_views'):
+    assert r_ref[k] == r_cut[k], k
+
+
+def _kill_resume_and_compare(tiny_data, tmp_path, args):
   ref_wd, cut_wd = tmp_path / 'reference', tmp_path / 'killed'
-  ref = subprocess.Popen(_cmd(tiny_data, ref_wd), cwd=common.REPO, env=common.env(),
+  ref = subprocess.Popen(_cmd(tiny_data, ref_wd, args), cwd=common.REPO, env=common.env(),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  victim = subprocess.Popen(_cmd(tiny_data, cut_wd), cwd=common.REPO, env=common.env(),
+  victim = subprocess.Popen(_cmd(tiny_data, cut_wd, args), cwd=common.REPO, env=common.env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   deadline = time.time() + 400
   ckpt4 = cut_wd / 'checkpoints' / '4'
@@ -44,7 +67,7 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_data, tmp_path):
   assert not os.path.exists(checkpoints.eval_results_path(str(cut_wd), STEPS, 'test'))
 
   resumed = common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir',
-                       str(cut_wd), *ARGS)
+                       str(cut_wd), *args)
   assert f'resumed from {cut_wd}/checkpoints/{steps_at_kill[-1]}' in resumed.stdout
   out, err = ref.communicate(timeout=600)
   assert ref.returncode == 0, err[-3000:]
@@ -65,3 +88,4 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_data, tmp_path):
   for s in t_ref:
     for k in ('loss', 'accuracy', 'learning_rate'):
       np.testing.assert_allclose(t_cut[s][k], t_ref[s][k], rtol=1e-5, err_msg=f'{k}@{s}')
+  return ref_wd, cut_wd

@@ -65,6 +65,7 @@ def test_fsdp_and_model_sharding_give_the_data_parallel_result(fsdp_out):
   for name in ('fsdp', 'hybrid'):
     np.testing.assert_allclose(r[f'loss_{name}'], r['loss_data'], rtol=1e-5, atol=1e-6)
     assert r[f'max_diff_{name}'] < 1e-5, name  # every parameter after 3 SGD-momentum steps
+    assert r[f'max_diff_ema_{name}'] < 1e-5, name  # and its EMA
 
 
 def test_fsdp_really_shards_params_and_optimiser_state(fsdp_out):
@@ -76,6 +77,9 @@ def test_fsdp_really_shards_params_and_optimiser_state(fsdp_out):
   assert r['big_fraction_hybrid'] == r['momentum_fraction_hybrid'] == 1 / 4
   assert r['big_spec_hybrid'] == "P('fsdp', 'model')"
   assert r['sharded'] > 10 and r['replicated'] > 0  # small ones (biases, norms) stay replicated
+  # the EMA of the params (optimizer.ema_decay) is sharded exactly like them
+  assert r['ema_same_shardings_fsdp'] and r['ema_same_shardings_hybrid']
+  assert r['ema_fraction_fsdp'] == 1 / 8 and r['ema_fraction_hybrid'] == 1 / 4
 
 
 def test_checkpoint_written_on_fsdp8_restores_on_one_device(fsdp_out):
@@ -93,9 +97,13 @@ def test_checkpoint_written_on_fsdp8_restores_on_one_device(fsdp_out):
   sched = optimizers.make_schedule(c.schedule, 10, 10)
   tx = optimizers.make_optimizer(c.optimizer, sched)
   module = model_state.build_model(c)
-  abstract = model_state.abstract_state(module, c, tx, model_state.state_shardings(module, c, tx, mesh))
+  abstract = model_state.abstract_state(module, c, tx, model_state.state_shardings(module, c, tx, mesh), ema=True)
   state, meta = checkpoints.restore_state(str(fsdp_out / 'fsdp8'), abstract)
   assert int(state.step) == 3 and meta['data_position'] == 3
+  saved_ema = np.load(fsdp_out / 'fsdp8_ema.npz')  # the EMA too, and it is not the params
+  for p, x in jax.tree_util.tree_flatten_with_path(state.ema_params)[0]:
+    np.testing.assert_array_equal(np.asarray(x), saved_ema[sharding.path_str(p)])
+  assert any(not np.array_equal(saved_ema[k], saved[k]) for k in saved.files)
 
 
 def test_checkpoint_written_on_one_device_restores_on_fsdp8(tmp_path):
@@ -103,7 +111,7 @@ def test_checkpoint_written_on_one_device_restores_on_fsdp8(tmp_path):
   sched = optimizers.make_schedule(c.schedule, 10, 10)
   tx = optimizers.make_optimizer(c.optimizer, sched)
   module = model_state.build_model(c)
-  state = jax.jit(model_state.init_fn(module, c, tx))(jax.random.PRNGKey(1))
+  state = jax.jit(model_state.init_fn(module, c, tx))(jax.random.PRNGKey(1))  # no EMA: as older checkpoints
   state = state.replace(step=state.step + 5)
   checkpoints.save_state(checkpoints.manager(str(tmp_path / 'one')), state, data_position=5)
   _fsdp_run(tmp_path / 'out', tmp_path / 'one')
@@ -111,5 +119,7 @@ def test_checkpoint_written_on_one_device_restores_on_fsdp8(tmp_path):
   assert r['step'] == 5 and r['data_position'] == 5
   assert r['big_fraction'] == 1 / 8 and r['big_spec'] == "P(None, 'fsdp')"
   restored = np.load(tmp_path / 'out' / 'restored_params.npz')
+  restored_ema = np.load(tmp_path / 'out' / 'restored_ema.npz')  # the run keeps an EMA: it starts at the params
   for p, x in jax.tree_util.tree_flatten_with_path(state.params)[0]:
     np.testing.assert_array_equal(restored[sharding.path_str(p)], np.asarray(x))
+    np.testing.assert_array_equal(restored_ema[sharding.path_str(p)], np.asarray(x))

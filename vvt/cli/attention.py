@@ -46,7 +46,8 @@ def _attention(argv):
   clips = views.shape[0] // crops
   clip = views[(clips // 2) * crops + crops // 2]  # the centre view
   program = program_lib.build_program(config, mesh_lib.make_mesh(1, jax.local_devices()))  # this host's first device
-  params, step = checkpoints.load_params(checkpoints.abspath(workdir), step, program.abstract_params())
+  params, step, _ = checkpoints.load_eval_params(checkpoints.abspath(workdir), step, program.abstract_params(),
+                                                 raw=bool(config.eval.get('raw_params', False)))  # EMA where kept
   video = normalization.normalize(clip[None], program.eval_settings.normalization)
   maps = am.attention_maps(program.module, params, video, config.model)
   os.makedirs(args.out, exist_ok=True)

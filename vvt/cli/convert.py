@@ -2,7 +2,7 @@
 
   vvt convert --source SOURCE --checkpoint FILE --config CONFIG[:ARG] --output DIR [--hf-config JSON]
               [--num-frames N] [--image-size S] [--config.model.FIELD=VALUE ...]
-  vvt export  --workdir DIR [--step N] --output FILE.safetensors
+  vvt export  --workdir DIR [--step N] [--raw_params] --output FILE.safetensors   (EMA params where the step has them)
   vvt export  --import FILE.safetensors --output DIR [--config CONFIG]   (safetensors -> vvt checkpoint)
 
 `vvt convert` reads the checkpoint (never executing code from it), converts it, checks every parameter name and
@@ -126,15 +126,17 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
   return result
 
 
-def export_checkpoint(workdir: str, output: str, step: int | None = None):
-  """The params of a vvt checkpoint (full training state or params-only) -> safetensors file."""
+def export_checkpoint(workdir: str, output: str, step: int | None = None, raw_params: bool = False):
+  """The params of a vvt checkpoint (full training state or params-only) -> safetensors file: the EMA params of
+  a step that has them unless `raw_params` (metadata "weights": 'ema' | 'raw' | 'params', `vvt.train.ema`)."""
   from vvt.convert import export  # pylint: disable=g-import-not-at-top
   from vvt.models import layout  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
-  params, step = checkpoints.load_params(workdir, step)
+  params, step, weights = checkpoints.load_eval_params(workdir, step, raw=raw_params)
   params = layout.to_per_layer(params)  # files hold one tensor per layer, whether the run scanned its layers or not
   config = checkpoints.read_meta(workdir, step).get('config')
-  n = export.to_safetensors(params, output, json.dumps(config) if config is not None else None)
+  n = export.to_safetensors(params, output, json.dumps(config) if config is not None else None,
+                            metadata={'weights': weights})
   return output, n
 
 
@@ -182,6 +184,8 @@ def _export(argv):
   p.add_argument('--import', dest='import_file', default=None,
                  help='read this safetensors file and write a vvt checkpoint to --output instead')
   p.add_argument('--output', required=True)
+  p.add_argument('--raw_params', action='store_true',
+                 help='export the trained params even where the checkpoint has EMA ones')
   args, spec, overrides = common.parse(p, argv)
   if args.import_file:
     config = common.run_config(spec, overrides, files=(), init=False) if spec else None
@@ -190,7 +194,7 @@ def _export(argv):
   else:
     if not args.workdir:
       raise common.UsageError('--workdir is required (or --import FILE)')
-    path, n = export_checkpoint(args.workdir, args.output, step=args.step)
+    path, n = export_checkpoint(args.workdir, args.output, step=args.step, raw_params=args.raw_params)
     print(f'[export] {n} tensors -> {path}')
 
 

@@ -43,8 +43,9 @@ def _predictor(config, workdir, step):
   import jax  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib  # pylint: disable=g-import-not-at-top
   program = program_lib.build_program(config, mesh_lib.make_mesh(1, jax.local_devices()))
-  # restored in the config's encoder layout, whichever the step was written in
-  params, step = checkpoints.load_params(checkpoints.abspath(workdir), step, program.abstract_params())
+  # restored in the config's encoder layout, whichever the step was written in; the EMA params where it has them
+  params, step, _ = checkpoints.load_eval_params(checkpoints.abspath(workdir), step, program.abstract_params(),
+                                                 raw=bool(config.eval.get('raw_params', False)))
   scores = lambda x: program.eval_step(params, {'inputs': x})[0]  # pylint: disable=unnecessary-lambda-assignment
   return (lambda x: {h: jax.device_get(v) for h, v in scores(x).items()}), step
 

@@ -3,11 +3,12 @@
   vvt train --config configs/synthetic.py:divided --workdir runs/divided [--config.batch_size=16 ...]
   vvt train --config configs/kinetics400/vivit_b_fe.py --config.runlocal=True --workdir runs/try
   vvt train --workdir runs/divided              (resume a run with its own config.json)
-  vvt eval  --workdir runs/divided [--config SPEC] [--step N] [--split test]
+  vvt eval  --workdir runs/divided [--config SPEC] [--step N] [--split test] [--raw_params]
 
 --config FILE[:ARG] calls FILE's get_config(ARG) (or loads a run's config.json); --config.a.b=VALUE sets any
 field. Resuming a workdir whose saved config differs in fields that change what the run learns is refused
-with the differences listed, unless --allow_config_change.
+with the differences listed, unless --allow_config_change. `vvt eval` evaluates a checkpoint's EMA params
+(optimizer.ema_decay) where it has them; --raw_params (or --config.eval.raw_params=True) the trained ones.
 """
 from vvt.cli import common
 
@@ -32,8 +33,12 @@ def _eval(argv):
   p.add_argument('--workdir', required=True, help='run directory with checkpoints/')
   p.add_argument('--step', type=int, default=None, help='checkpoint step (default: latest)')
   p.add_argument('--split', default=None, help='dataset split (default: config.eval.split)')
+  p.add_argument('--raw_params', action='store_true',
+                 help='evaluate the trained params even where the checkpoint has EMA ones (config.eval.raw_params)')
   args, spec, overrides = common.parse(p, argv)
   config = common.run_config(spec, overrides, args.workdir, files=('eval_files',), init=False)
+  if args.raw_params:
+    config.eval.raw_params = True
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
   res = trainer.evaluate_checkpoint(config, args.workdir, step=args.step, split=args.split)
   key = 'video_top1' if 'video_top1' in res else 'video_top1_action'

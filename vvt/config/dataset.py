@@ -48,6 +48,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.randaugment = flexible(None)  # None = off, or {'num_layers': 2, 'magnitude': 9}
   c.autoaugment = flexible(None)  # None = off, or a policy: 'imagenet' (Cubuk et al. 2018)
   c.random_erasing = 0.0          # probability of erasing one box per clip
+  c.repeated_augmentation = 1     # N: each video N times per batch, independently augmented (1 = off)
   c.normalization = 'imagenet'    # 'imagenet' (mean/std) | 'zero_centre' ([-1, 1])
   # --- reading ------------------------------------------------------------------
   c.shuffle_buffer = 128          # records (whole videos) in the shuffle buffer

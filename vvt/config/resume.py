@@ -20,7 +20,7 @@ Change = tuple[str, object, object]  # (field, saved value, new value)
 
 
 # Fields that may change when a run resumes: they change how it is watched, not what it learns.
-SAFE_ON_RESUME = ('eval.batch_size', 'eval.every_steps', 'eval.split', 'eval.average',
+SAFE_ON_RESUME = ('eval.batch_size', 'eval.every_steps', 'eval.split', 'eval.average', 'eval.raw_params',
                   'log_every_steps', 'checkpoint.every_steps', 'checkpoint.keep',
                   'dataset.prefetch', 'dataset.cycle_length', 'dataset.data_dir',
                   'dataset.train_files', 'dataset.eval_files', 'dataset.cache',

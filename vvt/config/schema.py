@@ -10,12 +10,17 @@ A run config is an `ml_collections.ConfigDict`:
   dataset      vvt.config.dataset.get_config()   (files, sampling, views, augmentation)
   seed, batch_size (global), num_epochs, num_train_steps (>0 overrides epochs)
   optimizer    name sgd|adamw, momentum, nesterov, b1, b2, eps, weight_decay,
-               grad_clip_norm (0 = off), accumulation_steps
+               grad_clip_norm (0 = off), accumulation_steps,
+               ema_decay (in [0, 1); 0 or None = off): an exponential moving average of the params, kept in
+               the train state and checkpointed; evaluation and export use it when present (vvt.train.ema),
+               layer_decay (in (0, 1]; 1 = off): layer-wise learning-rate decay as in BEiT / VideoMAE, block l
+               of L (1..L) at lr x decay^(L + 1 - l), embeddings at decay^(L + 1), head 1 (vvt.train.layer_decay)
   schedule     name cosine|step|constant, base_lr, end_lr, warmup_epochs,
                warmup_steps (>=0 overrides epochs), decay_epochs, decay_factor
   loss         label_smoothing, mixup_alpha, cutmix_alpha, mix_switch_prob
   eval         batch_size (global, views), average logits|softmax, every_steps
-               (0 = only at the end), split
+               (0 = only at the end), split, raw_params (True: evaluate the raw params even where a
+               checkpoint has EMA ones; the final evaluation of a training run reports both)
   checkpoint   every_steps, keep
   log_every_steps
   mesh         axes ({'data': -1, 'fsdp': 8} or (name, size) pairs; -1 = the rest), rules
@@ -70,14 +75,17 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.num_train_steps = -1
   c.optimizer = ml_collections.ConfigDict(dict(
       name='sgd', momentum=0.9, nesterov=False, b1=0.9, b2=0.999, eps=1e-8,
-      weight_decay=0.0, grad_clip_norm=0.0, accumulation_steps=1))
+      weight_decay=0.0, grad_clip_norm=0.0, accumulation_steps=1,
+      ema_decay=0.0,      # EMA of the params: 0 or None = off (vvt.train.ema)
+      layer_decay=1.0))   # layer-wise lr decay: 1 = off (vvt.train.layer_decay)
   c.schedule = ml_collections.ConfigDict(dict(
       name='cosine', base_lr=0.1, end_lr=0.0, warmup_epochs=0.0, warmup_steps=-1,
       decay_epochs=(), decay_factor=0.1))
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
   c.eval = ml_collections.ConfigDict(dict(
-      batch_size=64, average='logits', every_steps=0, split='test'))
+      batch_size=64, average='logits', every_steps=0, split='test',
+      raw_params=False))  # True: the raw params, not the EMA ones, where a checkpoint has both
   c.checkpoint = ml_collections.ConfigDict(dict(every_steps=1000, keep=3))
   c.log_every_steps = 50
   c.mesh = ml_collections.ConfigDict(dict(

@@ -44,6 +44,8 @@ RANGES = {
     'dataset.shuffle_buffer': _NON_NEGATIVE, 'dataset.cycle_length': _POSITIVE,
     'dataset.prefetch': _NON_NEGATIVE, 'dataset.seed': _NON_NEGATIVE,
     'mesh.fsdp_min_size': _POSITIVE,
+    'optimizer.ema_decay': _RATE, 'optimizer.layer_decay': (0, 1, True, False),
+    'dataset.repeated_augmentation': _POSITIVE,
 }
 CHOICES = {
     'optimizer.name': schema.OPTIMIZERS,
@@ -55,6 +57,8 @@ CHOICES = {
 # -1 means "all" / "from the epochs" / "unset" for these.
 _MINUS_ONE_OK = ('num_train_steps', 'schedule.warmup_steps', 'mesh.num_devices',
                  'distributed.num_processes', 'distributed.process_id')
+# Numeric fields that may also be None (off).
+_NONE_OK = ('optimizer.ema_decay',)
 # The fields whose values the type check leaves to their own checks.
 _OWN_CHECKS = ('model', 'num_classes', 'class_names')
 
@@ -146,7 +150,7 @@ def _check_types(config, reference, prefix=''):
     if isinstance(ref, ml_collections.ConfigDict):
       if isinstance(value, ml_collections.ConfigDict):
         _check_types(value, ref, path + '.')
-    elif ref is not None and not _type_ok(ref, value):
+    elif ref is not None and not _type_ok(ref, value) and not (value is None and path in _NONE_OK):
       raise ConfigError(f'config field {path!r} must be {_type_name(ref)}, got {value!r}')
 
 
@@ -271,6 +275,7 @@ def _check_batch(config, shards, num_processes):
   bs, accum, eval_bs = config.batch_size, config.optimizer.accumulation_steps, config.eval.batch_size
   if bs % accum:
     raise ConfigError(f'batch_size={bs} is not divisible by optimizer.accumulation_steps={accum}')
+  _check_repeats(bs, int(config.dataset.get('repeated_augmentation', 1)), num_processes)
   if (bs // accum) % n:
     raise ConfigError(f'the micro-batch batch_size/accumulation_steps={bs // accum} '
                       f'is not divisible by the {n} batch shards of the {what}')
@@ -279,6 +284,15 @@ def _check_batch(config, shards, num_processes):
                       f'must be divisible by the {num_processes} processes')
   if eval_bs % n:
     raise ConfigError(f'eval.batch_size={eval_bs} must be a multiple of the {n} batch shards of the {what}')
+
+
+def _check_repeats(bs, repeats, num_processes):
+  """dataset.repeated_augmentation: every process's part of the batch holds whole groups of N copies."""
+  if repeats > 1 and bs % repeats:
+    raise ConfigError(f'batch_size={bs} is not divisible by dataset.repeated_augmentation={repeats}')
+  if repeats > 1 and bs % num_processes == 0 and (bs // num_processes) % repeats:
+    raise ConfigError(f'the per-process batch batch_size/processes={bs // num_processes} is not divisible by '
+                      f'dataset.repeated_augmentation={repeats}')
 
 
 def _check_schedule(config):

@@ -60,12 +60,14 @@ def _parallelism(limit):
 
 def train_mode(cfg, seed, start=0):
   """Training: the infinite stream from position `start`, one augmented
-  random clip per record."""
+  random clip per record (per copy of a record with
+  `dataset.repeated_augmentation` > 1)."""
   size = int(cfg.image_size)
   return Mode(
       records=functools.partial(
           streams.train_records, seed=seed, shuffle_buffer=cfg.shuffle_buffer,
-          cache=cfg.cache, start=start),
+          cache=cfg.cache, start=start,
+          repeats=int(cfg.get('repeated_augmentation', 1))),
       clip=clips.train_clip(cfg),
       shape=(int(cfg.num_frames), size, size, 3),
       views=None, seed=seed, parallelism=_parallelism(16))

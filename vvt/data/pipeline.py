@@ -19,6 +19,11 @@ the host's files in an order shuffled by (seed, epoch) through a shuffle buffer
 seeded by (seed, epoch), and its augmentation is seeded by (seed, g). Resuming
 at `start_step=k` starts at epoch (k*b div n) and skips the first (k*b mod n)
 records of that epoch before decoding, so it yields exactly batch k onwards.
+With `repeated_augmentation` = N > 1, each record of that stream is taken N
+times in a row, each copy augmented on its own (seeded by (seed, g*N + r)):
+a batch of b holds b/N videos, N independently augmented clips of each, with
+the same label; the stream advances b/N records per batch, so resuming at
+step k starts at record position k*b div N (`streams.train_records`).
 
 Bad records (no frames, label out of range or missing, unparsable record or
 undecodable frame, frames of different sizes) raise `DataError` naming the
@@ -86,6 +91,9 @@ def _validate(cfg):
                 'train_min_resize', 'train_max_resize', 'eval_resize'):
     if cfg[field] < 1:
       raise ValueError(f'dataset.{field} must be >= 1, got {cfg[field]!r}')
+  if int(cfg.get('repeated_augmentation', 1)) < 1:
+    raise ValueError(f'dataset.repeated_augmentation must be >= 1, got '
+                     f'{cfg.repeated_augmentation!r}')
   if cfg.train_min_resize > cfg.train_max_resize:
     raise ValueError(f'dataset.train_min_resize ({cfg.train_min_resize}) > '
                      f'train_max_resize ({cfg.train_max_resize})')

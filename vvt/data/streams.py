@@ -9,6 +9,10 @@ serialized record); a clip's randomness is seeded by (data seed, position).
   shuffled by (seed, epoch) through a shuffle buffer seeded by (seed, epoch).
   Starting at position `start` skips the records before it without decoding
   them, so a resumed stream is exactly the tail of a fresh one.
+  With `repeats` = N > 1 (`dataset.repeated_augmentation`) each record is
+  yielded N times in a row: copy r of the record at record position g has
+  position g * N + r, so every copy gets its own augmentation seed, and the
+  stream of positions p is record position p div N, copy p mod N.
 * Evaluation (`eval_records`) reads the host's records once, in global order;
   the position is the global index.
 """
@@ -35,10 +39,13 @@ def _epoch_records(source, lo, hi, seed, cache):
       lo, hi, tf.stack([tf.constant(seed, tf.int64), e]))
 
 
-def train_records(source, lo, hi, seed, shuffle_buffer, cache=False, start=0):
-  """Infinite stream of the host's records [lo, hi) from position `start`."""
+def train_records(source, lo, hi, seed, shuffle_buffer, cache=False, start=0,
+                  repeats=1):
+  """Infinite stream of the host's records [lo, hi) from position `start`,
+  each record `repeats` times in a row (repeated augmentation)."""
   n = hi - lo
-  start_epoch, skip = divmod(int(start), n)
+  first, copy = divmod(int(start), int(repeats))
+  start_epoch, skip = divmod(first, n)
   records_of = _epoch_records(source, lo, hi, seed, cache)
 
   def epoch(e):
@@ -49,7 +56,16 @@ def train_records(source, lo, hi, seed, shuffle_buffer, cache=False, start=0):
     return ds.enumerate().map(lambda i, x: (e * n + i,) + tuple(x))
 
   ds = tf.data.Dataset.range(start_epoch, 2 ** 62).flat_map(epoch)
-  return ds.skip(skip)  # before decoding: skipped clips are never decoded
+  ds = ds.skip(skip)  # before decoding: skipped clips are never decoded
+  if repeats > 1:
+    ds = ds.flat_map(lambda g, *rest: _copies(g, rest, int(repeats))).skip(copy)
+  return ds
+
+
+def _copies(position, rest, repeats):
+  """The `repeats` copies of one record: positions position * repeats + r."""
+  r = tf.data.Dataset.range(repeats)
+  return r.map(lambda i: (position * repeats + i,) + tuple(rest))
 
 
 def eval_records(source, lo, hi):

@@ -6,6 +6,8 @@ commit, so a killed process never leaves a half-written step behind):
 
   params/   the model parameters (orbax StandardSave pytree, float32)
   train/    {step, opt_state, rng} — only in full training states
+  ema/      the EMA of the params (`vvt.train.ema`), like params/ — only in training states of a run with
+            `optimizer.ema_decay` > 0 (meta "ema": true)
   meta/     JSON: {"kind": "train_state" | "params", "step", "data_position",
             "config": the run's config (best-effort JSON)}
 
@@ -287,10 +289,14 @@ def save_state(mngr: ocp.CheckpointManager, state, *, data_position: int,
   meta = {'kind': 'train_state', 'step': step, 'data_position': int(data_position),
           'config': _config_json(config)}
   train = {'step': state.step, 'opt_state': state.opt_state, 'rng': state.rng}
+  ema = {}
+  if getattr(state, 'ema_params', None) is not None:
+    meta['ema'] = True
+    ema = {'ema': ocp.args.StandardSave(state.ema_params)}
   mngr.save(step, args=ocp.args.Composite(
       params=ocp.args.StandardSave(state.params),
       train=ocp.args.StandardSave(train),
-      meta=ocp.args.JsonSave(meta)), force=True)
+      meta=ocp.args.JsonSave(meta), **ema), force=True)
   if wait:
     mngr.wait_until_finished()
 
@@ -328,7 +334,9 @@ def restore_state(workdir: str, abstract_state, step: Optional[int] = None, veri
   """Restores a full training state -> (state, meta). `abstract_state` carries shardings.
 
   The step is checked against its checksums first (`verify`), CheckpointDamagedError if damaged. Params and
-  optimiser state come in the encoder layout of `abstract_state` whichever the step was written in.
+  optimiser state come in the encoder layout of `abstract_state` whichever the step was written in. An
+  `abstract_state` with EMA params restores the step's (`ema/`), or, from a step without them (meta "ema"
+  absent), starts them at the restored params.
   """
   step = resolve_step(workdir, step)
   if verify:
@@ -341,6 +349,8 @@ def restore_state(workdir: str, abstract_state, step: Optional[int] = None, veri
                     'opt_state': abstract_state.opt_state,
                     'rng': abstract_state.rng}
   target = {'params': abstract_state.params, 'train': train_abstract}
+  if getattr(abstract_state, 'ema_params', None) is not None and meta.get('ema'):
+    target['ema'] = abstract_state.ema_params
   stored = _in_stored_layout(workdir, step, target)
   restored = _restore(manager(workdir, create=False), workdir, step,
                       **{k: ocp.args.StandardRestore(v) for k, v in (stored or target).items()})
@@ -349,6 +359,9 @@ def restore_state(workdir: str, abstract_state, step: Optional[int] = None, veri
   train = restored['train']
   state = abstract_state.replace(params=restored['params'], step=train['step'],
                                  opt_state=train['opt_state'], rng=train['rng'])
+  if getattr(abstract_state, 'ema_params', None) is not None:
+    state = state.replace(ema_params=restored['ema'] if 'ema' in target else jax.tree.map(
+        lambda x: x.copy(), restored['params']))
   return state, meta
 
 
@@ -397,14 +410,15 @@ def _to_layout_of(tree, target):
 
 
 def load_params(workdir: str, step: Optional[int] = None, abstract_params=None,
-                verify: bool = True):
+                verify: bool = True, item: str = 'params'):
   """Params of a full or params-only checkpoint -> (params, step).
 
   With `abstract_params` (a pytree of jax.ShapeDtypeStruct with shardings)
   the arrays are restored with those shardings and in its encoder layout (per layer or stacked for
   `model.scan_layers`, whichever the step was written in); without, on one local device
   (whatever the topology the checkpoint was written on), in the step's own layout. The step is checked against its
-  checksums first (`verify`): CheckpointDamagedError naming the file if it is damaged.
+  checksums first (`verify`): CheckpointDamagedError naming the file if it is damaged. `item='ema'` reads the
+  EMA params of a training state instead (`has_ema`).
   """
   step = resolve_step(workdir, step)
   if verify:
@@ -415,10 +429,28 @@ def load_params(workdir: str, step: Optional[int] = None, abstract_params=None,
   else:
     stored = _in_stored_layout(workdir, step, abstract_params)
   restored = _restore(manager(workdir, create=False), workdir, step,
-                      params=ocp.args.StandardRestore(abstract_params if stored is None else stored))
+                      **{item: ocp.args.StandardRestore(abstract_params if stored is None else stored)})
   if stored is not None:
-    return _to_layout_of(restored['params'], abstract_params), step
-  return restored['params'], step
+    return _to_layout_of(restored[item], abstract_params), step
+  return restored[item], step
+
+
+def has_ema(workdir: str, step: int) -> bool:
+  """Whether step `step` holds EMA params (`ema/`, a training state of a run with `optimizer.ema_decay`)."""
+  return bool(read_meta(workdir, step).get('ema'))
+
+
+def load_eval_params(workdir: str, step: Optional[int] = None, abstract_params=None, raw: bool = False,
+                     verify: bool = True):
+  """The params an evaluation or export reads -> (params, step, weights): the EMA params of a step that has
+  them ('ema') unless `raw` ('raw'), else its params ('params': a step without EMA). As `load_params`."""
+  step = resolve_step(workdir, step)
+  if verify:
+    verify_step(workdir, step)
+  weights = ('raw' if raw else 'ema') if has_ema(workdir, step) else 'params'
+  params, step = load_params(workdir, step, abstract_params, verify=False,
+                             item='ema' if weights == 'ema' else 'params')
+  return params, step, weights
 
 
 def eval_results_path(workdir: str, step: int, split: str, ext: str = 'json') -> str:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from vvt.train import ema as ema_lib
 from vvt.train import sharding as sharding_lib
 from vvt.train import state as state_lib
 
@@ -58,11 +59,12 @@ def init_params(module, config, rng: jax.Array) -> Any:
   return variables['params']
 
 
-def init_fn(module, config, tx) -> Callable[[jax.Array], state_lib.TrainState]:
-  """`init(rng) -> TrainState` at step 0: params of `init_params`, `tx.init`, the third split as rng."""
+def init_fn(module, config, tx, ema: bool = False) -> Callable[[jax.Array], state_lib.TrainState]:
+  """`init(rng) -> TrainState` at step 0: params of `init_params`, `tx.init`, the third split as rng; with
+  `ema`, an EMA of the params starting at them (`vvt.train.ema`)."""
   def init(rng):
     _, _, r_train = jax.random.split(rng, 3)
-    return state_lib.create(init_params(module, config, rng), tx, r_train)
+    return state_lib.create(init_params(module, config, rng), tx, r_train, ema=ema)
   return init
 
 
@@ -73,9 +75,9 @@ def with_sharding(shapes, sharding=None):
   return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, sharding)
 
 
-def abstract_state(module, config, tx, sharding=None) -> state_lib.TrainState:
-  """The TrainState of `init_fn` as shapes (with `sharding`): what a checkpoint restores into."""
-  shapes = jax.eval_shape(init_fn(module, config, tx), jax.random.PRNGKey(0))
+def abstract_state(module, config, tx, sharding=None, ema: bool = False) -> state_lib.TrainState:
+  """The TrainState of `init_fn` (with `ema`) as shapes (with `sharding`): what a checkpoint restores into."""
+  shapes = jax.eval_shape(init_fn(module, config, tx, ema=ema), jax.random.PRNGKey(0))
   return with_sharding(shapes, sharding)
 
 
@@ -86,8 +88,10 @@ def abstract_params(module, config, sharding=None) -> Any:
 
 
 def state_shardings(module, config, tx, mesh) -> state_lib.TrainState:
-  """NamedShardings of the TrainState on `mesh`: params by `config.mesh` rules, opt state following."""
-  return sharding_lib.state_shardings(abstract_state(module, config, tx), mesh, config.get('mesh'))
+  """NamedShardings of the TrainState on `mesh`: params by `config.mesh` rules, opt state and the EMA of
+  `config.optimizer.ema_decay` following."""
+  ema = ema_lib.enabled(config.optimizer) if 'optimizer' in config else False
+  return sharding_lib.state_shardings(abstract_state(module, config, tx, ema=ema), mesh, config.get('mesh'))
 
 
 def param_shardings(module, config, mesh) -> Any:

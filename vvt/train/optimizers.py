@@ -8,7 +8,9 @@
 * a weight-decay mask: no decay for parameters with `ndim <= 1` (norm scales,
   biases) or whose name contains `embedding` or `cls` (positional tables, class
   tokens);
-* clipping by global norm.
+* clipping by global norm;
+* layer-wise learning-rate decay (`optimizer.layer_decay` < 1, BEiT / VideoMAE): the update of each
+  parameter scaled by its layer's decay^(L + 1 - i) (`vvt.train.layer_decay`, the last transformation).
 
 Gradient accumulation is done inside the train step (`steps.py`): the global
 batch is split into `optimizer.accumulation_steps` micro-batches whose
@@ -24,6 +26,7 @@ import optax
 
 from vvt.config.schema import OPTIMIZERS, SCHEDULES
 from vvt.models import layout
+from vvt.train import layer_decay as layer_decay_lib
 
 NO_DECAY_NAME_PARTS = ('embedding', 'cls')
 
@@ -112,4 +115,7 @@ def make_optimizer(optimizer_cfg, schedule) -> optax.GradientTransformation:
                              mask=weight_decay_mask))
   else:
     raise ValueError(f'optimizer.name: unknown optimiser {name!r}; expected one of {OPTIMIZERS}')
+  decay = optimizer_cfg.get('layer_decay', 1.0)
+  if decay is not None and float(decay) < 1.0:
+    chain.append(layer_decay_lib.scale_by_layer_decay(float(decay)))
   return optax.chain(*chain)

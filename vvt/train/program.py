@@ -11,8 +11,11 @@ input clip (`model_state.ClipShape`), the logical axis rules of `config.mesh.log
 heads and MLP units are sharded over: the batch's sharding, the tensor-parallel specs, and the rules the steps are
 traced under, whenever jax traces them), the shardings of `config.mesh`'s rules on `mesh`, the steps'
 settings (`steps.TrainSettings` / `steps.EvalSettings`) and, for training, the optimiser and its schedule
-over `steps_per_epoch = ceil(num_train_videos / batch_size)` and `total_steps` (`num_train_steps` when
-set, else `num_epochs` epochs). The jitted steps compile on their first call (or `.lower(...).compile()`).
+over `steps_per_epoch = ceil(num_train_videos / batch_size)` (also with `dataset.repeated_augmentation` = N:
+an epoch is as many clips as videos, num_train_videos / N of them distinct, as DeiT counts) and
+`total_steps` (`num_train_steps` when set, else `num_epochs` epochs); with `optimizer.ema_decay` > 0 the
+state keeps an EMA of the params (`vvt.train.ema`). The jitted steps compile on their first call (or
+`.lower(...).compile()`).
 """
 import dataclasses
 import math
@@ -37,6 +40,11 @@ class Training:
   total_steps: int
   shardings: Any           # TrainState of NamedSharding (config.mesh rules)
   step: Callable           # jitted (state, batch) -> (state, metrics, status)
+  ema_decay: float = 0.0   # optimizer.ema_decay: > 0, the state keeps an EMA of the params (vvt.train.ema)
+
+  @property
+  def ema(self) -> bool:
+    return self.ema_decay > 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,18 +76,20 @@ class Program:
   def abstract_state(self) -> state_lib.TrainState:
     """The TrainState as jax.ShapeDtypeStructs on the training shardings: what a training state restores into."""
     training = self._training()
-    return model_state.abstract_state(self.module, self.clip, training.tx, training.shardings)
+    return model_state.abstract_state(self.module, self.clip, training.tx, training.shardings, ema=training.ema)
 
   def init_state(self, rng: jax.Array) -> state_lib.TrainState:
     """A fresh TrainState at step 0 (`model_state.init_fn`), created on the training shardings."""
     training = self._training()
-    init = model_state.init_fn(self.module, self.clip, training.tx)
+    init = model_state.init_fn(self.module, self.clip, training.tx, ema=training.ema)
     return jax.jit(init, out_shardings=training.shardings)(rng)
 
   def state_of(self, params, rng: jax.Array) -> state_lib.TrainState:
-    """A TrainState at step 0 of `params` (fresh optimiser state), on the training shardings."""
+    """A TrainState at step 0 of `params` (fresh optimiser state, an EMA starting at them), on the training
+    shardings."""
     training = self._training()
-    create = lambda p, r: state_lib.create(p, training.tx, r)  # pylint: disable=unnecessary-lambda-assignment
+    def create(p, r):
+      return state_lib.create(p, training.tx, r, ema=training.ema)
     return jax.jit(create, out_shardings=training.shardings)(params, rng)
 
 
@@ -107,7 +117,7 @@ def build_training(config, module, clip: model_state.ClipShape, mesh, num_train_
       steps_lib.train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings,
       settings.logical_rules)
   return Training(tx=tx, schedule=schedule, num_train_videos=int(num_train_videos), steps_per_epoch=epoch_steps,
-                  total_steps=total, shardings=shardings, step=step)
+                  total_steps=total, shardings=shardings, step=step, ema_decay=settings.ema_decay)
 
 
 def build_program(config, mesh, *, num_train_videos: Optional[int] = None,

@@ -55,12 +55,14 @@ def param_shardings(params, mesh, mesh_cfg=None) -> Any:
 
 
 def state_shardings(abstract_state, mesh, mesh_cfg=None) -> Any:
-  """A TrainState of NamedShardings: params by the rules, opt state following them, the rest replicated."""
+  """A TrainState of NamedShardings: params by the rules, opt state and EMA params following them, the rest
+  replicated."""
   specs = param_specs(flat_shapes(abstract_state.params), mesh_sizes(mesh), **_options(mesh_cfg))
   rep = NamedSharding(mesh, P())
   return abstract_state.replace(
       step=rep, rng=rep, params=tree_shardings(abstract_state.params, mesh, specs),
-      opt_state=tree_shardings(abstract_state.opt_state, mesh, specs))
+      opt_state=tree_shardings(abstract_state.opt_state, mesh, specs),
+      ema_params=tree_shardings(getattr(abstract_state, 'ema_params', None), mesh, specs))
 
 
 def describe(shardings) -> list[str]:

@@ -25,6 +25,7 @@ from jax.sharding import NamedSharding
 
 from vvt.data import normalization
 from vvt.models import axes as logical_axes
+from vvt.train import ema as ema_lib
 from vvt.train import losses
 from vvt.train import mesh as mesh_lib
 from vvt.train import model_state
@@ -73,6 +74,7 @@ class TrainSettings:
   cutmix_alpha: float       # loss.cutmix_alpha (0: no cutmix)
   mix_switch_prob: float    # loss.mix_switch_prob: cutmix's share when both are on
   logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (mesh_lib.logical_rules_of)
+  ema_decay: float = 0.0    # optimizer.ema_decay: the EMA of a state that has one (vvt.train.ema)
 
   @classmethod
   def of(cls, config) -> 'TrainSettings':
@@ -83,7 +85,8 @@ class TrainSettings:
                label_smoothing=float(config.loss.label_smoothing),
                mixup_alpha=float(config.loss.mixup_alpha), cutmix_alpha=float(config.loss.cutmix_alpha),
                mix_switch_prob=float(config.loss.mix_switch_prob),
-               logical_rules=mesh_lib.logical_rules_of(config.get('mesh')))
+               logical_rules=mesh_lib.logical_rules_of(config.get('mesh')),
+               ema_decay=ema_lib.decay_of(config.optimizer))
 
   def mix_options(self) -> dict:
     return dict(mixup_alpha=self.mixup_alpha, cutmix_alpha=self.cutmix_alpha,
@@ -270,7 +273,10 @@ def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
     params = optax.apply_updates(state.params, updates)
     metrics = metrics_cls.single_from_model_output(**metric_outputs(
         heads, per_example_loss, correct, mask, schedule(state.step), optax.tree.norm(grads)))
-    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+    ema_params = state.ema_params
+    if ema_params is not None:  # a state with an EMA: ema = decay * ema + (1 - decay) * params
+      ema_params = ema_lib.update(ema_params, params, settings.ema_decay)
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema_params)
     return new_state, metrics, {'loss': loss, 'param_norm': optax.tree.norm(params)}
 
   return train_step

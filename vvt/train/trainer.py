@@ -38,6 +38,7 @@ import orbax.checkpoint as ocp
 from vvt.config import resume, run_file, validation
 from vvt.data import patterns as data_patterns
 from vvt.train import checkpoints
+from vvt.train import ema as ema_lib
 from vvt.train import evaluate as evaluate_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
@@ -193,6 +194,8 @@ def _resume(run: Run, state, meta: dict, step: int) -> tuple[state_lib.TrainStat
   at = int(jax.device_get(state.step))
   run.log(f'[train] resumed from {checkpoints.checkpoint_dir(run.workdir)}/{step} '
           f'(step {at}, data position {data_position})')
+  if getattr(state, 'ema_params', None) is not None and not meta.get('ema'):
+    run.log(f'[train] checkpoint step {step} has no EMA params: the EMA starts from its params')
   if run.is_chief:  # records the interrupted run logged after its last checkpoint
     metrics_lib.truncate_jsonl(run.workdir, at)
   return state, data_position
@@ -334,15 +337,21 @@ def save_checkpoint(run: Run, state, loop: LoopState) -> None:
   loop.last_saved = loop.step
 
 
-def run_eval(run: Run, program: Program, params, step: int, eval_writer) -> dict:
-  """Multi-view evaluation on `eval.split`; the chief writes the results and eval scalars."""
+def run_eval(run: Run, program: Program, params, step: int, eval_writer, weights: str = 'params',
+             extra: Optional[dict] = None) -> dict:
+  """Multi-view evaluation on `eval.split`; the chief writes the results and eval scalars (with `extra`;
+  no scalars without `eval_writer`). `weights` ('ema' | 'raw' | 'params', `vvt.train.ema`) names the params."""
   split = run.config.eval.split
+  if weights != 'params':
+    run.log(f'[eval] {weights} params')
   res, agg = evaluate_lib.evaluate(program.eval_step, params, run.config, run.mesh,
                                    split=split, log=run.log)
+  res.update(weights=weights, **(extra or {}))
   if run.is_chief:
-    path = evaluate_lib.write_results(run.workdir, step, split, res, agg)
-    eval_writer.write_scalars(step, {k: v for k, v in res.items() if isinstance(v, (int, float))})
-    eval_writer.flush()
+    path = evaluate_lib.write_results(run.workdir, step, ema_lib.results_split(split, weights), res, agg)
+    if eval_writer is not None:
+      eval_writer.write_scalars(step, {k: v for k, v in res.items() if isinstance(v, (int, float))})
+      eval_writer.flush()
     run.log(f'[eval] results: {path}')
   return res
 
@@ -353,12 +362,13 @@ def run_eval(run: Run, program: Program, params, step: int, eval_writer) -> dict
 def _interruptible_eval(run: Run, program: Program, state, loop: LoopState, eval_writer,
                         stop: Optional[StopSignals]) -> None:
   """A periodic evaluation that a first signal ends at once (the state is saved, then exit)."""
+  params, weights = ema_lib.choose(state.params, state.ema_params, run.config.eval.get('raw_params', False))
   if stop is None or jax.process_count() > 1:
-    run_eval(run, program, state.params, loop.step, eval_writer)
+    run_eval(run, program, params, loop.step, eval_writer, weights)
     return
   stop.deferred = False
   try:
-    run_eval(run, program, state.params, loop.step, eval_writer)
+    run_eval(run, program, params, loop.step, eval_writer, weights)
   except Interrupted as e:
     stop.deferred = True
     raise save_and_stop(run, state, loop, e.signum) from None
@@ -435,10 +445,20 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
   return state, loop.step, False
 
 
+def final_eval(run: Run, program: Program, writers, state, step: int) -> dict:
+  """The final params evaluated; with an EMA, the raw params first (results under `<split>_raw`), then the
+  EMA params, whose results and eval scalars carry the raw ones' as `raw_<metric>`."""
+  if state.ema_params is None:
+    return run_eval(run, program, state.params, step, writers[1])
+  raw = run_eval(run, program, state.params, step, None, 'raw')
+  extra = {f'raw_{k}': v for k, v in raw.items() if k.startswith(('video_', 'clip_')) and isinstance(v, float)}
+  return run_eval(run, program, state.ema_params, step, writers[1], 'ema', extra)
+
+
 def final_evaluation(run: Run, program: Program, writers, state, step: int) -> dict:
   """Evaluates the final params, draws training_curves.png, closes the checkpoints."""
   writers[0].flush()
-  results = run_eval(run, program, state.params, step, writers[1])
+  results = final_eval(run, program, writers, state, step)
   if run.is_chief:
     png = metrics_lib.plot_curves(run.workdir)
     if png:
@@ -486,7 +506,8 @@ def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_chan
 
 def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
                         split: Optional[str] = None, log: Callable = print) -> dict:
-  """`vvt eval`: multi-view evaluation of a full or params-only checkpoint."""
+  """`vvt eval`: multi-view evaluation of a full or params-only checkpoint: its EMA params where it has them
+  unless `eval.raw_params` (`vvt.train.ema`; results of the raw params of such a step under `<split>_raw`)."""
   mesh = make_mesh(config)
   split = split or config.eval.split
   workdir = checkpoints.abspath(workdir)
@@ -496,12 +517,15 @@ def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
   program = build_program(config, mesh)  # shardings of this mesh, not the training one
   abstract = program.abstract_params()
   # --step N: that step or a one-line error naming the damaged file; latest: the newest intact
-  step, params, _ = checkpoints.load_with_fallback(
-      workdir, lambda s: checkpoints.load_params(workdir, s, abstract, verify=False)[0],
+  raw = bool(config.eval.get('raw_params', False))
+  step, (params, weights), _ = checkpoints.load_with_fallback(
+      workdir, lambda s: checkpoints.load_eval_params(workdir, s, abstract, raw=raw, verify=False)[::2],
       step=explicit, log=log)
-  log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}')
+  log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}'
+      + ('' if weights == 'params' else f' ({weights} params)'))
   res, agg = evaluate_lib.evaluate(program.eval_step, params, config, mesh, split=split, log=log)
+  res['weights'] = weights
   if jax.process_index() == 0:
-    path = evaluate_lib.write_results(workdir, step, split, res, agg)
+    path = evaluate_lib.write_results(workdir, step, ema_lib.results_split(split, weights), res, agg)
     log(f'[eval] results: {path}')
   return {**res, 'step': step, 'workdir': workdir}
