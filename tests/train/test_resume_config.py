@@ -128,3 +128,21 @@ def test_switching_scan_layers_on_resume_restores_into_the_other_layout(checkpoi
   res = trainer.train_and_evaluate(config(False), str(wd), log=lines.append, stop_after_step=3)
   assert res['step'] == 3 and any('(safe): model.scan_layers: True -> False' in l for l in lines), lines
   assert layout.layout_of(checkpoints.load_params(str(wd), 3)[0]) == 'per_layer'
+
+
+def test_config_saved_before_newer_fields_resumes_unchanged(checkpointed, tiny_data, tmp_path):
+  """A config.json written before a model, dataset or optimizer field existed reads back with that
+  field's default, so resuming with today's config sees no change."""
+  wd = tmp_path / 'old_run'
+  shutil.copytree(checkpointed, wd)
+  saved = _saved(wd)
+  for section, field in (('model', 'pooling'), ('model', 'key_bias'), ('dataset', 'autoaugment'),
+                         ('optimizer', 'ema_decay')):
+    del saved[section][field]
+  (wd / 'config.json').write_text(json.dumps(saved))
+  c = common.tiny_config(tiny_data)
+  c.checkpoint.every_steps = 1  # as the checkpointed run
+  lines = []
+  res = trainer.train_and_evaluate(c, str(wd), log=lines.append, stop_after_step=2)
+  assert res['step'] == 2
+  assert not [l for l in lines if 'config change' in l], lines

@@ -7,6 +7,7 @@ import json
 import ml_collections
 
 from vvt import fileio
+from vvt import models
 from vvt.config import dataset
 from vvt.config import schema
 
@@ -35,6 +36,28 @@ def _dataset_section(values: dict) -> ml_collections.ConfigDict:
   return d
 
 
+def _with_missing(saved: ml_collections.ConfigDict, defaults: ml_collections.ConfigDict) -> None:
+  """Adds to `saved`, in place, the fields of `defaults` it lacks (nested sections too); saved values win."""
+  for key, value in defaults.items():
+    if key not in saved:
+      saved[key] = value
+    elif isinstance(value, ml_collections.ConfigDict) and isinstance(saved[key], ml_collections.ConfigDict):
+      _with_missing(saved[key], value)
+
+
+def _model_section(values: dict) -> ml_collections.ConfigDict:
+  """The saved model fields, with the defaults of fields added to the model config after the run was saved.
+
+  A field missing from an older config.json means the run had the behaviour its default keeps (new model
+  fields default to what the models did before them), so a resume does not see it as a change.
+  """
+  m = ml_collections.ConfigDict(values)
+  family = values.get('family')
+  if family in models.config.FAMILIES:
+    _with_missing(m, models.get_config(family))
+  return m
+
+
 def from_dict(values: dict) -> ml_collections.ConfigDict:
   """A run config from plain values (a run's config.json), with lists as tuples and links restored."""
   values = _tuples(dict(values))
@@ -44,6 +67,8 @@ def from_dict(values: dict) -> ml_collections.ConfigDict:
       c[key] = value
     elif key == 'dataset' and isinstance(value, dict):
       c.dataset = _dataset_section(value)
+    elif key == 'model' and isinstance(value, dict):
+      c.model = _model_section(value)
     elif isinstance(value, dict) and key != 'model' and isinstance(c.get(key), ml_collections.ConfigDict):
       c[key] = ml_collections.ConfigDict({**c[key].to_dict(), **value})
     elif isinstance(value, dict):
