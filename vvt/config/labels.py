@@ -5,9 +5,10 @@
 
 A dataset names its classes where it is written: `vvt data convert --output DIR/train` in
 `DIR/train.manifest.json` (`class_names`, from the class list it was given), `vvt data synthetic` in
-`DIR/manifest.json` and `DIR/classes.txt`. The training files of a config (else its evaluation files) lead
-to those: `DIR/train.tfrecord@16` or `DIR/train.tfrecord-*` -> `DIR/train.manifest.json`, then the folder's
-`manifest.json` and `classes.txt`. The synthetic motion data (`schema.SYNTHETIC_DIR`) names its classes before
+`DIR/manifest.json` and `DIR/classes.txt`. The training files of a config lead to those:
+`DIR/train.tfrecord@16` or `DIR/train.tfrecord-*` -> `DIR/train.manifest.json`, then the folder's
+`manifest.json` and `classes.txt`; where the training files have none, those of the evaluation files do.
+The synthetic motion data (`schema.SYNTHETIC_DIR`) names its classes before
 it is written (`loader.ensure_synthetic` writes it on first use).
 
 A config whose `num_classes` (0) or `class_names` (None) is unset takes the data's; one that sets them and
@@ -24,17 +25,14 @@ from vvt.data import patterns as patterns_lib
 
 
 def _local_patterns(cfg) -> list:
-  """The dataset's local file patterns (training first, else evaluation), with data_dir joined."""
+  """The dataset's local file patterns, training files first, then evaluation files, with data_dir joined."""
   base = cfg.get('data_dir', '') or ''
+  found = []
   for field in ('train_files', 'eval_files'):
-    found = []
     for p in patterns_lib.split_patterns(cfg.get(field)):
-      if '://' in p:
-        continue
-      found.append(os.path.join(base, p) if base and not os.path.isabs(p) else p)
-    if found:
-      return found
-  return []
+      if '://' not in p:
+        found.append(os.path.join(base, p) if base and not os.path.isabs(p) else p)
+  return found
 
 
 def _candidates(pattern: str) -> list:
