@@ -141,11 +141,13 @@ def synthetic_config(attention: str, data_dir: str = schema.SYNTHETIC_DIR,
 
   2 layers, width 64, 2x8x8 tubelets, sinusoidal positions, GAP, 8 frames of 32^2 sampled at stride 2
   from the 16 written (a clip covers the whole video: the class is the order of the frames), AdamW 1e-3
-  cosine, batch 8, 20 epochs.
+  cosine, batch 8, 20 epochs. `num_classes` and `class_names` are left unset: the loader takes them from the
+  data the config is pointed at (`vvt.config.labels`: the synthetic data's manifest, or that of any
+  `vvt data convert` output given as `--config.dataset.train_files=...`).
   """
   if attention not in SYNTHETIC_SCHEMES:
     raise ValueError(f'unknown scheme {attention!r}; one of {", ".join(SYNTHETIC_SCHEMES)}')
-  num_classes = schema.SYNTHETIC['num_classes']
+  num_classes = 0  # unset: num_classes and class_names come from the data's manifest (vvt.config.labels)
   model = dict(attention=attention, variant='Ti/16', num_frames=8, image_size=32,
                num_classes=num_classes, hidden_size=64, num_layers=2, num_heads=4, mlp_dim=128,
                # 2x8x8 tubelets (ViViT's tokeniser) for every scheme: with 1-frame patches
@@ -164,7 +166,6 @@ def synthetic_config(attention: str, data_dir: str = schema.SYNTHETIC_DIR,
                    eval_files=f'{data_dir}/test-*-of-*.tfrecord',
                    stride=2, train_min_resize=34, train_max_resize=40, eval_resize=36,
                    num_test_clips=1, num_spatial_crops=3, shuffle_buffer=256),
-      class_names=schema.SYNTHETIC_CLASS_NAMES,
       # Small batches: ~5x more optimiser steps per CPU-second than batch 32 here.
       train={'batch_size': 8, 'num_epochs': 20.0,
              'optimizer.name': 'adamw', 'optimizer.weight_decay': 0.05, 'optimizer.grad_clip_norm': 1.0,

@@ -6,7 +6,9 @@
 ARG: `SCHEME[,data_dir=DIR]`, SCHEME one of spatiotemporal, factorised_encoder,
 factorised_self_attention, factorised_dot_product (ViViT Models 1-4), space, joint, divided,
 local_global, axial (TimeSformer), space_time_mixing (X-ViT); default divided. DIR defaults to
-data/synthetic (written by `make demo` or `vvt data synthetic`).
+data/synthetic (written by `make demo` or `vvt data synthetic`). The config sets no `num_classes` or
+`class_names`: they come from the data it is pointed at (its manifest; `vvt.config.labels`), so
+`--config.dataset.train_files=data/mine/train.tfrecord@4` (a `vvt data convert` output) needs nothing else.
 
 Shared recipe (`configs.common.synthetic_config`): 2 layers, width 64, 2x8x8 tubelets, sinusoidal
 positions, GAP, 8 frames of 32^2, AdamW 1e-3 cosine, batch 8, 20 epochs. Space-only attention has,

@@ -83,7 +83,10 @@ def test_file_arg_variants():
   assert load(TSF + ':hr').image_size == 448
   assert load(TSF + ':l').dataset.num_frames == 96
   assert load(SYNTHETIC + ':space').model.attention == 'space'
-  assert load(SYNTHETIC + ':scheme=joint,data_dir=x').dataset.train_files.startswith('x/')
+  # data that is not there names no classes: num_classes is then given
+  assert load(SYNTHETIC + ':scheme=joint,data_dir=x', 'num_classes=4').dataset.train_files.startswith('x/')
+  with pytest.raises(loader.ConfigError, match='num_classes is not set and the data names no classes'):
+    load(SYNTHETIC + ':scheme=joint,data_dir=x')
 
 
 def test_saved_config_json_and_run_directory_round_trip(tmp_path):

@@ -3,6 +3,8 @@
 CLI: --config tests/train/tiny_config.py:DATA_DIR[,ATTENTION]
 """
 from configs import common
+from vvt.config import labels
+from vvt.config import schema
 
 
 def get_config(arg=None):
@@ -17,4 +19,7 @@ def get_config(arg=None):
   c.checkpoint.keep = 10
   c.log_every_steps = 4
   c.dataset.shuffle_buffer = 16
+  labels.resolve(c)  # the data's classes, as the loader takes them (also when the config is built directly)
+  if not c.num_classes:  # no data (a model built without it): the synthetic data's classes
+    c.num_classes, c.class_names = schema.SYNTHETIC['num_classes'], schema.SYNTHETIC_CLASS_NAMES
   return c

@@ -2,6 +2,7 @@
 
   vvt predict --workdir runs/divided [--step N] clip.mp4 other.webm frames_dir/ videos_dir/
   vvt predict --checkpoint runs/tsf_k400 --top_k 3 --json videos/ > predictions.json
+  vvt predict --workdir runs/divided --window 2 --stride 1 --out timeline/ long_video.mp4
 
 Each input is a video file (mp4, webm, avi, ... decoded with PyAV), a folder of frames (images, sorted
 by name) or a folder of those. Every video gives the config's evaluation views (num_test_clips x
@@ -11,6 +12,10 @@ video as in evaluation (`eval.average`), and the top-k classes are printed with 
 (class names from the checkpoint's config, else the dataset's classes.txt). `--json`: one JSON list on
 stdout. A file that cannot be read is reported on stderr and skipped; the exit code is 1 if any was,
 after all the others were predicted.
+
+`--window S [--stride S2]` (seconds, or frames as `15f`): every window of a video of any length, decoded as the
+windows advance (memory of one window), with a per-window CSV, a timeline PNG, the average over the windows and
+the segments where the top class changes (`vvt.cli.predict_windows`).
 """
 import json
 import os
@@ -85,6 +90,13 @@ def _parser():
   p.add_argument('--top_k', type=int, default=5, help='classes printed per video (default 5)')
   p.add_argument('--batch_size', type=int, default=None, help='views per batch (default: eval.batch_size)')
   p.add_argument('--json', action='store_true', help='print one JSON list instead of text')
+  p.add_argument('--window', default=None, metavar='S',
+                 help='score every window of S seconds (or 15f: frames) of each video, of any length; default '
+                      'with --stride: the model\'s clip span. Writes OUT/NAME.windows.csv and .timeline.png')
+  p.add_argument('--stride', default=None, metavar='S2',
+                 help='seconds (or frames: 8f) from one window\'s start to the next (default: the window)')
+  p.add_argument('--out', default='.', help='folder of the --window CSV and PNG files (default: .)')
+  p.add_argument('--fps', type=float, default=25.0, help='frame rate of frame folders with --window (default 25)')
   return p
 
 
@@ -144,6 +156,10 @@ def _predict(argv):
   args, spec, overrides = common.parse(_parser(), argv)
   if args.top_k < 1:
     raise common.UsageError(f'--top_k must be >= 1, got {args.top_k}')
+  windowed = args.window is not None or args.stride is not None
+  if windowed:
+    from vvt.cli import predict_windows  # pylint: disable=g-import-not-at-top
+    predict_windows.check_spans(args)
   workdir, step = _locate(args)
   config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
   from vvt.data import names as names_lib  # pylint: disable=g-import-not-at-top
@@ -155,6 +171,8 @@ def _predict(argv):
   items = videos.find_inputs(args.inputs)
   views = int(config.dataset.num_test_clips) * int(config.dataset.num_spatial_crops)
   batch_size = max(views, int(args.batch_size or config.eval.batch_size))
+  if windowed:
+    return predict_windows.run(args, config, predict, heads, names, batch_size, items)
   sums, counts, failed = _score_videos(predict, items, heads, config.dataset, batch_size)
   out = _records(items, sums, counts, failed, heads, names, config.eval.average, args.top_k)
   if args.json:

@@ -7,6 +7,7 @@ Modules (none imports JAX, Flax or TensorFlow, so a command reports a bad config
   validation  every field checked before any work, one line naming the field
   loader      `--config FILE.py[:ARG] | config.json | run dir`, then `overrides` (`--config.a.b=VALUE`)
   runlocal    any config as a few-minute CPU run on the synthetic data
+  labels      unset num_classes / class_names from the training data's manifest (checked against it in training)
   run_file    WORKDIR/config.json written and read back
   resume      what may change when a run resumes
   sharding    mesh axes, sharding rules and partition specs (vvt.train.sharding makes the NamedShardings)

@@ -19,6 +19,7 @@ from typing import Sequence
 import ml_collections
 
 from vvt import fileio
+from vvt.config import labels
 from vvt.config import overrides as overrides_lib
 from vvt.config import run_file
 from vvt.config import runlocal
@@ -180,6 +181,10 @@ def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validat
   overrides_lib.apply_overrides(config, overrides)
   if not is_run_config(config):
     return config
+  # unset num_classes / class_names from the data's manifest; training refuses set ones that disagree
+  labels.resolve(config, check='train_files' in files)
+  if not config.get('num_classes') and files and _missing_data(config, files):
+    raise ConfigError(_missing_data(config, files)[0])  # no data: say that, not that it names no classes
   if validate:
     validation.validate(config)
   if local and files and str(config.dataset.train_files).startswith(schema.SYNTHETIC_DIR):

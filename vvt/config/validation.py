@@ -193,6 +193,9 @@ def _check_num_classes(value):
   items = dict(paths.plain(value)).items() if hasattr(value, 'items') else [(None, value)]
   if not items:
     raise ConfigError('num_classes is an empty dict: give an int, or a dict head -> int')
+  if value in (0, None):
+    raise ConfigError('num_classes is not set and the data names no classes (no manifest.json or classes.txt '
+                      'beside the training files, as `vvt data convert --classes` writes): set --config.num_classes=N')
   for head, n in items:
     if not _is_int(n) or n < 1:
       where = 'num_classes' if head is None else f'num_classes[{head!r}]'

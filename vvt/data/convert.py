@@ -7,8 +7,10 @@ line i is label i). A label is a class name, or an integer index into the list.
 
 Output, for prefix `out/train` and 16 shards:
   out/train.tfrecord-00000-of-00016 ... (read with `out/train.tfrecord@16`)
-  out/train.manifest.json  per video: id, path, label, frames, fps (the rate
-                           its frames are stored at), status, reason, shard; per shard: videos, sha256 and a digest of
+  out/train.manifest.json  the class names (`class_names`, label order: a run config
+                           takes them, vvt.config.labels);
+                           per video: id, path, label, frames, fps (the rate its frames
+                           are stored at), status, reason, shard; per shard: videos, sha256 and a digest of
                            its rows; the options; totals; failures.
 
 Each video is decoded with PyAV in a pool of worker processes, optionally
@@ -369,6 +371,7 @@ class _Conversion:
     return {
         'input': os.path.abspath(self.video_list),
         'classes': self.options['classes'],
+        'class_names': self.options['classes'],  # label order: what a run config's class_names take
         'options': dict(self.options, num_shards=self.num_shards),
         'pattern': f'{self.output}.tfrecord@{self.num_shards}',
         'path': self.manifest_path,

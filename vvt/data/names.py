@@ -46,6 +46,9 @@ def _manifest_names(path: str) -> Optional[tuple]:
   return None
 
 
+manifest_class_names = _manifest_names  # the `class_names` (or `classes`) of a manifest file, or None
+
+
 def read_class_list(path: str) -> Optional[tuple]:
   """Names of a classes.txt (one a line), or None if it is missing or empty."""
   try:

@@ -116,6 +116,29 @@ def render_clip(label, rng, num_frames=16, frame_size=64, noise=4.0):
   return np.clip(np.round(frames), 0, 255).astype(np.uint8)
 
 
+def motion_frames(directions, rng, frame_size=64, noise=4.0):
+  """Yields uint8 (frame_size, frame_size, 3) frames of one long video: the object of `render_clip` (drawn
+  alike from `rng`) moving down (+1) or up (-1) on the torus between frame i and i + 1 as `directions[i]`
+  says, so a window of it looks like a clip of class 0 (down) or 1 (up). One frame more than `directions`."""
+  f, scale = frame_size, frame_size / 64.0
+  size = int(round(rng.uniform(9, 15) * scale))
+  mask = _shape_mask(_SHAPES[rng.integers(len(_SHAPES))], max(size, 3), f)
+  colour = rng.uniform(140, 255, size=3) * (rng.uniform(size=3) < 0.8)
+  colour[rng.integers(3)] = rng.uniform(180, 255)
+  gy = np.linspace(-1, 1, f, dtype=np.float32)[:, None, None]
+  gx = np.linspace(-1, 1, f, dtype=np.float32)[None, :, None]
+  background = rng.uniform(0, 90, size=3) + 15 * (gy * rng.uniform(-1, 1, 3) + gx * rng.uniform(-1, 1, 3))
+  speed, drift = rng.uniform(1.5, 2.5) * scale, rng.uniform(-0.4, 0.4) * scale
+  y, x = rng.uniform(0, f, size=2)
+  for step in [0, *np.sign(np.asarray(directions)).tolist()]:
+    y, x = y + step * speed, x + abs(step) * drift
+    m = np.roll(mask, (int(round(y)) % f, int(round(x)) % f), axis=(0, 1))[..., None]
+    frame = background * (1 - m) + colour * m
+    if noise:
+      frame = frame + rng.normal(0, noise, size=frame.shape)
+    yield np.clip(np.round(frame), 0, 255).astype(np.uint8)
+
+
 def _encode_jpeg(frame, quality=90):
   import io  # pylint: disable=g-import-not-at-top
   from PIL import Image  # pylint: disable=g-import-not-at-top
