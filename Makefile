@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
-LINT_PATHS := vvt tests configs experiments benchmarks
+LINT_PATHS := vvt tests configs experiments benchmarks scripts
 # The exact versions CI tests (pyproject.toml allows ranges; these files pin them).
 CONSTRAINTS := -c requirements.txt -c requirements-test.txt
 
