@@ -31,12 +31,14 @@ def trial_line(name: str, state: dict) -> dict:
     detail = ''
   elif shown == 'pending' and state['status'] == 'partial':
     detail = f'{detail}: resumes from its checkpoint'
+  if claim:  # the worker has its own columns
+    who = claims.holder(claim)
+    detail = detail.replace(f'{who}, ', '').replace(f', on {who}', '').replace(f'{who} ', '')
   worker = f'{claim["host"]} pid {claim["pid"]}' if claim.get('host') else '—'
   return {'trial': name, 'state': shown, 'step': '—' if state['step'] is None else str(state['step']),
           'attempts': str(claim.get('attempts', 0)), 'requeues': str(claim.get('requeues', 0)),
           'worker': worker, 'since': claims.clock_text(claim['since']) if claim.get('since') else '—',
-          'slurm': _slurm(claim) if claim else '—',
-          'detail': detail.replace(f'{claims.holder(claim)}, ', '') if claim else detail}
+          'slurm': _slurm(claim) if claim else '—', 'detail': detail}
 
 
 def table(sweep_dir: str) -> list[dict]:
