@@ -3,10 +3,12 @@ trial exactly once; a worker killed with SIGKILL mid-trial leaves no trainer beh
 expired, a worker that joins (`vvt sweep DIR --trial 0`) takes the trial over and resumes it from its
 checkpoint; `vvt sweep --status` and `vvt results` show every state; bad input as one line."""
 import json
+import os
 import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from tests.cli.test_commands import env
@@ -203,3 +205,25 @@ def test_a_joining_worker_and_bad_worker_arguments_are_one_line_errors(tiny_data
   one_line_error(vvt('sweep', '--config', spec, str(out), '--workdir', str(tmp_path / 'other')), 'sweep',
                  'two sweep directories')
   assert not out.exists()
+
+
+def test_workers_starting_together_write_the_synthetic_data_once(tmp_path):
+  from vvt.cli import sweep as sweep_cli  # pylint: disable=g-import-not-at-top
+  data, writes = tmp_path / 'synthetic', []
+
+  def write():
+    writes.append(1)
+    data.mkdir()
+    (data / 'manifest.json').write_text('{}')
+
+  (tmp_path / 'synthetic.writing').write_text(str(os.getpid()))  # a live writer: wait for its manifest
+  writer = threading.Timer(0.3, write)
+  writer.start()
+  sweep_cli.write_once(str(data), lambda: writes.append('second'), wait_s=0.05)
+  writer.join()
+  assert writes == [1]
+  (data / 'manifest.json').unlink()
+  dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True, text=True)
+  (tmp_path / 'synthetic.writing').write_text(dead.stdout.strip())  # a writer that died: the next one writes
+  sweep_cli.write_once(str(data), lambda: (data / 'manifest.json').write_text('{}'), wait_s=0.05)
+  assert (data / 'manifest.json').exists() and not (tmp_path / 'synthetic.writing').exists()

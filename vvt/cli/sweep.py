@@ -32,6 +32,7 @@ and their claims are released.
 """
 import os
 import sys
+import time
 
 from vvt import fileio
 from vvt.cli import common
@@ -97,7 +98,47 @@ def _ensure_data(config) -> None:
   from vvt.config import schema  # pylint: disable=g-import-not-at-top
   files = str(config.dataset.get('train_files') or '')
   if files.startswith(schema.SYNTHETIC_DIR + '/'):
-    config_lib.ensure_synthetic(schema.SYNTHETIC_DIR)
+    write_once(schema.SYNTHETIC_DIR, lambda: config_lib.ensure_synthetic(schema.SYNTHETIC_DIR))
+
+
+def write_once(data_dir: str, write, wait_s: float = 1.0) -> None:
+  """Runs `write()` (which writes DATA_DIR/manifest.json last) in one of the sweep workers that start together
+  on a host; the others wait for the manifest instead of writing the same files at the same time. A writer
+  that died (its pid gone) leaves the job to the next worker."""
+  manifest, lock = os.path.join(data_dir, 'manifest.json'), data_dir.rstrip('/') + '.writing'
+  said = False
+  while not os.path.exists(manifest):
+    os.makedirs(os.path.dirname(os.path.abspath(lock)), exist_ok=True)
+    try:
+      fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+      if not said:
+        print(f'[sweep] another worker writes {data_dir}: waiting for it', file=sys.stderr, flush=True)
+        said = True
+      _drop_if_dead(lock)
+      time.sleep(wait_s)
+      continue
+    try:
+      os.write(fd, str(os.getpid()).encode())
+      write()
+    finally:
+      os.close(fd)
+      os.unlink(lock)
+    return
+
+
+def _drop_if_dead(lock: str) -> None:
+  try:
+    with open(lock) as f:
+      pid = int(f.read() or 0)
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    try:
+      os.unlink(lock)
+    except FileNotFoundError:  # another waiter dropped it
+      pass
+  except (OSError, ValueError):  # gone already, being written, or another user's process: wait
+    pass
 
 
 def _state(sweep_dir, trial) -> str:
