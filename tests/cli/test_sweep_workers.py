@@ -227,3 +227,23 @@ def test_workers_starting_together_write_the_synthetic_data_once(tmp_path):
   (tmp_path / 'synthetic.writing').write_text(dead.stdout.strip())  # a writer that died: the next one writes
   sweep_cli.write_once(str(data), lambda: (data / 'manifest.json').write_text('{}'), wait_s=0.05)
   assert (data / 'manifest.json').exists() and not (tmp_path / 'synthetic.writing').exists()
+
+
+def test_a_sweep_directory_of_another_study_or_other_overrides_is_refused_and_kept(tiny_data, tmp_path):
+  spec, out = study(tmp_path, tiny_data), tmp_path / 'sweep'
+  out.mkdir()
+  record = out / 'sweep.json'
+  for text, message in (('{"config": "experiments/other.py", "trials": []}', "holds a sweep of 'experiments/other.py'"),
+                        ('{"config": "study.py", "trials": [', f'{record} is not a sweep record')):
+    record.write_text(text)
+    one_line_error(vvt('sweep', '--config', spec, '--workdir', str(out)), 'sweep', message)
+    assert record.read_text() == text and os.listdir(out) == ['sweep.json']
+  # A worker of this sweep holds a trial: a worker with other overrides would train other trials under its name.
+  text = json.dumps({'config': spec, 'base_overrides': [['num_train_steps', '6']], 'trials': [
+      {'name': 'attention=space', 'overrides': {'model.attention': 'space'}, 'labels': {}}]})
+  record.write_text(text)
+  claims.take(str(out / 'attention=space'), 'attention=space', claims.Worker('t', 'tpu-vm-0', 7, {}), 60)
+  one_line_error(vvt('sweep', '--config', spec, '--workdir', str(out), '--config.num_train_steps=9'), 'sweep',
+                 f'{out} is being run with --config.num_train_steps=6 (trial attention=space on tpu-vm-0 pid 7); '
+                 f'join it with the same overrides, or as `vvt sweep {out}`')
+  assert record.read_text() == text

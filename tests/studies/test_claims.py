@@ -258,3 +258,26 @@ def test_a_worker_stops_a_trial_whose_claim_it_lost(tmp_path):
   assert proc.returncode == -9 and w.running == [] and w.todo == [(1, trial)]
   assert said == ['[sweep] (1/1) stopped seed=0 here: lost its claim, another worker holds it now: host-b pid 7 '
                   f'(elapsed {said[0].rsplit("elapsed ", 1)[1]}']
+
+
+def test_a_stopped_worker_lets_its_trials_save_and_releases_their_claims(tmp_path):
+  trial = sweep_lib.Trial('seed=0', {'seed': 0})
+  (tmp_path / 'seed=0').mkdir()
+  claim = claims.take(str(tmp_path / 'seed=0'), 'seed=0', worker('a')).claim
+  w = runner._Worker([trial], 'study.py', [], str(tmp_path), 1, print, {}, 5.0, 0.5)
+  log = open(tmp_path / 'train.log', 'a')
+  saver = ('import signal, sys, time\n'
+           'signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n'
+           'print("ready", flush=True)\n'
+           'time.sleep(60)\n')
+  proc = subprocess.Popen([sys.executable, '-c', saver], stdout=subprocess.PIPE, text=True)
+  assert proc.stdout.readline() == 'ready\n'
+  w.running.append(runner._Running(trial, 1, proc, log, str(tmp_path / 'train.log'), time.time(), claim))
+  runner._stop_all(w)
+  assert proc.returncode == 143  # it got SIGTERM (the trainer saves a checkpoint on it) and was waited for
+  record = claims.read(str(tmp_path / 'seed=0'))
+  assert (record['state'], record['error'], record['lease_until']) == ('released', 'interrupted', None)
+  assert json.loads((tmp_path / 'seed=0' / 'trial.json').read_text())['status'] == 'interrupted'
+  with pytest.raises(KeyboardInterrupt) as stopped:
+    runner._on_sigterm(15, None)
+  assert stopped.value.exit_code == 143

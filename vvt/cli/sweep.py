@@ -266,6 +266,7 @@ def _dry_run(workdir, spec, trials, all_trials) -> int:
 def _run(args, workdir, spec, overrides, trials, all_trials, configs) -> int:
   from vvt.studies import runner  # pylint: disable=g-import-not-at-top
   say = lambda msg: print(msg, flush=True)  # pylint: disable=unnecessary-lambda-assignment
+  claims.store_for(fileio.join(workdir, trials[0].name))  # before anything is written: gs:// needs the gcs extra
   runner.write_sweep_record(workdir, spec, overrides, all_trials)
   for t in trials:
     if _state(workdir, t) == 'finished':

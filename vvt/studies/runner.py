@@ -57,19 +57,38 @@ def write_sweep_record(sweep_dir: str, spec: str, base: Sequence[tuple[str, str]
                        trials: Sequence[sweep_lib.Trial]) -> None:
   """SWEEP/sweep.json (every trial, not only those run now, so `vvt results` lists the missing ones).
 
-  Refuses a directory that holds a sweep of another config file: its finished trials would be mixed up.
+  Refuses (SweepError, nothing written) a directory whose sweep.json is not a sweep record or is the sweep of
+  another config file (their finished trials would be mixed up), and other base overrides than those of
+  the workers that hold trials of it now (one sweep, one set of trials).
   """
   path = fileio.join(sweep_dir, results_lib.SWEEP_FILE)
   old = results_lib.read_json(path)
+  if fileio.exists(path) and not (isinstance(old, dict) and isinstance(old.get('trials'), list)):
+    raise sweep_lib.SweepError(f'{path} is not a sweep record (JSON with the config and trials of a sweep); '
+                               'use another --workdir')
   if old and old.get('config') and old['config'] != spec:
     raise sweep_lib.SweepError(f'{sweep_dir} holds a sweep of {old["config"]!r}, not {spec!r}; '
                                'use another --workdir')
+  _refuse_other_overrides(sweep_dir, old, base)
   record = {'config': spec, 'base_overrides': [list(o) for o in base],
             'trials': [{'name': t.name, 'overrides': t.overrides, 'labels': t.labels} for t in trials]}
   if json.loads(json.dumps(record, default=str)) == old:  # another worker of this sweep wrote it already
     return
   fileio.makedirs(sweep_dir)
   results_lib.write_json(path, record)
+
+
+def _refuse_other_overrides(sweep_dir: str, old: Optional[dict], base: Sequence[tuple[str, str]]) -> None:
+  recorded = (old or {}).get('base_overrides')
+  if recorded is None or [list(o) for o in base] == recorded:
+    return
+  for t in old.get('trials', []):
+    held = claims.read(fileio.join(sweep_dir, t['name']))
+    if held and held['state'] in claims.LIVE:
+      given = ' '.join(f'--config.{k}={v}' for k, v in recorded) or 'no overrides'
+      raise sweep_lib.SweepError(
+          f'{sweep_dir} is being run with {given} (trial {t["name"]} on {claims.holder(held)}); join it with the '
+          f'same overrides, or as `vvt sweep {sweep_dir}` (no --config: the recorded ones)')
 
 
 def local_log_path(sweep_dir: str, trial_name: str) -> str:
