@@ -33,8 +33,11 @@ class FakeBucket:
     self.lock = threading.Lock()
     self.generation = 1_700_000_000_000_000
     self.lose_answers = 0
+    self.down = False  # every request fails (a network partition)
 
   def get_blob(self, key):
+    if self.down:
+      raise ConnectionError('unreachable')
     with self.lock:
       obj = self.objects.get(key)
     return None if obj is None else FakeBlob(self, key, obj[1])
@@ -59,6 +62,8 @@ class FakeBlob:
 
   def upload_from_string(self, data, content_type=None, if_generation_match=None):
     assert content_type == 'application/json'
+    if self.bucket.down:
+      raise ConnectionError('unreachable')
     with self.bucket.lock:
       obj = self.bucket.objects.get(self.name)
       if if_generation_match is not None and (obj[1] if obj else 0) != if_generation_match:
@@ -281,3 +286,25 @@ def test_a_stopped_worker_lets_its_trials_save_and_releases_their_claims(tmp_pat
   with pytest.raises(KeyboardInterrupt) as stopped:
     runner._on_sigterm(15, None)
   assert stopped.value.exit_code == 143
+
+
+def test_an_owner_cut_off_from_the_store_gives_the_trial_up_when_its_lease_runs_out():
+  bucket = FakeBucket()
+  store = claims.GcsStore('gs://bucket/sweep/trial', bucket)
+  owner = take(store, worker('a'), lease_s=1.0).claim
+  lost = []
+  leases = claims.Leases(renew_s=0.1, on_lost=lost.append)
+  leases.add(owner)
+  try:
+    bucket.down = True
+    time.sleep(0.5)
+    assert not lost and claims.check(owner)  # renewals fail, the lease still holds
+    deadline = time.time() + 3
+    while not lost and time.time() < deadline:
+      time.sleep(0.05)
+  finally:
+    leases.stop()
+  assert lost == [owner] and not claims.check(owner) and 'lease ran out' in owner.lost
+  bucket.down = False
+  assert claims.read('unused', store)['state'] == claims.EXPIRED  # and another worker may take it over
+  assert take(store, worker('b')).claim

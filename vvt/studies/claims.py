@@ -336,31 +336,53 @@ def take(workdir: str, trial: str, me: Worker, lease_s: float = LEASE_S,
   return Outcome(Claim(store, new, won, lease_s), 'claimed', new)
 
 
-def _write(claim: Claim, changes: dict, now: float) -> bool:
-  """Writes the owner's record with `changes` over its generation; False (and `claim.lost`) if lost."""
+def _ran_out(claim: Claim, now: float) -> bool:
+  """Whether the owner's live lease has run out by its own clock (then another worker may own the trial)."""
+  until = claim.record.get('lease_until')
+  if claim.record.get('status') in LIVE and until and now >= until:
+    claim.lost = claim.lost or (f'its lease ran out at {clock_text(until)} before it was renewed (another '
+                                'worker may have taken the trial over)')
+  return claim.lost is not None
+
+
+def check(claim: Claim, now: Optional[float] = None) -> bool:
+  """True while the claim is held: not lost, its lease not run out (a stalled renewal thread, a store that
+  did not answer). Sets `claim.lost` otherwise."""
   with claim.lock:
-    if claim.lost:
-      return False
-    if claim.record.get('status') in LIVE and now >= claim.record['lease_until']:
-      claim.lost = (f'its lease ran out at {clock_text(claim.record["lease_until"])} before it was renewed '
-                    '(another worker may have taken the trial over)')
+    return not _ran_out(claim, time.time() if now is None else now)
+
+
+def _write(claim: Claim, changes: dict, now: float) -> bool:
+  """Writes the owner's record with `changes` over its generation; False (and `claim.lost`) if lost.
+
+  A store error while renewing is left to the next renewal (the lease decides); a final status is tried
+  again a few times, then the error is raised."""
+  with claim.lock:
+    if _ran_out(claim, now):
       return False
     record = {**claim.record, **changes}
-    try:
-      gen = claim.store.write(record, claim.generation)
-    except Exception as e:  # pylint: disable=broad-except  # a store error: the lease decides (tried again)
-      if changes.get('status') in DONE:
-        raise
-      del e
-      return True
-    if gen is None:
+    for attempt in range(4):
+      try:
+        gen = claim.store.write(record, claim.generation)
+      except Exception:  # pylint: disable=broad-except
+        if changes.get('status') not in DONE:
+          return True
+        if attempt == 3:
+          raise
+        time.sleep(0.5 * 2 ** attempt)
+        continue
+      if gen is not None:
+        break
       current = claim.store.read()
-      if current and current[0].get('token') == claim.record['token'] and current[0] == record:
-        gen = current[1]
-      else:
-        who = holder(current[0]) if current else 'nobody'
-        claim.lost = f'another worker holds it now: {who}'
+      if not current or current[0].get('token') != claim.record['token']:
+        claim.lost = f'another worker holds it now: {holder(current[0]) if current else "nobody"}'
         return False
+      if current[0] == record:  # our write landed, its answer did not
+        gen = current[1]
+        break
+      claim.generation = current[1]  # an earlier write of ours landed unanswered: write over it
+    if gen is None:
+      return True
     claim.record, claim.generation = record, gen
     claim.store.mirror(record)
     return True
@@ -417,7 +439,11 @@ class Leases:
       with self._mutex:
         held = list(self._claims.values())
       for claim in held:
-        if not claim.lost and not renew(claim):
+        try:
+          held_still = not claim.lost and renew(claim)
+        except Exception:  # pylint: disable=broad-except  # a store that does not answer: the lease decides
+          held_still = check(claim)
+        if not held_still:
           self.remove(claim)
           self.on_lost(claim)
 

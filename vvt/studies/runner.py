@@ -8,6 +8,8 @@ or a crash stays inside its trial, and `--parallel N` is N processes. The sweep 
   SWEEP/<trial>/               the trial's run directory (config.json, metrics.jsonl, checkpoints/, ...)
   SWEEP/<trial>/trial.json     the trial's record: command, status running|finished|failed, error, wall time
   SWEEP/<trial>/train.log      the trial's output (appended on every attempt)
+  SWEEP/<trial>/state.json     the trial's claim record: status, host, pid, since, lease, attempts, requeues
+  SWEEP/<trial>/claims/        the claim itself on a filesystem (`vvt.studies.claims`)
 
 SWEEP may be a URL (`gs://bucket/sweep`): the records go through `vvt.fileio`, and a trial's output, which the
 process writes to a local file, is kept in a local folder while it runs and copied to SWEEP/<trial>/train.log
@@ -16,6 +18,12 @@ when it ends.
 Re-running a sweep skips finished trials (`results.final_eval_path`) and resumes interrupted ones (the
 trainer resumes a workdir exactly); a failed trial is recorded with the last line of its error and the
 sweep goes on. Nothing here deletes or rewrites a finished trial's files.
+
+`run` is one worker: any number of them (processes here or on other hosts) may run one sweep at once. A
+worker trains a trial only while it holds the trial's claim (`claims.take`, its lease renewed by a thread);
+it leaves trials that other workers hold, takes over those whose lease expired (their worker died) and stops
+a trial at once when it loses the claim. Its trainer processes die with it (Linux: PR_SET_PDEATHSIG), so a
+killed worker leaves no trainer behind to race the one that takes its trial over.
 """
 from __future__ import annotations
 
@@ -218,6 +226,7 @@ class _Worker:
   held: dict = dataclasses.field(default_factory=dict)
   next_try: dict = dataclasses.field(default_factory=dict)
   status: dict = dataclasses.field(default_factory=dict)
+  errors: dict = dataclasses.field(default_factory=dict)
   waiting_said: str = ''
 
   @property
@@ -281,7 +290,17 @@ def _fill(w: _Worker, leases: claims.Leases) -> None:
       continue
     workdir = fileio.join(w.sweep_dir, t.name)
     final = results_lib.final_eval_path(workdir)
-    out = claims.take(workdir, t.name, w.me, w.lease_s, retry_failed_before=w.t0, retake_finished=not final)
+    try:
+      out = claims.take(workdir, t.name, w.me, w.lease_s, retry_failed_before=w.t0, retake_finished=not final)
+    except Exception as e:  # pylint: disable=broad-except  # a store that did not answer: try again later
+      w.errors[t.name] = w.errors.get(t.name, 0) + 1
+      if w.errors[t.name] >= 5:
+        raise
+      w.say(f'[sweep] ({i}/{w.total}) could not read the claim of {t.name} ({type(e).__name__}: '
+            f'{str(e).splitlines()[0] if str(e) else ""}); trying again in {w.check_s:g} s')
+      w.next_try[t.name] = time.time() + w.check_s
+      continue
+    w.errors.pop(t.name, None)
     if out.claim and results_lib.final_eval_path(workdir):  # finished, its worker gone before saying so
       claims.set_status(out.claim, 'finished')
       out = claims.Outcome(None, 'finished', out.claim.record)
@@ -317,7 +336,7 @@ def _say_start(w: _Worker, i: int, t: sweep_lib.Trial, claim: claims.Claim) -> N
 def _poll(w: _Worker, r: _Running, leases: claims.Leases) -> None:
   """Progress of a running trial; stops it if its claim was lost; records it when its process ends."""
   _echo_progress(r, w.total, w.say)
-  if r.claim.lost:
+  if not claims.check(r.claim):
     r.proc.kill()  # at once: the trial's new owner writes its checkpoints now
     r.proc.wait()
     r.log.close()
