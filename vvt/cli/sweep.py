@@ -18,7 +18,7 @@ its error and the sweep goes on. At the end `vvt results WORKDIR` writes results
 --parallel N  N trials at a time (separate processes)
 --launch print  print one `vvt train` command per trial (to schedule them on TPU VMs or a cluster)
 
-Many workers, one sweep (see README: several hosts, TPU VM slices, SLURM):
+Many workers, one sweep (see README: several hosts, TPU VMs, job arrays):
   vvt sweep --config experiments/synthetic_schemes.py --workdir gs://b/s    (on every host: one worker each)
   vvt sweep gs://b/s                         (a worker that joins: the config comes from DIR/sweep.json)
   vvt sweep DIR --trial 3                    (claim and run one trial, by name or index 0..N-1: an array task)
