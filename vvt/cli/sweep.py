@@ -17,6 +17,9 @@ its error and the sweep goes on. At the end `vvt results WORKDIR` writes results
 --only REGEX  only the trials whose name matches (re.search)
 --parallel N  N trials at a time (separate processes)
 --launch print  print one `vvt train` command per trial (to schedule them on TPU VMs or a cluster)
+--launch slurm  submit the unfinished trials as one SLURM job array (task i runs trial i; --parallel N: at most
+              N at once; --slurm.partition/account/qos/time/nodes/gpus/cpus/mem/signal/job_name/setup/python/
+              extra=...; --dry-run prints the script). See docs/clusters.md.
 """
 import os
 import sys
@@ -103,27 +106,65 @@ def _warn_changed(sweep_dir, trial, config, say) -> None:
         'to train it again')
 
 
+def _launch_slurm(args, spec, overrides, all_trials, trials, opts) -> int:
+  """Writes the sweep record and the job array's script of the unfinished trials, and submits it."""
+  from vvt.studies import runner, slurm  # pylint: disable=g-import-not-at-top
+  if fileio.is_url(args.workdir):
+    raise common.UsageError(f'--launch slurm: --workdir {args.workdir} must be a folder the nodes share, not a URL')
+  sweep_dir = os.path.abspath(args.workdir)
+  todo = slurm.unfinished(all_trials, trials, sweep_dir)
+  if not todo:
+    print(f'[sweep] all {len(trials)} trials in {args.workdir} are finished: nothing to submit')
+    return 0
+  commands = {i: (all_trials[i].name, slurm.trial_argv(opts.python, runner.train_argv(
+      spec, overrides, all_trials[i], os.path.join(sweep_dir, all_trials[i].name)))) for i in todo}
+  header = f'vvt sweep --launch slurm: {spec}, {len(todo)} of {len(all_trials)} trials -> {sweep_dir}'
+  text = slurm.script(sweep_dir, commands, opts, throttle=args.parallel or 0, header=header)
+  if args.dry_run:
+    print(text, end='')
+    return 0
+  runner.write_sweep_record(args.workdir, spec, overrides, all_trials)
+  path = slurm.write_script(sweep_dir, text)
+  job = slurm.submit(path)
+  slurm.record_job(sweep_dir, job, todo, [all_trials[i].name for i in todo])
+  at_once = f', {args.parallel} at a time' if args.parallel else ''
+  print(f'[sweep] submitted job {job}: array {slurm.array_spec(todo, args.parallel or 0)} '
+        f'({len(todo)} of {len(all_trials)} trials{at_once}; script {path}). Follow it with:')
+  for line in slurm.follow_lines(args.workdir, job):
+    print(line)
+  return 0
+
+
 def _sweep(argv):
+  from vvt.studies import slurm  # pylint: disable=g-import-not-at-top
+  slurm_opts, argv = slurm.split_options(argv)
+  slurm_given = slurm_opts != slurm.Options()
   p = common.Parser('vvt sweep', __doc__, config=True)
   p.add_argument('--workdir', required=True, help='the sweep directory: one sub-directory per trial')
   p.add_argument('--dry-run', '--dry_run', dest='dry_run', action='store_true', help='list the trials only')
   p.add_argument('--only', metavar='REGEX', help='run only the trials whose name matches')
-  p.add_argument('--parallel', type=int, default=1, metavar='N', help='trials run at the same time')
-  p.add_argument('--launch', choices=('local', 'print'), default='local',
-                 help='local: run the trials here; print: print one vvt train command per trial')
+  p.add_argument('--parallel', type=int, default=None, metavar='N',
+                 help='trials run at the same time (default 1; with --launch slurm: no limit)')
+  p.add_argument('--launch', choices=('local', 'print', 'slurm'), default='local',
+                 help='local: run the trials here; print: print one vvt train command per trial; '
+                      'slurm: submit them as a SLURM job array')
   p.add_argument('--no_summary', action='store_true', help='results without params / GFLOPs')
   args, spec, overrides = common.parse(p, argv)
   if not spec:
     raise common.UsageError('missing --config experiments/FILE.py[:ARG]')
-  if args.parallel < 1:
+  if args.parallel is not None and args.parallel < 1:
     raise common.UsageError(f'--parallel must be >= 1, got {args.parallel}')
+  if slurm_given and args.launch != 'slurm':
+    raise common.UsageError('--slurm.* options need --launch slurm')
   from vvt.studies import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
   all_trials, _ = load_trials(spec)
   trials = sweep_lib.select(all_trials, args.only)
-  running = not args.dry_run and args.launch == 'local'
+  running = not args.dry_run and args.launch in ('local', 'slurm')
   if running:
     _ensure_data(check_trial(spec, overrides, trials[0], files=False))
   configs = {t.name: check_trial(spec, overrides, t, files=running) for t in trials}
+  if args.launch == 'slurm':
+    return _launch_slurm(args, spec, overrides, all_trials, trials, slurm_opts)
   if args.launch == 'print' and not args.dry_run:
     from vvt.studies import runner  # pylint: disable=g-import-not-at-top
     for t in trials:
@@ -145,8 +186,9 @@ def _sweep(argv):
   for t in trials:
     if _state(args.workdir, t) == 'finished':
       _warn_changed(args.workdir, t, configs[t.name], say)
-  say(f'[sweep] {len(trials)} trials of {spec} in {args.workdir} ({args.parallel} at a time)')
-  status = runner.run(trials, spec, overrides, args.workdir, parallel=args.parallel, say=say)
+  parallel = args.parallel or 1
+  say(f'[sweep] {len(trials)} trials of {spec} in {args.workdir} ({parallel} at a time)')
+  status = runner.run(trials, spec, overrides, args.workdir, parallel=parallel, say=say)
   from vvt.cli import results as results_cli  # pylint: disable=g-import-not-at-top
   results_cli.report(args.workdir, with_summary=not args.no_summary)
   failed = [n for n, s in status.items() if s == 'failed']
