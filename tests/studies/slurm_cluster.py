@@ -7,7 +7,7 @@ configuration, state, sockets, logs and ports in a temporary folder (nothing und
 
 No systemd and no cgroups: `proctrack/linuxproc`, `task/none`, no accounting (`squeue` and `scontrol show job`
 instead of `sacct`). The daemons are stopped by the pids in their pid files, never by name. A requeued task gets a
-begin time about 120 s later; `release_requeued` clears it (`StartTime=now`) to keep a test short.
+begin time about 120 s later; `release_requeued` brings it forward (`StartTime=now+2`) to keep a test short.
 """
 from __future__ import annotations
 
@@ -180,9 +180,12 @@ class SlurmCluster:
       time.sleep(0.5)
     raise SlurmError(f'job {job_id} still queued after {timeout:.0f} s: {self.queue(job_id)}')
 
-  def release_requeued(self, task: str) -> None:
-    """Clears the begin time SLURM gives a requeued job (about 120 s later): it starts at once."""
-    self.run('scontrol', 'update', f'JobId={task}', 'StartTime=now')
+  def release_requeued(self, task: str, timeout: float = 120) -> None:
+    """Starts a requeued task soon instead of after the begin time SLURM gives it (about 120 s). Waits until the
+    task is PENDING (its old instance has ended), then sets its start 2 s later: slurmd refuses a task whose new
+    credential is not younger than the revocation of the old one (same second) and fails it for good."""
+    self.wait_for(task, timeout, until=lambda q: q.get(task) == 'PENDING')
+    self.run('scontrol', 'update', f'JobId={task}', 'StartTime=now+2')
 
   def job_field(self, task: str, field: str) -> str:
     res = self.run('scontrol', 'show', 'job', task, check=False)

@@ -245,7 +245,7 @@ def submit(script_path: str, env: Optional[dict] = None) -> str:
   """Submits the script with `sbatch --parsable`; the job id. SlurmError when sbatch is missing or refuses."""
   sbatch = shutil.which('sbatch', path=(env or os.environ).get('PATH'))
   if sbatch is None:
-    raise SlurmError('sbatch not found on PATH: run this on a SLURM login node (--dry-run prints the script)')
+    raise SlurmError(f'sbatch not found on PATH: run this on a SLURM login node (the script: {script_path})')
   try:
     res = subprocess.run([sbatch, '--parsable', script_path], capture_output=True, text=True, env=env,
                          timeout=120, stdin=subprocess.DEVNULL)
