@@ -7,6 +7,7 @@ target and is renamed over it, so a reader sees the old file or the new one, nev
 from __future__ import annotations
 
 import os
+import uuid
 from typing import Any, Callable
 
 from etils import epath
@@ -48,8 +49,9 @@ def atomic_write(path: str, write: Callable[[Any], None], mode: str = 'w', suffi
   """Calls `write(f)` on a temporary file beside `path`, then renames it over `path`.
 
   mode: 'w' (text) or 'wb' (bytes). suffix: the temporary file's suffix (keep the extension where a writer
-  chooses the format by it, e.g. '.tmp.png' for matplotlib). The temporary file is removed if `write` fails."""
-  tmp = epath.Path(str(path) + suffix)
+  chooses the format by it, e.g. '.tmp.png' for matplotlib). The temporary file has a name of its own
+  (several processes may write one file at once: the last rename wins) and is removed if `write` fails."""
+  tmp = epath.Path(f'{path}.{uuid.uuid4().hex[:12]}{suffix}')
   try:
     with tmp.open(mode) as f:
       write(f)

@@ -50,7 +50,7 @@ def _conf(folder: str, munge_socket: str, ctld_port: int, slurmd_port: int, cpus
       'ProctrackType=proctrack/linuxproc', 'TaskPlugin=task/none', 'MpiDefault=none', 'ReturnToService=2',
       'SelectType=select/cons_tres', 'SelectTypeParameters=CR_Core', 'AccountingStorageType=accounting_storage/none',
       'JobCompType=jobcomp/none', 'JobAcctGatherType=jobacct_gather/none', 'SchedulerType=sched/backfill',
-      'SchedulerParameters=sched_interval=1', 'MessageTimeout=20', 'KillWait=10', 'MinJobAge=2',
+      'SchedulerParameters=sched_interval=1', 'MessageTimeout=20', 'KillWait=30', 'MinJobAge=2',
       'InactiveLimit=0', 'SlurmctldTimeout=30', 'SlurmdTimeout=30',
       f'NodeName=localhost NodeHostname=localhost CPUs={cpus} RealMemory=2000 State=UNKNOWN',
       'PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP', ''])

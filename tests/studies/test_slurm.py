@@ -125,7 +125,7 @@ def test_requeued_trial_saves_resumes_and_equals_an_uninterrupted_run(slurm, tin
   steps = 400
   spec, out = study(tmp_path, tiny_data, body='return sweep.axis("seed", [3])', steps=steps, log=10), tmp_path / 'sw'
   job = submitted(vvt(slurm, 'sweep', '--config', spec, '--workdir', str(out), '--launch', 'slurm'))
-  task, log = f'{job}_0', f'{out}/slurm/{job}_0.out'
+  task, log, train_log = f'{job}_0', f'{out}/slurm/{job}_0.out', out / 'seed=3' / 'train.log'
   reference = subprocess.Popen(
       [sys.executable, '-m', 'vvt', 'train', '--config', spec, '--config.seed=3', '--workdir', str(tmp_path / 'ref')],
       cwd=REPO, env=vvt_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -134,19 +134,22 @@ def test_requeued_trial_saves_resumes_and_equals_an_uninterrupted_run(slurm, tin
   wait_text(log, r'\[train\] step \d+/')
   slurm.run('scancel', '--batch', '--signal=TERM', task)
   text = wait_text(log, r'requeueing ' + task)
-  assert 'time limit near' in text and re.search(r'checkpoint saved at step \d+', text), text[-3000:]
+  assert 'time limit near' in text and len(re.findall(r'checkpoint saved at step \d+', train_log.read_text())) == 1
   slurm.release_requeued(task)
 
   # A requeue from outside while it runs again: SLURM signals the trainer; it saves and the task is requeued.
   mark = len(wait_text(log, r'\(restart 1\)[\s\S]*resumed from[\s\S]*\[train\] step \d+/'))
   slurm.run('scontrol', 'requeue', task)
-  text = wait_text(log, r'exited 143', start=mark)
-  assert 'from outside' in text[mark:] and re.search(r'checkpoint saved at step \d+', text[mark:])
+  wait_text(str(train_log), r'checkpoint saved at step \d+[\s\S]*checkpoint saved at step \d+')
+  assert 'from outside' in wait_text(log, 'from outside', start=mark)[mark:]
   slurm.release_requeued(task)
   slurm.wait_for(job, timeout=400)
 
   text = open(log).read()
   assert '(restart 2)' in text and text.count('[train] resumed from') == 2 and 'trial seed=3 exited 0' in text
+  from vvt.cli import sweep_status  # pylint: disable=g-import-not-at-top
+  row = sweep_status.table(str(out))[0]   # the trial's claim, as `vvt sweep --status` shows it
+  assert (row['state'], row['attempts'], row['slurm']) == ('finished', '3', task), row
   assert reference.wait(timeout=400) == 0, reference.stderr.read()[-3000:]
   from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
   import chex  # pylint: disable=g-import-not-at-top
@@ -222,3 +225,17 @@ def test_bad_input_is_one_line_and_loses_nothing(slurm, tiny_data, tmp_path):
   res = vvt(slurm, 'sweep', '--config', spec, '--workdir', str(other), '--launch', 'slurm')
   error_line(res, "holds a sweep of 'experiments/other.py'", 2)
   assert (other / 'sweep.json').read_text() == record and os.listdir(other) == ['sweep.json']
+
+
+def test_a_sigterm_passed_on_twice_is_one_request():
+  """SLURM signals every process of a task while the sweep worker passes its SIGTERM on to the trainer: the
+  trainer still saves (a second SIGTERM within REPEAT_S is the same request; a later one exits at once)."""
+  import signal  # pylint: disable=g-import-not-at-top
+  from vvt.train import trainer  # pylint: disable=g-import-not-at-top
+  with trainer.StopSignals(log=lambda *a: None) as stop:
+    stop.deferred = True
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.1)
+    assert stop.signum == signal.SIGTERM
+  assert signal.getsignal(signal.SIGTERM) is not stop._handle  # noqa: SLF001

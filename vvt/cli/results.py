@@ -5,7 +5,8 @@
 
 Collects every trial's final metrics (video_top1, clip_top1, ...), its best evaluation, params, GFLOPs per view
 and steps/s; groups the trials by the swept fields (mean ± standard deviation over seeds); lists the trials that
-are missing (not started, running, interrupted, failed: with the error). Works on a sweep that is still running.
+are missing with their state (not started, claimed or running on a worker: host, pid, since, lease; lease expired:
+its worker died; partial: interrupted; failed: with the error). Works on a sweep that is still running.
 """
 import sys
 

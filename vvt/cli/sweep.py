@@ -20,14 +20,29 @@ its error and the sweep goes on. At the end `vvt results WORKDIR` writes results
 --launch slurm  submit the unfinished trials as one SLURM job array (task i runs trial i; --parallel N: at most
               N at once; --slurm.partition/account/qos/time/nodes/gpus/cpus/mem/signal/job_name/setup/python/
               extra=...; --dry-run prints the script). See docs/clusters.md.
+
+Many workers, one sweep (see README: several hosts, TPU VM slices, SLURM):
+  vvt sweep --config experiments/synthetic_schemes.py --workdir gs://b/s    (on every host: one worker each)
+  vvt sweep gs://b/s                         (a worker that joins: the config comes from DIR/sweep.json)
+  vvt sweep DIR --trial 3                    (claim and run one trial, by name or index 0..N-1: an array task)
+  vvt sweep --status DIR                     (every trial: pending, claimed, running, finished, failed, lease
+                                              expired; host, pid, since, attempts, requeues, SLURM job)
+Every worker claims a trial before it trains it (DIR/<trial>/claims/ or, on GCS, DIR/<trial>/state.json) and
+renews the claim's lease (--lease_s, default 180 s) every --renew_s (default lease/6) while the trial runs;
+a trial whose worker died (its lease expired) is taken over by another worker and resumed from its
+checkpoints; a finished trial is never trained again. Ctrl-C / SIGTERM: the running trials save a checkpoint
+and their claims are released.
 """
 import os
 import sys
+import time
 
 from vvt import fileio
 from vvt.cli import common
+from vvt.cli import sweep_status as status_cli
 from vvt.config import loader as config_lib
 from vvt.config.errors import ConfigError
+from vvt.studies import claims
 
 
 def _split(spec: str) -> tuple[str, str | None]:
@@ -86,7 +101,47 @@ def _ensure_data(config) -> None:
   from vvt.config import schema  # pylint: disable=g-import-not-at-top
   files = str(config.dataset.get('train_files') or '')
   if files.startswith(schema.SYNTHETIC_DIR + '/'):
-    config_lib.ensure_synthetic(schema.SYNTHETIC_DIR)
+    write_once(schema.SYNTHETIC_DIR, lambda: config_lib.ensure_synthetic(schema.SYNTHETIC_DIR))
+
+
+def write_once(data_dir: str, write, wait_s: float = 1.0) -> None:
+  """Runs `write()` (which writes DATA_DIR/manifest.json last) in one of the sweep workers that start together
+  on a host; the others wait for the manifest instead of writing the same files at the same time. A writer
+  that died (its pid gone) leaves the job to the next worker."""
+  manifest, lock = os.path.join(data_dir, 'manifest.json'), data_dir.rstrip('/') + '.writing'
+  said = False
+  while not os.path.exists(manifest):
+    os.makedirs(os.path.dirname(os.path.abspath(lock)), exist_ok=True)
+    try:
+      fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+      if not said:
+        print(f'[sweep] another worker writes {data_dir}: waiting for it', file=sys.stderr, flush=True)
+        said = True
+      _drop_if_dead(lock)
+      time.sleep(wait_s)
+      continue
+    try:
+      os.write(fd, str(os.getpid()).encode())
+      write()
+    finally:
+      os.close(fd)
+      os.unlink(lock)
+    return
+
+
+def _drop_if_dead(lock: str) -> None:
+  try:
+    with open(lock) as f:
+      pid = int(f.read() or 0)
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    try:
+      os.unlink(lock)
+    except FileNotFoundError:  # another waiter dropped it
+      pass
+  except (OSError, ValueError):  # gone already, being written, or another user's process: wait
+    pass
 
 
 def _state(sweep_dir, trial) -> str:
@@ -106,41 +161,10 @@ def _warn_changed(sweep_dir, trial, config, say) -> None:
         'to train it again')
 
 
-def _launch_slurm(args, spec, overrides, all_trials, trials, opts) -> int:
-  """Writes the sweep record and the job array's script of the unfinished trials, and submits it."""
-  from vvt.studies import runner, slurm  # pylint: disable=g-import-not-at-top
-  if fileio.is_url(args.workdir):
-    raise common.UsageError(f'--launch slurm: --workdir {args.workdir} must be a folder the nodes share, not a URL')
-  sweep_dir = os.path.abspath(args.workdir)
-  todo = slurm.unfinished(all_trials, trials, sweep_dir)
-  if not todo:
-    print(f'[sweep] all {len(trials)} trials in {args.workdir} are finished: nothing to submit')
-    return 0
-  commands = {i: (all_trials[i].name, slurm.trial_argv(opts.python, runner.train_argv(
-      spec, overrides, all_trials[i], os.path.join(sweep_dir, all_trials[i].name)))) for i in todo}
-  header = f'vvt sweep --launch slurm: {spec}, {len(todo)} of {len(all_trials)} trials -> {sweep_dir}'
-  text = slurm.script(sweep_dir, commands, opts, throttle=args.parallel or 0, header=header)
-  if args.dry_run:
-    print(text, end='')
-    return 0
-  runner.write_sweep_record(args.workdir, spec, overrides, all_trials)
-  path = slurm.write_script(sweep_dir, text)
-  job = slurm.submit(path)
-  slurm.record_job(sweep_dir, job, todo, [all_trials[i].name for i in todo])
-  at_once = f', {args.parallel} at a time' if args.parallel else ''
-  print(f'[sweep] submitted job {job}: array {slurm.array_spec(todo, args.parallel or 0)} '
-        f'({len(todo)} of {len(all_trials)} trials{at_once}; script {path}). Follow it with:')
-  for line in slurm.follow_lines(args.workdir, job):
-    print(line)
-  return 0
-
-
-def _sweep(argv):
-  from vvt.studies import slurm  # pylint: disable=g-import-not-at-top
-  slurm_opts, argv = slurm.split_options(argv)
-  slurm_given = slurm_opts != slurm.Options()
+def _arguments():
   p = common.Parser('vvt sweep', __doc__, config=True)
-  p.add_argument('--workdir', required=True, help='the sweep directory: one sub-directory per trial')
+  p.add_argument('sweep_dir', nargs='?', metavar='DIR', help='the sweep directory (the same as --workdir)')
+  p.add_argument('--workdir', help='the sweep directory: one sub-directory per trial')
   p.add_argument('--dry-run', '--dry_run', dest='dry_run', action='store_true', help='list the trials only')
   p.add_argument('--only', metavar='REGEX', help='run only the trials whose name matches')
   p.add_argument('--parallel', type=int, default=None, metavar='N',
@@ -149,52 +173,160 @@ def _sweep(argv):
                  help='local: run the trials here; print: print one vvt train command per trial; '
                       'slurm: submit them as a SLURM job array')
   p.add_argument('--no_summary', action='store_true', help='results without params / GFLOPs')
-  args, spec, overrides = common.parse(p, argv)
-  if not spec:
-    raise common.UsageError('missing --config experiments/FILE.py[:ARG]')
+  p.add_argument('--status', action='store_true', help='print the state of every trial in DIR, run nothing')
+  p.add_argument('--trial', metavar='NAME_OR_INDEX',
+                 help='claim and run this one trial: its name, or its index 0..N-1 in the sweep')
+  p.add_argument('--lease_s', type=float, default=claims.LEASE_S, metavar='S',
+                 help='a claim not renewed for S seconds is expired: another worker takes the trial over')
+  p.add_argument('--renew_s', type=float, metavar='S', help='how often a worker renews (default: lease_s / 6)')
+  return p
+
+
+def _workdir(args) -> str:
+  if args.workdir and args.sweep_dir and fileio.abspath(args.workdir) != fileio.abspath(args.sweep_dir):
+    raise common.UsageError(f'two sweep directories: {args.sweep_dir} and --workdir {args.workdir}')
+  workdir = args.workdir or args.sweep_dir
+  if not workdir:
+    raise common.UsageError('missing the sweep directory: vvt sweep DIR or --workdir DIR')
+  return workdir
+
+
+def _recorded(workdir, spec, overrides):
+  """(spec, base overrides): as given, or without --config those of DIR/sweep.json (a joining worker)."""
+  if spec:
+    return spec, overrides
+  from vvt.studies import results  # pylint: disable=g-import-not-at-top
+  record = results.read_json(fileio.join(workdir, results.SWEEP_FILE)) or {}
+  if not record.get('config'):
+    raise common.UsageError(f'missing --config experiments/FILE.py[:ARG] ({workdir} holds no sweep.json to '
+                            'take it from)')
+  if overrides:
+    raise common.UsageError('--config.a.b=VALUE without --config: a worker that joins a sweep runs it with '
+                            f'the overrides recorded in {fileio.join(workdir, results.SWEEP_FILE)}')
+  return record['config'], [tuple(o) for o in record.get('base_overrides', [])]
+
+
+def _check_lease(args) -> None:
+  if args.lease_s <= 0:
+    raise common.UsageError(f'--lease_s must be > 0, got {args.lease_s:g}')
+  renew = args.renew_s if args.renew_s is not None else claims.default_renew_s(args.lease_s)
+  if not 0 < renew < args.lease_s / 2:
+    raise common.UsageError(f'--renew_s must be > 0 and below half of --lease_s ({args.lease_s:g} s), '
+                            f'got {renew:g}')
+
+
+def pick_trial(all_trials, which: str):
+  """The trial named `which`, or at index `which` (0..N-1)."""
+  from vvt.studies import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  for t in all_trials:
+    if t.name == which:
+      return t
+  if which.isdigit() and int(which) < len(all_trials):
+    return all_trials[int(which)]
+  raise sweep_lib.SweepError(f'--trial {which!r} is neither a trial name nor an index 0..{len(all_trials) - 1} '
+                             f'of the {len(all_trials)} trials')
+
+
+def _launch_slurm(args, workdir, spec, overrides, all_trials, trials, opts) -> int:
+  """Writes the sweep record and the job array's script of the unfinished trials, and submits it."""
+  from vvt.studies import runner, slurm  # pylint: disable=g-import-not-at-top
+  if fileio.is_url(workdir):
+    raise common.UsageError(f'--launch slurm: the sweep directory {workdir} must be a folder the nodes share, '
+                            'not a URL')
+  sweep_dir = os.path.abspath(workdir)
+  todo = slurm.unfinished(all_trials, trials, sweep_dir)
+  if not todo:
+    print(f'[sweep] all {len(trials)} trials in {workdir} are finished: nothing to submit')
+    return 0
+  commands = {i: (all_trials[i].name, slurm.task_argv(opts, sweep_dir, i, runner.train_argv(
+      spec, overrides, all_trials[i], os.path.join(sweep_dir, all_trials[i].name)), args.lease_s))
+      for i in todo}
+  header = f'vvt sweep --launch slurm: {spec}, {len(todo)} of {len(all_trials)} trials -> {sweep_dir}'
+  text = slurm.script(sweep_dir, commands, opts, throttle=args.parallel or 0, header=header)
+  if args.dry_run:
+    print(text, end='')
+    return 0
+  runner.write_sweep_record(workdir, spec, overrides, all_trials)
+  path = slurm.write_script(sweep_dir, text)
+  job = slurm.submit(path)
+  slurm.record_job(sweep_dir, job, todo, [all_trials[i].name for i in todo])
+  at_once = f', {args.parallel} at a time' if args.parallel else ''
+  print(f'[sweep] submitted job {job}: array {slurm.array_spec(todo, args.parallel or 0)} '
+        f'({len(todo)} of {len(all_trials)} trials{at_once}; script {path}). Follow it with:')
+  for line in slurm.follow_lines(workdir, job):
+    print(line)
+  return 0
+
+
+def _sweep(argv):
+  from vvt.studies import slurm  # pylint: disable=g-import-not-at-top
+  slurm_opts, argv = slurm.split_options(argv)
+  args, spec, overrides = common.parse(_arguments(), argv)
+  workdir = _workdir(args)
+  if args.status:
+    return status_cli.print_status(workdir)
+  spec, overrides = _recorded(workdir, spec, overrides)
   if args.parallel is not None and args.parallel < 1:
     raise common.UsageError(f'--parallel must be >= 1, got {args.parallel}')
-  if slurm_given and args.launch != 'slurm':
+  if slurm_opts != slurm.Options() and args.launch != 'slurm':
     raise common.UsageError('--slurm.* options need --launch slurm')
+  if args.trial is not None and args.launch == 'slurm':
+    raise common.UsageError('--launch slurm submits the unfinished trials; --trial runs one (in an array task)')
+  _check_lease(args)
+  if args.trial is not None and (args.only or (args.parallel or 1) != 1):
+    raise common.UsageError('--trial runs one trial: no --only or --parallel with it')
   from vvt.studies import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
   all_trials, _ = load_trials(spec)
-  trials = sweep_lib.select(all_trials, args.only)
+  trials = [pick_trial(all_trials, args.trial)] if args.trial is not None else sweep_lib.select(all_trials,
+                                                                                                args.only)
   running = not args.dry_run and args.launch in ('local', 'slurm')
   if running:
     _ensure_data(check_trial(spec, overrides, trials[0], files=False))
   configs = {t.name: check_trial(spec, overrides, t, files=running) for t in trials}
   if args.launch == 'slurm':
-    return _launch_slurm(args, spec, overrides, all_trials, trials, slurm_opts)
+    return _launch_slurm(args, workdir, spec, overrides, all_trials, trials, slurm_opts)
   if args.launch == 'print' and not args.dry_run:
     from vvt.studies import runner  # pylint: disable=g-import-not-at-top
     for t in trials:
-      print(runner.shell_command(runner.train_argv(spec, overrides, t, fileio.join(args.workdir, t.name))))
+      print(runner.shell_command(runner.train_argv(spec, overrides, t, fileio.join(workdir, t.name))))
     return 0
   if args.dry_run:
-    width = max(len(t.name) for t in trials)
-    exists = fileio.exists(args.workdir)
-    for i, t in enumerate(trials, 1):
-      state = f'{_state(args.workdir, t):<12}' if exists else ''
-      fields = ' '.join(f'{k}={v}' for k, v in t.raw_overrides())
-      print(f'{i:>3}/{len(trials)}  {t.name:<{width}}  {state}{fields}')
-    picked = f'{len(trials)} of {len(all_trials)}' if len(trials) != len(all_trials) else f'{len(trials)}'
-    print(f'[sweep] {picked} trials of {spec} (valid configs) -> {args.workdir}/<trial>/')
-    return 0
+    return _dry_run(workdir, spec, trials, all_trials)
+  return _run(args, workdir, spec, overrides, trials, all_trials, configs)
+
+
+def _dry_run(workdir, spec, trials, all_trials) -> int:
+  width = max(len(t.name) for t in trials)
+  exists = fileio.exists(workdir)
+  for i, t in enumerate(trials, 1):
+    state = f'{_state(workdir, t):<12}' if exists else ''
+    fields = ' '.join(f'{k}={v}' for k, v in t.raw_overrides())
+    print(f'{i:>3}/{len(trials)}  {t.name:<{width}}  {state}{fields}')
+  picked = f'{len(trials)} of {len(all_trials)}' if len(trials) != len(all_trials) else f'{len(trials)}'
+  print(f'[sweep] {picked} trials of {spec} (valid configs) -> {workdir}/<trial>/')
+  return 0
+
+
+def _run(args, workdir, spec, overrides, trials, all_trials, configs) -> int:
   from vvt.studies import runner  # pylint: disable=g-import-not-at-top
   say = lambda msg: print(msg, flush=True)  # pylint: disable=unnecessary-lambda-assignment
-  runner.write_sweep_record(args.workdir, spec, overrides, all_trials)
+  claims.store_for(fileio.join(workdir, trials[0].name))  # before anything is written: gs:// needs the gcs extra
+  runner.write_sweep_record(workdir, spec, overrides, all_trials)
   for t in trials:
-    if _state(args.workdir, t) == 'finished':
-      _warn_changed(args.workdir, t, configs[t.name], say)
-  parallel = args.parallel or 1
-  say(f'[sweep] {len(trials)} trials of {spec} in {args.workdir} ({parallel} at a time)')
-  status = runner.run(trials, spec, overrides, args.workdir, parallel=parallel, say=say)
-  from vvt.cli import results as results_cli  # pylint: disable=g-import-not-at-top
-  results_cli.report(args.workdir, with_summary=not args.no_summary)
+    if _state(workdir, t) == 'finished':
+      _warn_changed(workdir, t, configs[t.name], say)
+  what = f'trial {trials[0].name}' if args.trial is not None else f'{len(trials)} trials'
+  say(f'[sweep] {what} of {spec} in {workdir} ({args.parallel or 1} at a time; a worker on '
+      f'{claims.Worker.here().host} pid {os.getpid()})')
+  status = runner.run(trials, spec, overrides, workdir, parallel=args.parallel or 1, say=say, lease_s=args.lease_s,
+                      renew_s=args.renew_s)
   failed = [n for n, s in status.items() if s == 'failed']
+  if args.trial is None:
+    from vvt.cli import results as results_cli  # pylint: disable=g-import-not-at-top
+    results_cli.report(workdir, with_summary=not args.no_summary)
   if failed:
     print(f'vvt sweep: {len(failed)} of {len(trials)} trials failed: {", ".join(failed)} '
-          f'(errors in {fileio.join(args.workdir, "results.md")})', file=sys.stderr)
+          f'(errors in {fileio.join(workdir, "results.md" if args.trial is None else failed[0])})', file=sys.stderr)
     return 1
   return 0
 

@@ -31,6 +31,7 @@ from vvt import fileio
 from vvt.train import metrics as metrics_lib
 from vvt.config import paths
 from vvt.config import run_file
+from vvt.studies import claims
 
 SWEEP_FILE = 'sweep.json'   # the sweep's definition: config spec, base overrides, trials
 TRIAL_FILE = 'trial.json'   # one trial's record: overrides, command, status, error, wall time
@@ -91,26 +92,55 @@ def final_eval_path(workdir: str, records: Optional[Sequence[dict]] = None) -> O
   return (preferred or sorted(paths))[0]
 
 
-def trial_state(workdir: str) -> dict:
-  """{'status': finished | failed | running | partial | not started, 'step': last step, 'detail': str}.
+def trial_state(workdir: str, claim: bool = True) -> dict:
+  """{'status', 'step': last step, 'detail': str, 'claim': the claim record or None} of a trial.
 
-  `running` / `failed` come from the sweep's TRIAL/trial.json; `partial` is a run with checkpoints or
-  metrics but no final evaluation (interrupted; `vvt sweep` or `vvt train` resumes it).
+  status: finished | running | claimed | lease expired | failed | partial | not started. With `claim`, the
+  trial's claim (`vvt.studies.claims`: who trains it, since when, its lease) decides whether it is claimed
+  (starting), running, failed or had its lease expire (its worker died; another takes it over); otherwise,
+  and for sweeps without claims, TRIAL/trial.json does. `partial` is a run with checkpoints or metrics but no
+  final evaluation (interrupted; `vvt sweep` or `vvt train` resumes it).
   """
   has_dir = _is_dir(workdir)
   records = metrics_lib.read_jsonl(workdir) if has_dir else []
   step = last_train_step(records)
+  held = _claim(workdir) if claim and has_dir else None
   if has_dir and final_eval_path(workdir, records):
-    return {'status': 'finished', 'step': step, 'detail': ''}
-  record = read_json(fileio.join(workdir, TRIAL_FILE), {}) or {}
+    return {'status': 'finished', 'step': step, 'detail': '', 'claim': held}
   at = f'at step {step}' if step is not None else 'before the first logged step'
+  if held:
+    state = _claim_state(held, at)
+    if state:
+      return {**state, 'step': step, 'claim': held}
+  record = read_json(fileio.join(workdir, TRIAL_FILE), {}) or {}
+  out = {'step': step, 'claim': held}
   if record.get('status') == 'failed':
-    return {'status': 'failed', 'step': step, 'detail': f'{record.get("error", "")} ({at})'}
-  if record.get('status') == 'running':
-    return {'status': 'running', 'step': step, 'detail': f'started {record.get("started", "?")}, {at}'}
+    return {**out, 'status': 'failed', 'detail': f'{record.get("error", "")} ({at})'}
+  if record.get('status') == 'running' and not held:
+    return {**out, 'status': 'running', 'detail': f'started {record.get("started", "?")}, {at}'}
   if step is not None or _is_dir(fileio.join(workdir, 'checkpoints')):
-    return {'status': 'partial', 'step': step, 'detail': f'interrupted {at}'}
-  return {'status': 'not started', 'step': None, 'detail': ''}
+    return {**out, 'status': 'partial', 'detail': f'interrupted {at}'}
+  return {**out, 'status': 'not started', 'step': None, 'detail': ''}
+
+
+def _claim(workdir: str) -> Optional[dict]:
+  try:
+    return claims.read(workdir)
+  except (OSError, ValueError, ImportError):
+    return None
+
+
+def _claim_state(held: dict, at: str) -> Optional[dict]:
+  """{'status', 'detail'} from a claim record (None for a released one: the files tell)."""
+  state, who = held['state'], claims.holder(held)
+  since, until = claims.clock_text(held.get('since')), claims.clock_text(held.get('lease_until'))
+  if state in claims.LIVE:
+    return {'status': state, 'detail': f'{who}, since {since}, {at}, lease until {until}'}
+  if state == claims.EXPIRED:
+    return {'status': state, 'detail': f'{who} stopped renewing at {until} ({at}); the next worker takes it over'}
+  if state == 'failed':
+    return {'status': 'failed', 'detail': f'{held.get("error") or "?"} ({at}, on {who})'}
+  return None
 
 
 def model_summary(workdir: str) -> dict:
@@ -138,6 +168,8 @@ def trial_row(workdir: str, with_summary: bool = True) -> dict:
   records = metrics_lib.read_jsonl(workdir)
   state = trial_state(workdir)
   row = {'status': state['status'], 'step': state['step'], 'detail': state['detail']}
+  if state['claim']:
+    row.update({k: state['claim'].get(k) for k in ('attempts', 'requeues')})
   final = read_json(final_eval_path(workdir, records) or '', {}) if state['status'] == 'finished' else {}
   row.update({k: v for k, v in (final or {}).items()
               if _number(v) and k.startswith(('video_', 'clip_'))})

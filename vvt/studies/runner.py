@@ -8,6 +8,8 @@ or a crash stays inside its trial, and `--parallel N` is N processes. The sweep 
   SWEEP/<trial>/               the trial's run directory (config.json, metrics.jsonl, checkpoints/, ...)
   SWEEP/<trial>/trial.json     the trial's record: command, status running|finished|failed, error, wall time
   SWEEP/<trial>/train.log      the trial's output (appended on every attempt)
+  SWEEP/<trial>/state.json     the trial's claim record: status, host, pid, since, lease, attempts, requeues
+  SWEEP/<trial>/claims/        the claim itself on a filesystem (`vvt.studies.claims`)
 
 SWEEP may be a URL (`gs://bucket/sweep`): the records go through `vvt.fileio`, and a trial's output, which the
 process writes to a local file, is kept in a local folder while it runs and copied to SWEEP/<trial>/train.log
@@ -16,20 +18,30 @@ when it ends.
 Re-running a sweep skips finished trials (`results.final_eval_path`) and resumes interrupted ones (the
 trainer resumes a workdir exactly); a failed trial is recorded with the last line of its error and the
 sweep goes on. Nothing here deletes or rewrites a finished trial's files.
+
+`run` is one worker: any number of them (processes here or on other hosts) may run one sweep at once. A
+worker trains a trial only while it holds the trial's claim (`claims.take`, its lease renewed by a thread);
+it leaves trials that other workers hold, takes over those whose lease expired (their worker died) and stops
+a trial at once when it loses the claim. Its trainer processes die with it (Linux: PR_SET_PDEATHSIG), so a
+killed worker leaves no trainer behind to race the one that takes its trial over.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Callable, Optional, Sequence
 
 from vvt import fileio
+from vvt.studies import claims
 from vvt.studies import results as results_lib
 from vvt.studies import sweep as sweep_lib
 from vvt.train import metrics as metrics_lib
@@ -53,17 +65,38 @@ def write_sweep_record(sweep_dir: str, spec: str, base: Sequence[tuple[str, str]
                        trials: Sequence[sweep_lib.Trial]) -> None:
   """SWEEP/sweep.json (every trial, not only those run now, so `vvt results` lists the missing ones).
 
-  Refuses a directory that holds a sweep of another config file: its finished trials would be mixed up.
+  Refuses (SweepError, nothing written) a directory whose sweep.json is not a sweep record or is the sweep of
+  another config file (their finished trials would be mixed up), and other base overrides than those of
+  the workers that hold trials of it now (one sweep, one set of trials).
   """
   path = fileio.join(sweep_dir, results_lib.SWEEP_FILE)
   old = results_lib.read_json(path)
+  if fileio.exists(path) and not (isinstance(old, dict) and isinstance(old.get('trials'), list)):
+    raise sweep_lib.SweepError(f'{path} is not a sweep record (JSON with the config and trials of a sweep); '
+                               'use another --workdir')
   if old and old.get('config') and old['config'] != spec:
     raise sweep_lib.SweepError(f'{sweep_dir} holds a sweep of {old["config"]!r}, not {spec!r}; '
                                'use another --workdir')
+  _refuse_other_overrides(sweep_dir, old, base)
+  record = {'config': spec, 'base_overrides': [list(o) for o in base],
+            'trials': [{'name': t.name, 'overrides': t.overrides, 'labels': t.labels} for t in trials]}
+  if json.loads(json.dumps(record, default=str)) == old:  # another worker of this sweep wrote it already
+    return
   fileio.makedirs(sweep_dir)
-  results_lib.write_json(path, {
-      'config': spec, 'base_overrides': [list(o) for o in base],
-      'trials': [{'name': t.name, 'overrides': t.overrides, 'labels': t.labels} for t in trials]})
+  results_lib.write_json(path, record)
+
+
+def _refuse_other_overrides(sweep_dir: str, old: Optional[dict], base: Sequence[tuple[str, str]]) -> None:
+  recorded = (old or {}).get('base_overrides')
+  if recorded is None or [list(o) for o in base] == recorded:
+    return
+  for t in old.get('trials', []):
+    held = claims.read(fileio.join(sweep_dir, t['name']))
+    if held and held['state'] in claims.LIVE:
+      given = ' '.join(f'--config.{k}={v}' for k, v in recorded) or 'no overrides'
+      raise sweep_lib.SweepError(
+          f'{sweep_dir} is being run with {given} (trial {t["name"]} on {claims.holder(held)}); join it with the '
+          f'same overrides, or as `vvt sweep {sweep_dir}` (no --config: the recorded ones)')
 
 
 def local_log_path(sweep_dir: str, trial_name: str) -> str:
@@ -101,7 +134,9 @@ class _Running:
   log: object
   log_path: str
   started: float
+  claim: claims.Claim
   offset: int = 0
+  training: bool = False
 
 
 def _record(workdir: str, **fields) -> None:
@@ -111,7 +146,21 @@ def _record(workdir: str, **fields) -> None:
   results_lib.write_json(path, record)
 
 
-def _start(trial, index, spec, base, sweep_dir, env) -> _Running:
+# The trial's process runs `python -m vvt ARGS` after asking (Linux) to be killed when this worker dies, so that a
+# killed worker leaves no trainer behind to race the worker that takes its trial over.
+_CHILD = """
+import ctypes, os, runpy, signal, sys
+try:
+  ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+  pass
+if os.getppid() != int(sys.argv.pop(1)):
+  os._exit(137)
+runpy.run_module('vvt', run_name='__main__', alter_sys=True)
+"""
+
+
+def _start(trial, index, spec, base, sweep_dir, env, claim) -> _Running:
   workdir = fileio.join(sweep_dir, trial.name)
   fileio.makedirs(workdir)
   argv = train_argv(spec, base, trial, workdir)
@@ -119,17 +168,19 @@ def _start(trial, index, spec, base, sweep_dir, env) -> _Running:
   os.makedirs(os.path.dirname(log_path), exist_ok=True)
   log = open(log_path, 'a')  # pylint: disable=consider-using-with
   offset = log.tell()
-  log.write(f'\n===== vvt sweep: {time.strftime("%Y-%m-%d %H:%M:%S")}: {shell_command(argv)}\n')
+  log.write(f'\n===== vvt sweep: {time.strftime("%Y-%m-%d %H:%M:%S")}: attempt {claim.record["attempts"]} on '
+            f'{claims.holder(claim.record)}: {shell_command(argv)}\n')
   log.flush()
   _record(workdir, name=trial.name, overrides=trial.overrides, command=shell_command(argv),
           status='running', error=None, started=time.strftime('%Y-%m-%d %H:%M:%S'))
-  proc = subprocess.Popen([sys.executable, '-m', 'vvt', *argv], stdout=log, stderr=subprocess.STDOUT,
-                          env=env, stdin=subprocess.DEVNULL)
-  return _Running(trial, index, proc, log, log_path, time.time(), offset)
+  proc = subprocess.Popen([sys.executable, '-c', _CHILD, str(os.getpid()), *argv], stdout=log,
+                          stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
+  return _Running(trial, index, proc, log, log_path, time.time(), claim, offset)
 
 
 def _echo_progress(run: _Running, total: int, say: Callable) -> None:
-  """Prints the trial's new `[train] step ...` / `[eval]` lines, prefixed with the trial."""
+  """Prints the trial's new `[train] step ...` / `[eval]` lines, prefixed with the trial; the first
+  `[train]` line marks the trial `running` in its claim."""
   try:
     with open(run.log_path, errors='replace') as f:
       f.seek(run.offset)
@@ -139,56 +190,198 @@ def _echo_progress(run: _Running, total: int, say: Callable) -> None:
   end = text.rfind('\n') + 1
   run.offset += len(text[:end].encode())
   for line in text[:end].splitlines():
+    if line.startswith('[train]') and not run.training:
+      run.training = True
+      claims.set_status(run.claim, 'running')
     if line.startswith(('[train] step', '[eval] test', '[eval] val', '[train] resumed')):
       say(f'  ({run.index}/{total}) {run.trial.name} | {line}')
 
 
-def run(trials: Sequence[sweep_lib.Trial], spec: str, base: Sequence[tuple[str, str]], sweep_dir: str,
-        parallel: int = 1, say: Callable = print, env: Optional[dict] = None) -> dict[str, str]:
-  """Runs the trials that are not finished, `parallel` at a time; returns {trial: finished|failed|skipped}.
+class Stopped(KeyboardInterrupt):
+  """SIGTERM stopped the sweep worker (its trials saved a checkpoint and were released): exit 143."""
+  exit_code = 143
 
-  Shows which trial runs (n of N), its progress lines and the elapsed time. Ctrl-C stops the running
-  trials (they resume on the next run) and re-raises KeyboardInterrupt.
+
+def _on_sigterm(signum, frame):
+  del signum, frame
+  raise Stopped('stopped (SIGTERM): the running trials saved a checkpoint and were released')
+
+
+@dataclasses.dataclass
+class _Worker:
+  """One `vvt sweep` worker's loop: its trials to do, those running here, those held by other workers."""
+  trials: Sequence[sweep_lib.Trial]
+  spec: str
+  base: Sequence[tuple[str, str]]
+  sweep_dir: str
+  parallel: int
+  say: Callable
+  env: dict
+  lease_s: float
+  check_s: float
+  me: claims.Worker = dataclasses.field(default_factory=claims.Worker.here)
+  t0: float = dataclasses.field(default_factory=time.time)
+  todo: list = dataclasses.field(default_factory=list)
+  running: list = dataclasses.field(default_factory=list)
+  held: dict = dataclasses.field(default_factory=dict)
+  next_try: dict = dataclasses.field(default_factory=dict)
+  status: dict = dataclasses.field(default_factory=dict)
+  errors: dict = dataclasses.field(default_factory=dict)
+  waiting_said: str = ''
+
+  @property
+  def total(self) -> int:
+    return len(self.trials)
+
+  def elapsed(self) -> str:
+    return metrics_lib.format_duration(time.time() - self.t0)
+
+
+def run(trials: Sequence[sweep_lib.Trial], spec: str, base: Sequence[tuple[str, str]], sweep_dir: str,
+        parallel: int = 1, say: Callable = print, env: Optional[dict] = None, lease_s: float = claims.LEASE_S,
+        renew_s: Optional[float] = None) -> dict[str, str]:
+  """Runs the trials that are not finished, `parallel` at a time, as one worker among any number on
+  `sweep_dir`; returns {trial: finished|failed|skipped}.
+
+  Each trial is claimed first (`claims.take`): a trial another worker holds is left to it and looked at now
+  and then (taken over once its lease expires, and resumed from its checkpoints); one finished by another
+  worker counts as finished, one that failed on another worker since this one started as failed. The lease
+  of each trial running here is renewed every `renew_s`; a trial whose claim is lost is stopped at once. The
+  worker returns when every trial is finished or failed. It shows which trial runs (n of N), its progress
+  lines and the elapsed time. Ctrl-C or SIGTERM stops the running trials (they save a checkpoint, their
+  claims are released for another worker or the next run) and raises KeyboardInterrupt.
   """
-  env = dict(os.environ if env is None else env, PYTHONUNBUFFERED='1')
-  total, t0 = len(trials), time.time()
-  status: dict[str, str] = {}
-  todo = []
+  renew_s = renew_s or claims.default_renew_s(lease_s)
+  w = _Worker(trials, spec, base, sweep_dir, max(1, parallel), say,
+              dict(os.environ if env is None else env, PYTHONUNBUFFERED='1'), lease_s,
+              max(POLL_S, min(renew_s, 10.0)))
   for i, t in enumerate(trials, 1):
     if results_lib.final_eval_path(fileio.join(sweep_dir, t.name)):
-      status[t.name] = 'skipped'
-      say(f'[sweep] ({i}/{total}) {t.name}: finished before, kept')
+      w.status[t.name] = 'skipped'
+      say(f'[sweep] ({i}/{w.total}) {t.name}: finished before, kept')
     else:
-      todo.append((i, t))
-  running: list[_Running] = []
+      w.todo.append((i, t))
+  leases = claims.Leases(renew_s)
+  in_main = threading.current_thread() is threading.main_thread()
+  previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
   try:
-    while todo or running:
-      while todo and len(running) < max(1, parallel):
-        i, t = todo.pop(0)
-        workdir = fileio.join(sweep_dir, t.name)
-        state = results_lib.trial_state(workdir)['status']
-        verb = 'resuming' if state in ('partial', 'failed', 'running') else 'starting'
-        say(f'[sweep] ({i}/{total}) {verb} {t.name} (elapsed {metrics_lib.format_duration(time.time() - t0)})')
-        running.append(_start(t, i, spec, base, sweep_dir, env))
+    while w.todo or w.running:
+      _fill(w, leases)
       time.sleep(POLL_S)
-      for r in list(running):
-        _echo_progress(r, total, say)
-        if r.proc.poll() is None:
-          continue
-        running.remove(r)
-        r.log.close()
-        _finish(r, sweep_dir, total, status, say, t0)
+      for r in list(w.running):
+        _poll(w, r, leases)
+      _say_waiting(w)
   except KeyboardInterrupt:
-    for r in running:
-      r.proc.terminate()
-    for r in running:
-      r.proc.wait()
-      r.log.close()
-      workdir = fileio.join(sweep_dir, r.trial.name)
+    _stop_all(w)
+    raise
+  finally:
+    if in_main:
+      signal.signal(signal.SIGTERM, previous)
+    leases.stop()
+  return w.status
+
+
+def _fill(w: _Worker, leases: claims.Leases) -> None:
+  """Claims and starts trials while fewer than `parallel` run here."""
+  for i, t in list(w.todo):
+    if len(w.running) >= w.parallel:
+      return
+    if w.next_try.get(t.name, 0) > time.time():
+      continue
+    workdir = fileio.join(w.sweep_dir, t.name)
+    final = results_lib.final_eval_path(workdir)
+    try:
+      out = claims.take(workdir, t.name, w.me, w.lease_s, retry_failed_before=w.t0, retake_finished=not final)
+    except Exception as e:  # pylint: disable=broad-except  # a store that did not answer: try again later
+      w.errors[t.name] = w.errors.get(t.name, 0) + 1
+      if w.errors[t.name] >= 5:
+        raise
+      w.say(f'[sweep] ({i}/{w.total}) could not read the claim of {t.name} ({type(e).__name__}: '
+            f'{str(e).splitlines()[0] if str(e) else ""}); trying again in {w.check_s:g} s')
+      w.next_try[t.name] = time.time() + w.check_s
+      continue
+    w.errors.pop(t.name, None)
+    if out.claim and results_lib.final_eval_path(workdir):  # finished, its worker gone before saying so
+      claims.set_status(out.claim, 'finished')
+      out = claims.Outcome(None, 'finished', out.claim.record)
+    if out.claim:
+      w.todo.remove((i, t))
+      w.held.pop(t.name, None)
+      _say_start(w, i, t, out.claim)
+      w.running.append(_start(t, i, w.spec, w.base, w.sweep_dir, w.env, out.claim))
+      leases.add(out.claim)
+    elif out.status in ('finished', 'failed'):
+      w.todo.remove((i, t))
+      w.held.pop(t.name, None)
+      w.status[t.name] = out.status
+      record = out.record or {}
+      detail = f': {record.get("error")}' if out.status == 'failed' else ''
+      w.say(f'[sweep] ({i}/{w.total}) {t.name}: {out.status} on {claims.holder(record)}{detail} '
+            f'(elapsed {w.elapsed()})')
+    else:
+      w.held[t.name] = out.record or {}
+      until = (out.record or {}).get('lease_until') or 0
+      w.next_try[t.name] = min(time.time() + w.check_s, max(until, time.time() + POLL_S))
+
+
+def _say_start(w: _Worker, i: int, t: sweep_lib.Trial, claim: claims.Claim) -> None:
+  state = results_lib.trial_state(fileio.join(w.sweep_dir, t.name), claim=False)['status']
+  previous = claim.record.get('previous') or {}
+  verb = 'resuming' if state in ('partial', 'failed', 'running') else 'starting'
+  if previous.get('status') in claims.LIVE:
+    verb = f'taking over (the lease of {previous.get("host")} pid {previous.get("pid")} expired) and resuming'
+  w.say(f'[sweep] ({i}/{w.total}) {verb} {t.name} (attempt {claim.record["attempts"]}; elapsed {w.elapsed()})')
+
+
+def _poll(w: _Worker, r: _Running, leases: claims.Leases) -> None:
+  """Progress of a running trial; stops it if its claim was lost; records it when its process ends."""
+  _echo_progress(r, w.total, w.say)
+  if not claims.check(r.claim):
+    r.proc.kill()  # at once: the trial's new owner writes its checkpoints now
+    r.proc.wait()
+    r.log.close()
+    w.running.remove(r)
+    leases.remove(r.claim)
+    w.todo.append((r.index, r.trial))
+    w.next_try[r.trial.name] = time.time() + w.check_s
+    w.say(f'[sweep] ({r.index}/{w.total}) stopped {r.trial.name} here: lost its claim, {r.claim.lost} '
+          f'(elapsed {w.elapsed()})')
+    return
+  if r.proc.poll() is None:
+    return
+  w.running.remove(r)
+  leases.remove(r.claim)
+  r.log.close()
+  _finish(r, w.sweep_dir, w.total, w.status, w.say, w.t0)
+
+
+def _say_waiting(w: _Worker) -> None:
+  """When nothing runs here and every trial left is held by another worker: say so (once per change)."""
+  if w.running or not w.todo or any(t.name not in w.held for _, t in w.todo):
+    return
+  names = [t.name for _, t in w.todo]
+  key = ','.join(f'{n}:{w.held[n].get("token")}' for n in names)
+  if key == w.waiting_said:
+    return
+  w.waiting_said = key
+  text = ', '.join(f'{n} ({claims.holder(w.held[n])}, lease until '
+                   f'{claims.clock_text(w.held[n].get("lease_until"))[-8:]})' for n in names[:4])
+  w.say(f'[sweep] waiting for {len(names)} trial{"s" * (len(names) > 1)} held by other workers: {text}'
+        f'{", ..." if len(names) > 4 else ""}')
+
+
+def _stop_all(w: _Worker) -> None:
+  """Ctrl-C / SIGTERM: the running trials save a checkpoint and stop; their claims are released."""
+  for r in w.running:
+    r.proc.terminate()
+  for r in w.running:
+    r.proc.wait()
+    r.log.close()
+    workdir = fileio.join(w.sweep_dir, r.trial.name)
+    if not r.claim.lost:
       _keep_log(r, workdir)
       _record(workdir, status='interrupted')
-    raise
-  return status
+      claims.set_status(r.claim, 'released', 'interrupted')
 
 
 def _finish(r: _Running, sweep_dir: str, total: int, status: dict, say: Callable, t0: float) -> None:
@@ -202,12 +395,14 @@ def _finish(r: _Running, sweep_dir: str, total: int, status: dict, say: Callable
     key = next((h for h in results_lib.HEADLINES if h in res), None)
     score = f': {key} {res[key]:.4f}' if key else ''
     _record(workdir, status='finished', returncode=0, error=None, wall_s=wall, final_eval=final)
+    claims.set_status(r.claim, 'finished')
     status[r.trial.name] = 'finished'
     say(f'[sweep] ({r.index}/{total}) finished {r.trial.name} in {metrics_lib.format_duration(wall)}{score} '
         f'(elapsed {elapsed})')
     return
   error = _last_error(r.log_path) if r.proc.returncode else 'exited 0 without a final evaluation'
   _record(workdir, status='failed', returncode=r.proc.returncode, error=error, wall_s=wall)
+  claims.set_status(r.claim, 'failed', error)
   status[r.trial.name] = 'failed'
   say(f'[sweep] ({r.index}/{total}) FAILED {r.trial.name} after {metrics_lib.format_duration(wall)}: {error} '
       f'(log: {r.log_path}; elapsed {elapsed})')

@@ -1,7 +1,9 @@
 """A sweep as one SLURM job array: `vvt sweep --launch slurm` (the script's text, its options, `sbatch`).
 
-Array task i runs trial i of SWEEP/sweep.json (the index in the study's list of trials), as its own `vvt train`
-process in SWEEP/<trial>/; `%N` (from `--parallel N`) caps how many tasks run at once. Re-submitting a sweep
+Array task i runs trial i of SWEEP/sweep.json (the index in the study's list of trials) with
+`vvt sweep SWEEP --trial i`: it claims the trial (`vvt.studies.claims`: its state in `vvt sweep --status`),
+runs `vvt train` in SWEEP/<trial>/ and records the outcome; `%N` (from `--parallel N`) caps how many tasks run
+at once. Re-submitting a sweep
 submits only the trials that are not finished (the array's index list is theirs). The script and the jobs
 submitted are kept in SWEEP/slurm/ (`job.sbatch`, `jobs.jsonl`), each task's output in SWEEP/slurm/<job>_<task>.out.
 
@@ -13,7 +15,8 @@ requeue or preemption from outside (`scontrol requeue`, PreemptMode=REQUEUE) sig
 itself: the trap sees the task is no longer RUNNING and only waits for the trainer's checkpoint (a signal passed on
 twice would stop the trainer before it saves). `scancel` is the same and the task stays cancelled.
 
-A trial on several nodes (`nodes` > 1) runs under `srun` with one task per node; each process initialises
+A trial on several nodes (`nodes` > 1) runs `vvt train` under `srun` with one task per node (no claim: SLURM
+runs one copy of an array task at a time); each process initialises
 `jax.distributed` from SLURM's environment (`vvt.train.mesh`: several tasks of a step need no `distributed.*`
 field). Nothing here imports JAX.
 """
@@ -216,9 +219,14 @@ def script(sweep_dir: str, commands: dict[int, tuple[str, Sequence[str]]], opts:
   return '\n'.join(head) + '\n\n' + body
 
 
-def trial_argv(python: str, train_argv: Sequence[str]) -> list[str]:
-  """The command line of one trial on a node: `PYTHON -m vvt train ...`."""
-  return [python or sys.executable, '-m', 'vvt', *train_argv]
+def task_argv(opts: Options, sweep_dir: str, index: int, train_argv: Sequence[str], lease_s: float) -> list[str]:
+  """What array task `index` runs: `PYTHON -m vvt sweep SWEEP --trial INDEX` (it claims the trial, records its
+  state and runs `vvt train`; a requeued task takes its own claim over at once); a trial on several nodes runs
+  `PYTHON -m vvt train ...` itself under srun (one process per node)."""
+  python = opts.python or sys.executable
+  if opts.nodes > 1:
+    return [python, '-m', 'vvt', *train_argv]
+  return [python, '-m', 'vvt', 'sweep', sweep_dir, '--trial', str(index), '--lease_s', f'{lease_s:g}']
 
 
 def unfinished(all_trials: Sequence[sweep_lib.Trial], chosen: Sequence[sweep_lib.Trial], sweep_dir: str) -> list[int]:
