@@ -53,6 +53,14 @@ def vvt(cluster, *args, **kw):
   return run(cluster, '-m', 'vvt', *args, **kw)
 
 
+def sbatch(cluster, script) -> str:
+  """Submits a script of a test's own from the repository with the tests' environment; its job id."""
+  res = subprocess.run(['sbatch', '--parsable', str(script)], cwd=REPO, env=cluster.env(vvt_env()),
+                       capture_output=True, text=True, timeout=60)
+  assert res.returncode == 0, res.stderr
+  return res.stdout.strip()
+
+
 def submitted(res) -> str:
   assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
   return re.search(r'submitted job (\d+)', res.stdout).group(1)
@@ -187,7 +195,7 @@ def test_data_convert_as_a_3_task_array_equals_one_process(slurm, tmp_path):
   script.write_text('#!/bin/bash\n#SBATCH --array=0-2\n'
                     f'#SBATCH --output={tmp_path}/convert-%a.out\n'
                     f'{sys.executable} {" ".join(args)} --output {tmp_path}/many/train\n')
-  job = slurm.run('sbatch', '--parsable', str(script)).stdout.strip()
+  job = sbatch(slurm, script)
   slurm.wait_for(job, timeout=300)
   for i in range(3):
     assert f'[convert] worker {i}/3 (SLURM array task)' in open(f'{tmp_path}/convert-{i}.out').read()
@@ -239,3 +247,36 @@ def test_a_sigterm_passed_on_twice_is_one_request():
     time.sleep(0.1)
     assert stop.signum == signal.SIGTERM
   assert signal.getsignal(signal.SIGTERM) is not stop._handle  # noqa: SLF001
+
+
+def test_array_spec_and_options():
+  from vvt.studies import slurm as slurm_lib  # pylint: disable=g-import-not-at-top
+  assert slurm_lib.array_spec([5, 0, 1, 2, 7, 8]) == '0-2,5,7-8'
+  assert slurm_lib.array_spec([3], throttle=2) == '3%2'
+  opts, rest = slurm_lib.split_options(['--slurm.nodes', '2', '--x', '--slurm.extra=--exclusive',
+                                        '--slurm.extra=--constraint=a100'])
+  assert (opts.nodes, opts.extra, rest) == (2, ('--exclusive', '--constraint=a100'), ['--x'])
+
+
+def test_multi_node_script_and_jax_distributed_from_srun(slurm, tiny_data, tmp_path):
+  """A trial on several nodes runs `vvt train` under srun; each task of the step initialises jax.distributed
+  from SLURM's environment with no distributed.* field (here 2 tasks on the one node)."""
+  spec = study(tmp_path, tiny_data)
+  res = vvt(slurm, 'sweep', '--config', spec, '--workdir', str(tmp_path / 'sw'), '--launch', 'slurm', '--dry-run',
+            '--slurm.nodes=2', '--slurm.gpus=8')
+  assert res.returncode == 0, res.stderr[-2000:]
+  assert '#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n' in res.stdout and '--gpus-per-node=8' in res.stdout
+  assert 'srun --ntasks-per-node=1 --kill-on-bad-exit=1 "${cmd[@]}" &' in res.stdout
+  assert re.search(r'  0\) trial=\S+; cmd=\(\S+ -m vvt train --config ', res.stdout)
+  assert not (tmp_path / 'sw').exists()
+
+  probe = ('from vvt.config import schema; from vvt.train import mesh; import jax; '
+           'mesh.maybe_initialize_distributed(schema.get_base_config().distributed); '
+           'print("PROCESS", jax.process_index(), "OF", jax.process_count(), flush=True)')
+  script = tmp_path / 'srun.sbatch'
+  script.write_text(f'#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --output={tmp_path}/srun.out\n'
+                    f'srun {sys.executable} -c {json.dumps(probe)}\n')
+  job = sbatch(slurm, script)
+  slurm.wait_for(job, timeout=240)
+  text = open(tmp_path / 'srun.out').read()
+  assert sorted(re.findall(r'PROCESS \d OF \d', text)) == ['PROCESS 0 OF 2', 'PROCESS 1 OF 2'], text[-3000:]
