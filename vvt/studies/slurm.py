@@ -1,24 +1,23 @@
 """A sweep as one SLURM job array: `vvt sweep --launch slurm` (the script's text, its options, `sbatch`).
 
-Array task i runs trial i of SWEEP/sweep.json (the index in the study's list of trials) with
-`vvt sweep SWEEP --trial i`: it claims the trial (`vvt.studies.claims`: its state in `vvt sweep --status`),
-runs `vvt train` in SWEEP/<trial>/ and records the outcome; `%N` (from `--parallel N`) caps how many tasks run
-at once. Re-submitting a sweep
-submits only the trials that are not finished (the array's index list is theirs). The script and the jobs
-submitted are kept in SWEEP/slurm/ (`job.sbatch`, `jobs.jsonl`), each task's output in SWEEP/slurm/<job>_<task>.out.
+Array task i runs trial i of SWEEP/sweep.json (its index in the study's list of trials) with
+`vvt sweep SWEEP --trial i`: that claims the trial (`vvt.studies.claims`; its state in `vvt sweep --status`),
+runs `vvt train` in SWEEP/<trial>/ and records the outcome. `%N` (from `--parallel N`) caps how many tasks run at
+once. Re-submitting a sweep submits only the trials that are not finished (the array's index list is theirs).
+The script and the jobs submitted are kept in SWEEP/slurm/ (`job.sbatch`, `jobs.jsonl`), each task's output in
+SWEEP/slurm/<job>_<task>.out.
 
 Preemption and time limits: the script asks SLURM for SIGTERM `signal` seconds before the time limit, to the
-batch shell only (`--signal=B:TERM@S`). The shell runs the trainer in the background and `wait`s; its trap
-passes the signal on, the trainer saves a checkpoint at the step reached (its save on SIGTERM) and exits, and the
-task requeues itself (`scontrol requeue JOB_TASK`, `--requeue`); the requeued task resumes the trial exactly. A
+batch shell only (`--signal=B:TERM@S`). The shell runs the trial in the background and `wait`s; its trap passes
+the signal on, the trainer saves a checkpoint at the step reached (its save on SIGTERM) and exits, and the task
+requeues itself (`scontrol requeue JOB_TASK`, `--requeue`); the requeued task resumes the trial exactly. A
 requeue or preemption from outside (`scontrol requeue`, PreemptMode=REQUEUE) signals every process of the task
-itself: the trap sees the task is no longer RUNNING and only waits for the trainer's checkpoint (a signal passed on
-twice would stop the trainer before it saves). `scancel` is the same and the task stays cancelled.
+itself: the trap sees that the task is no longer RUNNING and only waits while the trial saves. `scancel` is the
+same, and the task stays cancelled.
 
 A trial on several nodes (`nodes` > 1) runs `vvt train` under `srun` with one task per node (no claim: SLURM
-runs one copy of an array task at a time); each process initialises
-`jax.distributed` from SLURM's environment (`vvt.train.mesh`: several tasks of a step need no `distributed.*`
-field). Nothing here imports JAX.
+runs one copy of an array task at a time); each process initialises `jax.distributed` from SLURM's environment
+(`vvt.train.mesh`: the tasks of a step need no `distributed.*` field). Nothing here imports JAX.
 """
 from __future__ import annotations
 
