@@ -67,3 +67,24 @@ def test_worker_arguments_and_slurm_default():
   with pytest.raises(ValueError, match='more workers than shards'):
     convert_workers.checked_worker((0, 5), 4)
   assert convert_workers.shards_of((1, 3), 7) == {1, 4}
+
+
+def test_worker_and_assemble_on_the_command_line(video_dir, capsys):  # noqa: F811
+  from vvt.cli import main as vvt_main  # pylint: disable=g-import-not-at-top
+  out = str(video_dir / 'cli' / 'train')
+  args = ['data', 'convert', '--input', str(video_dir / 'videos.csv'), '--classes', str(video_dir / 'classes.txt'),
+          '--output', out, '--shards', '4', '--short-side', '32', '--workers', '1', '--no-progress']
+  assert vvt_main([*args, '--worker', '0/2']) == 1   # its rows include failed videos: said, everything written
+  capsys.readouterr()
+  assert vvt_main([*args, '--assemble']) == 1
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err == [f'vvt data: error: {out}: worker(s) 1/2 not finished (their manifests are missing or incomplete): '
+                 'run them, then assemble']
+  vvt_main([*args, '--worker', '1/2'])
+  os.remove(out + '.manifest.json')
+  capsys.readouterr()
+  assert vvt_main([*args, '--assemble']) == 0
+  said = json.loads(capsys.readouterr().out)
+  assert said['manifest'] == out + '.manifest.json' and said['videos'] == 10 and said['ok'] == 7
+  assert vvt_main([*args, '--worker', '2/2']) == 1
+  assert capsys.readouterr().err.strip() == "vvt data: error: --worker '2/2': expected I/N with 0 <= I < N, e.g. 0/4"
