@@ -308,3 +308,22 @@ def test_an_owner_cut_off_from_the_store_gives_the_trial_up_when_its_lease_runs_
   bucket.down = False
   assert claims.read('unused', store)['state'] == claims.EXPIRED  # and another worker may take it over
   assert take(store, worker('b')).claim
+
+
+def test_a_worker_tries_a_claim_it_cannot_read_again_later_and_gives_up_the_fifth_time(tmp_path, monkeypatch):
+  def unreachable(*args, **kwargs):
+    raise ConnectionError('bucket unreachable')
+
+  monkeypatch.setattr(claims, 'take', unreachable)
+  trial, said = sweep_lib.Trial('seed=0', {'seed': 0}), []
+  w = runner._Worker([trial], 'study.py', [], str(tmp_path), 1, said.append, {}, 5.0, 0.5)
+  w.todo.append((1, trial))
+  for n in range(4):
+    w.next_try.clear()
+    runner._fill(w, leases=None)
+    assert w.todo == [(1, trial)] and w.next_try['seed=0'] > time.time() and len(said) == n + 1
+  assert said[0] == ('[sweep] (1/1) could not read the claim of seed=0 (ConnectionError: bucket unreachable); '
+                     'trying again in 0.5 s')
+  w.next_try.clear()
+  with pytest.raises(ConnectionError):
+    runner._fill(w, leases=None)

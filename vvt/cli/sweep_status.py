@@ -61,7 +61,7 @@ def print_status(sweep_dir: str, out=print) -> int:
     raise common.UsageError(f'{sweep_dir} holds no trials: no {results.SWEEP_FILE} and no run directories')
   spec = (results.read_json(fileio.join(sweep_dir, results.SWEEP_FILE)) or {}).get('config', '')
   counts = {s: sum(r['state'] == s for r in rows) for s in STATES}
-  out(f'[sweep] {sweep_dir}' + (f': sweep of {spec}' if spec else '') + f', {len(rows)} trials: '
+  out(f'[sweep] {sweep_dir}' + (f': sweep of {spec}' if spec else '') + f', {len(rows)} trial{"s" * (len(rows) != 1)}: '
       + ', '.join(f'{n} {s}' for s, n in counts.items() if n))
   columns = ('trial', 'state', 'step', 'attempts', 'requeues', 'worker', 'since', 'slurm', 'detail')
   width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}

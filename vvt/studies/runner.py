@@ -288,22 +288,9 @@ def _fill(w: _Worker, leases: claims.Leases) -> None:
       return
     if w.next_try.get(t.name, 0) > time.time():
       continue
-    workdir = fileio.join(w.sweep_dir, t.name)
-    final = results_lib.final_eval_path(workdir)
-    try:
-      out = claims.take(workdir, t.name, w.me, w.lease_s, retry_failed_before=w.t0, retake_finished=not final)
-    except Exception as e:  # pylint: disable=broad-except  # a store that did not answer: try again later
-      w.errors[t.name] = w.errors.get(t.name, 0) + 1
-      if w.errors[t.name] >= 5:
-        raise
-      w.say(f'[sweep] ({i}/{w.total}) could not read the claim of {t.name} ({type(e).__name__}: '
-            f'{str(e).splitlines()[0] if str(e) else ""}); trying again in {w.check_s:g} s')
-      w.next_try[t.name] = time.time() + w.check_s
+    out = _take(w, i, t)
+    if out is None:
       continue
-    w.errors.pop(t.name, None)
-    if out.claim and results_lib.final_eval_path(workdir):  # finished, its worker gone before saying so
-      claims.set_status(out.claim, 'finished')
-      out = claims.Outcome(None, 'finished', out.claim.record)
     if out.claim:
       w.todo.remove((i, t))
       w.held.pop(t.name, None)
@@ -322,6 +309,27 @@ def _fill(w: _Worker, leases: claims.Leases) -> None:
       w.held[t.name] = out.record or {}
       until = (out.record or {}).get('lease_until') or 0
       w.next_try[t.name] = min(time.time() + w.check_s, max(until, time.time() + POLL_S))
+
+
+def _take(w: _Worker, i: int, t: sweep_lib.Trial) -> Optional[claims.Outcome]:
+  """`claims.take` of one trial (None: its store did not answer, tried again later; the fifth time raises)."""
+  workdir = fileio.join(w.sweep_dir, t.name)
+  final = results_lib.final_eval_path(workdir)
+  try:
+    out = claims.take(workdir, t.name, w.me, w.lease_s, retry_failed_before=w.t0, retake_finished=not final)
+  except Exception as e:  # pylint: disable=broad-except
+    w.errors[t.name] = w.errors.get(t.name, 0) + 1
+    if w.errors[t.name] >= 5:
+      raise
+    w.say(f'[sweep] ({i}/{w.total}) could not read the claim of {t.name} ({type(e).__name__}: '
+          f'{str(e).splitlines()[0] if str(e) else ""}); trying again in {w.check_s:g} s')
+    w.next_try[t.name] = time.time() + w.check_s
+    return None
+  w.errors.pop(t.name, None)
+  if out.claim and results_lib.final_eval_path(workdir):  # finished, its worker gone before saying so
+    claims.set_status(out.claim, 'finished')
+    out = claims.Outcome(None, 'finished', out.claim.record)
+  return out
 
 
 def _say_start(w: _Worker, i: int, t: sweep_lib.Trial, claim: claims.Claim) -> None:
