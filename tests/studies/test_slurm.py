@@ -103,6 +103,9 @@ def test_a_four_trial_study_as_a_job_array_with_throttle_2(slurm, tiny_data, tmp
   assert 'array 0-3%2 (4 of 4 trials, 2 at a time' in res.stdout and f'squeue -r -j {job}' in res.stdout
   assert f'{out}/slurm/{job}_<task>.out' in res.stdout
   assert slurm.job_field(job, 'ArrayTaskThrottle') == '2' and slurm.job_field(job, 'Comment') == 'vvt-test'
+  res = vvt(slurm, 'sweep', '--config', spec, '--workdir', out, '--launch', 'slurm', '--dry-run')
+  assert res.returncode == 0 and 'are still in the SLURM queue, not submitted again' in res.stdout, res.stderr
+  assert 'nothing to submit' in res.stdout and '#SBATCH' not in res.stdout   # each trial is in the queue once
   slurm.wait_for(job, timeout=600)
   names = [t['name'] for t in json.load(open(f'{out}/sweep.json'))['trials']]
   assert names == ['attention=space,seed=0', 'attention=space,seed=1', 'attention=divided,seed=0',
@@ -122,6 +125,7 @@ def test_a_four_trial_study_as_a_job_array_with_throttle_2(slurm, tiny_data, tmp
   # Re-submitting submits nothing; with one trial's final evaluation gone, only that trial (task 2).
   res = vvt(slurm, 'sweep', '--config', spec, '--workdir', out, '--launch', 'slurm')
   assert res.returncode == 0 and 'all 4 trials' in res.stdout and 'nothing to submit' in res.stdout, res.stderr
+  assert 'still in the SLURM queue' not in res.stdout
   for p in glob.glob(f'{out}/{names[2]}/checkpoints/eval_4_*'):
     os.remove(p)
   res = vvt(slurm, 'sweep', '--config', spec, '--workdir', out, '--launch', 'slurm', '--dry-run')

@@ -235,8 +235,14 @@ def _launch_slurm(args, workdir, spec, overrides, all_trials, trials, opts) -> i
                             'not a URL')
   sweep_dir = os.path.abspath(workdir)
   todo = slurm.unfinished(all_trials, trials, sweep_dir)
+  waiting = slurm.queued(sweep_dir)
+  if any(all_trials[i].name in waiting for i in todo):
+    held = [f'{all_trials[i].name} ({waiting[all_trials[i].name]})' for i in todo if all_trials[i].name in waiting]
+    print(f'[sweep] {len(held)} unfinished trials are still in the SLURM queue, not submitted again: '
+          f'{", ".join(held[:4])}{", ..." if len(held) > 4 else ""}')
+    todo = [i for i in todo if all_trials[i].name not in waiting]
   if not todo:
-    print(f'[sweep] all {len(trials)} trials in {workdir} are finished: nothing to submit')
+    print(f'[sweep] all {len(trials)} trials in {workdir} are finished or queued: nothing to submit')
     return 0
   commands = {i: (all_trials[i].name, slurm.task_argv(opts, sweep_dir, i, runner.train_argv(
       spec, overrides, all_trials[i], os.path.join(sweep_dir, all_trials[i].name)), args.lease_s))

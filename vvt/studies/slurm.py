@@ -3,7 +3,8 @@
 Array task i runs trial i of SWEEP/sweep.json (its index in the study's list of trials) with
 `vvt sweep SWEEP --trial i`: that claims the trial (`vvt.studies.claims`; its state in `vvt sweep --status`),
 runs `vvt train` in SWEEP/<trial>/ and records the outcome. `%N` (from `--parallel N`) caps how many tasks run at
-once. Re-submitting a sweep submits only the trials that are not finished (the array's index list is theirs).
+once. Re-submitting a sweep submits only the trials that are not finished and not still in the queue from an
+earlier submission (the array's index list is theirs).
 The script and the jobs submitted are kept in SWEEP/slurm/ (`job.sbatch`, `jobs.jsonl`), each task's output in
 SWEEP/slurm/<job>_<task>.out.
 
@@ -273,6 +274,29 @@ def record_job(sweep_dir: str, job_id: str, indices: Sequence[int], names: Seque
                      'tasks': dict(zip(map(str, indices), names))})
   with open(os.path.join(sweep_dir, FOLDER, JOBS), 'a', encoding='utf-8') as f:
     f.write(line + '\n')
+
+
+def queued(sweep_dir: str, env: Optional[dict] = None) -> dict[str, str]:
+  """{trial name: 'JOB_TASK'} of this sweep's array tasks still in SLURM's queue (pending, running or requeued),
+  from SWEEP/slurm/jobs.jsonl and `squeue`; {} where squeue is missing or knows none of them."""
+  try:
+    with open(os.path.join(sweep_dir, FOLDER, JOBS), encoding='utf-8') as f:
+      jobs = [json.loads(line) for line in f if line.strip()]
+  except (OSError, ValueError):
+    return {}
+  squeue = shutil.which('squeue', path=(env or os.environ).get('PATH'))
+  out = {}
+  for job in jobs if squeue else ():
+    try:
+      res = subprocess.run([squeue, '-h', '-r', '-j', str(job['job']), '-o', '%i'], capture_output=True, text=True,
+                           env=env, timeout=60, stdin=subprocess.DEVNULL)
+    except (subprocess.TimeoutExpired, OSError):
+      return out
+    for task in res.stdout.split() if res.returncode == 0 else ():
+      name = job.get('tasks', {}).get(task.rpartition('_')[2])
+      if name:
+        out[name] = task
+  return out
 
 
 def follow_lines(sweep_dir: str, job_id: str) -> list[str]:
