@@ -2,6 +2,8 @@
 
     vvt data synthetic --output DIR [--classes 4 --train-clips 2048 ...]
     vvt data convert --input videos.csv --classes classes.txt --output DIR/train ...
+    vvt data convert ... --worker I/N      (worker I of N, any hosts; default in a SLURM array: its task)
+    vvt data convert ... --assemble        (the one manifest from the workers' manifests)
 """
 import json
 import sys
@@ -22,13 +24,31 @@ def _synthetic(args):
   return 0
 
 
+def _worker(args):
+  """(I, N) from --worker, else from a SLURM array task, else None (one machine)."""
+  from vvt.data import convert_workers  # pylint: disable=g-import-not-at-top
+  if args.worker:
+    return convert_workers.parse_worker(args.worker)
+  worker = convert_workers.from_slurm()
+  if worker and worker[1] > 1:
+    print(f'[convert] worker {worker[0]}/{worker[1]} (SLURM array task)', file=sys.stderr)
+  return worker
+
+
 def _convert(args):
   from vvt.data import convert  # pylint: disable=g-import-not-at-top
+  if args.assemble:
+    from vvt.data import convert_workers  # pylint: disable=g-import-not-at-top
+    manifest = convert_workers.assemble(args.output, convert_workers.worker_count(args.output))
+    print(json.dumps({'output': args.output, 'manifest': manifest['path'], 'files': manifest['pattern'],
+                      **manifest['totals']}, indent=1))
+    return 0
+  worker = _worker(args)
   manifest = convert.convert(
       args.input, args.output, classes=args.classes, num_shards=args.shards,
       fps=args.fps, short_side=args.short_side, jpeg_quality=args.jpeg_quality,
       workers=args.workers, root=args.root, max_frames=args.max_frames,
-      progress=not args.no_progress, overwrite=args.overwrite)
+      progress=not args.no_progress, overwrite=args.overwrite, worker=worker)
   totals = manifest['totals']
   print(json.dumps({'output': args.output, 'manifest': manifest['path'],
                     'files': manifest['pattern'], **totals}, indent=1))
@@ -78,6 +98,11 @@ def build_parser():
   c.add_argument('--overwrite', action='store_true',
                  help='rewrite shards that already exist')
   c.add_argument('--no-progress', action='store_true')
+  c.add_argument('--worker', default='', metavar='I/N',
+                 help='convert only the shards of worker I of N (s %% N == I); default in a SLURM job array: '
+                      'the task\'s place in the array; the last worker to finish writes the one manifest')
+  c.add_argument('--assemble', action='store_true',
+                 help='write OUTPUT.manifest.json from the finished workers\' manifests (nothing is converted)')
   c.set_defaults(func=_convert)
   return parser
 

@@ -17,6 +17,9 @@ its error and the sweep goes on. At the end `vvt results WORKDIR` writes results
 --only REGEX  only the trials whose name matches (re.search)
 --parallel N  N trials at a time (separate processes)
 --launch print  print one `vvt train` command per trial (to schedule them on TPU VMs or a cluster)
+--launch slurm  submit the unfinished trials as one SLURM job array (task i runs trial i; --parallel N: at most
+              N at once; --slurm.partition/account/qos/time/nodes/gpus/cpus/mem/signal/job_name/setup/python/
+              extra=...; --dry-run prints the script). See docs/clusters.md.
 
 Many workers, one sweep (see README: several hosts, TPU VMs, job arrays):
   vvt sweep --config experiments/synthetic_schemes.py --workdir gs://b/s    (on every host: one worker each)
@@ -164,9 +167,11 @@ def _arguments():
   p.add_argument('--workdir', help='the sweep directory: one sub-directory per trial')
   p.add_argument('--dry-run', '--dry_run', dest='dry_run', action='store_true', help='list the trials only')
   p.add_argument('--only', metavar='REGEX', help='run only the trials whose name matches')
-  p.add_argument('--parallel', type=int, default=1, metavar='N', help='trials run at the same time')
-  p.add_argument('--launch', choices=('local', 'print'), default='local',
-                 help='local: run the trials here; print: print one vvt train command per trial')
+  p.add_argument('--parallel', type=int, default=None, metavar='N',
+                 help='trials run at the same time (default 1; with --launch slurm: no limit)')
+  p.add_argument('--launch', choices=('local', 'print', 'slurm'), default='local',
+                 help='local: run the trials here; print: print one vvt train command per trial; '
+                      'slurm: submit them as a SLURM job array')
   p.add_argument('--no_summary', action='store_true', help='results without params / GFLOPs')
   p.add_argument('--status', action='store_true', help='print the state of every trial in DIR, run nothing')
   p.add_argument('--trial', metavar='NAME_OR_INDEX',
@@ -222,25 +227,70 @@ def pick_trial(all_trials, which: str):
                              f'of the {len(all_trials)} trials')
 
 
+def _launch_slurm(args, workdir, spec, overrides, all_trials, trials, opts) -> int:
+  """Writes the sweep record and the job array's script of the unfinished trials, and submits it."""
+  from vvt.studies import runner, slurm  # pylint: disable=g-import-not-at-top
+  if fileio.is_url(workdir):
+    raise common.UsageError(f'--launch slurm: the sweep directory {workdir} must be a folder the nodes share, '
+                            'not a URL')
+  sweep_dir = os.path.abspath(workdir)
+  todo = slurm.unfinished(all_trials, trials, sweep_dir)
+  waiting = slurm.queued(sweep_dir)
+  if any(all_trials[i].name in waiting for i in todo):
+    held = [f'{all_trials[i].name} ({waiting[all_trials[i].name]})' for i in todo if all_trials[i].name in waiting]
+    print(f'[sweep] {len(held)} unfinished trials are still in the SLURM queue, not submitted again: '
+          f'{", ".join(held[:4])}{", ..." if len(held) > 4 else ""}')
+    todo = [i for i in todo if all_trials[i].name not in waiting]
+  if not todo:
+    print(f'[sweep] all {len(trials)} trials in {workdir} are finished or queued: nothing to submit')
+    return 0
+  commands = {i: (all_trials[i].name, slurm.task_argv(opts, sweep_dir, i, runner.train_argv(
+      spec, overrides, all_trials[i], os.path.join(sweep_dir, all_trials[i].name)), args.lease_s))
+      for i in todo}
+  header = f'vvt sweep --launch slurm: {spec}, {len(todo)} of {len(all_trials)} trials -> {sweep_dir}'
+  text = slurm.script(sweep_dir, commands, opts, throttle=args.parallel or 0, header=header)
+  if args.dry_run:
+    print(text, end='')
+    return 0
+  runner.write_sweep_record(workdir, spec, overrides, all_trials)
+  path = slurm.write_script(sweep_dir, text)
+  job = slurm.submit(path)
+  slurm.record_job(sweep_dir, job, todo, [all_trials[i].name for i in todo])
+  at_once = f', {args.parallel} at a time' if args.parallel else ''
+  print(f'[sweep] submitted job {job}: array {slurm.array_spec(todo, args.parallel or 0)} '
+        f'({len(todo)} of {len(all_trials)} trials{at_once}; script {path}). Follow it with:')
+  for line in slurm.follow_lines(workdir, job):
+    print(line)
+  return 0
+
+
 def _sweep(argv):
+  from vvt.studies import slurm  # pylint: disable=g-import-not-at-top
+  slurm_opts, argv = slurm.split_options(argv)
   args, spec, overrides = common.parse(_arguments(), argv)
   workdir = _workdir(args)
   if args.status:
     return status_cli.print_status(workdir)
   spec, overrides = _recorded(workdir, spec, overrides)
-  if args.parallel < 1:
+  if args.parallel is not None and args.parallel < 1:
     raise common.UsageError(f'--parallel must be >= 1, got {args.parallel}')
+  if slurm_opts != slurm.Options() and args.launch != 'slurm':
+    raise common.UsageError('--slurm.* options need --launch slurm')
+  if args.trial is not None and args.launch == 'slurm':
+    raise common.UsageError('--launch slurm submits the unfinished trials; --trial runs one (in an array task)')
   _check_lease(args)
-  if args.trial is not None and (args.only or args.parallel != 1):
+  if args.trial is not None and (args.only or (args.parallel or 1) != 1):
     raise common.UsageError('--trial runs one trial: no --only or --parallel with it')
   from vvt.studies import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
   all_trials, _ = load_trials(spec)
   trials = [pick_trial(all_trials, args.trial)] if args.trial is not None else sweep_lib.select(all_trials,
                                                                                                 args.only)
-  running = not args.dry_run and args.launch == 'local'
+  running = not args.dry_run and args.launch in ('local', 'slurm')
   if running:
     _ensure_data(check_trial(spec, overrides, trials[0], files=False))
   configs = {t.name: check_trial(spec, overrides, t, files=running) for t in trials}
+  if args.launch == 'slurm':
+    return _launch_slurm(args, workdir, spec, overrides, all_trials, trials, slurm_opts)
   if args.launch == 'print' and not args.dry_run:
     from vvt.studies import runner  # pylint: disable=g-import-not-at-top
     for t in trials:
@@ -272,9 +322,9 @@ def _run(args, workdir, spec, overrides, trials, all_trials, configs) -> int:
     if _state(workdir, t) == 'finished':
       _warn_changed(workdir, t, configs[t.name], say)
   what = f'trial {trials[0].name}' if args.trial is not None else f'{len(trials)} trials'
-  say(f'[sweep] {what} of {spec} in {workdir} ({args.parallel} at a time; a worker on '
+  say(f'[sweep] {what} of {spec} in {workdir} ({args.parallel or 1} at a time; a worker on '
       f'{claims.Worker.here().host} pid {os.getpid()})')
-  status = runner.run(trials, spec, overrides, workdir, parallel=args.parallel, say=say, lease_s=args.lease_s,
+  status = runner.run(trials, spec, overrides, workdir, parallel=args.parallel or 1, say=say, lease_s=args.lease_s,
                       renew_s=args.renew_s)
   failed = [n for n, s in status.items() if s == 'failed']
   if args.trial is None:

@@ -45,6 +45,7 @@ import os
 import numpy as np
 
 from vvt import fileio
+from vvt.data import convert_workers
 
 
 def read_class_list(path):
@@ -353,18 +354,21 @@ def _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_optio
 class _Conversion:
   """The state of one conversion: per-row entries, shards written or kept, records waiting for their shard."""
 
-  def __init__(self, video_list, output, num_shards, options, entries, videos, bounds, kept):
+  def __init__(self, video_list, output, num_shards, options, entries, videos, bounds, kept, worker=None):
     self.video_list, self.output, self.num_shards, self.options = video_list, output, num_shards, options
     self.entries, self.videos, self.bounds = entries, videos, bounds
-    self.manifest_path = f'{output}.manifest.json'
+    # One of several workers (vvt.data.convert_workers): its own shards, rows and manifest only.
+    self.worker, self.mine = worker, convert_workers.shards_of(worker, num_shards)
+    self.manifest_path = convert_workers.manifest_path(output, worker)
     self.shards = [dict(kept[s][0], status='existing') if s in kept else None for s in range(num_shards)]
     self.pending = {s: [i for i in range(bounds[s], bounds[s + 1]) if videos[i].get('status') not in FAILED]
-                    for s in range(num_shards) if s not in kept}
+                    for s in self.mine if s not in kept}
     self.records = {s: {} for s in self.pending}
     self.done = set()
 
   def manifest(self):
-    videos, shards = self.videos, self.shards
+    videos = [v for v in self.videos if v['shard'] in self.mine]
+    shards = [self.shards[s] for s in sorted(self.mine)]
     ok = [v for v in videos if v.get('status') == 'ok']
     failures = [{'index': v['index'], 'path': v['path'], 'status': v['status'],
                  'reason': v.get('reason')} for v in videos if v.get('status') in FAILED]
@@ -385,6 +389,7 @@ class _Conversion:
         'failures': failures,
         'shards': [sh for sh in shards if sh is not None],
         'videos': videos,
+        **({'worker': list(self.worker)} if self.worker else {}),
     }
 
   def add(self, index, frames, status, reason):
@@ -432,31 +437,35 @@ def _decoded(jobs, workers):
 
 def convert(video_list, output, classes, num_shards=16, fps=0.0,
             short_side=256, jpeg_quality=90, workers=0, root='',
-            max_frames=0, progress=True, overwrite=False, check=True):
+            max_frames=0, progress=True, overwrite=False, check=True, worker=None):
   """Converts the videos of `video_list`; returns the manifest (a dict).
 
   The manifest's 'pattern' (`output.tfrecord@num_shards`) is what
   dataset.train_files / eval_files take. With `check` (the command), raises
   `ConversionFailures` after writing the shards and manifest when any video
   failed or was partial; a changed record option (see the module doc) raises
-  ValueError naming it unless `overwrite`.
+  ValueError naming it unless `overwrite`. `worker=(i, n)`: convert only the
+  shards of worker i of n (`vvt.data.convert_workers`) into its own manifest;
+  the last worker to finish assembles the one manifest.
   """
   class_names = read_class_list(classes) if isinstance(classes, str) else list(classes)
   entries = read_video_list(video_list)
   _check_arguments(video_list, entries, num_shards, jpeg_quality)
   root = root or os.path.dirname(os.path.abspath(video_list))
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-  manifest_path = f'{output}.manifest.json'
+  worker = convert_workers.checked_worker(worker, num_shards)
+  manifest_path = convert_workers.manifest_path(output, worker)
   decode_options = dict(fps=fps, short_side=short_side, jpeg_quality=jpeg_quality, max_frames=max_frames)
   options = dict(decode_options, classes=class_names)
-  previous = _read_manifest(manifest_path)
+  previous = _read_manifest(manifest_path) or (_read_manifest(f'{output}.manifest.json') if worker else {})
   _refuse_changed_options(manifest_path, output, num_shards, previous, options, overwrite)
 
   bounds, shard_of = _shard_bounds(len(entries), num_shards)
   kept = _kept_shards(output, num_shards, bounds, entries, previous, overwrite)
   videos = _video_entries(entries, shard_of)
   jobs = _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_options)
-  run = _Conversion(video_list, output, num_shards, options, entries, videos, bounds, kept)
+  run = _Conversion(video_list, output, num_shards, options, entries, videos, bounds, kept, worker)
+  jobs = [j for j in jobs if shard_of[j[0]] in run.mine]
   from tqdm import tqdm  # pylint: disable=g-import-not-at-top
   with tqdm(total=len(jobs), desc=f'convert {os.path.basename(video_list)}', unit='video',
             disable=not progress) as bar, _decoded(jobs, workers) as stream:
@@ -466,9 +475,11 @@ def convert(video_list, output, classes, num_shards=16, fps=0.0,
       bar.update(1)
       run.finish_ready_shards()
 
-  _check_accounting(videos, run.shards)
   result = run.manifest()
+  _check_accounting(result['videos'], result['shards'])
   _write_manifest(manifest_path, result)
+  if worker:
+    result = convert_workers.assemble_if_complete(output, worker[1]) or result
   failures = result['failures']
   if check and failures:
     first = failures[0]

@@ -21,6 +21,7 @@ the global array is built with `jax.make_array_from_process_local_data`, so the 
 1 CPU device, 8 forced host devices, several hosts and a pod.
 """
 import logging
+import os
 from typing import Any, Optional, Sequence
 
 import jax
@@ -37,9 +38,21 @@ resolve_axes = sharding_lib.resolve_axes
 logical_rules_of = sharding_lib.logical_rules_of
 
 
+def slurm_step_tasks(environ=None) -> int:
+  """How many processes the SLURM step of this process has (`srun -N 2` on one task per node: 2); 1 outside
+  `srun`. A SLURM batch script itself is a step of one task."""
+  environ = os.environ if environ is None else environ
+  try:
+    return int(environ['SLURM_STEP_NUM_TASKS']) if 'SLURM_PROCID' in environ else 1
+  except (KeyError, ValueError):
+    return 1
+
+
 def maybe_initialize_distributed(dist_cfg) -> None:
-  """Calls `jax.distributed.initialize` when `config.distributed.initialize` is set."""
-  if not dist_cfg.initialize:
+  """Calls `jax.distributed.initialize` when `config.distributed.initialize` is set, or when this process is one
+  of several tasks of a SLURM step (`srun`): jax then reads the coordinator, process count and id from SLURM's
+  environment, so a multi-node trial needs no `distributed.*` field."""
+  if not dist_cfg.initialize and slurm_step_tasks() <= 1:
     return
   kwargs = {}
   if dist_cfg.coordinator_address:

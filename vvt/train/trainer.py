@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any, Callable, Optional
 
 import jax
@@ -72,16 +73,20 @@ class StopSignals:
   First signal: while `deferred` (the training steps), it is recorded in `signum` and the loop
   saves a checkpoint at the step reached and stops; otherwise (start-up, evaluation) `Interrupted`
   is raised at once. Second signal: one line on stderr and `os._exit(128 + signum)` at once (an
-  asynchronous save in flight stays uncommitted: the previous checkpoint is intact).
+  asynchronous save in flight stays uncommitted: the previous checkpoint is intact). A SIGTERM within
+  `REPEAT_S` of the first SIGTERM is the same request delivered twice (a cluster signals every process of a job
+  while a parent process, e.g. a sweep worker, passes its own on) and is ignored.
   """
 
   SIGNALS = (signal.SIGINT, signal.SIGTERM)
+  REPEAT_S = 3.0
 
   def __init__(self, log: Callable = print):
     self.signum: Optional[int] = None
     self.deferred = False
     self.log = log
     self._previous = {}
+    self._first_at = 0.0
 
   def __enter__(self):
     if threading.current_thread() is threading.main_thread():
@@ -97,10 +102,12 @@ class StopSignals:
 
   def _handle(self, signum, frame):  # pylint: disable=unused-argument
     name = signal_name(signum)
+    if self.signum == signum == signal.SIGTERM and time.monotonic() - self._first_at < self.REPEAT_S:
+      return
     if self.signum is not None:
       print(f'vvt: {name} again: exiting at once', file=sys.stderr, flush=True)
       os._exit(128 + signum)  # pylint: disable=protected-access
-    self.signum = signum
+    self.signum, self._first_at = signum, time.monotonic()
     if not self.deferred:
       raise Interrupted(f'interrupted ({name})', signum)
     self.log(f'[train] {name}: saving a checkpoint at the step reached, then exiting '

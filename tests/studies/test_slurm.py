@@ -1,0 +1,286 @@
+"""`vvt sweep --launch slurm` and `vvt data convert` as SLURM job arrays, on a real one-node SLURM (slurm_cluster):
+a 4-trial miniature study with throttle 2 tabulated by `vvt results`; a trial stopped by the time-limit signal and
+by `scontrol requeue`, requeued and resumed to the parameters of an uninterrupted run; a conversion by a 3-task
+array equal to one process's; bad input as one line."""
+import csv
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import av
+import numpy as np
+
+from tests.cli.test_commands import env as vvt_env
+from tests.conftest import REPO
+
+STUDY = '''
+from configs import common
+from vvt.studies import sweep
+
+
+def get_config(arg=None):
+  c = common.synthetic_config('divided', {data!r}, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
+  c.num_train_steps, c.batch_size, c.log_every_steps = {steps}, 4, {log}
+  c.checkpoint.every_steps, c.schedule.warmup_steps, c.eval.batch_size = 1000, 1, 8
+  c.loss.mixup_alpha, c.model.dropout_rate = 0.4, 0.1   # randomness a resumed run must replay
+  return c
+
+
+def get_sweep(arg=None):
+  {body}
+'''
+FOUR = 'return sweep.product(sweep.axis("model.attention", ["space", "divided"]), sweep.seeds(2))'
+
+
+def study(tmp_path, data, body=FOUR, steps=4, log=2, name='study.py'):
+  path = tmp_path / name
+  path.write_text(STUDY.format(data=str(data), body=body, steps=steps, log=log))
+  return str(path)
+
+
+def run(cluster, *argv, path=None, timeout=300):
+  e = cluster.env(vvt_env())
+  if path is not None:
+    e['PATH'] = path
+  return subprocess.run([sys.executable, *argv], cwd=REPO, env=e, capture_output=True, text=True, timeout=timeout)
+
+
+def vvt(cluster, *args, **kw):
+  return run(cluster, '-m', 'vvt', *args, **kw)
+
+
+def sbatch(cluster, script) -> str:
+  """Submits a script of a test's own from the repository with the tests' environment; its job id."""
+  res = subprocess.run(['sbatch', '--parsable', str(script)], cwd=REPO, env=cluster.env(vvt_env()),
+                       capture_output=True, text=True, timeout=60)
+  assert res.returncode == 0, res.stderr
+  return res.stdout.strip()
+
+
+def submitted(res) -> str:
+  assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+  return re.search(r'submitted job (\d+)', res.stdout).group(1)
+
+
+def wait_text(path, pattern, timeout=240, start=0):
+  """The file's text once `pattern` (a regex) occurs after character `start`."""
+  end = time.time() + timeout
+  while time.time() < end:
+    text = open(path, errors='replace').read() if os.path.exists(path) else ''
+    if re.search(pattern, text[start:]):
+      return text
+    time.sleep(0.2)
+  raise AssertionError(f'{pattern!r} not in {path} after {timeout} s:\n{text[-3000:]}')
+
+
+def error_line(res, message, code):
+  lines = [l for l in res.stderr.splitlines() if l.startswith('vvt ')]
+  assert res.returncode == code, res.stdout[-2000:] + res.stderr[-2000:]
+  assert len(lines) == 1 and lines[0].startswith('vvt sweep: error: ') and message in lines[0], res.stderr
+  assert res.stderr.strip().splitlines()[-1] == lines[0]
+
+
+def _spans(outs):
+  """[(start, end)] seconds of each task's attempt, from the script's `[slurm] DATE TIME` lines."""
+  def t(line):
+    return time.mktime(time.strptime(' '.join(line.split()[1:3]), '%Y-%m-%d %H:%M:%S'))
+  out = []
+  for path in outs:
+    lines = [l for l in open(path).read().splitlines() if l.startswith('[slurm] ')]
+    out.append((t(lines[0]), t(lines[-1])))
+  return out
+
+
+def test_a_four_trial_study_as_a_job_array_with_throttle_2(slurm, tiny_data, tmp_path):
+  spec, out = study(tmp_path, tiny_data), str(tmp_path / 'sweep')
+  res = vvt(slurm, 'sweep', '--config', spec, '--workdir', out, '--launch', 'slurm', '--parallel', '2',
+            '--slurm.partition=debug', '--slurm.time=10:00', '--slurm.extra=--comment=vvt-test')
+  job = submitted(res)
+  assert 'array 0-3%2 (4 of 4 trials, 2 at a time' in res.stdout and f'squeue -r -j {job}' in res.stdout
+  assert f'{out}/slurm/{job}_<task>.out' in res.stdout
+  assert slurm.job_field(job, 'ArrayTaskThrottle') == '2' and slurm.job_field(job, 'Comment') == 'vvt-test'
+  res = vvt(slurm, 'sweep', '--config', spec, '--workdir', out, '--launch', 'slurm', '--dry-run')
+  assert res.returncode == 0 and 'are still in the SLURM queue, not submitted again' in res.stdout, res.stderr
+  assert 'nothing to submit' in res.stdout and '#SBATCH' not in res.stdout   # each trial is in the queue once
+  slurm.wait_for(job, timeout=600)
+  names = [t['name'] for t in json.load(open(f'{out}/sweep.json'))['trials']]
+  assert names == ['attention=space,seed=0', 'attention=space,seed=1', 'attention=divided,seed=0',
+                   'attention=divided,seed=1']
+  outs = [f'{out}/slurm/{job}_{i}.out' for i in range(4)]
+  for name, path in zip(names, outs):
+    assert '[slurm] ' in open(path).read() and f'trial {name} exited 0' in open(path).read()
+  spans = _spans(outs)
+  assert max(sum(1 for a, b in spans if a <= s < b) for s, _ in spans) <= 2   # never more than 2 at once
+
+  res = vvt(slurm, 'results', out, '--no_summary')
+  assert res.returncode == 0, res.stderr[-2000:]
+  rows = list(csv.DictReader(open(f'{out}/results.csv')))
+  assert [(r['trial'], r['status'], r['step']) for r in rows] == [(n, 'finished', '4') for n in names]
+  assert all(0 <= float(r['video_top1']) <= 1 for r in rows)
+
+  # Re-submitting submits nothing; with one trial's final evaluation gone, only that trial (task 2).
+  res = vvt(slurm, 'sweep', '--config', spec, '--workdir', out, '--launch', 'slurm')
+  assert res.returncode == 0 and 'all 4 trials' in res.stdout and 'nothing to submit' in res.stdout, res.stderr
+  assert 'still in the SLURM queue' not in res.stdout
+  for p in glob.glob(f'{out}/{names[2]}/checkpoints/eval_4_*'):
+    os.remove(p)
+  res = vvt(slurm, 'sweep', '--config', spec, '--workdir', out, '--launch', 'slurm', '--dry-run')
+  assert res.returncode == 0 and '#SBATCH --array=2\n' in res.stdout, res.stderr
+  assert f'  2) trial={names[2]};' in res.stdout and '  0) ' not in res.stdout
+
+
+def test_requeued_trial_saves_resumes_and_equals_an_uninterrupted_run(slurm, tiny_data, tmp_path):
+  steps = 400
+  spec, out = study(tmp_path, tiny_data, body='return sweep.axis("seed", [3])', steps=steps, log=10), tmp_path / 'sw'
+  job = submitted(vvt(slurm, 'sweep', '--config', spec, '--workdir', str(out), '--launch', 'slurm'))
+  task, log, train_log = f'{job}_0', f'{out}/slurm/{job}_0.out', out / 'seed=3' / 'train.log'
+  reference = subprocess.Popen(
+      [sys.executable, '-m', 'vvt', 'train', '--config', spec, '--config.seed=3', '--workdir', str(tmp_path / 'ref')],
+      cwd=REPO, env=vvt_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+  # The time-limit signal (what --signal=B:TERM@S sends: SIGTERM to the batch shell only) -> save, self-requeue.
+  wait_text(log, r'\[train\] step \d+/')
+  slurm.run('scancel', '--batch', '--signal=TERM', task)
+  text = wait_text(log, r'requeueing ' + task)
+  assert 'time limit near' in text and len(re.findall(r'checkpoint saved at step \d+', train_log.read_text())) == 1
+  slurm.release_requeued(task)
+
+  # A requeue from outside while it runs again: SLURM signals the trainer; it saves and the task is requeued.
+  mark = len(wait_text(log, r'\(restart 1\)[\s\S]*resumed from[\s\S]*\[train\] step \d+/'))
+  slurm.run('scontrol', 'requeue', task)
+  wait_text(str(train_log), r'checkpoint saved at step \d+[\s\S]*checkpoint saved at step \d+')
+  assert 'from outside' in wait_text(log, 'from outside', start=mark)[mark:]
+  slurm.release_requeued(task)
+  slurm.wait_for(job, timeout=400)
+
+  text = open(log).read()
+  assert '(restart 2)' in text and text.count('[train] resumed from') == 2 and 'trial seed=3 exited 0' in text
+  from vvt.cli import sweep_status  # pylint: disable=g-import-not-at-top
+  row = sweep_status.table(str(out))[0]   # the trial's claim, as `vvt sweep --status` shows it
+  assert (row['state'], row['attempts'], row['slurm']) == ('finished', '3', task), row
+  assert reference.wait(timeout=400) == 0, reference.stderr.read()[-3000:]
+  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  import chex  # pylint: disable=g-import-not-at-top
+  p_ref, _ = checkpoints.load_params(str(tmp_path / 'ref'), steps)
+  p_req, _ = checkpoints.load_params(str(out / 'seed=3'), steps)
+  chex.assert_trees_all_close(p_ref, p_req, rtol=1e-6, atol=1e-7)
+
+
+def _video(path, colour, frames):
+  with av.open(path, 'w') as container:
+    stream = container.add_stream('mpeg4', rate=10)
+    stream.height, stream.width, stream.pix_fmt = 40, 56, 'yuv420p'
+    for t in range(frames):
+      frame = np.full((40, 56, 3), colour, np.uint8)
+      frame[:2, :2] = t
+      for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format='rgb24')):
+        container.mux(packet)
+    for packet in stream.encode():
+      container.mux(packet)
+
+
+def test_data_convert_as_a_3_task_array_equals_one_process(slurm, tmp_path):
+  lines = ['path,label']
+  for i in range(7):
+    _video(str(tmp_path / f'v{i}.mp4'), (30 * i, 200 - 20 * i, 90), 6 + i)
+    lines.append(f'v{i}.mp4,{["a", "b", "c"][i % 3]}')
+  lines += ['missing.mp4,a', 'v1.mp4,nope']
+  (tmp_path / 'videos.csv').write_text('\n'.join(lines) + '\n')
+  (tmp_path / 'classes.txt').write_text('a\nb\nc\n')
+  args = ['-m', 'vvt', 'data', 'convert', '--input', str(tmp_path / 'videos.csv'), '--classes',
+          str(tmp_path / 'classes.txt'), '--shards', '5', '--short-side', '32', '--workers', '1', '--no-progress']
+  one = run(slurm, *args, '--output', str(tmp_path / 'one' / 'train'))
+  assert one.returncode == 1 and '2 of 9 videos failed or were partial' in one.stderr, one.stderr[-2000:]
+  script = tmp_path / 'convert.sbatch'
+  script.write_text('#!/bin/bash\n#SBATCH --array=0-2\n'
+                    f'#SBATCH --output={tmp_path}/convert-%a.out\n'
+                    f'{sys.executable} {" ".join(args)} --output {tmp_path}/many/train\n')
+  job = sbatch(slurm, script)
+  slurm.wait_for(job, timeout=300)
+  for i in range(3):
+    assert f'[convert] worker {i}/3 (SLURM array task)' in open(f'{tmp_path}/convert-{i}.out').read()
+  a = json.load(open(tmp_path / 'one' / 'train.manifest.json'))
+  b = json.load(open(tmp_path / 'many' / 'train.manifest.json'))
+  assert b['totals'] == a['totals'] == {'videos': 9, 'ok': 7, 'failed': 2, 'partial': 0, 'existing': 0,
+                                        'frames': sum(range(6, 13))}
+  for key in ('videos', 'failures', 'shards', 'options', 'complete'):
+    assert b[key] == a[key], key
+  for s in range(5):
+    name = f'train.tfrecord-{s:05d}-of-00005'
+    assert open(tmp_path / 'many' / name, 'rb').read() == open(tmp_path / 'one' / name, 'rb').read(), name
+
+
+def test_bad_input_is_one_line_and_loses_nothing(slurm, tiny_data, tmp_path):
+  spec, out = study(tmp_path, tiny_data), tmp_path / 'sweep'
+  base = ['sweep', '--config', spec, '--workdir', str(out), '--launch', 'slurm']
+  error_line(vvt(slurm, *base, '--slurm.gpu=1'), 'unknown option --slurm.gpu (known: --slurm.partition', 2)
+  error_line(vvt(slurm, *base, '--slurm.nodes=two'), '--slurm.nodes=two: not an integer', 2)
+  assert not out.exists()
+
+  res = vvt(slurm, *base, path=os.path.dirname(sys.executable))
+  error_line(res, 'sbatch not found on PATH', 1)
+  assert (out / 'sweep.json').exists() and (out / 'slurm' / 'job.sbatch').exists()
+
+  res = vvt(slurm, *base, '--slurm.partition=nosuch')
+  error_line(res, f'sbatch refused {out}/slurm/job.sbatch: sbatch: error: invalid partition specified: nosuch', 1)
+  assert '--partition=nosuch' in (out / 'slurm' / 'job.sbatch').read_text()
+  assert not (out / 'slurm' / 'jobs.jsonl').exists()
+
+  other = tmp_path / 'other'
+  other.mkdir()
+  record = '{"config": "experiments/other.py", "trials": []}'
+  (other / 'sweep.json').write_text(record)
+  res = vvt(slurm, 'sweep', '--config', spec, '--workdir', str(other), '--launch', 'slurm')
+  error_line(res, "holds a sweep of 'experiments/other.py'", 2)
+  assert (other / 'sweep.json').read_text() == record and os.listdir(other) == ['sweep.json']
+
+
+def test_a_sigterm_passed_on_twice_is_one_request():
+  """SLURM signals every process of a task while the sweep worker passes its SIGTERM on to the trainer: the
+  trainer still saves (a second SIGTERM within REPEAT_S is the same request; a later one exits at once)."""
+  import signal  # pylint: disable=g-import-not-at-top
+  from vvt.train import trainer  # pylint: disable=g-import-not-at-top
+  with trainer.StopSignals(log=lambda *a: None) as stop:
+    stop.deferred = True
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.1)
+    assert stop.signum == signal.SIGTERM
+  assert signal.getsignal(signal.SIGTERM) is not stop._handle  # noqa: SLF001
+
+
+def test_array_spec_and_options():
+  from vvt.studies import slurm as slurm_lib  # pylint: disable=g-import-not-at-top
+  assert slurm_lib.array_spec([5, 0, 1, 2, 7, 8]) == '0-2,5,7-8'
+  assert slurm_lib.array_spec([3], throttle=2) == '3%2'
+  opts, rest = slurm_lib.split_options(['--slurm.nodes', '2', '--x', '--slurm.extra=--exclusive',
+                                        '--slurm.extra=--constraint=a100'])
+  assert (opts.nodes, opts.extra, rest) == (2, ('--exclusive', '--constraint=a100'), ['--x'])
+
+
+def test_multi_node_script_and_jax_distributed_from_srun(slurm, tiny_data, tmp_path):
+  """A trial on several nodes runs `vvt train` under srun; each task of the step initialises jax.distributed
+  from SLURM's environment with no distributed.* field (here 2 tasks on the one node)."""
+  spec = study(tmp_path, tiny_data)
+  res = vvt(slurm, 'sweep', '--config', spec, '--workdir', str(tmp_path / 'sw'), '--launch', 'slurm', '--dry-run',
+            '--slurm.nodes=2', '--slurm.gpus=8')
+  assert res.returncode == 0, res.stderr[-2000:]
+  assert '#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n' in res.stdout and '--gpus-per-node=8' in res.stdout
+  assert 'srun --ntasks-per-node=1 --kill-on-bad-exit=1 "${cmd[@]}" &' in res.stdout
+  assert re.search(r'  0\) trial=\S+; cmd=\(\S+ -m vvt train --config ', res.stdout)
+  assert not (tmp_path / 'sw').exists()
+
+  probe = ('from vvt.config import schema; from vvt.train import mesh; import jax; '
+           'mesh.maybe_initialize_distributed(schema.get_base_config().distributed); '
+           'print("PROCESS", jax.process_index(), "OF", jax.process_count(), flush=True)')
+  script = tmp_path / 'srun.sbatch'
+  script.write_text(f'#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --output={tmp_path}/srun.out\n'
+                    f'srun {sys.executable} -c {json.dumps(probe)}\n')
+  job = sbatch(slurm, script)
+  slurm.wait_for(job, timeout=240)
+  text = open(tmp_path / 'srun.out').read()
+  assert sorted(re.findall(r'PROCESS \d OF \d', text)) == ['PROCESS 0 OF 2', 'PROCESS 1 OF 2'], text[-3000:]
