@@ -214,9 +214,26 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
   res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=config.eval.average,
              num_test_clips=int(config.dataset.num_test_clips),
              num_spatial_crops=int(config.dataset.num_spatial_crops), protocol=protocol(config))
+  line = _add_skips(res, config.dataset, split)
   if log:
     log(_summary(split, res, batch_size, heads))
+    if line:
+      log(line)
   return res, agg
+
+
+def _add_skips(res: dict, dataset_config, split: str) -> Optional[str]:
+  """Under on_error='skip': every skipped video in `res` (`videos_skipped` counts those the index holds and
+  those past the damage of a broken TFRecord file; `skipped_files` and `data_skipped` say where and why);
+  returns the console line naming them, or None when nothing was skipped."""
+  from vvt.data import skips  # pylint: disable=g-import-not-at-top
+  if dataset_config.on_error != 'skip':
+    return None
+  report = skips.skip_report(dataset_config, split, res['skipped_video_indices'])
+  res.update(videos_skipped=report['videos'], data_skipped=report['reasons'], skipped_files=report['files'])
+  if not report['videos']:
+    return None
+  return skips.skip_line(report, split, res['num_videos'] + report['videos'])
 
 
 def _aggregate(eval_step, params, batches, mesh, batch_size: int, agg: MultiViewAggregator,
