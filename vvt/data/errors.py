@@ -31,7 +31,7 @@ _REASONS = (
     '(corrupt SequenceExample or JPEG)',
     'frames differ in size',
     'corrupt TFRecord data',
-    'JPEG frame cut short (no end-of-image marker)',
+    'JPEG frame cut short',
 )
 # Fields of an element that only serve the error handling.
 ERROR_FIELDS = ('code', 'source', 'record', 'detail')
@@ -81,6 +81,12 @@ def reset_error_counts():
     _counter(name).assign(0)
   _TRUNCATED_FILES.clear()
   _SKIPPED.clear()
+
+
+def damaged_files():
+  """Sorted (path, why) of the TFRecord files of which only the records
+  before the damage (truncation, a corrupt header) were indexed."""
+  return sorted(_TRUNCATED_FILES)
 
 
 def skipped_records():

@@ -203,7 +203,7 @@ def check_frame_ends(frames):
         'frame ', tf.strings.as_string(first), ' of ',
         tf.strings.as_string(tf.size(frames)), ' (',
         tf.strings.as_string(size[first]),
-        ' bytes) ends without the JPEG end-of-image marker FF D9'])
+        ' bytes) does not end with the JPEG end-of-image marker FF D9'])
   return whole, tf.cond(whole, lambda: tf.constant(''), name_first)
 
 

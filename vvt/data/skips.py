@@ -14,10 +14,13 @@ file with its skipped records, the reasons and the first detail:
     {'videos': N, 'reasons': {reason: n}, 'files': [{'file', 'records': [record
      in file ...], 'not_indexed': n, 'reasons': {reason: n}, 'detail'}]}
 """
+from typing import Optional
+
 from vvt.data import errors
 from vvt.data import sources
 
 _MAX_FILES_SAID = 4
+_SAID = set()  # records and damaged files already said by `new_skips_line`
 
 
 def _entry(files, path):
@@ -76,7 +79,8 @@ def _file_text(entry) -> str:
     word = 'records' if len(entry['records']) > 1 else 'record'
     parts.append(f'{word} {_ranges(entry["records"])}')
   if entry['not_indexed']:
-    parts.append(f'{entry["not_indexed"]} past its damage')
+    n = entry['not_indexed']
+    parts.append(f'{n} record{"s" if n > 1 else ""} past its damage')
   reasons = ', '.join(f'{r} {n}' for r, n in sorted(entry['reasons'].items()))
   detail = f': {entry["detail"]}' if entry['detail'] else ''
   return f'{entry["file"]}: {" and ".join(parts)} ({reasons}{detail})'
@@ -91,3 +95,28 @@ def skip_line(report, split: str, total: int) -> str:
   n = report['videos']
   return (f'[eval] {split}: skipped {n} of {total} videos under dataset.on_error=skip, in '
           f'{len(files)} file{"s" if len(files) != 1 else ""}: {said}{tail}')
+
+
+def new_skips_line(prefix: str = '[train]') -> Optional[str]:
+  """One line naming the records this process skipped under on_error='skip' (and the damaged files whose
+  tails were not indexed) since the last call, by file; None when there are none. For training, where
+  bad records are dropped from the stream: its counts are the `data_skipped_*` metrics."""
+  files = {}
+  new_records = sorted(k for k in errors.skipped_records().items() if k[0] not in _SAID)
+  for (path, record), (reason, detail) in new_records:
+    entry = _entry(files, path)
+    entry['records'].append(record)
+    _add(entry, reason, detail)
+    _SAID.add((path, record))
+  for path, why in errors.damaged_files():
+    if (path, why) not in _SAID:
+      _add(_entry(files, path), 'damaged_file', f'{why}; the rest of the file not read')
+      _SAID.add((path, why))
+  if not files:
+    return None
+  said = '; '.join(_file_text(e) for e in list(files.values())[:_MAX_FILES_SAID])
+  more = len(files) - _MAX_FILES_SAID
+  tail = f'; and {more} more files' if more > 0 else ''
+  n = len(new_records)
+  return (f'{prefix} skipped under dataset.on_error=skip: {n} record{"s" if n != 1 else ""} '
+          f'in {len(files)} file{"s" if len(files) != 1 else ""}: {said}{tail}')

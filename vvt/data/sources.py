@@ -262,8 +262,8 @@ def _unread_detail(path, first, end, byte):
       ['records ', tf.strings.as_string(first), '-',
        tf.strings.as_string(end - 1)]), tf.strings.join(
            ['record ', tf.strings.as_string(first)]))
-  return tf.strings.join([tf.reshape(why, []), '; ', span,
-                          ' of this file not read'])
+  return tf.strings.join(['record ', tf.strings.as_string(first), ': ',
+                          tf.reshape(why, []), '; ', span, ' of this file not read'])
 
 
 def read_segment(path, start, count, offset, byte_of):

@@ -222,6 +222,6 @@ def check_record_at(path, offset):
   except (OSError, tf.errors.OpError) as e:
     return f'the file cannot be read ({type(e).__name__}: {e})'
   if masked_crc32c(data) != crc:
-    return (f'the data of the record at byte {offset} does not match its '
+    return (f'the data of the record at byte {offset} do not match their '
             'checksum (corrupt bytes)')
   return ''
