@@ -20,7 +20,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 # Per-record error codes (the index); 0 = good.
 ERROR_NAMES = ('ok', 'no_frames', 'bad_label', 'corrupt', 'frame_sizes',
-               'damaged_tfrecord', 'truncated_frame')
+               'unreadable_tfrecord', 'truncated_frame')
 (OK, NO_FRAMES, BAD_LABEL, CORRUPT, FRAME_SIZES, UNREADABLE,
  TRUNCATED_FRAME) = range(len(ERROR_NAMES))
 _REASONS = (
@@ -30,7 +30,7 @@ _REASONS = (
     'record could not be parsed or a frame could not be decoded '
     '(corrupt SequenceExample or JPEG)',
     'frames differ in size',
-    'corrupt TFRecord data',
+    'TFRecord data cannot be read',
     'JPEG frame cut short',
 )
 # Fields of an element that only serve the error handling.

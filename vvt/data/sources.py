@@ -20,6 +20,7 @@ that file, with its byte offset; the other files are read on).
 import dataclasses
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from vvt.data import errors
@@ -250,6 +251,16 @@ class TfdsSource:
     return records.parse_tfds_example(raw, self._video_key, self.heads)
 
 
+def _can_open(path):
+  """numpy_function: whether the file `path` can be opened and read."""
+  try:
+    with tf.io.gfile.GFile(path.decode(), 'rb') as f:
+      f.read(1)
+    return np.bool_(True)
+  except (OSError, tf.errors.OpError):
+    return np.bool_(False)
+
+
 def _unread_detail(path, first, end, byte):
   """Why records [first, end) of `path` were not read: the record at `byte`
   cannot be (`tfrecord.check_record_at`)."""
@@ -277,7 +288,11 @@ def read_segment(path, start, count, offset, byte_of):
   and why.
   """
   end = start + count
-  read = tf.data.TFRecordDataset(path).skip(start).take(count)
+  # A file that cannot be opened is read as no file (its records then come as unread): TFRecordDataset
+  # would retry the open forever under ignore_errors.
+  ok = tf.reshape(tf.numpy_function(_can_open, [path], tf.bool, stateful=True), [1])
+  read = tf.data.TFRecordDataset(tf.boolean_mask(tf.reshape(path, [1]), ok))
+  read = read.skip(start).take(count)
   read = read.ignore_errors(log_warning=False).enumerate(start)
   read = read.map(lambda i, r: (i, r, tf.constant(False)))
   stop = tf.data.Dataset.from_tensors((end, tf.constant(b''), tf.constant(True)))

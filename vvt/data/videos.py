@@ -115,8 +115,15 @@ def _image_files(folder: str) -> list:
 
 
 def _read_image(path: str) -> np.ndarray:
+  """uint8 (h, w, 3) RGB of an image file; a JPEG cut short (no end-of-image marker FF D9 at its end: OpenCV
+  would fill the missing rows) raises, as a record's frame does (`records.check_frame_ends`)."""
   import cv2  # pylint: disable=g-import-not-at-top
-  image = cv2.imread(path, cv2.IMREAD_COLOR)
+  with open(path, 'rb') as f:
+    data = f.read()
+  if data[:2] == b'\xff\xd8' and data[-2:] != b'\xff\xd9':
+    raise UnreadableVideo(f'{path}: JPEG cut short ({len(data)} bytes; it does not end with the '
+                          'end-of-image marker FF D9)')
+  image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None
   if image is None:
     raise UnreadableVideo(f'{path}: cannot read the image')
   return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
