@@ -293,25 +293,20 @@ def read_segment(path, start, count, offset, byte_of):
   ok = tf.reshape(tf.numpy_function(_can_open, [path], tf.bool, stateful=True), [1])
   read = tf.data.TFRecordDataset(tf.boolean_mask(tf.reshape(path, [1]), ok))
   read = read.skip(start).take(count)
-  read = read.ignore_errors(log_warning=False).enumerate(start)
-  read = read.map(lambda i, r: (i, r, tf.constant(False)))
-  stop = tf.data.Dataset.from_tensors((end, tf.constant(b''), tf.constant(True)))
+  read = read.ignore_errors(log_warning=False).map(lambda r: (r, tf.constant(False)))
+  stop = tf.data.Dataset.from_tensors((tf.constant(b''), tf.constant(True)))
 
-  def track(next_record, x):
-    i, r, is_end = x
-    return tf.where(is_end, next_record, i + 1), (i, r, is_end, next_record)
-
-  def rows(i, r, is_end, first):
-    lo = tf.where(is_end, first, i)
-    n = tf.where(is_end, end - first, 1)
+  def rows(i, x):
+    """State: the next record; a record read -> itself, the stop -> the records not read."""
+    r, is_end = x
+    n = tf.where(is_end, end - i, tf.constant(1, tf.int64))
     unread = tf.cond(is_end & (n > 0),
-                     lambda: _unread_detail(path, first, end, byte_of(offset + first - start)),
+                     lambda: _unread_detail(path, i, end, byte_of(offset + i - start)),
                      lambda: tf.constant(''))
-    rec = tf.range(lo, lo + n)
-    return (tf.fill([n], path), rec, offset + rec - start,
-            tf.fill([n], tf.where(is_end, tf.constant(b''), r)), tf.fill([n], unread))
+    rec = tf.range(i, i + n)
+    return i + 1, (tf.fill([n], path), rec, offset + rec - start, tf.fill([n], r), tf.fill([n], unread))
 
-  return read.concatenate(stop).scan(start, track).map(rows).unbatch()
+  return read.concatenate(stop).scan(start, rows).unbatch()
 
 
 def make_source(cfg, split):
