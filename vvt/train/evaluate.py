@@ -9,12 +9,15 @@ per-clip (per-view) and per-video top-1 (and top-5 when there are more than 5
 classes), per-class and mean class accuracy, and for two-head datasets
 (Epic-Kitchens) the same per head and for actions (action = both heads right).
 Under `dataset.on_error='skip'` a bad video's rows come with mask 0 and its
-index: it is left out of every metric and counted (`videos_skipped`).
+index: it is left out of every metric and counted (`videos_skipped`, which also
+counts the records past the damage of a broken TFRecord file), and one line
+says how many, in which files and why (`skipped_files`, `data_skipped` in the
+results; `vvt.data.skips`).
 
 `write_results` stores, named by step, split and view protocol
 (`P = WORKDIR/checkpoints/eval_<step>_<split>_<clips>x<crops>`):
 
-    P.json                 the metrics, class names, skipped videos
+    P.json                 the metrics, class names, skipped videos (and their files)
     P.npz                  per-video scores, labels, views per video, video ids
     P_videos.csv           per video: id, label name, top-5 names and probabilities, correct
     P_classes[_head].csv   per class: videos, correct, accuracy (and _action for two heads)
