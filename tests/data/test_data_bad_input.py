@@ -141,7 +141,9 @@ def test_corrupt_payload_raises_data_error(tmp_path):
     f.seek(len(records[0]) + 16 + 40)
     f.write(b'\xff\xfe\xfd\xfc')
   cfg = small_config(path, path, num_classes=3)
-  with pytest.raises(DataError, match='corrupt TFRecord data in eval_files'):
+  start = len(records[0]) + 16  # the damaged record's first byte
+  with pytest.raises(DataError, match=f'crc.tfrecord: record 1: TFRecord data cannot be read: record 1: the '
+                                      f'data of the record at byte {start} do not match their checksum'):
     list(pipeline.make_eval_iterator(cfg, 'test', 3, process_index=0,
                                      process_count=1))
 

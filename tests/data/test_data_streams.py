@@ -11,11 +11,11 @@ class _Source:
     del shuffle_seed
     i = tf.data.Dataset.range(lo, hi)
     return i.map(lambda k: (tf.constant('f'), k, k,
-                            tf.strings.join(['r', tf.strings.as_string(k)])))
+                            tf.strings.join(['r', tf.strings.as_string(k)]), tf.constant('')))
 
 
 def _take(ds, n):
-  return [(int(p), int(g)) for p, _, _, g, _ in ds.take(n).as_numpy_iterator()]
+  return [(int(p), int(g)) for p, _, _, g, _, _ in ds.take(n).as_numpy_iterator()]
 
 
 def test_train_stream_positions_epochs_and_resume():

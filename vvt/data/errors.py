@@ -1,10 +1,12 @@
 """Bad input: the errors the pipelines raise and the counters of what they skip.
 
 A bad record (no frames, label missing or out of range, unparsable record or
-undecodable frame, frames of different sizes) gets an error code in the pipeline. Under
-`on_error='raise'` the first one raises `DataError` naming the file and the
-record; under 'skip' bad records are dropped and counted per reason
-(`error_counts()`).
+undecodable frame, frames of different sizes, a JPEG frame cut short, a record
+of a TFRecord file that cannot be read past corrupt data) gets an error code
+in the pipeline. Under `on_error='raise'` the first one raises `DataError`
+naming the file and the record; under 'skip' bad records are dropped and
+counted per reason (`error_counts()`), and each is noted with its file and
+record (`skipped_records()`).
 
 A record's processing runs inside a one-element dataset with `ignore_errors`
 (`isolate`), so a corrupt record can neither kill nor stall tf.data: its
@@ -17,8 +19,10 @@ import tensorflow as tf
 AUTOTUNE = tf.data.AUTOTUNE
 
 # Per-record error codes (the index); 0 = good.
-ERROR_NAMES = ('ok', 'no_frames', 'bad_label', 'corrupt', 'frame_sizes')
-OK, NO_FRAMES, BAD_LABEL, CORRUPT, FRAME_SIZES = range(len(ERROR_NAMES))
+ERROR_NAMES = ('ok', 'no_frames', 'bad_label', 'corrupt', 'frame_sizes',
+               'unreadable_tfrecord', 'truncated_frame')
+(OK, NO_FRAMES, BAD_LABEL, CORRUPT, FRAME_SIZES, UNREADABLE,
+ TRUNCATED_FRAME) = range(len(ERROR_NAMES))
 _REASONS = (
     'ok',
     'record has no frames (its frame feature list is missing or empty)',
@@ -26,6 +30,8 @@ _REASONS = (
     'record could not be parsed or a frame could not be decoded '
     '(corrupt SequenceExample or JPEG)',
     'frames differ in size',
+    'TFRecord data cannot be read',
+    'JPEG frame cut short',
 )
 # Fields of an element that only serve the error handling.
 ERROR_FIELDS = ('code', 'source', 'record', 'detail')
@@ -44,6 +50,7 @@ class TruncatedFileError(DataError):
 # ------------------------------------------------------------ error counts --
 _COUNTERS = {}
 _TRUNCATED_FILES = set()  # (path, size, mtime) of each truncated file seen
+_SKIPPED = {}  # (source, record) -> (reason name, detail), under 'skip'
 
 
 def _counter(name):
@@ -69,10 +76,31 @@ def error_counts():
 
 
 def reset_error_counts():
-  """Zeroes the counts of `error_counts()`."""
+  """Zeroes the counts of `error_counts()` and forgets `skipped_records()`."""
   for name in ERROR_NAMES[1:]:
     _counter(name).assign(0)
   _TRUNCATED_FILES.clear()
+  _SKIPPED.clear()
+
+
+def damaged_files():
+  """Sorted (path, why) of the TFRecord files of which only the records
+  before the damage (truncation, a corrupt header) were indexed."""
+  return sorted(_TRUNCATED_FILES)
+
+
+def skipped_records():
+  """{(source, record in file): (reason name, detail)} of the records this
+  process skipped under on_error='skip' (each once, however often read)."""
+  return dict(_SKIPPED)
+
+
+def _note_skip(source, record, code, detail):
+  """numpy_function: notes one skipped record."""
+  key = (source.decode('utf-8', 'replace'), int(record))
+  _SKIPPED.setdefault(key, (ERROR_NAMES[int(code)],
+                            detail.decode('utf-8', 'replace')))
+  return 0
 
 
 def count_truncated_files(keys):
@@ -113,9 +141,14 @@ def _raise_bad(x, reasons):
 
 
 def _count(x, counters):
-  """Ops counting a bad element under its reason."""
+  """Ops counting a bad element under its reason (and noting it)."""
+  note = tf.cond(
+      x['code'] != 0,
+      lambda: tf.numpy_function(_note_skip, [x['source'], x['record'], x['code'], x['detail']],
+                                tf.int64, stateful=True),
+      lambda: tf.constant(0, tf.int64))
   return [c.assign_add(tf.cast(x['code'] == i + 1, tf.int64))
-          for i, c in enumerate(counters)]
+          for i, c in enumerate(counters)] + [note]
 
 
 def _keep_good(x, counters):

@@ -107,9 +107,11 @@ def build(source, lo, hi, classes, mode, on_error):
   """
   heads = source.heads
 
-  def process(position, src, rec, index, raw):
+  def process(position, src, rec, index, raw, unread):
     parsed = source.parse(raw)
     code, detail = records.check_record(parsed, classes, heads)
+    code = tf.where(unread == '', code, errors.UNREADABLE)
+    detail = tf.where(unread == '', detail, unread)
     seed = tf.stack([tf.constant(mode.seed, tf.int64), position])
     inputs = mode.clip(records.usable_frames(parsed, code), seed)
     labels = records.labels(parsed, heads)
@@ -119,8 +121,8 @@ def build(source, lo, hi, classes, mode, on_error):
     out.update(code=code, source=src, record=rec, detail=detail)
     return out
 
-  def fallback(position, src, rec, index, raw):
-    del position, raw
+  def fallback(position, src, rec, index, raw, unread):
+    del position, raw, unread
     zeros = {field: tf.constant(0, tf.int32) for field in heads}
     out = _example(mode, tf.zeros(mode.shape, tf.uint8), zeros, index)
     out.update(code=tf.constant(errors.CORRUPT, tf.int32), source=src,

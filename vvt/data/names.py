@@ -106,7 +106,7 @@ def video_ids(cfg, split: str) -> list:
     if not isinstance(source, sources.DmvrSource) or not cfg.video_id_key:
       return [str(i) for i in range(n)]
     ids = [str(i) for i in range(n)]
-    ds = source.records(0, n).map(lambda src, rec, index, raw: (index, raw))
+    ds = source.records(0, n).map(lambda src, rec, index, raw, unread: (index, raw))
     for index, raw in ds.as_numpy_iterator():
       try:
         ex = tf.train.SequenceExample.FromString(raw)

@@ -26,12 +26,15 @@ the same label; the stream advances b/N records per batch, so resuming at
 step k starts at record position k*b div N (`streams.train_records`).
 
 Bad records (no frames, label out of range or missing, unparsable record or
-undecodable frame, frames of different sizes) raise `DataError` naming the
+undecodable frame, frames of different sizes, a JPEG frame cut short, the
+records of a TFRecord file past corrupt data) raise `DataError` naming the
 file and record under `on_error='raise'`; under 'skip' they are counted (see
-`error_counts()`) and dropped from training, and in evaluation their views
-come with mask 0 and the video's index (`skipped_videos(batch)`), so an
-evaluator leaves those videos out and reports them. After a data error the
-iterator is closed (its tf.data threads stopped) before the error is raised.
+`error_counts()`, and `errors.skipped_records()` by file and record) and
+dropped from training, and in evaluation their views come with mask 0 and the
+video's index (`skipped_videos(batch)`), so an evaluator leaves those videos
+out and reports them (`vvt.data.skips`). Each file is read on its own: damage
+in one never stops the others. After a data error the iterator is closed (its
+tf.data threads stopped) before the error is raised.
 
 This module checks the config and batches; the rest is in `sources` (files,
 hosts), `streams` (order, seeds), `examples` (the construction path both

@@ -178,10 +178,41 @@ def check_frame_sizes(frames):
   return same, detail
 
 
+_SOI, _EOI = b'\xff\xd8', b'\xff\xd9'
+
+
+def check_frame_ends(frames):
+  """(True when every JPEG frame ends with its end-of-image marker FF D9,
+  detail string naming the first that does not: 'frame 3 of 16 (1200
+  bytes) ends without ...').
+
+  A JPEG cut short still decodes (the decoder fills the missing rows), so
+  only this tells it from a whole one; encoders end a JPEG with FF D9 (no
+  padding after it). Frames of other formats are not checked here. Reads the
+  first and last 2 bytes of each frame.
+  """
+  size = tf.strings.length(frames)
+  two = tf.fill(tf.shape(size), 2)
+  jpeg = tf.equal(tf.strings.substr(frames, tf.zeros_like(size), two), _SOI)
+  cut = jpeg & tf.not_equal(tf.strings.substr(frames, tf.maximum(size - 2, 0), two), _EOI)
+  whole = tf.logical_not(tf.reduce_any(cut))
+
+  def name_first():
+    first = tf.cast(tf.argmax(tf.cast(cut, tf.int32)), tf.int32)
+    return tf.strings.join([
+        'frame ', tf.strings.as_string(first), ' of ',
+        tf.strings.as_string(tf.size(frames)), ' (',
+        tf.strings.as_string(size[first]),
+        ' bytes) does not end with the JPEG end-of-image marker FF D9'])
+  return whole, tf.cond(whole, lambda: tf.constant(''), name_first)
+
+
 def check_record(parsed, classes, heads):
   """(error code int32, detail string) of one parsed record.
 
-  Code `errors.NO_FRAMES` when it has no frames, else `errors.FRAME_SIZES`
+  Code `errors.NO_FRAMES` when it has no frames, else
+  `errors.TRUNCATED_FRAME` when a JPEG frame is cut short (no end-of-image
+  marker; detail: the first such frame), else `errors.FRAME_SIZES`
   when its frames differ in size (every frame's header is read, not only the
   sampled ones; detail: the first frame that differs), else
   `errors.BAD_LABEL` when a label is outside [0, classes[field]) (detail:
@@ -197,15 +228,18 @@ def check_record(parsed, classes, heads):
     details.append(tf.strings.join(
         [f'{key}=', tf.strings.as_string(label),
          f' (num_classes={classes[field]})']))
+  whole, end_detail = check_frame_ends(parsed['frames'])
   same_size, size_detail = tf.cond(
       n > 0, lambda: check_frame_sizes(parsed['frames']),
       lambda: (tf.constant(True), tf.constant('')))
   code = tf.where(n == 0, errors.NO_FRAMES,
-                  tf.where(~same_size, errors.FRAME_SIZES,
-                           tf.where(label_ok, errors.OK, errors.BAD_LABEL)))
+                  tf.where(~whole, errors.TRUNCATED_FRAME,
+                           tf.where(~same_size, errors.FRAME_SIZES,
+                                    tf.where(label_ok, errors.OK, errors.BAD_LABEL))))
   detail = tf.where(code == errors.BAD_LABEL,
                     tf.strings.reduce_join(details, separator=', '),
-                    tf.where(code == errors.FRAME_SIZES, size_detail, ''))
+                    tf.where(code == errors.FRAME_SIZES, size_detail,
+                             tf.where(code == errors.TRUNCATED_FRAME, end_detail, '')))
   return tf.cast(code, tf.int32), detail
 
 

@@ -12,12 +12,15 @@ one record.
 
 A source (`make_source`: `DmvrSource` for TFRecord files, `TfdsSource` for a
 prepared TFDS dataset) knows its number of records, reads a host's range of
-them as (source name, record in file, global index, raw record) and parses a
-raw record (`vvt.data.records`).
+them as (source name, record in file, global index, raw record, unread) and
+parses a raw record (`vvt.data.records`). `unread` is '' for a record read,
+else why it could not be (a file whose data turns out corrupt: the rest of
+that file, with its byte offset; the other files are read on).
 """
 import dataclasses
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from vvt.data import errors
@@ -77,10 +80,22 @@ class FileIndex:
   files: tuple
   counts: tuple
   truncated: tuple  # (path, reason) for files whose tail cannot be read
+  # per file, the start byte of each readable record (empty when not known)
+  offsets: tuple = dataclasses.field(default=(), compare=False, repr=False)
+  # per file whose tail cannot be read: (path, record, byte, reason, lost)
+  damaged: tuple = dataclasses.field(default=(), compare=False)
 
   @property
   def num_records(self):
     return sum(self.counts)
+
+  def locate(self, index):
+    """Global record `index` -> (path, record in file)."""
+    for path, count in zip(self.files, self.counts):
+      if index < count:
+        return path, index
+      index -= count
+    raise IndexError(f'record {index} is past the {self.num_records} records')
 
 
 def index_files(files, on_error='raise'):
@@ -90,7 +105,7 @@ def index_files(files, on_error='raise'):
   record) under on_error='raise'; under 'skip' its complete records are kept
   and the file is listed in `truncated`.
   """
-  counts, truncated = [], []
+  counts, truncated, offsets, damaged = [], [], [], []
   for path in files:
     scan = tfrecord.scan_records(path)
     if scan.error is not None:
@@ -100,8 +115,12 @@ def index_files(files, on_error='raise'):
             'truncated or corrupt; re-create it, or set dataset.on_error='
             "'skip' to read only its complete records)")
       truncated.append((path, scan.error))
+      damaged.append((path, scan.num_records, scan.error_offset, scan.error,
+                      scan.lost))
     counts.append(scan.num_records)
-  return FileIndex(tuple(files), tuple(counts), tuple(truncated))
+    offsets.append(scan.offsets)
+  return FileIndex(tuple(files), tuple(counts), tuple(truncated),
+                   tuple(offsets), tuple(damaged))
 
 
 def host_range(num_records, process_index, process_count):
@@ -146,29 +165,38 @@ class DmvrSource:
     self._cycle_length = max(1, int(cfg.cycle_length))
 
   def records(self, lo, hi, shuffle_seed=None):
-    """(path, record index in file, global index, serialized) for [lo, hi).
+    """(path, record index in file, global index, serialized, unread) for
+    [lo, hi); `unread` is '' for a record read, else why it cannot be read.
 
     Files are read `cycle_length` at a time, interleaved record by record;
-    `shuffle_seed` (a [2] int64 tensor) shuffles their order first.
+    `shuffle_seed` (a [2] int64 tensor) shuffles their order first. Each
+    file is read on its own (`read_segment`): where its data turns out
+    corrupt, its remaining records come with `unread` set and an empty
+    record, and the other files are read on.
     """
     segs = segments(self.index, lo, hi)
     paths = tf.constant([s.path for s in segs], tf.string)
     starts = tf.constant([s.start for s in segs], tf.int64)
     counts = tf.constant([s.count for s in segs], tf.int64)
     offsets = tf.constant([s.offset for s in segs], tf.int64)
+    first_byte = tf.constant([b for s in segs for b in self._bytes(s)], tf.int64)
     order = tf.range(len(segs))
     if shuffle_seed is not None:
       order = tf.random.experimental.stateless_shuffle(order, shuffle_seed)
     ds = tf.data.Dataset.from_tensor_slices(tuple(
         tf.gather(t, order) for t in (paths, starts, counts, offsets)))
+    byte_of = lambda index: tf.gather(first_byte, index - lo)  # pylint: disable=unnecessary-lambda-assignment
+    return ds.interleave(
+        lambda *seg: read_segment(*seg, byte_of),
+        cycle_length=min(self._cycle_length, len(segs)),
+        block_length=1, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
-    def read(path, start, count, offset):
-      recs = tf.data.TFRecordDataset(path).skip(start).take(count)
-      return recs.enumerate(start).map(
-          lambda i, r: (path, i, offset + i - start, r))
-    return ds.interleave(read, cycle_length=min(self._cycle_length, len(segs)),
-                         block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
-                         deterministic=True)
+  def _bytes(self, seg):
+    """Start bytes of the segment's records (-1 where not known)."""
+    i = self.index.files.index(seg.path)
+    known = self.index.offsets[i] if i < len(self.index.offsets) else ()
+    return [known[r] if r < len(known) else -1
+            for r in range(seg.start, seg.start + seg.count)]
 
   def parse(self, raw):
     return records.parse_record(raw, self._frames_key, self.heads,
@@ -208,7 +236,7 @@ class TfdsSource:
     self._name = f'tfds:{cfg.tfds_name}/{tfds_split}'
 
   def records(self, lo, hi, shuffle_seed=None):
-    """('tfds:name/split', index, index, example) for examples [lo, hi)."""
+    """('tfds:name/split', index, index, example, '') for examples [lo, hi)."""
     del shuffle_seed  # TFDS files are read in order; the shuffle buffer mixes.
     if lo >= hi:
       raise ValueError(f'{self._name}: empty host range [{lo}, {hi})')
@@ -216,10 +244,69 @@ class TfdsSource:
         split=f'{self._split}[{lo}:{hi}]', shuffle_files=False,
         decoders={self._video_key: self._tfds.decode.SkipDecoding()})
     name = self._name
-    return ds.enumerate(lo).map(lambda i, ex: (tf.constant(name), i, i, ex))
+    return ds.enumerate(lo).map(
+        lambda i, ex: (tf.constant(name), i, i, ex, tf.constant('')))
 
   def parse(self, raw):
     return records.parse_tfds_example(raw, self._video_key, self.heads)
+
+
+def _can_open(path):
+  """numpy_function: whether the file `path` can be opened and read."""
+  try:
+    with tf.io.gfile.GFile(path.decode(), 'rb') as f:
+      f.read(1)
+    return np.bool_(True)
+  except (OSError, tf.errors.OpError):
+    return np.bool_(False)
+
+
+def _unread_detail(path, first, end, byte):
+  """Why records [first, end) of `path` were not read: the record at `byte`
+  cannot be (`tfrecord.check_record_at`)."""
+  def describe(p, b):
+    why = tfrecord.check_record_at(p.decode(), int(b)) if b >= 0 else ''
+    return (why or f'reading stopped at the record at byte {int(b)} (the file '
+            'changed or cannot be read)').encode()
+  why = tf.numpy_function(describe, [path, byte], tf.string, stateful=True)
+  span = tf.where(end - first > 1, tf.strings.join(
+      ['records ', tf.strings.as_string(first), '-',
+       tf.strings.as_string(end - 1)]), tf.strings.join(
+           ['record ', tf.strings.as_string(first)]))
+  return tf.strings.join(['record ', tf.strings.as_string(first), ': ',
+                          tf.reshape(why, []), '; ', span, ' of this file not read'])
+
+
+def read_segment(path, start, count, offset, byte_of):
+  """Records [start, start + count) of one file as (path, record, global
+  index, serialized, unread), in order, every one of them once.
+
+  The file is read until its data turns out corrupt (a record whose
+  checksum does not match ends it: TFRecord framing cannot be resumed
+  past it); the records not read follow with an empty serialized record
+  and `unread` naming the first one, its byte (`byte_of(global index)`)
+  and why.
+  """
+  end = start + count
+  # A file that cannot be opened is read as no file (its records then come as unread): TFRecordDataset
+  # would retry the open forever under ignore_errors.
+  ok = tf.reshape(tf.numpy_function(_can_open, [path], tf.bool, stateful=True), [1])
+  read = tf.data.TFRecordDataset(tf.boolean_mask(tf.reshape(path, [1]), ok))
+  read = read.skip(start).take(count)
+  read = read.ignore_errors(log_warning=False).map(lambda r: (r, tf.constant(False)))
+  stop = tf.data.Dataset.from_tensors((tf.constant(b''), tf.constant(True)))
+
+  def rows(i, x):
+    """State: the next record; a record read -> itself, the stop -> the records not read."""
+    r, is_end = x
+    n = tf.where(is_end, end - i, tf.constant(1, tf.int64))
+    unread = tf.cond(is_end & (n > 0),
+                     lambda: _unread_detail(path, i, end, byte_of(offset + i - start)),
+                     lambda: tf.constant(''))
+    rec = tf.range(i, i + n)
+    return i + 1, (tf.fill([n], path), rec, offset + rec - start, tf.fill([n], r), tf.fill([n], unread))
+
+  return read.concatenate(stop).scan(start, rows).unbatch()
 
 
 def make_source(cfg, split):

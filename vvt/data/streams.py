@@ -1,7 +1,8 @@
 """The order in which a host reads its records, and the seed of each.
 
 Both streams yield (position, source name, record in file, global index,
-serialized record); a clip's randomness is seeded by (data seed, position).
+serialized record, unread) (`unread`: '' or why the record could not be read,
+`vvt.data.sources`); a clip's randomness is seeded by (data seed, position).
 
 * Training (`train_records`) is infinite and deterministic given the data
   seed: the element at position g is record (g mod n) of epoch (g div n) of
@@ -71,4 +72,4 @@ def _copies(position, rest, repeats):
 def eval_records(source, lo, hi):
   """The host's records [lo, hi) once, in global order."""
   return source.records(lo, hi, None).map(
-      lambda src, rec, index, raw: (index, src, rec, index, raw))
+      lambda src, rec, index, raw, unread: (index, src, rec, index, raw, unread))

@@ -114,6 +114,20 @@ def _image_files(folder: str) -> list:
   return [os.path.join(folder, f) for f in files]
 
 
+def _check_jpeg_ends(files) -> None:
+  """Raises naming the first JPEG cut short (no end-of-image marker FF D9 at its end: OpenCV would fill the
+  missing rows) among every frame of a folder, sampled or not, as for a record's frames
+  (`records.check_frame_ends`); reads the first and last 2 bytes of each."""
+  for path in files:
+    with open(path, 'rb') as f:
+      head = f.read(2)
+      size = f.seek(0, os.SEEK_END)
+      f.seek(max(size - 2, 0))
+      if head == b'\xff\xd8' and f.read(2) != b'\xff\xd9':
+        raise UnreadableVideo(f'{path}: JPEG cut short ({size} bytes; it does not end with the '
+                              'end-of-image marker FF D9)')
+
+
 def _read_image(path: str) -> np.ndarray:
   import cv2  # pylint: disable=g-import-not-at-top
   image = cv2.imread(path, cv2.IMREAD_COLOR)
@@ -137,6 +151,7 @@ def load_views(path: str, kind: str, cfg) -> np.ndarray:
     raise UnreadableVideo(f'{path}: no such file, or a folder without videos or frames')
   if kind == 'frames':
     files = _image_files(path)
+    _check_jpeg_ends(files)
     idx = frame_indices(len(files), cfg)
     video = _gather(idx.reshape(-1), lambda want: {i: _read_image(files[i]) for i in want}, path)
   else:

@@ -9,12 +9,15 @@ per-clip (per-view) and per-video top-1 (and top-5 when there are more than 5
 classes), per-class and mean class accuracy, and for two-head datasets
 (Epic-Kitchens) the same per head and for actions (action = both heads right).
 Under `dataset.on_error='skip'` a bad video's rows come with mask 0 and its
-index: it is left out of every metric and counted (`videos_skipped`).
+index: it is left out of every metric and counted (`videos_skipped`, which also
+counts the records past the damage of a broken TFRecord file), and one line
+says how many, in which files and why (`skipped_files`, `data_skipped` in the
+results; `vvt.data.skips`).
 
 `write_results` stores, named by step, split and view protocol
 (`P = WORKDIR/checkpoints/eval_<step>_<split>_<clips>x<crops>`):
 
-    P.json                 the metrics, class names, skipped videos
+    P.json                 the metrics, class names, skipped videos (and their files)
     P.npz                  per-video scores, labels, views per video, video ids
     P_videos.csv           per video: id, label name, top-5 names and probabilities, correct
     P_classes[_head].csv   per class: videos, correct, accuracy (and _action for two heads)
@@ -214,9 +217,26 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
   res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=config.eval.average,
              num_test_clips=int(config.dataset.num_test_clips),
              num_spatial_crops=int(config.dataset.num_spatial_crops), protocol=protocol(config))
+  line = _add_skips(res, config.dataset, split)
   if log:
     log(_summary(split, res, batch_size, heads))
+    if line:
+      log(line)
   return res, agg
+
+
+def _add_skips(res: dict, dataset_config, split: str) -> Optional[str]:
+  """Under on_error='skip': every skipped video in `res` (`videos_skipped` counts those the index holds and
+  those past the damage of a broken TFRecord file; `skipped_files` and `data_skipped` say where and why);
+  returns the console line naming them, or None when nothing was skipped."""
+  from vvt.data import skips  # pylint: disable=g-import-not-at-top
+  if dataset_config.on_error != 'skip':
+    return None
+  report = skips.skip_report(dataset_config, split, res['skipped_video_indices'])
+  res.update(videos_skipped=report['videos'], data_skipped=report['reasons'], skipped_files=report['files'])
+  if not report['videos']:
+    return None
+  return skips.skip_line(report, split, res['num_videos'] + report['videos'])
 
 
 def _aggregate(eval_step, params, batches, mesh, batch_size: int, agg: MultiViewAggregator,
