@@ -44,6 +44,7 @@ RANGES = {
     'dataset.shuffle_buffer': _NON_NEGATIVE, 'dataset.cycle_length': _POSITIVE,
     'dataset.prefetch': _NON_NEGATIVE, 'dataset.seed': _NON_NEGATIVE,
     'mesh.fsdp_min_size': _POSITIVE,
+    'distributed.heartbeat_timeout_seconds': _POSITIVE,
 }
 CHOICES = {
     'optimizer.name': schema.OPTIMIZERS,

@@ -42,6 +42,7 @@ from etils import epath
 
 from vvt import fileio
 from vvt.models import layout
+from vvt.train import storage
 
 SUBDIR = 'checkpoints'
 
@@ -81,7 +82,38 @@ def manager(workdir: str, keep: Optional[int] = None, create: bool = True,
           post_finalization_callback=lambda: _write_pending_manifest(ckpt_dir, pending)))
   mngr = ocp.CheckpointManager(epath.Path(ckpt_dir), options=options)
   mngr.vvt_pending = pending  # the step being saved, read by the callback
+  _report_write_errors(mngr, workdir)
   return mngr
+
+
+def _report_write_errors(mngr: ocp.CheckpointManager, workdir: str) -> None:
+  """`mngr.save` and `mngr.wait_until_finished` (where an asynchronous write's error surfaces) raise a
+  failed write of the storage (no space left, read-only, ...) as `storage.WriteError`, one line naming the
+  step, the reason and the last intact step; the step never committed, so the steps before it stay intact."""
+  save, wait = mngr.save, mngr.wait_until_finished
+
+  def reported(call):
+    def run(*args, **kwargs):
+      try:
+        return call(*args, **kwargs)
+      except Exception as e:  # pylint: disable=broad-except
+        step = mngr.vvt_pending.get('step')
+        error = storage.write_error(e, f'checkpoint step {step} could not be written to '
+                                       f'{checkpoint_dir(workdir)}')
+        if error is None:
+          raise
+        raise storage.WriteError(error.errno, f'{error}; {_last_intact(workdir)}') from e
+    return run
+  mngr.save, mngr.wait_until_finished = reported(save), reported(wait)
+
+
+def _last_intact(workdir: str) -> str:
+  try:
+    steps = all_steps(workdir)
+  except Exception:  # pylint: disable=broad-except
+    steps = []
+  return (f'the last checkpoint, step {steps[-1]}, is intact' if steps else
+          'no checkpoint was written before it')
 
 
 # ----------------------------------------------------------------------------- checksums
@@ -303,9 +335,9 @@ def resolve_step(workdir: str, step: Optional[int] = None) -> int:
   """
   steps = all_steps(workdir)
   if not steps:
-    raise CheckpointNotFoundError(
-        f'no checkpoint in {checkpoint_dir(workdir)} (the directory '
-        f'{"is empty" if epath.Path(checkpoint_dir(workdir)).is_dir() else "does not exist"})')
+    path = epath.Path(checkpoint_dir(workdir))
+    state = 'is empty' if path.is_dir() else 'is a file, not a directory' if path.exists() else 'does not exist'
+    raise CheckpointNotFoundError(f'no checkpoint in {checkpoint_dir(workdir)} (the directory {state})')
   if step is None:
     return steps[-1]
   if step not in steps:

@@ -48,6 +48,7 @@ def maybe_initialize_distributed(dist_cfg) -> None:
     kwargs['num_processes'] = int(dist_cfg.num_processes)
   if dist_cfg.process_id >= 0:
     kwargs['process_id'] = int(dist_cfg.process_id)
+  kwargs['heartbeat_timeout_seconds'] = int(dist_cfg.get('heartbeat_timeout_seconds', 100))
   try:
     jax.distributed.initialize(**kwargs)
   except RuntimeError as e:  # already initialised (e.g. by the caller)

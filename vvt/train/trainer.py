@@ -42,6 +42,7 @@ from vvt.train import evaluate as evaluate_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
 from vvt.train import state as state_lib
+from vvt.train import storage
 from vvt.train.program import Program, build_program
 
 
@@ -154,7 +155,7 @@ def setup(config, workdir: str, log: Callable = print) -> Run:
   require_files(config.dataset)
   is_chief = jax.process_index() == 0
   workdir = checkpoints.abspath(workdir)
-  checkpoints.makedirs(workdir)
+  storage.check_workdir(workdir)  # a read-only, unwritable or misplaced workdir: one line, before compiling
   mngr = checkpoints.manager(workdir, keep=config.checkpoint.keep, async_save=True)
   return Run(config=config, workdir=workdir, mesh=mesh, mngr=mngr,
              log=log if is_chief else (lambda *a, **k: None), is_chief=is_chief)
@@ -464,6 +465,7 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
 
 def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop):
   run = setup(config, workdir, log)
+  failed = True
   try:
     check_resume_config(run, allow_config_change)
     program = make_program(run)
@@ -475,10 +477,42 @@ def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_chan
     state, step, stopped = train_loop(run, program, writers, state, data_position, stop_after_step,
                                       stop)
     if stopped:
-      return {'step': step, 'workdir': run.workdir, 'stopped_early': True}
-    return final_evaluation(run, program, writers, state, step)
+      result = {'step': step, 'workdir': run.workdir, 'stopped_early': True}
+    else:
+      result = final_evaluation(run, program, writers, state, step)
+    failed = False
+    return result
+  except Exception as e:  # pylint: disable=broad-except
+    raise storage_failure(run, e) or e
   finally:
-    run.mngr.wait_until_finished()  # an asynchronous save in flight (also on an error) completes
+    finish_writes(run, failed)
+
+
+def finish_writes(run: Run, failed: bool) -> None:
+  """Waits for an asynchronous save in flight (also on an error). After an error, a failure of that save
+  is not raised: the first error is the one the run reports."""
+  try:
+    run.mngr.wait_until_finished()
+  except Exception:  # pylint: disable=broad-except
+    if not failed:
+      raise
+
+
+def storage_failure(run: Run, error: Exception) -> Optional[storage.WriteError]:
+  """The one line for a run stopped by its storage (no space left, read-only, ...): the checkpoint write in
+  flight if it failed too (it names the step lost and the last intact one), else the file that failed."""
+  if isinstance(error, storage.WriteError) or storage.storage_errno(error) is None:
+    return None
+  try:
+    run.mngr.wait_until_finished()
+  except storage.WriteError as e:
+    return e
+  except Exception:  # pylint: disable=broad-except
+    pass
+  steps = checkpoints.all_steps(run.workdir)
+  intact = (f'the last checkpoint, step {steps[-1]}, is intact' if steps else 'no checkpoint was written')
+  e = storage.write_error(error, f'cannot write to the run directory {run.workdir}')
+  return storage.WriteError(e.errno, f'{e}; {intact}')
 
 
 # ----------------------------------------------------------------------------- vvt eval
