@@ -61,6 +61,12 @@ class CheckpointDamagedError(ValueError):
   """A checkpoint step is damaged or incomplete; the message names the file."""
 
 
+class CheckpointMismatchError(ValueError):
+  """An intact checkpoint step that does not fit the config (another model width or depth, another optimizer):
+  the message names the parameter and its shape in the checkpoint and in the config. Not damage: no fallback to
+  an older step (it would not fit either), nothing is moved aside."""
+
+
 def checkpoint_dir(workdir: str) -> str:
   return join(abspath(workdir), SUBDIR)
 
@@ -373,7 +379,8 @@ def restore_state(workdir: str, abstract_state, step: Optional[int] = None, veri
                     'opt_state': abstract_state.opt_state,
                     'rng': abstract_state.rng}
   target = {'params': abstract_state.params, 'train': train_abstract}
-  stored = _in_stored_layout(workdir, step, target)
+  stored = _in_stored_layout(workdir, step, target, params_key=True)
+  check_train_fits(workdir, step, train_abstract)
   restored = _restore(manager(workdir, create=False), workdir, step,
                       **{k: ocp.args.StandardRestore(v) for k, v in (stored or target).items()})
   if stored is not None:
@@ -412,14 +419,105 @@ def abstract_params_from_checkpoint(workdir: str, step: int, sharding=None):
                       tree, is_leaf=is_leaf)
 
 
-def _in_stored_layout(workdir: str, step: int, target):
-  """`target` (abstract, mirroring the params) in the encoder layout the step's params were written in, or None
-  if it already has it (`vvt.models.layout`: per layer, or stacked by `model.scan_layers`)."""
-  wanted = layout.layout_of(target)
-  stored = layout.layout_of(abstract_params_from_checkpoint(workdir, step))
-  if stored == wanted or {stored, wanted} != {'per_layer', 'stacked'}:
+def _is_array(x) -> bool:
+  return hasattr(x, 'shape') and hasattr(x, 'dtype')
+
+
+def _key(entry) -> str:
+  for attr in ('key', 'idx', 'name'):
+    if hasattr(entry, attr):
+      return str(getattr(entry, attr))
+  return str(entry)
+
+
+def _flat_shapes(tree) -> dict[str, tuple]:
+  """{'encoder/layers/block_0/.../kernel': shape} of a tree of arrays or array metadata."""
+  leaves = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_array)[0]
+  return {'/'.join(_key(k) for k in path): tuple(x.shape) for path, x in leaves if _is_array(x)}
+
+
+def _shape_differences(stored: dict, wanted: dict) -> list[str]:
+  out = []
+  for name in sorted(set(stored) | set(wanted)):
+    if name not in wanted:
+      out.append(f'parameter {name} is in the checkpoint (shape {stored[name]}) but not in the config\'s model')
+    elif name not in stored:
+      out.append(f'parameter {name} of the config\'s model (shape {wanted[name]}) is not in the checkpoint')
+    elif stored[name] != wanted[name]:
+      out.append(f'parameter {name} has shape {stored[name]} in the checkpoint and {wanted[name]} in the config')
+  return out
+
+
+def _train_shapes(workdir: str, step: int) -> Optional[list]:
+  """The shapes of the arrays saved in `train/` of a step, sorted (None: a params-only step, or unreadable)."""
+  path = epath.Path(join(checkpoint_dir(workdir), str(step), 'train'))
+  if not path.is_dir():
     return None
-  return layout.to_stacked(target) if stored == 'stacked' else layout.to_per_layer(target)
+  try:
+    meta = ocp.StandardCheckpointer().metadata(path)
+  except Exception:  # pylint: disable=broad-except
+    return None
+  tree = getattr(meta, 'item_metadata', meta)
+  tree = getattr(tree, 'tree', tree)
+  return sorted(_flat_shapes(tree).values())
+
+
+def _optimizer_shapes(workdir: str, step: int) -> Optional[set]:
+  shapes = _train_shapes(workdir, step)
+  return None if shapes is None else set(shapes)
+
+
+def check_train_fits(workdir: str, step: int, wanted_train) -> None:
+  """CheckpointMismatchError when the optimizer state saved in an intact step has other arrays than the config's
+  optimizer makes (another `optimizer.name`, momentum on or off): not damage."""
+  stored, wanted = _train_shapes(workdir, step), sorted(_flat_shapes(wanted_train).values())
+  if stored is None or stored == wanted:
+    return
+  raise CheckpointMismatchError(
+      f'checkpoint step {step} in {checkpoint_dir(workdir)} does not fit the config (its files are intact): its '
+      f'optimizer state holds {len(stored)} arrays, the config\'s optimizer makes {len(wanted)} (another '
+      f'optimizer); the optimizer fields must be those the checkpoint was written with (see '
+      f'{join(abspath(workdir), "config.json")})')
+
+
+def check_fits(workdir: str, step: int, stored_params, wanted_params) -> None:
+  """Compares the params of an intact step (`stored_params`, its array metadata) with the model's
+  (`wanted_params`, abstract, in the step's layout) before restoring.
+
+  Another set of names or shapes raises CheckpointMismatchError naming the first parameter that differs, with
+  its shape in the checkpoint and in the config. Where the step's own optimizer state (Adam's moments, SGD's
+  momentum) has none of the shapes of its params, the params are not those written with it: CheckpointDamagedError.
+  """
+  stored, wanted = _flat_shapes(stored_params), _flat_shapes(wanted_params)
+  diffs = _shape_differences(stored, wanted)
+  if not diffs:
+    return
+  opt_shapes = _optimizer_shapes(workdir, step)
+  moments = {shape for shape in (opt_shapes or ()) if len(shape) > 1}
+  if moments and not {shape for shape in stored.values() if len(shape) > 1} <= opt_shapes:
+    raise _damaged(join(checkpoint_dir(workdir), str(step), 'params'),
+                   f'its arrays are not those saved with its optimizer state ({diffs[0]})')
+  more = f' ({len(diffs)} differences in {len(set(stored) | set(wanted))} parameters)' if len(diffs) > 1 else ''
+  raise CheckpointMismatchError(
+      f'checkpoint step {step} in {checkpoint_dir(workdir)} does not fit the config (its files are intact): '
+      f'{diffs[0]}{more}; the model fields must be those the checkpoint was written with '
+      f'(see {join(abspath(workdir), "config.json")})')
+
+
+def _in_stored_layout(workdir: str, step: int, target, params_key: bool = False):
+  """`target` (abstract, mirroring the params) in the encoder layout the step's params were written in, or None
+  if it already has it (`vvt.models.layout`: per layer, or stacked by `model.scan_layers`). The step's params
+  must fit the target's (`check_fits`: CheckpointMismatchError naming the parameter otherwise)."""
+  wanted = layout.layout_of(target)
+  stored_params = abstract_params_from_checkpoint(workdir, step)
+  stored = layout.layout_of(stored_params)
+  if stored == wanted or {stored, wanted} != {'per_layer', 'stacked'}:
+    in_stored = None
+  else:
+    in_stored = layout.to_stacked(target) if stored == 'stacked' else layout.to_per_layer(target)
+  mirrored = target if in_stored is None else in_stored
+  check_fits(workdir, step, stored_params, mirrored['params'] if params_key else mirrored)
+  return in_stored
 
 
 def _to_layout_of(tree, target):
