@@ -26,10 +26,6 @@ path or a URL (`gs://`).
 """
 import dataclasses
 import math
-import os
-import signal
-import sys
-import threading
 from typing import Any, Callable, Optional
 
 import jax
@@ -43,68 +39,12 @@ from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
 from vvt.train import state as state_lib
 from vvt.train import storage
+from vvt.train.signals import Interrupted, StopSignals, signal_name  # noqa: F401  (vvt.train.trainer's names)
 from vvt.train.program import Program, build_program
 
 
 class NonFiniteLossError(FloatingPointError):
   pass
-
-
-class Interrupted(KeyboardInterrupt):
-  """A SIGINT / SIGTERM stopped the run (after saving a checkpoint if it was training).
-
-  `exit_code` is 128 + the signal number (130 for SIGINT, 143 for SIGTERM), which the CLI returns.
-  """
-
-  def __init__(self, message: str, signum: int):
-    super().__init__(message)
-    self.signum = signum
-    self.exit_code = 128 + signum
-
-
-def signal_name(signum: int) -> str:
-  return signal.Signals(signum).name
-
-
-class StopSignals:
-  """SIGINT and SIGTERM handlers for a training run (main thread only; a no-op elsewhere).
-
-  First signal: while `deferred` (the training steps), it is recorded in `signum` and the loop
-  saves a checkpoint at the step reached and stops; otherwise (start-up, evaluation) `Interrupted`
-  is raised at once. Second signal: one line on stderr and `os._exit(128 + signum)` at once (an
-  asynchronous save in flight stays uncommitted: the previous checkpoint is intact).
-  """
-
-  SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-  def __init__(self, log: Callable = print):
-    self.signum: Optional[int] = None
-    self.deferred = False
-    self.log = log
-    self._previous = {}
-
-  def __enter__(self):
-    if threading.current_thread() is threading.main_thread():
-      for sig in self.SIGNALS:
-        self._previous[sig] = signal.signal(sig, self._handle)
-    return self
-
-  def __exit__(self, *exc):
-    for sig, handler in self._previous.items():
-      signal.signal(sig, handler)
-    self._previous = {}
-    return False
-
-  def _handle(self, signum, frame):  # pylint: disable=unused-argument
-    name = signal_name(signum)
-    if self.signum is not None:
-      print(f'vvt: {name} again: exiting at once', file=sys.stderr, flush=True)
-      os._exit(128 + signum)  # pylint: disable=protected-access
-    self.signum = signum
-    if not self.deferred:
-      raise Interrupted(f'interrupted ({name})', signum)
-    self.log(f'[train] {name}: saving a checkpoint at the step reached, then exiting '
-             f'({name} again exits at once)')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -412,7 +352,7 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
                    last_saved=first if data_position else None)
   progress = metrics_lib.Progress(total, first, config.batch_size, enabled=run.is_chief)
   if stop is not None:
-    stop.deferred = True
+    stop.deferred, stop.starting = True, False
   while loop.step < total:
     state = train_one_step(run, program, state, next(it), loop)
     if loop.step == first + 1:
@@ -464,16 +404,21 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
 
 
 def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop):
+  stop.check()
   run = setup(config, workdir, log)
   failed = True
   try:
+    stop.check()
     check_resume_config(run, allow_config_change)
     program = make_program(run)
+    stop.check()
     state, data_position = restore_or_init(run, program)
+    stop.check()
     if run.is_chief:
       run_file.write(run.workdir, config)
     log_start(run, program, state)
     writers = metrics_lib.make_writers(run.workdir, run.is_chief)
+    stop.check()
     state, step, stopped = train_loop(run, program, writers, state, data_position, stop_after_step,
                                       stop)
     if stopped:
