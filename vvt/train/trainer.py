@@ -37,6 +37,7 @@ from vvt.train import checkpoints
 from vvt.train import evaluate as evaluate_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
+from vvt.train import peers
 from vvt.train import state as state_lib
 from vvt.train import storage
 from vvt.train.signals import Interrupted, StopSignals, signal_name  # noqa: F401  (vvt.train.trainer's names)
@@ -406,6 +407,7 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
 def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop):
   stop.check()
   run = setup(config, workdir, log)
+  watch = peers.watch(config.distributed.heartbeat_timeout_seconds, lambda: _last_checkpoint(run))
   failed = True
   try:
     stop.check()
@@ -428,9 +430,20 @@ def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_chan
     failed = False
     return result
   except Exception as e:  # pylint: disable=broad-except
+    if watch is not None:
+      watch.settle()  # a collective failed because a process is gone? the watch names it and exits
     raise storage_failure(run, e) or e
   finally:
     finish_writes(run, failed)
+    if watch is not None:
+      watch.stop()
+
+
+def _last_checkpoint(run: Run) -> str:
+  steps = checkpoints.all_steps(run.workdir)
+  where = checkpoints.checkpoint_dir(run.workdir)
+  return (f'the last checkpoint is step {steps[-1]} in {where}: the same command on every host resumes the run'
+          if steps else f'no checkpoint was written to {where} yet')
 
 
 def finish_writes(run: Run, failed: bool) -> None:
