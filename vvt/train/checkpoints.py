@@ -297,6 +297,16 @@ def _restore(mngr: ocp.CheckpointManager, workdir: str, step: int, **items):
                    f'cannot be restored ({type(e).__name__}: {lines[0] if lines else ""})') from None
 
 
+def steps_on_disk(workdir: str) -> list[int]:
+  """The committed steps, from the directory listing alone (no orbax manager, no collective among processes):
+  step directories with checksums.json or orbax's commit marker."""
+  root = epath.Path(checkpoint_dir(workdir))
+  if not root.is_dir():
+    return []
+  return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and p.is_dir() and (
+      (p / MANIFEST).exists() or (p / COMMIT_MARKER).exists()))
+
+
 def all_steps(workdir: str) -> list[int]:
   if not epath.Path(checkpoint_dir(workdir)).is_dir():
     return []

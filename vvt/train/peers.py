@@ -41,6 +41,7 @@ class PeerWatch:
     self.describe, self.prog = describe, prog
     now = time.monotonic()
     self.seen = {p: (None, now) for p in range(num_processes) if p != process}  # value, when it last changed
+    self.changes = {p: 0 for p in self.seen}
     self.reached = now  # when the coordinator last answered
     self._stop = threading.Event()
     self._thread: Optional[threading.Thread] = None
@@ -62,9 +63,10 @@ class PeerWatch:
   def settle(self) -> None:
     """After an error in the main thread: waits until every other process has beaten since (the error is not a
     lost peer) or one timeout has passed; a lost peer found meanwhile ends this process with its line."""
-    since = time.monotonic()
+    since, before = time.monotonic(), dict(self.changes)
     while time.monotonic() < since + self.timeout + 3 * self.interval:
-      if all(value == DONE or when > since for value, when in self.seen.values()):
+      # two beats after the error: one may have been sent just before a peer died
+      if all(self.seen[p][0] == DONE or self.changes[p] >= before[p] + 2 for p in self.seen):
         return
       time.sleep(0.1)
 
@@ -90,11 +92,15 @@ class PeerWatch:
           new = value
         if new != value:
           self.seen[p] = (new, now)
+          self.changes[p] += 1
         elif value != DONE and now - when > self.timeout and not self._stop.is_set():
           self._lost(p, f'no heartbeat for {self.timeout:g} s')
 
   def _lost(self, process: int, why: str) -> None:
-    where = self.describe()
+    try:
+      where = self.describe()
+    except Exception:  # pylint: disable=broad-except
+      where = ''
     print(f'{self.prog}: error: process {process} of {self.n} was lost ({why}: killed, crashed or its host is '
           f'down); process {self.me} stops' + (f'; {where}' if where else ''), file=sys.stderr, flush=True)
     sys.stdout.flush()

@@ -440,7 +440,7 @@ def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_chan
 
 
 def _last_checkpoint(run: Run) -> str:
-  steps = checkpoints.all_steps(run.workdir)
+  steps = checkpoints.steps_on_disk(run.workdir)  # no orbax manager: it would sync with the lost process
   where = checkpoints.checkpoint_dir(run.workdir)
   return (f'the last checkpoint is step {steps[-1]} in {where}: the same command on every host resumes the run'
           if steps else f'no checkpoint was written to {where} yet')
