@@ -48,7 +48,13 @@ def _vvt(*args, timeout=EXIT_S, prefix=()):
   """`vvt ARGS` -> (exit code, stderr lines, stdout); fails the test if it runs past `timeout`."""
   proc = subprocess.run([*prefix, common.PY, '-m', 'vvt', *args], cwd=common.REPO, env=common.env(),
                         capture_output=True, text=True, timeout=timeout)
-  return proc.returncode, proc.stderr.strip().splitlines(), proc.stdout
+  return proc.returncode, _without_progress(proc.stderr), proc.stdout
+
+
+def _without_progress(stderr):
+  """stderr's lines less the progress bars of an evaluation (tqdm redraws them with '\\r')."""
+  lines = [l.strip() for l in stderr.replace('\r', '\n').splitlines()]
+  return [l for l in lines if l and not ('batch/s]' in l and '|' in l)]
 
 
 def _one_line(code, lines, want_code=1):
@@ -230,7 +236,7 @@ class Training:
     code = self.proc.wait(timeout=timeout)
     for r in self._readers:
       r.join(10)
-    return code, ''.join(self.err).strip().splitlines(), ''.join(self.out)
+    return code, _without_progress(''.join(self.err)), ''.join(self.out)
 
 
 def test_ctrl_c_at_start_up_is_one_line_and_saves_nothing(tiny_data, tmp_path):

@@ -87,7 +87,7 @@ def write_error(error: BaseException, what: str, path: Optional[str] = None) -> 
   code = storage_errno(error)
   if code is None:
     return None
-  where = path or _filename(error)
+  where = _filename(error) if path is None else path
   return WriteError(code, f'{what}: {REASONS[code]}' + (f' ({where})' if where else ''))
 
 
