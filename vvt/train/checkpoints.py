@@ -390,7 +390,7 @@ def restore_state(workdir: str, abstract_state, step: Optional[int] = None, veri
                     'rng': abstract_state.rng}
   target = {'params': abstract_state.params, 'train': train_abstract}
   stored = _in_stored_layout(workdir, step, target, params_key=True)
-  check_train_fits(workdir, step, train_abstract)
+  check_train_fits(workdir, step, (stored or target)['train'])
   restored = _restore(manager(workdir, create=False), workdir, step,
                       **{k: ocp.args.StandardRestore(v) for k, v in (stored or target).items()})
   if stored is not None:
