@@ -48,10 +48,15 @@ def main(argv=None):
     print(f'vvt: error: unknown command {name!r} (one of {", ".join(COMMANDS)})', file=sys.stderr)
     return 2
   module, func, _ = COMMANDS[name]
-  if name == 'train':  # Ctrl-C while the libraries load: recorded, one line (vvt.train.signals)
-    from vvt.train import signals  # pylint: disable=g-import-not-at-top
-    signals.record_early()
-  result = getattr(importlib.import_module(module), func)(rest)
+  if name != 'train':
+    result = getattr(importlib.import_module(module), func)(rest)
+    return 0 if result is None else int(result)
+  from vvt.train import signals  # pylint: disable=g-import-not-at-top
+  previous = signals.record_early()  # Ctrl-C while the libraries load: recorded, one line (vvt.train.signals)
+  try:
+    result = getattr(importlib.import_module(module), func)(rest)
+  finally:
+    signals.stop_recording(previous)
   return 0 if result is None else int(result)
 
 

@@ -13,16 +13,14 @@ from vvt.cli import common
 
 
 def _train(argv):
-  from vvt.train import signals  # pylint: disable=g-import-not-at-top
-  signals.record_early()  # Ctrl-C while the libraries load: one line, never a traceback (vvt.train.signals)
   p = common.Parser('vvt train', __doc__, config=True)
   p.add_argument('--workdir', required=True, help='checkpoints, metrics and results (resumed if present)')
   p.add_argument('--allow_config_change', action='store_true',
                  help='resume even if the config differs from the run\'s saved config.json')
   args, spec, overrides = common.parse(p, argv)
   config = common.run_config(spec, overrides, args.workdir)
+  # a signal recorded since `vvt train` started (vvt.cli.main) is acted on by the trainer's first start-up check
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
-  # (a signal recorded so far is acted on by the trainer's first start-up check)
   res = trainer.train_and_evaluate(config, args.workdir,
                                    allow_config_change=args.allow_config_change)
   key = 'video_top1' if 'video_top1' in res else 'video_top1_action'

@@ -57,11 +57,24 @@ def _record_early(signum, frame):  # pylint: disable=unused-argument
   _early['signum'] = signum
 
 
-def record_early() -> None:
-  """Records SIGINT / SIGTERM from now on (main thread only), for `StopSignals` to act on."""
+def record_early() -> dict:
+  """Records SIGINT / SIGTERM from now on (main thread only), for `StopSignals` to act on. Returns the handlers
+  it replaced, for `stop_recording`."""
+  previous = {}
   if threading.current_thread() is threading.main_thread():
+    _early['signum'] = None
     for sig in SIGNALS:
-      signal.signal(sig, _record_early)
+      previous[sig] = signal.signal(sig, _record_early)
+  return previous
+
+
+def stop_recording(previous: dict) -> None:
+  """Puts back the handlers `record_early` replaced where it is still recording (the command ended before the
+  trainer took over, e.g. on a config error); the trainer's own handlers stay."""
+  for sig, handler in previous.items():
+    if signal.getsignal(sig) is _record_early:
+      signal.signal(sig, handler)
+  _early['signum'] = None
 
 
 class StopSignals:
