@@ -364,3 +364,28 @@ def test_heartbeat_timeout_is_validated_before_any_work(tiny_data, tmp_path):
   line = _one_line(code, lines, want_code=2)
   assert 'distributed.heartbeat_timeout_seconds' in line, line
 
+
+
+def test_storage_errors_are_told_by_their_errno_also_in_a_library_s_words():
+  """The reasons of the one line: from an OSError's errno anywhere in the cause chain, or from tensorstore's text
+  (it raises ValueError); other errors are not storage errors."""
+  import errno  # pylint: disable=g-import-not-at-top
+  from vvt.train import storage  # pylint: disable=g-import-not-at-top
+  tensorstore = ValueError('RESOURCE_EXHAUSTED: Error writing "params.w/0" in OCDBT database: Failed to write 171058 '
+                           "bytes to file 6: No space left on device [os_error_code='28']")
+  try:
+    try:
+      raise OSError(errno.EROFS, 'Read-only file system', '/run/config.json')
+    except OSError as e:
+      raise RuntimeError('orbax: save failed') from e
+  except RuntimeError as e:
+    chained = e
+  cases = [(tensorstore, 'what: no space left on the device'),
+           (chained, 'what: read-only file system (/run/config.json)'),
+           (OSError(errno.EDQUOT, 'Disk quota exceeded'), 'what: disk quota exceeded'),
+           (OSError(errno.EFBIG, 'File too large'), 'what: file too large (over the file size limit of this process, '
+                                                    '`ulimit -f`)')]
+  for error, says in cases:
+    assert str(storage.write_error(error, 'what')) == says
+  assert storage.write_error(ValueError('Requested shape (64,) is not compatible'), 'what') is None
+  assert storage.write_error(FileNotFoundError(errno.ENOENT, 'No such file'), 'what') is None

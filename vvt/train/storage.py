@@ -10,7 +10,7 @@
                                writing a checkpoint's arrays); None for any other error
 
 A WriteError is an OSError marked as a user error: the command prints its one line (no traceback) and exits 1.
-URLs (`gs://`) are not probed: their errors are the storage client's.
+URLs (`gs://`) are created, not probed: their errors are the storage client's.
 """
 from __future__ import annotations
 
@@ -92,7 +92,8 @@ def write_error(error: BaseException, what: str, path: Optional[str] = None) -> 
 
 
 def _probe(directory: str) -> None:
-  probe = os.path.join(directory, f'.vvt-write-test-{os.getpid()}')
+  import uuid  # pylint: disable=g-import-not-at-top
+  probe = os.path.join(directory, f'.vvt-write-test-{uuid.uuid4().hex}')  # unique across the hosts of a run
   with open(probe, 'w') as f:
     f.write('')
   os.remove(probe)
@@ -104,6 +105,7 @@ def check_workdir(workdir: str, subdir: str = 'checkpoints') -> None:
   Raises WriteError naming the path: `subdir` is a file; the workdir cannot be created or written (read-only
   file system, permission denied, no space left)."""
   if fileio.is_url(workdir):
+    fileio.makedirs(workdir)
     return
   sub = os.path.join(workdir, subdir)
   if os.path.exists(sub) and not os.path.isdir(sub):
