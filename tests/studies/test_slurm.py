@@ -244,13 +244,18 @@ def test_a_sigterm_passed_on_twice_is_one_request():
   trainer still saves (a second SIGTERM within REPEAT_S is the same request; a later one exits at once)."""
   import signal  # pylint: disable=g-import-not-at-top
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
-  with trainer.StopSignals(log=lambda *a: None) as stop:
-    stop.deferred = True
-    os.kill(os.getpid(), signal.SIGTERM)
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(0.1)
-    assert stop.signum == signal.SIGTERM
-  assert signal.getsignal(signal.SIGTERM) is not stop._handle  # noqa: SLF001
+  previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+  try:
+    with trainer.StopSignals(log=lambda *a: None) as stop:
+      stop.deferred = True
+      os.kill(os.getpid(), signal.SIGTERM)
+      os.kill(os.getpid(), signal.SIGTERM)
+      time.sleep(0.1)
+      assert stop.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is not stop._handle  # noqa: SLF001
+  finally:  # the run's handlers stay after a signal (a later one exits at once): not in the test process
+    for sig, handler in previous.items():
+      signal.signal(sig, handler)
 
 
 def test_array_spec_and_options():

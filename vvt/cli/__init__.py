@@ -7,6 +7,7 @@ tracebacks), and imports its heavy libraries lazily, so `vvt summary` does not p
 Layering: vvt.models <- vvt.data <- vvt.convert <- vvt.config <- vvt.train <- {vvt.inspection, vvt.studies} <- vvt.cli.
 """
 import importlib
+import os
 import sys
 
 from vvt.cli import native_stderr
@@ -47,7 +48,15 @@ def main(argv=None):
     print(f'vvt: error: unknown command {name!r} (one of {", ".join(COMMANDS)})', file=sys.stderr)
     return 2
   module, func, _ = COMMANDS[name]
-  result = getattr(importlib.import_module(module), func)(rest)
+  if name != 'train':
+    result = getattr(importlib.import_module(module), func)(rest)
+    return 0 if result is None else int(result)
+  from vvt.train import signals  # pylint: disable=g-import-not-at-top
+  previous = signals.record_early()  # Ctrl-C while the libraries load: recorded, one line (vvt.train.signals)
+  try:
+    result = getattr(importlib.import_module(module), func)(rest)
+  finally:
+    signals.stop_recording(previous)
   return 0 if result is None else int(result)
 
 
@@ -57,7 +66,24 @@ def console():
   argv = sys.argv[1:]
   if '--verbose' not in argv:
     native_stderr.install()
-  return main(argv)
+  code = main(argv)
+  if code:
+    _exit_now_if_held(code)
+  return code
+
+
+def _exit_now_if_held(code: int) -> None:
+  """After a failed command, ends the process at once where the interpreter's exit would wait: library threads
+  still blocked (orbax's save threads wait up to 300 s for a step directory that a failed write never created),
+  or a multi-process run whose exit barrier waits for a lost process. The error line is already printed."""
+  import threading  # pylint: disable=g-import-not-at-top
+  held = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+  distributed = sys.modules.get('jax._src.distributed')
+  multi = bool(getattr(getattr(distributed, 'global_state', None), 'client', None))
+  if held or multi:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # pylint: disable=protected-access
 
 
 if __name__ == '__main__':

@@ -77,12 +77,29 @@ def quiet_logs(verbose: bool) -> None:
   warnings.filterwarnings('ignore')
   for name in ('absl', 'jax', 'jax._src.xla_bridge', 'orbax', 'tensorflow', 'h5py', 'matplotlib'):
     logging.getLogger(name).setLevel(logging.ERROR)
+  # orbax logs a failed background save with its traceback (through absl) before vvt reports it as one line
+  logging.getLogger('absl').addFilter(_not_from_orbax)
+  # and tensorstore's callbacks into the event loop of that failed save print "Event loop is closed"
+  sys.unraisablehook = _quiet_closed_loop(sys.unraisablehook)
   try:
     from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
     absl_logging.set_verbosity(absl_logging.ERROR)
     absl_logging.set_stderrthreshold('error')
   except ImportError:
     pass
+
+
+def _not_from_orbax(record: logging.LogRecord) -> bool:
+  """False for orbax's records (absl's logger names its own file as the caller: the stack tells)."""
+  marker = f'{os.sep}orbax{os.sep}'
+  return marker not in record.pathname and not any(marker in f.filename for f in traceback.extract_stack())
+
+
+def _quiet_closed_loop(hook):
+  def unraisable(info):
+    if not (isinstance(info.exc_value, RuntimeError) and str(info.exc_value) == 'Event loop is closed'):
+      hook(info)
+  return unraisable
 
 
 def one_line(error: BaseException) -> str:

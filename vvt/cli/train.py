@@ -20,6 +20,7 @@ def _train(argv):
                  help='resume even if the config differs from the run\'s saved config.json')
   args, spec, overrides = common.parse(p, argv)
   config = common.run_config(spec, overrides, args.workdir)
+  # a signal recorded since `vvt train` started (vvt.cli.main) is acted on by the trainer's first start-up check
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
   res = trainer.train_and_evaluate(config, args.workdir,
                                    allow_config_change=args.allow_config_change)

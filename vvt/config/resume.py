@@ -26,7 +26,8 @@ SAFE_ON_RESUME = ('eval.batch_size', 'eval.every_steps', 'eval.split', 'eval.ave
                   'dataset.train_files', 'dataset.eval_files', 'dataset.cache',
                   'dataset.num_test_clips', 'dataset.num_spatial_crops', 'dataset.eval_resize',
                   'mesh', 'distributed.initialize', 'distributed.coordinator_address',
-                  'distributed.num_processes', 'distributed.process_id', 'init_from',
+                  'distributed.num_processes', 'distributed.process_id',
+                  'distributed.heartbeat_timeout_seconds', 'init_from',
                   'class_names',
                   # how the same function is computed: the checkpoint converts between layer layouts
                   'model.scan_layers', 'model.remat', 'model.attention_impl')

@@ -28,7 +28,8 @@ A run config is an `ml_collections.ConfigDict`:
                mesh axes) pairs: what the batch, heads, MLP units ... are sharded over; None = the
                models' DEFAULT_RULES), fsdp_min_size (elements), num_devices (-1 = all):
                vvt.config.sharding, vvt.train.mesh and vvt.train.sharding
-  distributed  initialize, coordinator_address, num_processes, process_id
+  distributed  initialize, coordinator_address, num_processes, process_id, heartbeat_timeout_seconds
+               (a process that sends no heartbeat this long is lost: the others exit, naming it)
   init_from    None or a section (`init_from_config`; fields: vvt.convert.init_options)
   runlocal     True: shrink any config to a few-minute CPU run on the synthetic data (vvt.config.runlocal)
 """
@@ -96,7 +97,8 @@ def get_base_config() -> ml_collections.ConfigDict:
       fsdp_min_size=sharding.DEFAULT_MIN_SIZE,  # parameters with fewer elements stay replicated
       num_devices=-1))                        # use the first N devices (-1 = all)
   c.distributed = ml_collections.ConfigDict(dict(
-      initialize=False, coordinator_address='', num_processes=-1, process_id=-1))
+      initialize=False, coordinator_address='', num_processes=-1, process_id=-1,
+      heartbeat_timeout_seconds=100))      # a process silent this long is lost: every other one exits
   c.init_from = None
   c.runlocal = False
   return c

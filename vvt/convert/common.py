@@ -182,8 +182,53 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
       raise WeightFileError(f'{path}: {e}') from e
 
 
+_SAFETENSORS_ITEMSIZE = {'F64': 8, 'F32': 4, 'F16': 2, 'BF16': 2, 'I64': 8, 'I32': 4, 'I16': 2, 'I8': 1, 'U64': 8,
+                         'U32': 4, 'U16': 2, 'U8': 1, 'BOOL': 1, 'F8_E4M3': 1, 'F8_E5M2': 1}
+
+
+def safetensors_header(path: str) -> tuple[dict, dict]:
+  """(tensors {name: {dtype, shape, data_offsets}}, metadata) of a safetensors file, each tensor's byte range
+  checked against the file's size before any data is read: WeightFileError naming the file and the tensor whose
+  data offsets lie past the end of the file, overlap the header or disagree with its shape."""
+  import json  # pylint: disable=g-import-not-at-top
+  import struct  # pylint: disable=g-import-not-at-top
+  size = os.path.getsize(path)
+  with open(path, 'rb') as f:
+    head = f.read(8)
+    if len(head) < 8:
+      raise WeightFileError(f'{path}: not a safetensors file: {size} bytes, shorter than its 8-byte header length')
+    (n,) = struct.unpack('<Q', head)
+    if n > size - 8:
+      raise WeightFileError(f'{path}: the safetensors header claims {n} bytes, the file holds {size - 8} after '
+                            'its length field (truncated or not a safetensors file)')
+    try:
+      header = json.loads(f.read(n))
+    except ValueError as e:
+      raise WeightFileError(f'{path}: the safetensors header is not valid JSON ({_reason(e)})') from None
+  if not isinstance(header, dict):
+    raise WeightFileError(f'{path}: the safetensors header is not a JSON object')
+  metadata = header.pop('__metadata__', None) or {}
+  data = size - 8 - n
+  for name, info in header.items():
+    begin, end = (info.get('data_offsets') or (None, None)) if isinstance(info, dict) else (None, None)
+    if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin <= end):
+      raise WeightFileError(f'{path}: tensor {name!r} has no valid data offsets in the safetensors header')
+    if end > data:
+      raise WeightFileError(f'{path}: tensor {name!r}: its data offsets [{begin}, {end}] lie past the end of the '
+                            f'file (its data section holds {data} bytes: truncated or a wrong header)')
+    itemsize = _SAFETENSORS_ITEMSIZE.get(info.get('dtype'))
+    shape = info.get('shape')
+    if itemsize and isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape):
+      need = int(np.prod(shape, dtype=np.float64)) * itemsize
+      if need != end - begin:
+        raise WeightFileError(f'{path}: tensor {name!r}: shape {tuple(shape)} {info["dtype"]} needs {need} bytes, '
+                              f'its data offsets span {end - begin}')
+  return header, metadata
+
+
 def _read_safetensors(path: str) -> dict[str, np.ndarray]:
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  safetensors_header(path)
   return dict(load_file(path))
 
 

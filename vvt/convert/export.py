@@ -37,11 +37,29 @@ def to_safetensors(params, path: str, config=None, metadata=None) -> int:
 
 
 def from_safetensors(path: str):
-  """Reads a file written by `to_safetensors` -> (nested params of numpy arrays, metadata dict)."""
-  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
+  """Reads a file written by `to_safetensors` -> (nested params of numpy arrays, metadata dict).
+
+  Read through `common.load_state` (one WeightFileError naming the file for a broken or hostile file: data
+  offsets past its end, a header that lies, non-numeric tensors); every tensor must be finite: a NaN or infinite
+  value is refused naming the tensors (a checkpoint of such weights could only train or evaluate to NaN)."""
   if not os.path.exists(path):
     raise FileNotFoundError(f'safetensors file {path} does not exist')
-  with safe_open(path, framework='numpy') as f:
-    metadata = dict(f.metadata() or {})
-    flat = {k: f.get_tensor(k) for k in f.keys()}
-  return common.unflatten(flat), metadata
+  _, metadata = common.safetensors_header(path)
+  flat = common.load_state(path, 'safetensors')
+  check_finite(path, flat)
+  return common.unflatten(dict(flat)), dict(metadata)
+
+
+def check_finite(path: str, flat) -> None:
+  """WeightFileError naming `path` and its tensors holding NaN or infinite values (the first 3, and how many)."""
+  bad = []
+  for name in sorted(flat):
+    value = np.asarray(flat[name])
+    if value.dtype.kind == 'f':
+      n = int(value.size - np.count_nonzero(np.isfinite(value)))
+      if n:
+        bad.append(f'{name} ({"all" if n == value.size else n} of {value.size} values)')
+  if bad:
+    more = f' and {len(bad) - 3} more' if len(bad) > 3 else ''
+    raise common.WeightFileError(f'{path}: NaN or infinite values in {len(bad)} of {len(flat)} tensors: '
+                                 f'{", ".join(bad[:3])}{more}; refused (no checkpoint written)')

@@ -44,6 +44,7 @@ from etils import epath
 
 from vvt import fileio
 from vvt.models import layout
+from vvt.train import storage
 
 SUBDIR = 'checkpoints'
 
@@ -60,6 +61,12 @@ class CheckpointNotFoundError(FileNotFoundError):
 
 class CheckpointDamagedError(ValueError):
   """A checkpoint step is damaged or incomplete; the message names the file."""
+
+
+class CheckpointMismatchError(ValueError):
+  """An intact checkpoint step that does not fit the config (another model width or depth, another optimizer):
+  the message names the parameter and its shape in the checkpoint and in the config. Not damage: no fallback to
+  an older step (it would not fit either), nothing is moved aside."""
 
 
 def checkpoint_dir(workdir: str) -> str:
@@ -83,7 +90,38 @@ def manager(workdir: str, keep: Optional[int] = None, create: bool = True,
           post_finalization_callback=lambda: _write_pending_manifest(ckpt_dir, pending)))
   mngr = ocp.CheckpointManager(epath.Path(ckpt_dir), options=options)
   mngr.vvt_pending = pending  # the step being saved, read by the callback
+  _report_write_errors(mngr, workdir)
   return mngr
+
+
+def _report_write_errors(mngr: ocp.CheckpointManager, workdir: str) -> None:
+  """`mngr.save` and `mngr.wait_until_finished` (where an asynchronous write's error surfaces) raise a
+  failed write of the storage (no space left, read-only, ...) as `storage.WriteError`, one line naming the
+  step, the reason and the last intact step; the step never committed, so the steps before it stay intact."""
+  save, wait = mngr.save, mngr.wait_until_finished
+
+  def reported(call):
+    def run(*args, **kwargs):
+      try:
+        return call(*args, **kwargs)
+      except Exception as e:  # pylint: disable=broad-except
+        step = mngr.vvt_pending.get('step')
+        error = storage.write_error(e, f'checkpoint step {step} could not be written to '
+                                       f'{checkpoint_dir(workdir)}')
+        if error is None:
+          raise
+        raise storage.WriteError(error.errno, f'{error}; {_last_intact(workdir)}') from e
+    return run
+  mngr.save, mngr.wait_until_finished = reported(save), reported(wait)
+
+
+def _last_intact(workdir: str) -> str:
+  try:
+    steps = all_steps(workdir)
+  except Exception:  # pylint: disable=broad-except
+    steps = []
+  return (f'the last checkpoint, step {steps[-1]}, is intact' if steps else
+          'no checkpoint was written before it')
 
 
 # ----------------------------------------------------------------------------- checksums
@@ -261,6 +299,16 @@ def _restore(mngr: ocp.CheckpointManager, workdir: str, step: int, **items):
                    f'cannot be restored ({type(e).__name__}: {lines[0] if lines else ""})') from None
 
 
+def steps_on_disk(workdir: str) -> list[int]:
+  """The committed steps, from the directory listing alone (no orbax manager, no collective among processes):
+  step directories with checksums.json or orbax's commit marker."""
+  root = epath.Path(checkpoint_dir(workdir))
+  if not root.is_dir():
+    return []
+  return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and p.is_dir() and (
+      (p / MANIFEST).exists() or (p / COMMIT_MARKER).exists()))
+
+
 def all_steps(workdir: str) -> list[int]:
   if not epath.Path(checkpoint_dir(workdir)).is_dir():
     return []
@@ -309,9 +357,9 @@ def resolve_step(workdir: str, step: Optional[int] = None) -> int:
   """
   steps = all_steps(workdir)
   if not steps:
-    raise CheckpointNotFoundError(
-        f'no checkpoint in {checkpoint_dir(workdir)} (the directory '
-        f'{"is empty" if epath.Path(checkpoint_dir(workdir)).is_dir() else "does not exist"})')
+    path = epath.Path(checkpoint_dir(workdir))
+    state = 'is empty' if path.is_dir() else 'is a file, not a directory' if path.exists() else 'does not exist'
+    raise CheckpointNotFoundError(f'no checkpoint in {checkpoint_dir(workdir)} (the directory {state})')
   if step is None:
     return steps[-1]
   if step not in steps:
@@ -351,7 +399,8 @@ def restore_state(workdir: str, abstract_state, step: Optional[int] = None, veri
   target = {'params': abstract_state.params, 'train': train_abstract}
   if getattr(abstract_state, 'ema_params', None) is not None and meta.get('ema'):
     target['ema'] = abstract_state.ema_params
-  stored = _in_stored_layout(workdir, step, target)
+  stored = _in_stored_layout(workdir, step, target, params_key=True)
+  check_train_fits(workdir, step, (stored or target)['train'])
   restored = _restore(manager(workdir, create=False), workdir, step,
                       **{k: ocp.args.StandardRestore(v) for k, v in (stored or target).items()})
   if stored is not None:
@@ -393,14 +442,105 @@ def abstract_params_from_checkpoint(workdir: str, step: int, sharding=None):
                       tree, is_leaf=is_leaf)
 
 
-def _in_stored_layout(workdir: str, step: int, target):
-  """`target` (abstract, mirroring the params) in the encoder layout the step's params were written in, or None
-  if it already has it (`vvt.models.layout`: per layer, or stacked by `model.scan_layers`)."""
-  wanted = layout.layout_of(target)
-  stored = layout.layout_of(abstract_params_from_checkpoint(workdir, step))
-  if stored == wanted or {stored, wanted} != {'per_layer', 'stacked'}:
+def _is_array(x) -> bool:
+  return hasattr(x, 'shape') and hasattr(x, 'dtype')
+
+
+def _key(entry) -> str:
+  for attr in ('key', 'idx', 'name'):
+    if hasattr(entry, attr):
+      return str(getattr(entry, attr))
+  return str(entry)
+
+
+def _flat_shapes(tree) -> dict[str, tuple]:
+  """{'encoder/layers/block_0/.../kernel': shape} of a tree of arrays or array metadata."""
+  leaves = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_array)[0]
+  return {'/'.join(_key(k) for k in path): tuple(x.shape) for path, x in leaves if _is_array(x)}
+
+
+def _shape_differences(stored: dict, wanted: dict) -> list[str]:
+  out = []
+  for name in sorted(set(stored) | set(wanted)):
+    if name not in wanted:
+      out.append(f'parameter {name} is in the checkpoint (shape {stored[name]}) but not in the config\'s model')
+    elif name not in stored:
+      out.append(f'parameter {name} of the config\'s model (shape {wanted[name]}) is not in the checkpoint')
+    elif stored[name] != wanted[name]:
+      out.append(f'parameter {name} has shape {stored[name]} in the checkpoint and {wanted[name]} in the config')
+  return out
+
+
+def _train_shapes(workdir: str, step: int) -> Optional[list]:
+  """The shapes of the arrays saved in `train/` of a step, sorted (None: a params-only step, or unreadable)."""
+  path = epath.Path(join(checkpoint_dir(workdir), str(step), 'train'))
+  if not path.is_dir():
     return None
-  return layout.to_stacked(target) if stored == 'stacked' else layout.to_per_layer(target)
+  try:
+    meta = ocp.StandardCheckpointer().metadata(path)
+  except Exception:  # pylint: disable=broad-except
+    return None
+  tree = getattr(meta, 'item_metadata', meta)
+  tree = getattr(tree, 'tree', tree)
+  return sorted(_flat_shapes(tree).values())
+
+
+def _optimizer_shapes(workdir: str, step: int) -> Optional[set]:
+  shapes = _train_shapes(workdir, step)
+  return None if shapes is None else set(shapes)
+
+
+def check_train_fits(workdir: str, step: int, wanted_train) -> None:
+  """CheckpointMismatchError when the optimizer state saved in an intact step has other arrays than the config's
+  optimizer makes (another `optimizer.name`, momentum on or off): not damage."""
+  stored, wanted = _train_shapes(workdir, step), sorted(_flat_shapes(wanted_train).values())
+  if stored is None or stored == wanted:
+    return
+  raise CheckpointMismatchError(
+      f'checkpoint step {step} in {checkpoint_dir(workdir)} does not fit the config (its files are intact): its '
+      f'optimizer state holds {len(stored)} arrays, the config\'s optimizer makes {len(wanted)} (another '
+      f'optimizer); the optimizer fields must be those the checkpoint was written with (see '
+      f'{join(abspath(workdir), "config.json")})')
+
+
+def check_fits(workdir: str, step: int, stored_params, wanted_params) -> None:
+  """Compares the params of an intact step (`stored_params`, its array metadata) with the model's
+  (`wanted_params`, abstract, in the step's layout) before restoring.
+
+  Another set of names or shapes raises CheckpointMismatchError naming the first parameter that differs, with
+  its shape in the checkpoint and in the config. Where the step's own optimizer state (Adam's moments, SGD's
+  momentum) has none of the shapes of its params, the params are not those written with it: CheckpointDamagedError.
+  """
+  stored, wanted = _flat_shapes(stored_params), _flat_shapes(wanted_params)
+  diffs = _shape_differences(stored, wanted)
+  if not diffs:
+    return
+  opt_shapes = _optimizer_shapes(workdir, step)
+  moments = {shape for shape in (opt_shapes or ()) if len(shape) > 1}
+  if moments and not {shape for shape in stored.values() if len(shape) > 1} <= opt_shapes:
+    raise _damaged(join(checkpoint_dir(workdir), str(step), 'params'),
+                   f'its arrays are not those saved with its optimizer state ({diffs[0]})')
+  more = f' ({len(diffs)} differences in {len(set(stored) | set(wanted))} parameters)' if len(diffs) > 1 else ''
+  raise CheckpointMismatchError(
+      f'checkpoint step {step} in {checkpoint_dir(workdir)} does not fit the config (its files are intact): '
+      f'{diffs[0]}{more}; the model fields must be those the checkpoint was written with '
+      f'(see {join(abspath(workdir), "config.json")})')
+
+
+def _in_stored_layout(workdir: str, step: int, target, params_key: bool = False):
+  """`target` (abstract, mirroring the params) in the encoder layout the step's params were written in, or None
+  if it already has it (`vvt.models.layout`: per layer, or stacked by `model.scan_layers`). The step's params
+  must fit the target's (`check_fits`: CheckpointMismatchError naming the parameter otherwise)."""
+  wanted = layout.layout_of(target)
+  stored_params = abstract_params_from_checkpoint(workdir, step)
+  stored = layout.layout_of(stored_params)
+  if stored == wanted or {stored, wanted} != {'per_layer', 'stacked'}:
+    in_stored = None
+  else:
+    in_stored = layout.to_stacked(target) if stored == 'stacked' else layout.to_per_layer(target)
+  mirrored = target if in_stored is None else in_stored
+  check_fits(workdir, step, stored_params, mirrored['params'] if params_key else mirrored)
+  return in_stored
 
 
 def _to_layout_of(tree, target):

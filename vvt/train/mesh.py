@@ -29,6 +29,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from vvt.models import axes as logical_axes
+from vvt.train import peers
 from vvt.train import sharding as sharding_lib
 
 DATA_AXIS, FSDP_AXIS, MODEL_AXIS = sharding_lib.DATA_AXIS, sharding_lib.FSDP_AXIS, sharding_lib.MODEL_AXIS
@@ -61,6 +62,8 @@ def maybe_initialize_distributed(dist_cfg) -> None:
     kwargs['num_processes'] = int(dist_cfg.num_processes)
   if dist_cfg.process_id >= 0:
     kwargs['process_id'] = int(dist_cfg.process_id)
+  # jax's own heartbeat comes after vvt's (vvt.train.peers), which names a lost process first
+  kwargs['heartbeat_timeout_seconds'] = peers.jax_heartbeat_timeout(dist_cfg.get('heartbeat_timeout_seconds', 100))
   try:
     jax.distributed.initialize(**kwargs)
   except RuntimeError as e:  # already initialised (e.g. by the caller)

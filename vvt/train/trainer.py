@@ -26,11 +26,6 @@ path or a URL (`gs://`).
 """
 import dataclasses
 import math
-import os
-import signal
-import sys
-import threading
-import time
 from typing import Any, Callable, Optional
 
 import jax
@@ -43,75 +38,15 @@ from vvt.train import ema as ema_lib
 from vvt.train import evaluate as evaluate_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
+from vvt.train import peers
 from vvt.train import state as state_lib
+from vvt.train import storage
+from vvt.train.signals import Interrupted, StopSignals, signal_name  # noqa: F401  (vvt.train.trainer's names)
 from vvt.train.program import Program, build_program
 
 
 class NonFiniteLossError(FloatingPointError):
   pass
-
-
-class Interrupted(KeyboardInterrupt):
-  """A SIGINT / SIGTERM stopped the run (after saving a checkpoint if it was training).
-
-  `exit_code` is 128 + the signal number (130 for SIGINT, 143 for SIGTERM), which the CLI returns.
-  """
-
-  def __init__(self, message: str, signum: int):
-    super().__init__(message)
-    self.signum = signum
-    self.exit_code = 128 + signum
-
-
-def signal_name(signum: int) -> str:
-  return signal.Signals(signum).name
-
-
-class StopSignals:
-  """SIGINT and SIGTERM handlers for a training run (main thread only; a no-op elsewhere).
-
-  First signal: while `deferred` (the training steps), it is recorded in `signum` and the loop
-  saves a checkpoint at the step reached and stops; otherwise (start-up, evaluation) `Interrupted`
-  is raised at once. Second signal: one line on stderr and `os._exit(128 + signum)` at once (an
-  asynchronous save in flight stays uncommitted: the previous checkpoint is intact). A SIGTERM within
-  `REPEAT_S` of the first SIGTERM is the same request delivered twice (a cluster signals every process of a job
-  while a parent process, e.g. a sweep worker, passes its own on) and is ignored.
-  """
-
-  SIGNALS = (signal.SIGINT, signal.SIGTERM)
-  REPEAT_S = 3.0
-
-  def __init__(self, log: Callable = print):
-    self.signum: Optional[int] = None
-    self.deferred = False
-    self.log = log
-    self._previous = {}
-    self._first_at = 0.0
-
-  def __enter__(self):
-    if threading.current_thread() is threading.main_thread():
-      for sig in self.SIGNALS:
-        self._previous[sig] = signal.signal(sig, self._handle)
-    return self
-
-  def __exit__(self, *exc):
-    for sig, handler in self._previous.items():
-      signal.signal(sig, handler)
-    self._previous = {}
-    return False
-
-  def _handle(self, signum, frame):  # pylint: disable=unused-argument
-    name = signal_name(signum)
-    if self.signum == signum == signal.SIGTERM and time.monotonic() - self._first_at < self.REPEAT_S:
-      return
-    if self.signum is not None:
-      print(f'vvt: {name} again: exiting at once', file=sys.stderr, flush=True)
-      os._exit(128 + signum)  # pylint: disable=protected-access
-    self.signum, self._first_at = signum, time.monotonic()
-    if not self.deferred:
-      raise Interrupted(f'interrupted ({name})', signum)
-    self.log(f'[train] {name}: saving a checkpoint at the step reached, then exiting '
-             f'({name} again exits at once)')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +97,7 @@ def setup(config, workdir: str, log: Callable = print) -> Run:
   require_files(config.dataset)
   is_chief = jax.process_index() == 0
   workdir = checkpoints.abspath(workdir)
-  checkpoints.makedirs(workdir)
+  storage.check_workdir(workdir)  # a read-only, unwritable or misplaced workdir: one line, before compiling
   mngr = checkpoints.manager(workdir, keep=config.checkpoint.keep, async_save=True)
   return Run(config=config, workdir=workdir, mesh=mesh, mngr=mngr,
              log=log if is_chief else (lambda *a, **k: None), is_chief=is_chief)
@@ -432,7 +367,7 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
                    last_saved=first if data_position else None)
   progress = metrics_lib.Progress(total, first, config.batch_size, enabled=run.is_chief)
   if stop is not None:
-    stop.deferred = True
+    stop.deferred, stop.starting = True, False
   while loop.step < total:
     state = train_one_step(run, program, state, next(it), loop)
     if loop.step == first + 1:
@@ -494,22 +429,72 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
 
 
 def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop):
+  stop.check()
   run = setup(config, workdir, log)
+  watch = peers.watch(config.distributed.heartbeat_timeout_seconds, lambda: _last_checkpoint(run))
+  failed = True
   try:
+    stop.check()
     check_resume_config(run, allow_config_change)
     program = make_program(run)
+    stop.check()
     state, data_position = restore_or_init(run, program)
+    stop.check()
     if run.is_chief:
       run_file.write(run.workdir, config)
     log_start(run, program, state)
     writers = metrics_lib.make_writers(run.workdir, run.is_chief)
+    stop.check()
     state, step, stopped = train_loop(run, program, writers, state, data_position, stop_after_step,
                                       stop)
     if stopped:
-      return {'step': step, 'workdir': run.workdir, 'stopped_early': True}
-    return final_evaluation(run, program, writers, state, step)
+      result = {'step': step, 'workdir': run.workdir, 'stopped_early': True}
+    else:
+      result = final_evaluation(run, program, writers, state, step)
+    failed = False
+    return result
+  except Exception as e:  # pylint: disable=broad-except
+    if watch is not None:
+      watch.settle()  # a collective failed because a process is gone? the watch names it and exits
+    raise storage_failure(run, e) or e
   finally:
-    run.mngr.wait_until_finished()  # an asynchronous save in flight (also on an error) completes
+    finish_writes(run, failed)
+    if watch is not None:
+      watch.stop()
+
+
+def _last_checkpoint(run: Run) -> str:
+  steps = checkpoints.steps_on_disk(run.workdir)  # no orbax manager: it would sync with the lost process
+  where = checkpoints.checkpoint_dir(run.workdir)
+  return (f'the last checkpoint is step {steps[-1]} in {where}: the same command on every host resumes the run'
+          if steps else f'no checkpoint was written to {where} yet')
+
+
+def finish_writes(run: Run, failed: bool) -> None:
+  """Waits for an asynchronous save in flight (also on an error). After an error, a failure of that save
+  is not raised: the first error is the one the run reports."""
+  try:
+    run.mngr.wait_until_finished()
+  except Exception:  # pylint: disable=broad-except
+    if not failed:
+      raise
+
+
+def storage_failure(run: Run, error: Exception) -> Optional[storage.WriteError]:
+  """The one line for a run stopped by its storage (no space left, read-only, ...): the checkpoint write in
+  flight if it failed too (it names the step lost and the last intact one), else the file that failed."""
+  if isinstance(error, storage.WriteError) or storage.storage_errno(error) is None:
+    return None
+  try:
+    run.mngr.wait_until_finished()
+  except storage.WriteError as e:
+    return e
+  except Exception:  # pylint: disable=broad-except
+    pass
+  steps = checkpoints.all_steps(run.workdir)
+  intact = (f'the last checkpoint, step {steps[-1]}, is intact' if steps else 'no checkpoint was written')
+  e = storage.write_error(error, f'cannot write to the run directory {run.workdir}')
+  return storage.WriteError(e.errno, f'{e}; {intact}')
 
 
 # ----------------------------------------------------------------------------- vvt eval
