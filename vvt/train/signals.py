@@ -9,8 +9,9 @@ What the first signal does depends on where the run is:
                                  restore, init) raises `Interrupted`: no step was run, nothing to save
   training steps (`deferred`)    recorded; the loop saves a checkpoint at the step reached, then raises
   periodic evaluation            `Interrupted` at once (the state of the step before it is saved)
-A second signal prints one line and exits at once (a SIGTERM repeated within REPEAT_S is the same request) (`os._exit(128 + signum)`): an asynchronous save in flight stays
-uncommitted, the previous checkpoint is intact. Once a signal was received the handlers stay installed until the
+A second signal prints one line and exits at once (`os._exit(128 + signum)`): an asynchronous save in flight
+stays uncommitted, the previous checkpoint is intact. A SIGTERM repeated within REPEAT_S of the first is the same
+request delivered twice, and ignored. Once a signal was received the handlers stay installed until the
 process ends: a signal after the run's one line (the interpreter shutting down, library threads ending) exits at
 once, quietly.
 """
