@@ -58,6 +58,73 @@ def test_the_filter_drops_start_up_lines_and_keeps_errors():
   assert native_stderr.is_noise([NOISE[1], REAL[1], REAL[2], REAL[3]]) == [True, False, False, False]
 
 
+# The survivor of a two-process `vvt train` whose process 0 was SIGKILLed (jax 0.8, CPU): the coordination
+# service's error records, jax's fatal record, its native stack trace and, with Python's fault handler on, the dump
+# of the Python threads (recorded from a real run and a real abort).
+COORDINATOR_LOST = [
+    b'E1125 11:50:31.751289    1221 preemption_sync_manager.cc:159] Failed to cancel preemption barrier: '
+    b'FAILED_PRECONDITION: Tried to cancel non-existent barrier PREEMPTION_SYNC_BARRIER. '
+    b"[type.googleapis.com/tensorflow.CoordinationServiceError='']",
+    b'E1125 11:49:43.941749     659 coordination_service_agent.cc:289] Polled an error from coordination service '
+    b'(this can be an error from this or another task).',
+    b'F1125 11:48:10.831002    1522 client.h:80] Terminating process because the JAX distributed service detected '
+    b'fatal errors. This most likely indicates that another task died; see the other task logs for more details. '
+    b'Disable Python buffering, i.e. `python -u`, to be sure to see all the previous output. absl::Status: '
+    b'UNAVAILABLE: Failed to send RPC to coordination service. Either the leader task was preempted/died/restarted '
+    b'unexpectedly or this task is experiencing network issues. Check earlier logs from 1) this task, 2) the leader '
+    b'(usually slice 0 task 0), and 3) cluster scheduler to debug further.',
+    b'Additional GRPC error information from remote target coordination_service while calling '
+    b'/xla.coordination.CoordinationService/PollForError:',
+    b':UNKNOWN:Error received from peer  {grpc_status:14, grpc_message:"Socket closed"}',
+    b'*** Check failure stack trace: ***',
+    b'    @     0x7f2ad1940634  absl::lts_20260107::log_internal::LogMessage::SendToLog()',
+    b'    @     0x7f2ad19405b6  absl::lts_20260107::log_internal::LogMessage::Flush()',
+    b'    @     0x7f2ad199a82e  std::_Function_handler<>::_M_invoke()',
+    b'    @     0x7f2acda040ee  xla::CoordinationServiceAgent::SetError()',
+    b'    @     0x7f2acd9f0321  tsl::RPCState<>::OnCompleted()',
+    b'    @     0x7f2ad17b906f  tsl::(anonymous namespace)::PThread::ThreadFn()',
+    b'    @     0x7f2ae12a71f5  (unknown)',
+    b'Fatal Python error: Aborted',
+    b'',
+    b'Thread 0x00007eff1cdfe6c0 (most recent call first):',
+    b'  File "/usr/lib/python3.11/threading.py", line 982 in run',
+    b'  File "/usr/lib/python3.11/threading.py", line 1045 in _bootstrap_inner',
+    b'',
+    b'Current thread 0x00007eff25485b80 (most recent call first):',
+    b'  <no Python frame>',
+    b'',
+    b'Extension modules: numpy._core._multiarray_umath, numpy.linalg._umath_linalg (total: 2)',
+]
+VVT_LINE = b'vvt train: [train] step 10/100000 | loss 0.0007'
+
+
+def _filtered(lines, chunk, **kw):
+  f = native_stderr.NoiseFilter(**kw)
+  data = b''.join(l + b'\n' for l in lines)
+  return (b''.join(f.feed(data[i:i + chunk]) for i in range(0, len(data), chunk)) + f.close()).decode()
+
+
+@pytest.mark.parametrize('chunk', [1 << 16, 7])
+def test_jax_s_abort_on_a_lost_coordinator_becomes_one_line(tmp_path, chunk):
+  """Only that abort is replaced: the errors around it (another error record, a Python traceback after it, the
+  same trace lines without the fatal record) pass untouched; the note file ends the line."""
+  note = tmp_path / 'note'
+  note.write_text('the last checkpoint is step 10 in /run/checkpoints: the same command on every host resumes the run')
+  out = _filtered([VVT_LINE, *COORDINATOR_LOST], chunk, prog='vvt train', note_file=str(note)).splitlines()
+  assert out == [VVT_LINE.decode(),
+                 "vvt train: error: process 0, the coordinator of this multi-process run (it runs jax's coordination "
+                 'service), was lost (killed, crashed or its host is down); this process stops; the last checkpoint '
+                 'is step 10 in /run/checkpoints: the same command on every host resumes the run']
+  out = _filtered(COORDINATOR_LOST[2:3], chunk, note_file=str(tmp_path / 'absent')).splitlines()
+  assert out == ["vvt: error: process 0, the coordinator of this multi-process run (it runs jax's coordination "
+                 'service), was lost (killed, crashed or its host is down); this process stops; the checkpoints '
+                 'written are intact: the same command on every host resumes the run']
+  other = [*COORDINATOR_LOST[:2], REAL[0], *COORDINATOR_LOST[6:], *REAL[4:]]
+  assert _filtered(other, chunk).splitlines() == [l.decode() for l in other]
+  after = _filtered([*COORDINATOR_LOST, *REAL[5:]], chunk).splitlines()
+  assert after[1:] == [l.decode() for l in REAL[5:]] and after[0].startswith('vvt: error: process 0')
+
+
 def test_partial_lines_that_cannot_be_noise_pass_at_once():
   """A progress bar's '\\r' updates and vvt's own lines are not held back until their newline."""
   f = native_stderr.NoiseFilter()

@@ -65,7 +65,7 @@ def console():
   off stderr unless --verbose (see `native_stderr`)."""
   argv = sys.argv[1:]
   if '--verbose' not in argv:
-    native_stderr.install()
+    native_stderr.install(' '.join(['vvt', *argv[:1]]) if argv and not argv[0].startswith('-') else 'vvt')
   code = main(argv)
   if code:
     _exit_now_if_held(code)

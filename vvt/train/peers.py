@@ -12,6 +12,11 @@ process prints one line naming it (and where the last checkpoint is) and exits 1
 is waiting for. jax's own heartbeat timeout is set to twice vvt's (`jax_heartbeat_timeout`), so vvt's line comes
 first. A process that finishes marks its key `done` (no longer watched). After an error in the main thread (a
 collective failing because a peer is gone), `settle()` gives the watch one timeout to tell which process is lost.
+
+A lost coordinator may also end this process before the watch does: jax's client aborts at once (a native fatal
+record and stack trace) when its connection to the service breaks, and no Python code runs after that. So the
+watch keeps, at each beat, where the last checkpoint is in the file named by `$VVT_STDERR_NOTE` (set by the
+`vvt` program's stderr filter, `vvt.cli.native_stderr`), which puts vvt's line in place of that abort.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from typing import Callable, Optional
 
 PREFIX = 'vvt/heartbeat/'
 DONE = 'done'
+NOTE_ENV = 'VVT_STDERR_NOTE'  # vvt.cli.native_stderr.NOTE_ENV
 
 
 def jax_heartbeat_timeout(timeout_s: int) -> int:
@@ -81,6 +87,7 @@ class PeerWatch:
       try:
         self._beat(count)
         self.reached = now
+        self._note()
       except Exception:  # pylint: disable=broad-except
         if now - self.reached > self.timeout and not self._stop.is_set():
           self._lost(0, 'the coordinator, which runs jax\'s coordination service, cannot be reached')
@@ -95,6 +102,19 @@ class PeerWatch:
           self.changes[p] += 1
         elif value != DONE and now - when > self.timeout and not self._stop.is_set():
           self._lost(p, f'no heartbeat for {self.timeout:g} s')
+
+  def _note(self) -> None:
+    """Where the last checkpoint is, for the stderr filter's line should jax abort this process (see the module)."""
+    path = os.environ.get(NOTE_ENV)
+    if not path:
+      return
+    try:
+      where = self.describe()
+      with open(path + '.tmp', 'w', encoding='utf-8') as f:
+        f.write(where)
+      os.replace(path + '.tmp', path)
+    except Exception:  # pylint: disable=broad-except  (a note only)
+      pass
 
   def _lost(self, process: int, why: str) -> None:
     try:
