@@ -320,12 +320,10 @@ def _free_port():
 HEARTBEAT_S = 5
 
 
-def test_a_killed_process_is_named_by_the_survivor_which_exits_in_bounded_time(tiny_data, tmp_path):
-  """Two `vvt train` processes (jax.distributed on 127.0.0.1); process 1 is SIGKILLed after a checkpoint. Before:
-  process 0 waited in a collective / orbax's commit barrier until jax's heartbeat timeout (100 s by default), then
-  aborted with a native stack trace (exit -6). Now: one line naming process 1 within the heartbeat timeout (+ the
-  watch's period), exit 1; the last checkpoint verifies and restores."""
-  wd, port = tmp_path / 'run', _free_port()
+def _two_processes_one_killed(tiny_data, wd, killed):
+  """Two `vvt train` processes (jax.distributed on 127.0.0.1); process `killed` is SIGKILLed once a checkpoint is
+  on disk -> the survivor's (exit code, stderr lines less gloo's, seconds from the kill to its exit)."""
+  port = _free_port()
   procs = [Training('--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd),
                     '--config.num_train_steps=100000', '--config.checkpoint.every_steps=5',
                     '--config.log_every_steps=5', '--config.eval.every_steps=0',
@@ -339,23 +337,55 @@ def test_a_killed_process_is_named_by_the_survivor_which_exits_in_bounded_time(t
     while not checkpoints.steps_on_disk(str(wd)):
       assert time.time() < deadline and procs[0].proc.poll() is None, 'no checkpoint before the kill'
       time.sleep(0.1)
+    time.sleep(2 * HEARTBEAT_S / 5)  # the survivor's watch has seen the checkpoint
     t0 = time.time()
-    procs[1].proc.kill()
-    code, lines, _ = procs[0].finish(timeout=HEARTBEAT_S + 60)
+    procs[killed].proc.kill()
+    code, lines, _ = procs[1 - killed].finish(timeout=HEARTBEAT_S + 60)
     took = time.time() - t0
   finally:
     for p in procs:
       if p.proc.poll() is None:
         p.proc.kill()
-  lines = [l for l in lines if not l.startswith('[Gloo]')]
-  line = _one_line(code, lines)
-  assert line.startswith(f'vvt train: error: process 1 of 2 was lost (no heartbeat for {HEARTBEAT_S} s'), line
+  return code, [l for l in lines if not l.startswith('[Gloo]')], took
+
+
+def _last_checkpoint_restores(wd, line):
   steps = checkpoints.steps_on_disk(str(wd))
-  assert f'the last checkpoint is step {steps[-1]} in {checkpoints.checkpoint_dir(str(wd))}' in line, line
-  assert took < HEARTBEAT_S + 30, f'{took:.1f}s from the kill to the exit'
+  said = int(line.split('the last checkpoint is step ')[1].split(' ')[0])
+  assert f'the last checkpoint is step {said} in {checkpoints.checkpoint_dir(str(wd))}' in line, line
+  assert said in steps, (said, steps)
   checkpoints.verify_step(str(wd), steps[-1])
   params, _ = checkpoints.load_params(str(wd), steps[-1])
   assert all(np.isfinite(np.asarray(x)).all() for x in __import__('jax').tree.leaves(params))
+
+
+def test_a_killed_process_is_named_by_the_survivor_which_exits_in_bounded_time(tiny_data, tmp_path):
+  """Process 1 is SIGKILLed after a checkpoint. Before: process 0 waited in a collective / orbax's commit barrier
+  until jax's heartbeat timeout (100 s by default), then aborted with a native stack trace (exit -6). Now: one line
+  naming process 1 within the heartbeat timeout (+ the watch's period), exit 1; the last checkpoint verifies and
+  restores."""
+  wd = tmp_path / 'run'
+  code, lines, took = _two_processes_one_killed(tiny_data, wd, killed=1)
+  line = _one_line(code, lines)
+  assert line.startswith(f'vvt train: error: process 1 of 2 was lost (no heartbeat for {HEARTBEAT_S} s'), line
+  assert took < HEARTBEAT_S + 30, f'{took:.1f}s from the kill to the exit'
+  _last_checkpoint_restores(wd, line)
+
+
+def test_a_killed_coordinator_is_named_by_the_survivor_instead_of_jax_s_abort(tiny_data, tmp_path):
+  """Process 0 (it runs jax's coordination service) is SIGKILLed after a checkpoint. jax's client in process 1
+  aborts at once (SIGABRT) with its fatal record and a native stack trace, before vvt's watch can act; the `vvt`
+  program's stderr filter puts vvt's line in their place. Before: `Terminating process because the JAX distributed
+  service detected fatal errors` and the stack trace were the survivor's last lines."""
+  wd = tmp_path / 'run'
+  code, lines, took = _two_processes_one_killed(tiny_data, wd, killed=0)
+  assert code != 0 and lines, (code, lines)
+  assert lines[-1].startswith('vvt train: error: process 0, the coordinator of this multi-process run'), lines
+  assert 'was lost (killed, crashed or its host is down); this process stops; the last checkpoint is' in lines[-1]
+  assert not any(l.startswith(('@ ', '*** Check failure', 'F1', 'Fatal Python error', 'Traceback'))
+                 or 'Terminating process' in l for l in lines), lines
+  assert took < HEARTBEAT_S + 30, f'{took:.1f}s from the kill to the exit'
+  _last_checkpoint_restores(wd, lines[-1])
 
 
 def test_heartbeat_timeout_is_validated_before_any_work(tiny_data, tmp_path):
