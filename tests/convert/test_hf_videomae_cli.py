@@ -29,7 +29,7 @@ def _frames(folder):
 
 def test_convert_train_eval_predict_export_attention_summary(tmp_path, capsys):
   data = tmp_path / 'data'
-  synthetic.write_synthetic(str(data), num_classes=4, train_clips=16, test_clips=8, num_frames=16, frame_size=64,
+  synthetic.write_synthetic(str(data), num_classes=7, train_clips=16, test_clips=8, num_frames=16, frame_size=64,
                             seed=1, train_shards=1, test_shards=1)
   out = tmp_path / 'run'
   config = f'{REPO / "tests" / "train" / "tiny_config.py"}:{data},spatiotemporal'
