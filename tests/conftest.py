@@ -6,6 +6,8 @@ import pathlib
 import shutil
 import tempfile
 
+import pytest
+
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # oneDNN forced on, as on every AVX-512 CPU (where TensorFlow turns it on itself): its start-up lines then appear
@@ -48,3 +50,14 @@ jax.config.update('jax_default_matmul_precision', 'highest')
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / 'shared'
 FIXTURES = SHARED / 'fixtures'
+
+
+@pytest.fixture(scope='session')
+def tiny_data(tmp_path_factory):
+  """A tiny synthetic dataset (4 classes, 24 train and 8 test clips of 16 frames at 64 px) for the command and
+  studies tests; the train and reliability tests define their own."""
+  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
+  out = tmp_path_factory.mktemp('tiny_synthetic')
+  synthetic.write_synthetic(str(out), num_classes=4, train_clips=24, test_clips=8, num_frames=16,
+                            frame_size=64, seed=1, train_shards=2, test_shards=1)
+  return str(out)

@@ -1,5 +1,6 @@
-"""The studies tests' fixtures: a real one-node SLURM (started once per test process, stopped by its pids) and a
-tiny synthetic dataset. Without SLURM installed the SLURM tests fail, saying how to install it: never skipped."""
+"""The studies tests' fixture: a real one-node SLURM (started once per test process, stopped by its pids; the tiny
+dataset is tests/conftest.py's). Without SLURM installed the SLURM tests fail, saying how to install it: never
+skipped."""
 import sys
 
 import pytest
@@ -23,11 +24,3 @@ def slurm(tmp_path_factory):
   yield cluster
   cluster.stop()
 
-
-@pytest.fixture(scope='session')
-def tiny_data(tmp_path_factory):
-  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
-  out = tmp_path_factory.mktemp('tiny_synthetic')
-  synthetic.write_synthetic(str(out), num_classes=4, train_clips=24, test_clips=8, num_frames=16,
-                            frame_size=64, seed=1, train_shards=2, test_shards=1)
-  return str(out)
