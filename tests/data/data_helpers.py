@@ -1,10 +1,13 @@
 """Helpers of the data tests: tiny records and configs."""
 import os
 
+import av
 import numpy as np
 from vvt.config import dataset as data_config
-from vvt.data import synthetic
-from vvt.data import tfrecord
+from vvt.data.writing import dmvr_records
+from vvt.data.writing import synthetic
+
+VIDEO_CLASSES = ['red', 'green', 'blue']  # the classes of the `video_dir` fixture's list
 
 
 def jpeg(frame):
@@ -28,11 +31,11 @@ def write_labelled_files(directory, videos_per_file=(3, 4, 2), num_frames=6,
     records = []
     for _ in range(count):
       label = k % num_classes
-      records.append(tfrecord.encode_sequence_example(
+      records.append(dmvr_records.encode_sequence_example(
           solid_video(20 * label + 10, num_frames), label, video_id=f'v{k}'))
       k += 1
     path = os.path.join(directory, f'{prefix}.tfrecord-{i:05d}-of-{n:05d}')
-    tfrecord.write_records(path, records)
+    dmvr_records.write_records(path, records)
     files.append(path)
   return files
 
@@ -45,3 +48,19 @@ def small_config(train_files='', eval_files='', num_classes=5, **overrides):
                   shuffle_buffer=8, horizontal_flip=False, prefetch=1))
   cfg.update(overrides)
   return cfg
+
+
+def make_video(path, colour, num_frames=10, fps=10, size=(40, 56)):
+  """An mp4 of constant `colour` (RGB), height x width = size."""
+  with av.open(path, 'w') as container:
+    stream = container.add_stream('mpeg4', rate=fps)
+    stream.height, stream.width = size
+    stream.pix_fmt = 'yuv420p'
+    for t in range(num_frames):
+      frame = np.zeros(size + (3,), np.uint8)
+      frame[...] = colour
+      frame[:2, :2] = t  # frames differ a little
+      for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format='rgb24')):
+        container.mux(packet)
+    for packet in stream.encode():
+      container.mux(packet)

@@ -20,8 +20,8 @@ import os
 
 from vvt.config import schema
 from vvt.config.errors import ConfigError
-from vvt.data import names as names_lib
-from vvt.data import patterns as patterns_lib
+from vvt.data.reading import names as names_lib
+from vvt.data.reading import patterns as patterns_lib
 
 
 def _local_patterns(cfg) -> list:
