@@ -4,8 +4,9 @@ import pytest
 import tensorflow_datasets as tfds
 
 from vvt.data import pipeline
+from vvt.data.reading import registry
 
-from data_helpers import small_config
+from data_helpers import check_source_contract, small_config
 
 
 class VvtTinyVideos(tfds.core.GeneratorBasedBuilder):
@@ -65,6 +66,14 @@ def test_tfds_train_and_eval(tfds_dir):
       np.testing.assert_array_equal(np.round((grey - 10) / 20), eb['label'][real])
       views += list(zip(eb['video_index'][real], eb['view_index'][real]))
   assert sorted(views) == [(v, c) for v in range(5) for c in range(2)]
+
+
+def test_tfds_keeps_the_source_contract(tfds_dir):
+  source = registry.make_source(_cfg(tfds_dir), 'test')
+  rows = check_source_contract(source)  # random access = the range reader
+  assert {r[0].decode() for r in rows} == {'tfds:vvt_tiny_videos/test'}
+  assert source.class_names == ('0', '1', '2', '3')  # the ClassLabel's names
+  assert source.files == () and source.damaged == ()
 
 
 def test_tfds_errors_name_the_dataset(tfds_dir, tmp_path):

@@ -82,9 +82,10 @@ class DmvrSource:
     """The `Row` of record `index` (numpy values), read on its own from its file: the row `records` yields for
     it (for a record past corrupt data of its file, `records` gives it unread while this reads it if it can)."""
     path, rec = self.index.locate(index)
-    byte = tf.constant(self._bytes(tfrecord_index.Segment(path, rec, 1, index))[0], tf.int64)
-    rows = read_segment(tf.constant(path), tf.constant(rec, tf.int64), tf.constant(1, tf.int64),
-                        tf.constant(index, tf.int64), lambda _: byte)
+    byte = self._bytes(tfrecord_index.Segment(path, rec, 1, index))[0]
+    one = tf.data.Dataset.from_tensors((path, tf.constant(rec, tf.int64), tf.constant(index, tf.int64)))
+    rows = one.flat_map(lambda p, r, i: read_segment(p, r, tf.constant(1, tf.int64), i,
+                                                     lambda _: tf.constant(byte, tf.int64)))
     return source.Row(*next(iter(rows.as_numpy_iterator())))
 
   def locate(self, index):

@@ -58,14 +58,24 @@ def read_class_list(path: str) -> Optional[tuple]:
     return None
 
 
+def is_video_list(path: str) -> bool:
+  """Whether a data file is a video list (a CSV or TSV), not records."""
+  return path.lower().endswith(LIST_EXTENSIONS)
+
+
+def video_list_class_names(path: str) -> Optional[tuple]:
+  """The class names of the video list `path` (`video_lists.list_class_names`), or None (none, or unreadable)."""
+  try:
+    return video_lists.list_class_names(path)
+  except (OSError, ValueError):
+    return None
+
+
 def list_class_names(cfg) -> Optional[tuple]:
   """The class names of the dataset's video list (train_files first), or None when its files are not lists."""
   for p in patterns.resolved_patterns(cfg):
-    if p.lower().endswith(LIST_EXTENSIONS) and os.path.isfile(p):
-      try:
-        return video_lists.list_class_names(p)
-      except (OSError, ValueError):
-        return None
+    if is_video_list(p) and os.path.isfile(p):
+      return video_list_class_names(p)
   return None
 
 

@@ -105,7 +105,7 @@ def _decode(container, stream, times, wanted, seek):
   known = seek is not None
   if known and seek > 0:
     container.seek(int(times[seek]), stream=stream, backward=True, any_frame=False)
-  kept, index = {}, -1
+  kept, index, todo = {}, -1, set(wanted)
   for frame in container.decode(stream):
     if known:
       index = bisect.bisect_left(times, frame.pts) if frame.pts is not None else len(times)
@@ -113,7 +113,7 @@ def _decode(container, stream, times, wanted, seek):
         return None, index
     else:
       index += 1
-    if index in wanted:
+    if index in todo:
       kept[index] = frame.to_ndarray(format='rgb24')
       if len(kept) == len(wanted):
         break
@@ -124,8 +124,12 @@ def read_frames(path: str, wanted, times=None) -> dict:
   """{index: uint8 (h, w, 3)} of the frames `wanted` (indices into `frame_times(path)`, which `times` are when
   given). UnreadableVideo when it cannot be decoded or ends before a wanted frame."""
   wanted = sorted({int(i) for i in wanted})
+  if not wanted:
+    return {}
   times = frame_times(path) if times is None else np.asarray(times, np.int64)
-  seek = wanted[0] if len(times) and times[0] >= 0 else None
+  if wanted[-1] >= len(times):
+    raise UnreadableVideo(f'{path}: frame {wanted[-1]} asked of a video of {len(times)} frames')
+  seek = wanted[0] if times[0] >= 0 else None
   container, stream = _open(path)
   decoded = -1
   try:
