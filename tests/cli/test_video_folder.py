@@ -1,5 +1,5 @@
-"""`vvt train` (with its final evaluation) on a plain folder of video files and a CSV (dataset.name='video_folder'), with no
-conversion step: tiny synthetic motion clips written as mp4 files."""
+"""`vvt train` (with its final evaluation) on a plain folder of video files and a CSV
+(dataset.name='video_folder'), with no conversion step: tiny synthetic motion clips written as mp4 files."""
 import json
 import os
 
