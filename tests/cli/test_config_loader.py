@@ -1,4 +1,4 @@
-"""The one config loader: every override form, the shared fields, FILE:ARG / choices.json / run dirs, runlocal."""
+"""The one config loader: every override form, the shared fields, FILE:ARG / config.json / run dirs, runlocal."""
 import json
 import os
 
@@ -23,7 +23,7 @@ def load(spec, *overrides, **kw):
 
 def test_split_argv_forms():
   spec, overrides, rest = loader.split_argv(
-      ['--config', 'a.py:x', '--choices.batch_size=8', '--choices.model.variant', 'Ti/16', '--workdir', 'w'])
+      ['--config', 'a.py:x', '--config.batch_size=8', '--config.model.variant', 'Ti/16', '--workdir', 'w'])
   assert spec == 'a.py:x' and rest == ['--workdir', 'w']
   assert overrides == [('batch_size', '8'), ('model.variant', 'Ti/16')]
   assert loader.split_argv(['--config=b.py'])[0] == 'b.py'
@@ -91,8 +91,8 @@ def test_file_arg_variants():
 
 def test_saved_config_json_and_run_directory_round_trip(tmp_path):
   c = load(EPIC, 'batch_size=32')
-  (tmp_path / 'choices.json').write_text(c.to_json_best_effort(indent=2))
-  for spec in (str(tmp_path / 'choices.json'), str(tmp_path)):
+  (tmp_path / 'config.json').write_text(c.to_json_best_effort(indent=2))
+  for spec in (str(tmp_path / 'config.json'), str(tmp_path)):
     back = load(spec)
     assert run_config.differences(c, back) == []
     assert isinstance(back.model.tubelet, (tuple, type(None))) and isinstance(back.dataset.label_keys, dict)
@@ -123,10 +123,10 @@ def _error(spec, *overrides, **kw):
 
 @pytest.mark.parametrize('override,message', [
     ('optimizer.nme=sgd', "unknown config field 'optimizer.nme'"),
-    ('model.stochastic_dept=0.1', 'did you mean --choices.model.stochastic_depth'),
-    ('dataset.stridee=3', 'did you mean --choices.dataset.stride'),
+    ('model.stochastic_dept=0.1', 'did you mean --config.model.stochastic_depth'),
+    ('dataset.stridee=3', 'did you mean --config.dataset.stride'),
     ('nope.field=1', "unknown config field 'nope'"),
-    ('batch_size=abc', '--choices.batch_size: expected an integer'),
+    ('batch_size=abc', '--config.batch_size: expected an integer'),
     ('model.num_layers=2.5', 'model.num_layers'),
     ('optimizer.nesterov=maybe', 'expected True or False'),
     ('schedule.base_lr=fast', 'expected a number'),
@@ -155,7 +155,7 @@ def _error(spec, *overrides, **kw):
     ('optimizer.ema_decay=-0.1', 'optimizer.ema_decay must be in [0, 1), got -0.1'),
     ('optimizer.ema_decay=fast', 'expected a number'),
     ('dataset.repeated_augmentation=0', 'dataset.repeated_augmentation must be positive, got 0'),
-    ('dataset.repeated_augmentation=2.0', '--choices.dataset.repeated_augmentation: expected an integer'),
+    ('dataset.repeated_augmentation=2.0', '--config.dataset.repeated_augmentation: expected an integer'),
     ('dataset.repeated_augmentation=3', 'batch_size=64 is not divisible by dataset.repeated_augmentation=3'),
 ])
 def test_validation_errors_name_the_field(override, message):

@@ -103,13 +103,13 @@ def same_value(a, b):
 
 
 def check_source_contract(src):
-  """The `Source` protocol of a source: its attributes, random access = the range reader, locate = the row's
-  (source, record)."""
+  """The `Source` protocol of a source: its attributes, every record once from the range reader, random access =
+  the range reader's row, locate = the row's (source, record). Returns the rows in global order."""
   from vvt.data.reading import source  # pylint: disable=g-import-not-at-top
   assert isinstance(src, source.Source) and isinstance(src.frames, source.FrameReader)
   assert src.num_records > 0 and src.heads and isinstance(src.description, str)
-  rows = list(src.records(0, src.num_records).as_numpy_iterator())
-  assert [int(r[2]) for r in rows] == list(range(src.num_records))
+  rows = sorted(src.records(0, src.num_records).as_numpy_iterator(), key=lambda r: int(r[2]))
+  assert [int(r[2]) for r in rows] == list(range(src.num_records))  # every record once
   for i, row in enumerate(rows):
     got = src.record(i)
     assert isinstance(got, source.Row)

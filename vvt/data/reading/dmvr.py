@@ -79,8 +79,8 @@ class DmvrSource:
             for r in range(seg.start, seg.start + seg.count)]
 
   def record(self, index):
-    """The `Row` of record `index` (numpy values), read on its own from its file: the row `records` yields for
-    it (for a record past corrupt data of its file, `records` gives it unread while this reads it if it can)."""
+    """The `Row` of record `index` (numpy values), read on its own from its file (`read_segment` of that one
+    record): the row `records` yields for it where its file reads up to it."""
     path, rec = self.index.locate(index)
     byte = self._bytes(tfrecord_index.Segment(path, rec, 1, index))[0]
     one = tf.data.Dataset.from_tensors((path, tf.constant(rec, tf.int64), tf.constant(index, tf.int64)))

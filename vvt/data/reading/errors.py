@@ -17,8 +17,6 @@ import re
 
 import tensorflow as tf
 
-AUTOTUNE = tf.data.AUTOTUNE
-
 # Per-record error codes (the index); 0 = good.
 ERROR_NAMES = ('ok', 'no_frames', 'bad_label', 'corrupt', 'frame_sizes',
                'unreadable_tfrecord', 'truncated_frame', 'unreadable_video')
@@ -66,9 +64,10 @@ def _counter(name):
 def error_counts():
   """Records skipped under on_error='skip' in this process, by reason.
 
-  {'no_frames', 'bad_label', 'corrupt', 'frame_sizes': records dropped by the
-  pipelines (counted when tf.data processes them, i.e. up to a few batches
-  ahead of what was consumed), 'truncated_files': distinct truncated TFRecord
+  {'no_frames', 'bad_label', 'corrupt', 'frame_sizes', 'unreadable_tfrecord',
+  'truncated_frame', 'unreadable_video': records dropped by the pipelines
+  (counted when tf.data processes them, i.e. up to a few batches ahead of what
+  was consumed), 'truncated_files': distinct truncated TFRecord
   files of which only the complete records were read}. All zero under
   on_error='raise'.
   """
@@ -126,7 +125,7 @@ def isolate(ds, fn, fallback, cycle_length):
     bad = tf.data.Dataset.from_tensors(args).map(lambda *a: fallback(*a))
     return good.concatenate(bad).take(1)
   return ds.interleave(one, cycle_length=cycle_length, block_length=1,
-                       num_parallel_calls=AUTOTUNE, deterministic=True)
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def _raise_bad(x, reasons):

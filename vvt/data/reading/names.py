@@ -18,6 +18,7 @@ import os
 from typing import Optional, Sequence
 
 from vvt.data.reading import patterns
+from vvt.data.reading import registry
 from vvt.data.reading import video_lists
 
 LIST_EXTENSIONS = ('.csv', '.tsv')  # files that are video lists, not records
@@ -121,7 +122,6 @@ def label_names(names: Optional[Sequence[str]], num_classes: int) -> list:
 def video_ids(cfg, split: str) -> list:
   """The id of every record of `split` in global order (a record without one, or that cannot be read: its
   index; all indices when the split cannot be read)."""
-  from vvt.data.reading import registry  # pylint: disable=g-import-not-at-top  (TensorFlow: the source)
   ids = []
   try:
     source = registry.make_source(cfg, split)

@@ -11,7 +11,8 @@ and one split ('train': `train_files`, any other split: `eval_files`, or a TFDS 
 * `heads`: batch label field -> the record's label key ('label', or 'label/<head>' per head), and
   `class_names`: the class names in label order that the data carries, or None;
 * `records(lo, hi, shuffle_seed=None)`: a `tf.data.Dataset` of `Row`s for records [lo, hi), every one once, in
-  global order (or, with a [2] int64 `shuffle_seed`, an order drawn from it: the same seed, the same order);
+  a fixed order (global order, or the source's: DMVR interleaves its files), or with a [2] int64 `shuffle_seed`
+  in an order drawn from it (the same seed, the same order);
 * `record(index)`: random access, the `Row` of one record as numpy values: the same row `records` yields for
   that index; `locate(index)`: its (source, record) without reading it (messages, skip reports);
 * `parse(raw)`: a row's raw record -> `Parsed` (tf ops, run inside tf.data);
