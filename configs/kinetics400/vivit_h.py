@@ -17,7 +17,7 @@ MODEL = dict(attention='spatiotemporal', variant='H/16x2')
 
 
 def get_config(arg=None):
-  a = common.parse_arg(arg, views='sota', init='jft')
+  a = common.parse_arg(arg, views='sota')
   c = vivit_b_fe.kinetics_config(MODEL, a['views'], base_lr=0.1)
-  c.init_from = common.vivit_image_init(a['init'], 'H')
+  c.init_from = common.vivit_image_init('jft', 'H')  # the original ViT release has no ViT-H/16
   return c

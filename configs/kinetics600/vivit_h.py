@@ -13,7 +13,7 @@ from configs.kinetics600 import vivit_l_fe
 
 
 def get_config(arg=None):
-  a = common.parse_arg(arg, views='sota', init='jft')
+  a = common.parse_arg(arg, views='sota')
   c = vivit_b_fe.kinetics_config(vivit_h.MODEL, a['views'], base_lr=0.1, data=vivit_l_fe.KINETICS600)
-  c.init_from = common.vivit_image_init(a['init'], 'H')
+  c.init_from = common.vivit_image_init('jft', 'H')  # the original ViT release has no ViT-H/16
   return c
