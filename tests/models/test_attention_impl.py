@@ -184,7 +184,7 @@ def test_splash_off_tpu_is_a_build_error():
 def test_config_checks_and_command_line_override():
   with pytest.raises(ValueError, match=r"^model.attention_impl must be one of .*did you mean 'chunked'"):
     models.resolve(tiny('vivit', 'spatiotemporal', attention_impl='chunk'))
-  from vvt.cli import config as cli_config
+  from vvt.config import loader as cli_config
   overrides = [('model.attention_impl', 'chunked'), ('model.remat', 'dots_saveable'), ('model.scan_layers', 'True'),
                ('model.param_dtype', 'bfloat16')]
   config = cli_config.load('configs/kinetics400/vivit_b_fe.py', overrides, files=(), init=False)

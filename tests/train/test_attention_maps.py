@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from configs import common
-from vvt.cli import config as config_cli
+from vvt.config import loader as config_cli
 import vvt.models
 from vvt.inspection import attention_maps as am
 

@@ -9,7 +9,8 @@ import pytest
 import train_helpers as common
 import vvt.models
 from configs import common as configs_common
-from vvt.cli import config as loader
+from vvt.config import loader
+from vvt.config.errors import ConfigError
 from vvt.cli import train as train_cli
 
 PAPER = sorted(p for p in (common.REPO / 'configs').glob('*/*.py') if p.name != '__init__.py')
@@ -57,9 +58,9 @@ def test_synthetic_config_of_every_scheme(scheme):
 
 
 def test_synthetic_config_argument_errors():
-  with pytest.raises(loader.ConfigError, match="unknown scheme 'diagonal'"):
+  with pytest.raises(ConfigError, match="unknown scheme 'diagonal'"):
     load(str(common.REPO / 'configs/synthetic.py'), 'diagonal')
-  with pytest.raises(loader.ConfigError, match="config argument 'frames' is not one of scheme, data_dir"):
+  with pytest.raises(ConfigError, match="config argument 'frames' is not one of scheme, data_dir"):
     load(str(common.REPO / 'configs/synthetic.py'), 'frames=3')
 
 

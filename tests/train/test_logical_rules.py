@@ -7,11 +7,12 @@ import jax
 import pytest
 
 import train_helpers
-from vvt.cli import config as config_lib
+from vvt.config import loader as config_lib
 from vvt.config import run_file
 from vvt.models import axes
-from vvt.train import sharding, steps, validation
-from vvt.train.defaults import ConfigError
+from vvt.config import validation
+from vvt.config.errors import ConfigError
+from vvt.train import sharding, steps
 
 HELPER = str(train_helpers.REPO / 'tests' / 'train' / 'logical_rules_run.py')
 NO_TENSOR_PARALLEL = (('batch', ('data',)), ('heads', ()), ('mlp', ()))

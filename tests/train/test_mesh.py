@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from vvt.cli import config as config_lib
+from vvt.config import loader as config_lib
 from vvt.train import checkpoints, mesh as mesh_lib, sharding
-from vvt.train.defaults import ConfigError
+from vvt.config.errors import ConfigError
 
 import train_helpers
 
@@ -163,7 +163,7 @@ def test_bad_mesh_configs_fail_when_loaded(overrides, message):
 
 
 def test_a_mesh_that_does_not_divide_the_devices_fails_before_compiling():
-  from vvt.train import validation  # pylint: disable=g-import-not-at-top
+  from vvt.config import validation  # pylint: disable=g-import-not-at-top
   c = load("mesh.axes={'data': 2, 'fsdp': 4}")
   with pytest.raises(ConfigError, match='needs 8 devices, but the mesh has 1'):
     validation.validate(c, 1)

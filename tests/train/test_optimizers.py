@@ -6,17 +6,18 @@ import numpy as np
 import optax
 import pytest
 
-from vvt.train import defaults, optimizers
+from vvt.config import schema
+from vvt.train import optimizers
 
 
 def sched_cfg(**kw):
-  c = defaults.get_base_config().schedule
+  c = schema.get_base_config().schedule
   c.update(kw)
   return c
 
 
 def opt_cfg(**kw):
-  c = defaults.get_base_config().optimizer
+  c = schema.get_base_config().optimizer
   c.update(kw)
   return c
 
