@@ -80,6 +80,6 @@ def test_vvt_config_imports_without_jax_flax_or_tensorflow():
 
 def test_the_checker_sees_imports_inside_functions(tmp_path):
   module = tmp_path / 'm.py'
-  module.write_text('def f():\n  from vvt.train import checkpoints\n  import vvt.cli.config\n'
+  module.write_text('def f():\n  from vvt.train import checkpoints\n  import vvt.cli.summary\n'
                     '  from vvt import fileio\n')
   assert imports_of(module) == {'train', 'cli', 'fileio'}

@@ -7,6 +7,7 @@ import pytest
 
 from tests.conftest import REPO
 from vvt.config import loader, resume, schema
+from vvt.config import overrides as overrides_lib
 from vvt.config.errors import ConfigError
 
 VIVIT_B = str(REPO / 'configs/kinetics400/vivit_b_fe.py')
@@ -22,11 +23,11 @@ def load(spec, *overrides, **kw):
 
 
 def test_split_argv_forms():
-  spec, overrides, rest = loader.split_argv(
+  spec, overrides, rest = overrides_lib.split_argv(
       ['--config', 'a.py:x', '--config.batch_size=8', '--config.model.variant', 'Ti/16', '--workdir', 'w'])
   assert spec == 'a.py:x' and rest == ['--workdir', 'w']
   assert overrides == [('batch_size', '8'), ('model.variant', 'Ti/16')]
-  assert loader.split_argv(['--config=b.py'])[0] == 'b.py'
+  assert overrides_lib.split_argv(['--config=b.py'])[0] == 'b.py'
 
 
 @pytest.mark.parametrize('override,path,expected', [

@@ -87,7 +87,7 @@ def test_space_time_mixing_reaches_other_frames_only_through_the_shifted_channel
 
 def test_temporal_shift_channel_roles_and_zero_fill():
   x = jnp.arange(1, T + 1, dtype=jnp.float32)[None, :, None, None] * jnp.ones((1, T, 1, 8))
-  y = np.asarray(attn_lib.temporal_shift(x, window=1, shift_div=4))[0, :, 0]  # (T, C); fold = 2
+  y = np.asarray(groupings.temporal_shift(x, window=1, shift_div=4))[0, :, 0]  # (T, C); fold = 2
   for t in range(T):
     np.testing.assert_array_equal(y[t, 0:2], t + 2 if t + 1 < T else 0)  # from frame t+1
     np.testing.assert_array_equal(y[t, 2:4], t if t > 0 else 0)  # from frame t-1
@@ -108,13 +108,13 @@ def test_space_time_mixing_stays_within_segments(window):
 
 def test_temporal_shift_by_segments_is_the_shift_of_each_segment():
   x = jax.random.normal(jax.random.key(3), (2, T, 3, 8))
-  y = attn_lib.temporal_shift(x, window=1, shift_div=4, num_segments=2)
+  y = groupings.temporal_shift(x, window=1, shift_div=4, num_segments=2)
   for s in range(0, T, 2):
-    np.testing.assert_array_equal(y[:, s:s + 2], attn_lib.temporal_shift(x[:, s:s + 2], window=1, shift_div=4))
-  np.testing.assert_array_equal(attn_lib.temporal_shift(x, window=1, shift_div=4, num_segments=T),
-                                attn_lib.temporal_shift(x, window=1, shift_div=4))
+    np.testing.assert_array_equal(y[:, s:s + 2], groupings.temporal_shift(x[:, s:s + 2], window=1, shift_div=4))
+  np.testing.assert_array_equal(groupings.temporal_shift(x, window=1, shift_div=4, num_segments=T),
+                                groupings.temporal_shift(x, window=1, shift_div=4))
   with pytest.raises(ValueError, match='num_segments=3'):
-    attn_lib.temporal_shift(x, window=1, shift_div=4, num_segments=3)
+    groupings.temporal_shift(x, window=1, shift_div=4, num_segments=3)
 
 
 def test_summary_tokens_are_shared_within_a_segment_only():
@@ -131,11 +131,11 @@ def test_summary_token_lets_every_frame_see_every_frame():
   assert got.all()  # frame 3 reaches frame 0 through its summary token only
 
 
-@pytest.mark.parametrize('stage', attn_lib.STAGES)
+@pytest.mark.parametrize('stage', groupings.STAGES)
 def test_group_ungroup_roundtrip(stage):
   x = jnp.arange(2 * T * NH * NW * 3).reshape(2, T, NH * NW, 3)
-  g = attn_lib.group(x, stage, GRID)
-  np.testing.assert_array_equal(attn_lib.ungroup(g, stage, GRID, 2, T, NH * NW), x)
+  g = groupings.group(x, stage, GRID)
+  np.testing.assert_array_equal(groupings.ungroup(g, stage, GRID, 2, T, NH * NW), x)
 
 
 def test_global_class_token_skips_time_attention_and_joins_space_attention():

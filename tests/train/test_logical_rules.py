@@ -9,10 +9,11 @@ import pytest
 import train_helpers
 from vvt.config import loader as config_lib
 from vvt.config import run_file
-from vvt.models import axes
+from vvt.config import sharding
 from vvt.config import validation
 from vvt.config.errors import ConfigError
-from vvt.train import sharding, steps
+from vvt.models import axes
+from vvt.train import steps
 
 HELPER = str(train_helpers.REPO / 'tests' / 'train' / 'logical_rules_run.py')
 NO_TENSOR_PARALLEL = (('batch', ('data',)), ('heads', ()), ('mlp', ()))
@@ -75,7 +76,7 @@ def test_rules_not_given_keep_the_models_defaults():
   assert dict(rules) == {'batch': ('data',), 'heads': ('model',), 'mlp': ('model',), 'head_dim': (),
                          'embed': ('fsdp',)}
   assert sharding.check_logical_rules(None) == sharding.check_logical_rules(()) == axes.DEFAULT_RULES
-  assert sharding.data_axes(rules) == ('data',) and sharding.data_axes() == sharding.DATA_AXES
+  assert axes.batch_axes(rules) == ('data',) and axes.batch_axes() == axes.BATCH_AXES
   assert sharding.data_size((('data', 2), ('fsdp', 4)), rules) == 2
   assert sharding.tensor_parallel() == sharding.TENSOR_PARALLEL
 

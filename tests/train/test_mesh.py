@@ -7,8 +7,9 @@ import textwrap
 import pytest
 
 from vvt.config import loader as config_lib
-from vvt.train import checkpoints, mesh as mesh_lib, sharding
+from vvt.config import sharding
 from vvt.config.errors import ConfigError
+from vvt.train import checkpoints, mesh as mesh_lib
 
 import train_helpers
 
@@ -184,8 +185,8 @@ def test_scanned_layers_keep_the_batch_sharded_under_the_steps_mesh():
   """`vvt.models.blocks.constrain_batch`: the batch axis over the mesh's data-like axes when traced under a mesh
   (the train / eval steps trace under theirs), a no-op without one; its axis names are the trainer's.
   On 4 forced host devices, in a subprocess."""
-  from vvt.models import blocks  # pylint: disable=g-import-not-at-top
-  assert blocks.BATCH_AXES == sharding.DATA_AXES
+  from vvt.models import axes  # pylint: disable=g-import-not-at-top
+  assert mesh_lib.batch_spec(mesh_lib.make_mesh())[0] == axes.BATCH_AXES == ('data', 'fsdp')  # the trainer's
   code = textwrap.dedent("""
       import jax, jax.numpy as jnp
       from vvt.models import blocks

@@ -23,6 +23,7 @@ import optax
 from clu import metrics as clu_metrics
 from jax.sharding import NamedSharding
 
+from vvt.config.sharding import logical_rules_of
 from vvt.data import normalization
 from vvt.models import axes as logical_axes
 from vvt.train import ema as ema_lib
@@ -53,14 +54,14 @@ class EvalSettings:
   heads: Mapping[str, int]  # {head: num_classes}, '' for a single head
   normalization: str        # dataset.normalization of the uint8 pixels
   average: str              # eval.average: 'logits' | 'softmax' (the scores returned)
-  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (mesh_lib.logical_rules_of)
+  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (logical_rules_of)
 
   @classmethod
   def of(cls, config) -> 'EvalSettings':
     if isinstance(config, cls):
       return config
     return cls(heads=heads_of(config.model), normalization=str(config.dataset.normalization),
-               average=str(config.eval.average), logical_rules=mesh_lib.logical_rules_of(config.get('mesh')))
+               average=str(config.eval.average), logical_rules=logical_rules_of(config.get('mesh')))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,7 @@ class TrainSettings:
   mixup_alpha: float        # loss.mixup_alpha (0: no mixup)
   cutmix_alpha: float       # loss.cutmix_alpha (0: no cutmix)
   mix_switch_prob: float    # loss.mix_switch_prob: cutmix's share when both are on
-  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (mesh_lib.logical_rules_of)
+  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (logical_rules_of)
   ema_decay: float = 0.0    # optimizer.ema_decay: the EMA of a state that has one (vvt.train.ema)
 
   @classmethod
@@ -85,7 +86,7 @@ class TrainSettings:
                label_smoothing=float(config.loss.label_smoothing),
                mixup_alpha=float(config.loss.mixup_alpha), cutmix_alpha=float(config.loss.cutmix_alpha),
                mix_switch_prob=float(config.loss.mix_switch_prob),
-               logical_rules=mesh_lib.logical_rules_of(config.get('mesh')),
+               logical_rules=logical_rules_of(config.get('mesh')),
                ema_decay=ema_lib.decay_of(config.optimizer))
 
   def mix_options(self) -> dict:
