@@ -190,18 +190,31 @@ def test_every_scheme_of_the_table_has_its_papers_stages():
     assert got == PAPER_STAGES[name], name
 
 
+def head_parts(stage):
+  """[(grouping, heads, mask, joins the class token)] of one stage: per head part (`groupings.head_slices`), the
+  (M, M) bool [query, key] pairs of the M = T * N tokens that `groupings.group` puts in one group."""
+  ids = np.arange(T * NH * NW).reshape(1, T, NH * NW)
+  parts = []
+  for grouping, heads in groupings.head_slices(stage, HEADS):
+    index = np.asarray(groupings.group(ids, grouping, GRID))  # (G, L) token indices t * N + n
+    mask = np.zeros((T * NH * NW, T * NH * NW), bool)
+    mask[index[:, :, None], index[:, None, :]] = True
+    parts.append((grouping, heads, mask, groupings.joins_class_token(grouping)))
+  return parts
+
+
 @pytest.mark.parametrize('name', sorted(schemes.SCHEME_TABLE))
 def test_table_groups_are_the_papers_neighbourhoods(name):
-  """`schemes.stage_groups` (NumPy, what attention maps read): each head part's groups are the paper's rule."""
-  scheme = schemes.SCHEME_TABLE[name]
-  for stage in schemes.stage_groups(scheme, GRID, HEADS):
-    masks = schemes.neighbourhood(stage, T * NH * NW)
-    for part, mask in zip(stage.parts, masks):
+  """Each stage of the table's record, grouped as the model groups it: each head part's groups are the paper's
+  rule."""
+  for stage in schemes.SCHEME_TABLE[name].stages_for('space_time'):
+    parts = head_parts(stage)
+    for grouping, _, mask, class_token in parts:
       for i, q in enumerate(COORDS):
-        np.testing.assert_array_equal(mask[i].reshape(T, NH * NW), expected(part.grouping, q),
-                                      err_msg=f'{name} {stage.stage} {part.grouping} query {q}')
-      assert part.class_token == (part.grouping != 'time')
-    assert sum(p.heads.stop - p.heads.start for p in stage.parts) == HEADS
+        np.testing.assert_array_equal(mask[i].reshape(T, NH * NW), expected(grouping, q),
+                                      err_msg=f'{name} {stage} {grouping} query {q}')
+      assert class_token == (grouping != 'time')
+    assert sum(heads.stop - heads.start for _, heads, _, _ in parts) == HEADS
 
 
 def test_attention_order_reverses_only_model_3():

@@ -151,12 +151,6 @@ def _find_attention(tree, path=()):
       yield from _find_attention(node, path + (key,))
 
 
-def _get(tree, path):
-  for p in path:
-    tree = tree[p]
-  return tree
-
-
 # --------------------------------------------------------------------------------------------- stages
 
 

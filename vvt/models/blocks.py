@@ -2,7 +2,7 @@
 
 Each stage is pre-norm and residual:  x <- x + DropPath(Proj(MSA_stage(LN(x))))  — Proj is TimeSformer's extra
 temporal projection (`temporal_fc`) where asked for, identity otherwise. Then x <- x + DropPath(MLP(LN(x))).
-The scheme of a model is just its tuple of stages (see `stages_of`).
+The scheme of a model is just its tuple of stages (`ModelSpec.stages`, from its record in vvt/models/schemes.py).
 
 `Encoder` stacks the blocks either unrolled (params `block_0`, `block_1`, ...) or, with `scan`, as one
 `nn.scan` over a block whose params carry a leading layer axis (`blocks`, each leaf (num_layers, ...)):
@@ -17,7 +17,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from vvt.models import schemes
 # The model names no mesh: it reads the one its caller traces it under, and the logical axis rules active then
 # (`axes.axis_rules`; by default the batch over `axes.BATCH_AXES`).
 from vvt.models import axes as logical_axes
@@ -32,11 +31,6 @@ def constrain_batch(x):
   states it."""
   axes = () if x is None else logical_axes.traced_axes(logical_axes.BATCH, x.shape[0])
   return jax.lax.with_sharding_constraint(x, jax.sharding.PartitionSpec(axes)) if axes else x
-
-
-def stages_of(attention: str, attention_order: str = 'space_time') -> tuple[str, ...]:
-  """The attention stages of one block of scheme `attention`, in order (its record in vvt/models/schemes.py)."""
-  return schemes.get(attention).stages_for(attention_order)
 
 
 def remat_policy(remat):

@@ -29,7 +29,6 @@ from vvt.models import axes as logical_axes
 from vvt.train import ema as ema_lib
 from vvt.train import losses
 from vvt.train import mesh as mesh_lib
-from vvt.train import model_state
 from vvt.train.state import TrainState
 
 
@@ -145,19 +144,6 @@ def jit_eval_step(eval_step: Callable, mesh, param_shardings, rules=None) -> Cal
                  in_shardings=(param_shardings, mesh_lib.batch_sharding(mesh, rules)), out_shardings=(rep, rep))
 
 
-def make_train_step(module, tx, schedule, config, mesh, shardings=None):
-  """Returns jitted `train_step(state, batch) -> (state, metrics, status)` (`jit_train_step`).
-
-  `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf. `shardings` defaults to
-  `model_state.state_shardings` (the `config.mesh` rules). `vvt.train.program` builds the step of a run.
-  """
-  if shardings is None:
-    shardings = model_state.state_shardings(module, config, tx, mesh)
-  settings = TrainSettings.of(config)
-  return jit_train_step(train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings,
-                        settings.logical_rules)
-
-
 # ----------------------------------------------------------------------------- train step
 
 
@@ -238,7 +224,8 @@ def metric_outputs(heads, per_example_loss, correct, mask, learning_rate, grad_n
 
 
 def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
-  """`train_step(state, batch) -> (state, metrics, status)` before jit (see make_train_step).
+  """`train_step(state, batch) -> (state, metrics, status)` before jit (`jit_train_step`; `vvt.train.program`
+  builds the step of a run). `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf.
 
   settings: `TrainSettings` (or the run config they are read from). batch: 'inputs' uint8 or float
   (B, T, H, W, 3), 'label' (or 'label/<head>') int32 (B,), 'mask' float32 (B,). `mesh` places the inputs
