@@ -17,7 +17,7 @@ CONFIGS = common.REPO / 'configs'
 
 
 def load(name, arg=None, overrides=()):
-  from vvt.cli import config as loader  # pylint: disable=g-import-not-at-top
+  from vvt.config import loader  # pylint: disable=g-import-not-at-top
   return loader.load(str(CONFIGS / name) + (f':{arg}' if arg else ''), overrides, files=(), init=False)
 
 

@@ -385,9 +385,6 @@ class Source:
   def unused(self) -> list[str]:
     return sorted(set(self.state) - self.used)
 
-  def matching(self, prefix: str) -> list[str]:
-    return sorted(k for k in self.state if k.startswith(prefix))
-
 
 @dataclasses.dataclass
 class Report:

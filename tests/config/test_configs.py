@@ -2,18 +2,23 @@
 abstractly; the synthetic config covers every scheme; impossible combinations fail before compiling."""
 import json
 import os
+import sys
 
 import jax
 import jax.numpy as jnp
 import pytest
 
-import train_helpers as common
 import vvt.models
 from configs import common as configs_common
-from vvt.cli import config as loader
+from tests.conftest import REPO
 from vvt.cli import train as train_cli
+from vvt.config import loader
+from vvt.config.errors import ConfigError
 
-PAPER = sorted(p for p in (common.REPO / 'configs').glob('*/*.py') if p.name != '__init__.py')
+sys.path.insert(0, str(REPO / 'tests' / 'train'))
+import train_helpers as common  # noqa: E402  pylint: disable=wrong-import-position
+
+PAPER = sorted(p for p in (REPO / 'configs').glob('*/*.py') if p.name != '__init__.py')
 ARGS = {'timesformer_b.py': [None, 'hr', 'l'], 'xvit_b.py': [None, '8', '16'], 'vivit_l_fe.py': [None, '128']}
 CASES = [(str(p), a) for p in PAPER for a in (ARGS.get(p.name, [None]) if 'kinetics400' in str(p) else [None])]
 SCHEMES = tuple(configs_common.SYNTHETIC_SCHEMES)
@@ -40,7 +45,7 @@ def n_params(config):
   return _BACKBONES[key]
 
 
-@pytest.mark.parametrize('path,arg', CASES, ids=[f'{os.path.relpath(p, common.REPO)}:{a}' for p, a in CASES])
+@pytest.mark.parametrize('path,arg', CASES, ids=[f'{os.path.relpath(p, REPO)}:{a}' for p, a in CASES])
 def test_paper_config_loads_validates_and_builds(path, arg):
   c = load(path, arg)
   assert n_params(c) > 80_000_000  # the papers' B and L models
@@ -64,28 +69,28 @@ def test_paper_config_loads_validates_and_builds(path, arg):
 
 @pytest.mark.parametrize('scheme', SCHEMES)
 def test_synthetic_config_of_every_scheme(scheme):
-  c = load(str(common.REPO / 'configs/synthetic.py'), scheme)
+  c = load(str(REPO / 'configs/synthetic.py'), scheme)
   assert c.model.attention == scheme and n_params(c) < 1_000_000
   assert c.class_names == ('down', 'up', 'down_and_back', 'up_and_back')
 
 
 def test_synthetic_config_argument_errors():
-  with pytest.raises(loader.ConfigError, match="unknown scheme 'diagonal'"):
-    load(str(common.REPO / 'configs/synthetic.py'), 'diagonal')
-  with pytest.raises(loader.ConfigError, match="config argument 'frames' is not one of scheme, data_dir"):
-    load(str(common.REPO / 'configs/synthetic.py'), 'frames=3')
+  with pytest.raises(ConfigError, match="unknown scheme 'diagonal'"):
+    load(str(REPO / 'configs/synthetic.py'), 'diagonal')
+  with pytest.raises(ConfigError, match="config argument 'frames' is not one of scheme, data_dir"):
+    load(str(REPO / 'configs/synthetic.py'), 'frames=3')
 
 
 def test_paper_recipes():
-  t = load(str(common.REPO / 'configs/kinetics400/timesformer_b.py'))
+  t = load(str(REPO / 'configs/kinetics400/timesformer_b.py'))
   assert (t.optimizer.name, t.schedule.name, tuple(t.schedule.decay_epochs)) == ('sgd', 'step', (11, 14))
-  hr = load(str(common.REPO / 'configs/kinetics400/timesformer_b.py'), 'hr')
+  hr = load(str(REPO / 'configs/kinetics400/timesformer_b.py'), 'hr')
   assert (hr.model.num_frames, hr.model.image_size, hr.dataset.image_size) == (16, 448, 448)
-  v = load(str(common.REPO / 'configs/kinetics400/vivit_b_fe.py'))
+  v = load(str(REPO / 'configs/kinetics400/vivit_b_fe.py'))
   assert (v.optimizer.name, v.schedule.name, v.model.attention) == ('sgd', 'cosine', 'factorised_encoder')
   assert v.init_from is not None
-  assert load(str(common.REPO / 'configs/kinetics400/xvit_b.py'), '16').dataset.num_frames == 16
-  s = load(str(common.REPO / 'configs/ssv2/vivit_l_fe.py'))
+  assert load(str(REPO / 'configs/kinetics400/xvit_b.py'), '16').dataset.num_frames == 16
+  s = load(str(REPO / 'configs/ssv2/vivit_l_fe.py'))
   assert s.loss.label_smoothing > 0 and s.loss.mixup_alpha > 0 and s.model.stochastic_depth > 0
   assert s.dataset.randaugment is not None
 
