@@ -73,11 +73,28 @@ def init_from(checkpoint: str, **options) -> ml_collections.ConfigDict:
 # papers' start; AugReg's (Steiner et al.) load too but start stronger than the papers did: docs/recipes.md.
 IMAGENET21K = 'imagenet21k/ViT-{size}_16.npz'
 KINETICS400 = 'kinetics400/{name}.safetensors'  # Kinetics-400 vvt models, exported by `vvt export`
+# ViViT's "larger JFT [57] dataset" start (sec. 4.1; Table 5's "(JFT)" rows): JFT-300M ViTs were never released,
+# so this names the file a user who has one gives; without it, ImageNet-21k (docs/recipes.md).
+JFT = 'jft/ViT-{size}_16.npz'
+# TimeSformer's "pre-trained on ImageNet-1K" start (Table 7): the official code's default image model, timm's
+# `vit_base_patch16_224` (`jx_vit_base_p16_224-80ecf9dd.pth`, the original ViT release's ImageNet-21k model
+# fine-tuned on ImageNet-1k: gs://vit_models/imagenet21k+imagenet2012/ViT-B_16-224.npz).
+IMAGENET1K = 'imagenet21k+imagenet2012/ViT-{size}_16-224.npz'
 
 
 def imagenet21k_init(size: str, **options) -> ml_collections.ConfigDict:
   """`init_from` the ImageNet-21k ViT-{size}/16 (the papers' image initialisation); options: init_options."""
   return ml_collections.ConfigDict(dict(path=IMAGENET21K.format(size=size), format='big_vision', **options))
+
+
+def jft_init(size: str, **options) -> ml_collections.ConfigDict:
+  """`init_from` a JFT-300M ViT-{size}/16 (ViViT Table 5's "(JFT)" rows; not public: `JFT`)."""
+  return ml_collections.ConfigDict(dict(path=JFT.format(size=size), format='big_vision', **options))
+
+
+def imagenet1k_init(size: str, **options) -> ml_collections.ConfigDict:
+  """`init_from` the ImageNet-1k ViT-{size}/16 of TimeSformer's code (Table 7's start: `IMAGENET1K`)."""
+  return ml_collections.ConfigDict(dict(path=IMAGENET1K.format(size=size), format='big_vision', **options))
 
 
 def kinetics400_init(name: str, **options) -> ml_collections.ConfigDict:
@@ -88,6 +105,19 @@ def kinetics400_init(name: str, **options) -> ml_collections.ConfigDict:
     vvt export --workdir runs/k400_{name} --output kinetics400/{name}.safetensors
   """
   return ml_collections.ConfigDict(dict(path=KINETICS400.format(name=name), format='vvt', **options))
+
+
+# ViViT's image start (sec. 3.4, 4.1): "a ViT image model trained either on ImageNet-21K (unless otherwise
+# specified) or the larger JFT dataset", tubelets from the image filter at their central frame (eq. 9), the 2D
+# positional table repeated over time. A ViViT config's `init=` argument picks the dataset.
+VIVIT_INITS = {'imagenet21k': imagenet21k_init, 'jft': jft_init}
+
+
+def vivit_image_init(name: str, size: str) -> ml_collections.ConfigDict:
+  """ViViT's `init_from` of the ViT-{size}/16 trained on `name` ('imagenet21k' or 'jft', `VIVIT_INITS`)."""
+  if name not in VIVIT_INITS:
+    raise ValueError(f'config argument init={name!r} is not one of {", ".join(VIVIT_INITS)}')
+  return VIVIT_INITS[name](size, tubelet_init='central_frame', positional_embedding='repeat')
 
 
 # ViViT's test views (dataset fields): "Unless otherwise specified, we use a total of 4 views per video" (sec. 4.1,
@@ -102,6 +132,16 @@ def vivit_views(name: str) -> dict:
     raise ValueError(f'config argument views={name!r} is not one of {", ".join(VIVIT_VIEWS)}')
   clips, crops = VIVIT_VIEWS[name]
   return dict(num_test_clips=clips, num_spatial_crops=crops)
+
+
+def on_dataset(c: ml_collections.ConfigDict, num_classes, train_files: str, eval_files: str,
+               split: str = 'test') -> ml_collections.ConfigDict:
+  """Config `c`'s recipe on another dataset: its classes (the shared field; an int, or head -> classes), its
+  record files and the split it is evaluated on. Returns `c`, changed."""
+  c.num_classes = num_classes
+  c.dataset.train_files, c.dataset.eval_files = train_files, eval_files
+  c.eval.split = split
+  return c
 
 
 # TimeSformer's schemes (Table 1) as its authors build them, beyond `model.attention`: the space-only model

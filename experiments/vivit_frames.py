@@ -1,11 +1,11 @@
-"""ViViT Fig. 9 (Arnab et al. 2021, sec. 4.2 "Varying the number of input frames"): ViViT-L/16x2 factorised
-encoder on Kinetics-400 with 32 to 128 input frames at stride 2, the tokens growing with the frames; the
+"""ViViT Fig. 7 (Arnab et al. 2021, ICCV version, sec. 4.2 "Varying the number of input frames"): ViViT-L/16x2
+factorised encoder on Kinetics-400 with 32 to 128 input frames at stride 2, the tokens growing with the frames; the
 128-frame model "sees" the whole video in one view.
 
   vvt sweep --config experiments/vivit_frames.py:k400 --workdir runs/vivit_frames
   vvt sweep --config experiments/vivit_frames.py:mini --workdir runs/vivit_frames_mini
 
-Base: configs/kinetics400/vivit_l_fe.py with the ablations' 4 test views (`views=ablation`). Fig. 9 plots
+Base: configs/kinetics400/vivit_l_fe.py with the ablations' 4 test views (`views=ablation`). Fig. 7 plots
 accuracy against the number of temporal views: re-evaluate a finished trial with `vvt eval --workdir DIR/<trial>
 --config.dataset.num_test_clips=N`. `mini`: 4, 8, 16 frames of the 16-frame synthetic videos (stride 4, 2, 1),
 3 seeds.

@@ -1,14 +1,14 @@
-"""ViViT Table 2 (Arnab et al. 2021): the model variants, ViViT-B with 16x2 tubelets: Model 1 (spatio-temporal
-attention), Model 2 (factorised encoder, L_t = 4), Model 3 (factorised self-attention), Model 4 (factorised
-dot-product) and Model 2's average-pooling baseline (L_t = 0), on Kinetics-400 (top-1: 80.0 / 78.8 / 77.4 /
-76.3 / 75.8) and Epic Kitchens (action accuracy: 43.1 / 43.7 / 39.1 / 39.5 / 38.8).
+"""ViViT Table 2 (Arnab et al. 2021, ICCV version): the model variants, ViViT-B with 16x2 tubelets: Model 1
+(spatio-temporal attention), Model 2 (factorised encoder, L_t = 4), Model 3 (factorised self-attention), Model 4
+(factorised dot-product) and Model 2's average-pooling baseline (L_t = 0), on Kinetics-400 (top-1: 80.0 / 78.8 /
+77.4 / 76.3 / 75.8) and Epic Kitchens (action accuracy: 43.1 / 43.7 / 39.1 / 39.5 / 38.8).
 
   vvt sweep --config experiments/vivit_models.py:k400 --workdir runs/vivit_models_k400
   vvt sweep --config experiments/vivit_models.py:epic --workdir runs/vivit_models_epic
   vvt sweep --config experiments/vivit_models.py:mini --workdir runs/vivit_models_mini
 
 Base: configs/kinetics400/vivit_b_fe.py (32 frames, ImageNet-21k, central-frame tubelets), or
-configs/epic_kitchens/vivit_l_fe.py at ViViT-B/16x2 (verb + noun heads, all of Table 4's regularisers). The
+configs/epic_kitchens/vivit_l_fe.py at ViViT-B/16x2 (verb + noun heads, all of Table 3's regularisers). The
 paper starts its Epic models from the Kinetics models of the same table: export each K400 trial with
 `vvt export --workdir runs/vivit_models_k400/model=NAME --output kinetics400/vivit_b_NAME.safetensors`. Models 3
 and 4 have no class token and use `classifier='gap'`. `mini`: the same five on the synthetic data, 3 seeds.

@@ -1,5 +1,5 @@
-"""ViViT Table 1 (Arnab et al. 2021): input encoding of ViViT-B Model 1 on Kinetics-400 with 32-frame inputs:
-uniform frame sampling (8 frames, 1x16x16 patches) against 4x16x16 tubelets initialised by filter
+"""ViViT Table 1 (Arnab et al. 2021, ICCV version): input encoding of ViViT-B Model 1 on Kinetics-400 with
+32-frame inputs: uniform frame sampling (8 frames, 1x16x16 patches) against 4x16x16 tubelets initialised by filter
 inflation (eq. 8) or at the central frame (eq. 9), the same number of tokens for all (paper top-1: uniform
 78.5, inflation 77.6, central frame 79.2).
 

@@ -1,4 +1,4 @@
-"""ViViT Fig. 8 (Arnab et al. 2021, sec. 4.2 "Varying the number of tokens"): the temporal tubelet length
+"""ViViT Fig. 6 (Arnab et al. 2021, ICCV version, sec. 4.2 "Varying the number of tokens"): the temporal tubelet length
 t = 2, 4, 8 (16x16 patches) for each model variant, ViViT-B on Kinetics-400: smaller tubelets, more
 tokens, higher accuracy and more FLOPs (Model 1 the most).
 

@@ -21,21 +21,32 @@ strengths) is from Scenic's public config; every value and its source: docs/reci
 """
 from configs import common
 
+KINETICS400 = dict(num_classes=400, train_files='kinetics400/train@1024', eval_files='kinetics400/test@512')
+
 
 def get_config(arg=None):
   views = common.parse_arg(arg, views='ablation')['views']
-  c = common.paper_config(
-      model=dict(family='vivit', attention='factorised_encoder', variant='B/16x2',
-                 num_frames=32, image_size=224, num_classes=400, temporal_layers=4,
-                 classifier='token'),
-      dataset=dict(stride=2, fps=25, short_video_policy='loop', **common.vivit_views(views),
-                   train_files='kinetics400/train@1024', eval_files='kinetics400/test@512',
+  c = kinetics_config(dict(attention='factorised_encoder', variant='B/16x2', temporal_layers=4), views,
+                      base_lr=0.05)
+  c.init_from = common.vivit_image_init('imagenet21k', 'B')
+  return c
+
+
+def kinetics_config(model: dict, views: str, base_lr: float, data: dict = KINETICS400):
+  """ViViT's recipe for the large datasets (Kinetics, Moments in Time: "we use only the first row of Tab. 3")
+  for `model` fields (attention, variant, ...): 32 frames at stride 2 of 25-fps video, 224^2 class-token
+  model, Scenic's schedule at `base_lr`; `data`: num_classes, train_files, eval_files[, split]. No init_from."""
+  data = dict(data)
+  num_classes, split = data.pop('num_classes'), data.pop('split', 'test')
+  return common.paper_config(
+      model=dict(family='vivit', num_frames=32, image_size=224, num_classes=num_classes, classifier='token',
+                 **model),
+      dataset=dict(stride=2, fps=25, short_video_policy='loop', **common.vivit_views(views), **data,
                    **common.scale_jitter(256, 0.9, 1.33), eval_resize=256,
                    horizontal_flip=True, color_jitter=1.0, color_jitter_prob=0.8,
                    normalization='zero_centre'),
       train={'batch_size': 64, 'num_epochs': 30.0,
              'optimizer.name': 'sgd', 'optimizer.momentum': 0.9, 'optimizer.grad_clip_norm': 1.0,
-             'schedule.name': 'cosine', 'schedule.base_lr': 0.05, 'schedule.warmup_epochs': 2.5,
-             'eval.batch_size': 64, 'eval.average': 'logits', 'checkpoint.every_steps': 1000})
-  c.init_from = common.imagenet21k_init('B', tubelet_init='central_frame', positional_embedding='repeat')
-  return c
+             'schedule.name': 'cosine', 'schedule.base_lr': base_lr, 'schedule.warmup_epochs': 2.5,
+             'eval.batch_size': 64, 'eval.average': 'logits', 'eval.split': split,
+             'checkpoint.every_steps': 1000})

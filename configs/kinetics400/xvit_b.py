@@ -15,7 +15,7 @@ channels from the neighbours), all blocks mixing, and the TA head's MLP of width
 """
 from configs import common
 
-STRIDE = {8: 32, 16: 16}  # frames: sampling rate (each clip spans 256 frames, ~10 s)
+STRIDE = {8: 32, 16: 16}  # frames: sampling rate (each clip covers 256 frames: 8.5 s at 30 fps)
 
 
 def get_config(arg=None):

@@ -47,11 +47,12 @@ def run_dir(tmp_path_factory, tiny_data):
 def save_fresh_run(wd, config):
   """`config`'s model, freshly initialised, saved in `wd` as a params-only checkpoint (step 3) + config.json."""
   import jax  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints, model_state, run_config  # pylint: disable=g-import-not-at-top
+  from vvt.config import run_file  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints, model_state  # pylint: disable=g-import-not-at-top
   module = model_state.build_model(config)
   params = model_state.init_params(module, config, jax.random.PRNGKey(0))
   checkpoints.save_params(wd, params, step=3, config=config)
-  run_config.write(wd, config)
+  run_file.write(wd, config)
   return wd
 
 

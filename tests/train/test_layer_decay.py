@@ -7,7 +7,8 @@ import pytest
 
 import vvt.models
 from vvt.models import schemes
-from vvt.train import defaults, layer_decay, optimizers
+from vvt.config import schema
+from vvt.train import layer_decay, optimizers
 
 DECAY = 0.5
 
@@ -31,9 +32,9 @@ def _flat(tree):
 
 
 def _optimizer(**kw):
-  c = defaults.get_base_config().optimizer
+  c = schema.get_base_config().optimizer
   c.update(name='adamw', weight_decay=0.05, **kw)
-  sched = defaults.get_base_config().schedule
+  sched = schema.get_base_config().schedule
   sched.update(name='constant', base_lr=1e-2)
   return optimizers.make_optimizer(c, optimizers.make_schedule(sched, 10, 10))
 

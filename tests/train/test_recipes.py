@@ -17,7 +17,7 @@ CONFIGS = common.REPO / 'configs'
 
 
 def load(name, arg=None, overrides=()):
-  from vvt.cli import config as loader  # pylint: disable=g-import-not-at-top
+  from vvt.config import loader  # pylint: disable=g-import-not-at-top
   return loader.load(str(CONFIGS / name) + (f':{arg}' if arg else ''), overrides, files=(), init=False)
 
 
@@ -95,6 +95,10 @@ def test_timesformer_l_pads_a_short_video_with_its_last_frame():
     ('ssv2/vivit_l_fe.py', None, (4, 3)),                    # Tables 5d, 5e (Scenic: 3 crops)
     ('ssv2/vivit_l_fe.py', 'views=ablation', (4, 1)),
     ('epic_kitchens/vivit_l_fe.py', 'views=ablation', (4, 1)),
+    ('kinetics400/vivit_h.py', None, (4, 3)),                # Table 5a: "4x3"
+    ('kinetics600/vivit_l_fe.py', None, (4, 3)),             # Table 5b: none given; Scenic's K600 config
+    ('kinetics600/vivit_l_fe.py', '128', (1, 3)),
+    ('moments_in_time/vivit_l_fe.py', None, (4, 3)),
 ])
 def test_vivit_views_per_table(name, arg, views):
   d = load(name, arg).dataset
@@ -121,8 +125,51 @@ def test_vivit_ssv2_flips_as_the_paper_with_variants():
                                                   'label_aware'),
     ('ssv2/vivit_l_fe.py', 'off', [('dataset.label_aware_flip', 'True')],
      'dataset.label_aware_flip needs dataset.horizontal_flip=True'),
+    ('kinetics600/vivit_l_fe.py', 'init=imagenet', (),
+     "config argument init='imagenet' is not one of imagenet21k, jft"),
+    ('kinetics600/vivit_l_fe.py', '64', (), 'frames must be 32 or 128'),
+    ('howto100m/timesformer_b.py', '16', (), 'frames must be one of 8, 32, 64, 96'),
+    ('howto100m/timesformer_b.py', 'init=jft', (), "config argument init='jft' is not one of kinetics400, "
+                                                    'imagenet21k'),
+    ('epic_kitchens/xvit_b.py', '32', (), 'frames must be 8 or 16'),
 ])
 def test_bad_recipe_arguments_are_one_line(name, arg, overrides, message):
   with pytest.raises(ConfigError) as e:
     load(name, arg, overrides)
   assert message in str(e.value) and '\n' not in str(e.value)
+
+
+@pytest.mark.parametrize('frames,coverage,clips', [(8, 8.5, 48), (32, 34.1, 12), (64, 68.3, 6), (96, 102.4, 4)])
+def test_howto100m_reads_every_32nd_frame_of_30_fps_video(frames, coverage, clips):
+  """TimeSformer Table 8: "a frame rate of 1/32" of the official code's 30-fps video, stride 1 over video stored
+  at 30/32 fps: the same moments as stride 32 at 30 fps, and Table 8's single-clip coverage and test clips."""
+  d = load('howto100m/timesformer_b.py', str(frames)).dataset
+  assert (d.num_frames, d.stride, d.num_test_clips, d.num_spatial_crops) == (frames, 1, clips, 3)
+  assert round(d.num_frames * d.stride / d.fps, 1) == coverage
+  length = 7 * 60 * 30  # a 7-minute video at 30 fps; at 30/32 fps (`--fps 0.9375`) its frames 0, 32, 64, ...
+  at_30 = np.asarray(sampling.eval_indices(length, frames, 32, clips, d.short_video_policy, d.sampling))
+  stored = np.asarray(sampling.eval_indices(-(-length // 32), frames, d.stride, clips, d.short_video_policy,
+                                            d.sampling))
+  # the same moments: each clip's start falls on its own grid (a stored frame, 32/30 s; a frame at 30 fps)
+  assert np.abs(stored / d.fps - at_30 / 30).max() <= (32 + 1) / 30 + 1e-9
+  assert (np.diff(stored, axis=1) == 1).all() and (np.diff(at_30, axis=1) == 32).all()
+
+
+def test_new_recipes_follow_their_sources():
+  """The starts and the per-dataset training details that differ from the recipes they are built on."""
+  jft = load('kinetics400/vivit_l_fe.py', '128,init=jft').init_from
+  assert (jft.path, jft.format, jft.tubelet_init) == ('jft/ViT-L_16.npz', 'big_vision', 'central_frame')
+  h = load('kinetics400/vivit_h.py')
+  assert (h.model.attention, h.model.variant, h.init_from.path) == ('spatiotemporal', 'H/16x2', 'jft/ViT-H_16.npz')
+  assert load('kinetics600/vivit_h.py').num_classes == 600
+  assert load('diving48/timesformer_b.py').init_from.path == configs_common.IMAGENET1K.format(size='B')
+  assert load('howto100m/timesformer_b.py').init_from.path == 'kinetics400/timesformer_b.safetensors'
+  assert load('howto100m/timesformer_b.py', '32,init=imagenet21k').init_from.format == 'big_vision'
+  mit = load('moments_in_time/vivit_l_fe.py')  # only the first row of Table 3, from ImageNet-21k
+  assert (mit.num_classes, mit.loss.label_smoothing, mit.loss.mixup_alpha, mit.dataset.randaugment) == (339, 0, 0, None)
+  epic = load('epic_kitchens/xvit_b.py')  # X-ViT sec. 4.1: flip, erasing and smoothing on Epic-100, 50 epochs
+  assert (epic.dataset.horizontal_flip, epic.dataset.random_erasing, epic.loss.label_smoothing) == (True, 0.5, 0.3)
+  assert (epic.num_epochs, epic.loss.mixup_alpha, epic.schedule.base_lr, epic.batch_size) == (50, 0, 0.05, 128)
+  assert dict(epic.dataset.label_keys) == {'verb': 'verb_label', 'noun': 'noun_label'}
+  k600 = load('kinetics600/xvit_b.py', '16')  # the Kinetics recipe: mixup, lr 0.03
+  assert (k600.num_classes, k600.loss.mixup_alpha, k600.schedule.base_lr, k600.num_epochs) == (600, 0.4, 0.03, 30)

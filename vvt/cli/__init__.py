@@ -22,7 +22,7 @@ COMMANDS = {
     'memory': ('vvt.cli.memory', 'main', 'per-device memory and FLOPs of a step on a TPU topology'),
     'data': ('vvt.cli.data', 'main', 'write datasets: convert videos, synthetic motion data'),
     'convert': ('vvt.cli.convert', 'main', 'convert official / Hugging Face checkpoints to vvt'),
-    'export': ('vvt.cli.convert', 'export_main', 'export a vvt checkpoint to safetensors (and back)'),
+    'export': ('vvt.cli.convert', 'export_main', 'vvt checkpoint -> safetensors (and back) or a Hugging Face folder'),
     'demo': ('vvt.cli.demo', 'main', 'synthetic data -> small model -> multi-view evaluation'),
     'sweep': ('vvt.cli.sweep', 'main', 'run a study\'s trials (experiments/FILE.py), then its results'),
     'results': ('vvt.cli.results', 'main', 'results table and plot of a sweep directory'),

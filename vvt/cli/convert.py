@@ -3,6 +3,7 @@
   vvt convert --source SOURCE --checkpoint FILE --config CONFIG[:ARG] --output DIR [--hf-config JSON]
               [--num-frames N] [--image-size S] [--config.model.FIELD=VALUE ...]
   vvt export  --workdir DIR [--step N] [--raw_params] --output FILE.safetensors   (EMA params where the step has them)
+  vvt export  --workdir DIR [--step N] [--raw_params] --format hf --output FOLDER   (a transformers folder)
   vvt export  --import FILE.safetensors --output DIR [--config CONFIG]   (safetensors -> vvt checkpoint)
 
 `vvt convert` reads the checkpoint (never executing code from it), converts it, checks every parameter name and
@@ -13,6 +14,12 @@ evaluates the converted weights. `DIR/convert_report.txt` lists what was loaded 
 3 and 4 read their frames and frame size from the split of their T*N position table; where its rows do not tell
 the split, --num-frames or --image-size must. A checkpoint without a classifier (a VideoMAE backbone,
 --source hf_videomae) gets a new head of CONFIG's model.num_classes.
+
+`vvt export --format hf` writes FOLDER/config.json and FOLDER/model.safetensors, which transformers'
+`<Class>.from_pretrained(FOLDER)` loads: TimeSformer divided and joint (TimesformerForVideoClassification), ViViT
+Model 1 (VivitForVideoClassification), joint attention without a class token (VideoMAEForVideoClassification),
+labels from the run's class names (`vvt.convert.hf_export`). A model no transformers class expresses is refused
+with one line naming its scheme or field (exit 2) before anything is written.
 """
 from __future__ import annotations
 
@@ -140,6 +147,40 @@ def export_checkpoint(workdir: str, output: str, step: int | None = None, raw_pa
   return output, n
 
 
+def _run_config(workdir: str, step: int):
+  """The run config (a dict) a checkpoint step was written with, else WORKDIR/config.json's; None without."""
+  from vvt import fileio  # pylint: disable=g-import-not-at-top
+  from vvt.config import run_file  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  config = checkpoints.read_meta(workdir, step).get('config')
+  if config is None and fileio.exists(run_file.path(workdir)):
+    config = json.loads(fileio.read_text(run_file.path(workdir)))
+  return config
+
+
+def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bool = False):
+  """A vvt checkpoint (the EMA params of a step that has them unless `raw_params`) -> a Hugging Face transformers
+  folder (`vvt.convert.hf_export.write`). common.UsageError (exit 2) for a model no transformers class expresses,
+  before anything is written. Returns (transformers class, number of tensors, weights: 'ema' | 'raw' | 'params')."""
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  from vvt.convert import hf_export  # pylint: disable=g-import-not-at-top
+  from vvt.convert.common import NotExpressible  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  step = checkpoints.resolve_step(workdir, step)
+  config = _run_config(workdir, step)
+  if not isinstance(config, dict) or not isinstance(config.get('model'), dict):
+    raise common.UsageError(f'{workdir}: checkpoint step {step} has no model config (nor has {workdir}/config.json); '
+                            '--format hf writes the model the config describes')
+  model_cfg = vvt.models.get_config(**config['model'])
+  try:
+    hf_export.check(model_cfg)
+    params, step, weights = checkpoints.load_eval_params(workdir, step, raw=raw_params)
+    hf_class, n = hf_export.write(params, model_cfg, output, config.get('class_names'))
+  except NotExpressible as e:
+    raise common.UsageError(f'cannot export to Hugging Face: {e}') from None
+  return hf_class, n, weights
+
+
 def import_safetensors(path: str, output: str, config=None, step: int = 0) -> str:
   """safetensors (vvt flat names) -> params-only vvt checkpoint in `output`; checked against `config` if given."""
   from vvt.convert import export, video  # pylint: disable=g-import-not-at-top
@@ -178,15 +219,22 @@ def _convert(argv):
 
 def _export(argv):
   p = common.Parser('vvt export', 'vvt checkpoint <-> safetensors (flat names: "/"-joined parameter paths, '
-                    'float32)', config=True)
+                    'float32); --format hf: a Hugging Face transformers folder', config=True)
   p.add_argument('--workdir', help='vvt workdir whose checkpoint to export')
   p.add_argument('--step', type=int, default=None, help='checkpoint step (default: latest)')
   p.add_argument('--import', dest='import_file', default=None,
                  help='read this safetensors file and write a vvt checkpoint to --output instead')
-  p.add_argument('--output', required=True)
+  p.add_argument('--output', required=True,
+                 help='the safetensors file (--format safetensors), or the folder (--format hf)')
+  p.add_argument('--format', default='safetensors', choices=('safetensors', 'hf'),
+                 help="safetensors: vvt's names ('/'-joined parameter paths); hf: a Hugging Face transformers "
+                      'folder, config.json + model.safetensors')
   p.add_argument('--raw_params', action='store_true',
                  help='export the trained params even where the checkpoint has EMA ones')
   args, spec, overrides = common.parse(p, argv)
+  if args.import_file and args.format == 'hf':
+    raise common.UsageError('--import reads vvt safetensors files; a Hugging Face folder is read by '
+                            '`vvt convert --source hf_timesformer|hf_vivit|hf_videomae`')
   if args.import_file:
     config = common.run_config(spec, overrides, files=(), init=False) if spec else None
     path = import_safetensors(args.import_file, args.output, config)
@@ -194,6 +242,10 @@ def _export(argv):
   else:
     if not args.workdir:
       raise common.UsageError('--workdir is required (or --import FILE)')
+    if args.format == 'hf':
+      hf_class, n, weights = export_hf(args.workdir, args.output, step=args.step, raw_params=args.raw_params)
+      print(f'[export] {hf_class}: {n} tensors ({weights} weights) -> {args.output}/config.json, model.safetensors')
+      return
     path, n = export_checkpoint(args.workdir, args.output, step=args.step, raw_params=args.raw_params)
     print(f'[export] {n} tensors -> {path}')
 

@@ -6,6 +6,8 @@
       image ViT checkpoints (big_vision/AugReg, scenic, HF, timm) into any model family, the papers' strategies.
   export.to_safetensors(params, path) / export.from_safetensors(path)
       vvt params <-> safetensors with '/'-joined names; `vvt export` on top.
+  hf_export.write(params, model_cfg, folder, class_names=None)
+      vvt models -> Hugging Face transformers folders (config.json + model.safetensors); `vvt export --format hf`.
 Per-source modules: scenic (ViViT Models 1-4), timesformer (official + HF), xvit, hf_vivit, hf_videomae;
-image (readers); common (safe file loading, layout helpers, the report).
+image (readers); common (safe file loading, layout helpers both ways, the report).
 """

@@ -14,6 +14,7 @@ Layouts: torch Linear weight (out, in), y = x W^T + b  ->  flax Dense kernel (in
 A fused torch qkv Linear(D, 3D) holds rows [q | k | v]; head h owns features [h*d_h, (h+1)*d_h) of each,
 so the flax query kernel (D, H, d_h) is W[0:D].T.reshape(D, H, d_h) (same for k, v), and the output
 projection Linear(D, D) becomes out kernel (H, d_h, D) = W.T.reshape(H, d_h, D).
+`TorchState` writes vvt params back in these layouts (Hugging Face export), bit for bit the inverse.
 """
 from __future__ import annotations
 
@@ -384,9 +385,6 @@ class Source:
   def unused(self) -> list[str]:
     return sorted(set(self.state) - self.used)
 
-  def matching(self, prefix: str) -> list[str]:
-    return sorted(k for k in self.state if k.startswith(prefix))
-
 
 @dataclasses.dataclass
 class Report:
@@ -569,3 +567,101 @@ def variant_name(hidden_size: int, patch: int, tubelet_t: int = 1) -> str:
   sizes = {192: 'Ti', 384: 'S', 768: 'B', 1024: 'L', 1280: 'H'}
   name = f'{sizes.get(int(hidden_size), "B")}/{int(patch)}'
   return name + (f'x{int(tubelet_t)}' if tubelet_t > 1 else '')
+
+
+# ------------------------------------------------------------------ vvt -> PyTorch layouts (Hugging Face export)
+
+
+class NotExpressible(ValueError):
+  """A vvt model, or a value of one of its fields, that the target format cannot express: one line naming the
+  field (or scheme) and its value."""
+
+
+class TorchState:
+  """Builds a PyTorch-layout state dict {name: float32 array} from vvt params: the inverse of the torch_* helpers
+  above (so a file read by them and written back by these is bit-identical). Every vvt parameter is taken once;
+  `result()` refuses params left over (a part of the vvt model the target has no place for)."""
+
+  def __init__(self, params, target: str):
+    self.flat = {k: np.asarray(v, np.float32) for k, v in flatten(params).items()}
+    self.target = target
+    self.used: set[str] = set()
+    self.state: dict[str, np.ndarray] = {}
+
+  def take(self, name: str) -> np.ndarray:
+    if name not in self.flat:
+      raise KeyError(f'vvt parameter {name} is missing (the params do not fit the model config)')
+    self.used.add(name)
+    return self.flat[name]
+
+  def drop(self, name: str) -> None:
+    """A vvt parameter the target does without (the caller says why that changes nothing)."""
+    self.take(name)
+
+  def put(self, key: str, value: np.ndarray) -> None:
+    if key in self.state:
+      raise ValueError(f'internal error: {key} written twice')
+    self.state[key] = np.ascontiguousarray(value, np.float32)
+
+  def copy(self, key: str, name: str) -> None:
+    self.put(key, self.take(name))
+
+  def layer_norm(self, key: str, name: str) -> None:
+    """flax LayerNorm scale/bias -> torch weight/bias."""
+    self.copy(f'{key}.weight', f'{name}/scale')
+    self.copy(f'{key}.bias', f'{name}/bias')
+
+  def dense(self, key: str, name: str) -> None:
+    """flax Dense kernel (in, out) -> torch Linear weight (out, in), and the bias."""
+    self.put(f'{key}.weight', self.take(f'{name}/kernel').T)
+    self.copy(f'{key}.bias', f'{name}/bias')
+
+  def projection(self, name: str, part: str, bias: bool | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """flax query/key/value (D, H, d_h) [+ (H, d_h)] -> torch (H*d_h, D) weight and (H*d_h,) bias. bias: True
+    takes the bias, False gives zeros where vvt has none (a key bias that is zero changes nothing), None: none."""
+    kernel = self.take(f'{name}/{part}/kernel')
+    d = kernel.shape[0]
+    weight = kernel.reshape(d, -1).T
+    if bias is None:
+      return weight, None
+    return weight, (self.take(f'{name}/{part}/bias').reshape(-1) if bias else np.zeros(weight.shape[0], np.float32))
+
+  def fused_qkv(self, key: str, name: str, biases: tuple) -> None:
+    """flax query/key/value -> one torch qkv Linear(D, 3D), rows [q | k | v]."""
+    parts = [self.projection(name, part, b) for part, b in zip(('query', 'key', 'value'), biases)]
+    self.put(f'{key}.weight', np.concatenate([w for w, _ in parts]))
+    if parts[0][1] is not None:
+      self.put(f'{key}.bias', np.concatenate([b for _, b in parts]))
+
+  def attention_out(self, key: str, name: str) -> None:
+    """flax out kernel (H, d_h, D) + bias -> torch Linear(D, D)."""
+    kernel = self.take(f'{name}/kernel')
+    self.put(f'{key}.weight', kernel.reshape(-1, kernel.shape[-1]).T)
+    self.copy(f'{key}.bias', f'{name}/bias')
+
+  def patch_embedding(self, key: str, name: str, conv2d: bool = False) -> None:
+    """vvt tubelet kernel (t, h, w, C, D) -> torch Conv3d (D, C, t, h, w); conv2d (t = 1): Conv2d (D, C, h, w)."""
+    kernel = self.take(f'{name}/kernel')
+    self.put(f'{key}.weight', kernel[0].transpose(3, 2, 0, 1) if conv2d else kernel.transpose(4, 3, 0, 1, 2))
+    self.copy(f'{key}.bias', f'{name}/bias')
+
+  def result(self) -> dict[str, np.ndarray]:
+    left = sorted(set(self.flat) - self.used)
+    if left:
+      more = f' and {len(left) - 3} more' if len(left) > 3 else ''
+      raise NotExpressible(f'{self.target} has no place for the vvt parameters {", ".join(left[:3])}{more}')
+    return self.state
+
+
+def hf_activation(gelu_approximate: bool, tanh_name: str = 'gelu_new') -> str:
+  """vvt gelu_approximate -> Hugging Face hidden_act: 'gelu' (exact erf) or a name of the tanh formula."""
+  return tanh_name if gelu_approximate else 'gelu'
+
+
+def require(model_cfg, field: str, allowed, target: str, why: str = '') -> None:
+  """NotExpressible naming `model.field` and its value unless the value is one of `allowed` (a value or a tuple)."""
+  allowed = allowed if isinstance(allowed, tuple) else (allowed,)
+  value = model_cfg[field]
+  if value not in allowed:
+    need = ' or '.join(repr(a) for a in allowed)
+    raise NotExpressible(f'model.{field}={value!r}: {target} needs {need}' + (f' ({why})' if why else ''))

@@ -193,3 +193,61 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
       encoder_norm_eps=FC_NORM_EPS if mean else float(cfg['layer_norm_eps']),
       gelu_approximate=cfg['gelu_approximate'], qkv_bias=bool(cfg['qv_bias']), key_bias=False)
   return w.result(fields)
+
+
+# ------------------------------------------------------------------------------ vvt -> Hugging Face
+
+HF_CLASS = 'VideoMAEForVideoClassification'
+# VideoMAEConfig fields the classifier does not use, at transformers' defaults (save_pretrained writes them all).
+HF_DECODER_DEFAULTS = dict(decoder_num_attention_heads=6, decoder_hidden_size=384, decoder_num_hidden_layers=4,
+                           decoder_intermediate_size=1536, norm_pix_loss=True)
+
+
+def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
+  """vvt joint space-time attention without a class token -> Hugging Face VideoMAEForVideoClassification: (config
+  dict, state dict in the names save_pretrained writes: `q_bias`, `v_bias`). The inverse of `convert`.
+
+  model_cfg: the resolved model config. What the class expresses (else NotExpressible naming the field):
+  classifier='gap' with pooling 'mean_then_norm' (fc_norm, whose eps is torch's 1e-5: encoder_norm_eps=1e-5) or
+  'first_token' (the final LayerNorm with layer_norm_eps), the fixed sine-cosine table
+  (positional_embedding='sinusoidal'), square tubelets (t, p, p), exact or tanh GELU, q and v biases or none. A
+  vvt key bias is left out: it adds the same q.b_k to every logit of a query's row, so attention never sees it."""
+  m = model_cfg
+  common.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS)
+  common.require(m, 'classifier', 'gap', HF_CLASS)
+  common.require(m, 'positional_embedding', 'sinusoidal', HF_CLASS, 'its fixed sine-cosine table')
+  common.require(m, 'pooling', ('mean_then_norm', 'first_token'), HF_CLASS,
+                 'use_mean_pooling True or False: the mean of the tokens normalised, or the first token')
+  tt, th, tw = m.tubelet
+  if th != tw:
+    raise common.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs square patches (t, p, p)')
+  mean = m.pooling == 'mean_then_norm'
+  common.require(m, 'encoder_norm_eps', FC_NORM_EPS if mean else m.layer_norm_eps, HF_CLASS,
+                 "fc_norm has torch's eps 1e-5" if mean else 'its final LayerNorm has layer_norm_eps')
+  w = common.TorchState(params, HF_CLASS)
+  w.patch_embedding('videomae.embeddings.patch_embeddings.projection', 'embedding/conv')
+  for i in range(m.num_layers):
+    key, name = f'videomae.encoder.layer.{i}', f'encoder/layers/block_{i}'
+    attention = f'{name}/joint_attention'
+    w.layer_norm(f'{key}.layernorm_before', f'{name}/joint_norm')
+    for part in ('query', 'key', 'value'):
+      weight, bias = w.projection(attention, part, True if m.qkv_bias and part != 'key' else None)
+      w.put(f'{key}.attention.attention.{part}.weight', weight)
+      if bias is not None:
+        w.put(f'{key}.attention.attention.{part[0]}_bias', bias)
+    if m.qkv_bias and m.key_bias:
+      w.drop(f'{attention}/key/bias')  # softmax is blind to it (docstring)
+    w.attention_out(f'{key}.attention.output.dense', f'{attention}/out')
+    w.layer_norm(f'{key}.layernorm_after', f'{name}/mlp_norm')
+    w.dense(f'{key}.intermediate.dense', f'{name}/mlp/Dense_0')
+    w.dense(f'{key}.output.dense', f'{name}/mlp/Dense_1')
+  w.layer_norm('fc_norm' if mean else 'videomae.layernorm', 'encoder/encoder_norm')
+  w.dense('classifier', 'head/output_projection')
+  config = dict(
+      model_type='videomae', architectures=[HF_CLASS], image_size=int(m.image_size), patch_size=int(th),
+      num_channels=3, num_frames=int(m.num_frames), tubelet_size=int(tt), hidden_size=int(m.hidden_size),
+      num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
+      hidden_act=common.hf_activation(m.gelu_approximate), hidden_dropout_prob=0.0,
+      attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=float(m.layer_norm_eps),
+      qv_bias=bool(m.qkv_bias), use_mean_pooling=mean, **HF_DECODER_DEFAULTS)
+  return config, w.result()

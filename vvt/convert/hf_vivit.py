@@ -92,3 +92,51 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
       gelu_approximate=common.gelu_approximate_of(hf_config.get('hidden_act', 'gelu_fast')),
       qkv_bias=bool(qkv_bias), representation_size=None, temporal_projection=False)
   return w.result(fields)
+
+
+# ------------------------------------------------------------------------------ vvt -> Hugging Face
+
+HF_CLASS = 'VivitForVideoClassification'
+
+
+def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
+  """vvt joint space-time attention with a class token (ViViT Model 1) -> Hugging Face VivitForVideoClassification:
+  (config dict, state dict in the names save_pretrained writes, `OLD`). The inverse of `convert`.
+
+  model_cfg: the resolved model config. What the class expresses (else NotExpressible naming the field): one
+  global class token read by the classifier, one learned table over the class token and the T*N tubelets
+  (positional_embedding='joint'), any tubelet; one LayerNorm eps throughout; exact or tanh GELU; qkv biases all
+  or none (a vvt model without the key bias gets a zero one: it never changes attention)."""
+  m = model_cfg
+  common.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS)
+  common.require(m, 'classifier', 'token', HF_CLASS)
+  common.require(m, 'class_token', 'global', HF_CLASS)
+  common.require(m, 'positional_embedding', 'joint', HF_CLASS, 'one learned table over all tokens')
+  common.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
+  w = common.TorchState(params, HF_CLASS)
+  w.patch_embedding('vivit.embeddings.patch_embeddings.projection', 'embedding/conv')
+  w.copy('vivit.embeddings.cls_token', 'encoder/cls')
+  w.copy('vivit.embeddings.position_embeddings', 'encoder/posembed/pos_embedding')
+  biases = (True, m.key_bias, True) if m.qkv_bias else (None,) * 3
+  for i in range(m.num_layers):
+    key, name = f'vivit.encoder.layer.{i}', f'encoder/layers/block_{i}'
+    w.layer_norm(f'{key}.layernorm_before', f'{name}/joint_norm')
+    for part, bias in zip(('query', 'key', 'value'), biases):
+      weight, b = w.projection(f'{name}/joint_attention', part, bias)
+      w.put(f'{key}.{OLD[part[0]]}.weight', weight)
+      if b is not None:
+        w.put(f'{key}.{OLD[part[0]]}.bias', b)
+    w.attention_out(f'{key}.{OLD["o"]}', f'{name}/joint_attention/out')
+    w.layer_norm(f'{key}.layernorm_after', f'{name}/mlp_norm')
+    w.dense(f'{key}.{OLD["fc1"]}', f'{name}/mlp/Dense_0')
+    w.dense(f'{key}.{OLD["fc2"]}', f'{name}/mlp/Dense_1')
+  w.layer_norm('vivit.layernorm', 'encoder/encoder_norm')
+  w.dense('classifier', 'head/output_projection')
+  config = dict(
+      model_type='vivit', architectures=[HF_CLASS], image_size=int(m.image_size), num_frames=int(m.num_frames),
+      tubelet_size=[int(x) for x in m.tubelet], num_channels=3, hidden_size=int(m.hidden_size),
+      num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
+      hidden_act=common.hf_activation(m.gelu_approximate, 'gelu_fast'), hidden_dropout_prob=0.0,
+      attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=float(m.layer_norm_eps),
+      qkv_bias=bool(m.qkv_bias), pooler_output_size=int(m.hidden_size), pooler_act='tanh')
+  return config, w.result()

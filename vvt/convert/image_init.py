@@ -223,7 +223,7 @@ def _initialise(params, init_from, model_cfg):
     return _from_video(params, opts, cfg)
   vit = image.read(opts['checkpoint'], opts['format'], opts['num_heads'] or cfg.num_heads)
   init = _Init(jax.device_get(params), vit)
-  nt, nh, nw = vvt.models.token_grid(cfg)
+  nt, nh, nw = vvt.models.config.token_grid(cfg)
 
   # Tokeniser: the image filter (p, p, C, D) -> tubelet (t, h, w, C, D).
   if 'embedding/kernel' in vit.tensors:
@@ -309,7 +309,7 @@ def _pos_table_resized(target, value, expected, cfg, method):
   import vvt.models  # pylint: disable=g-import-not-at-top
   if not target.endswith('posembed/pos_embedding') or target.startswith(('temporal_encoder/', 'temporal_head/')):
     return None
-  nt, nh, nw = vvt.models.token_grid(cfg)
+  nt, nh, nw = vvt.models.config.token_grid(cfg)
   frames = nt if (cfg.attention != 'factorised_encoder' and cfg.positional_embedding == 'joint') else 1
   extra = expected[1] - frames * nh * nw
   if extra not in (0, 1) or value.shape[0] != 1 or value.shape[2] != expected[2]:

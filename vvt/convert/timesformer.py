@@ -200,3 +200,65 @@ def convert_hf(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None
       num_frames=num_frames or hf_config.get('num_frames') if attention_type == 'space_only' else num_frames,
       image_size=image_size, layer_norm_eps=eps, gelu_approximate=gelu, space_only_aggregation='mean',
       origin='Hugging Face TimeSformer checkpoint')
+
+
+# ------------------------------------------------------------------------------ vvt -> Hugging Face
+
+HF_CLASS = 'TimesformerForVideoClassification'
+HF_ATTENTION_TYPES = {'divided': 'divided_space_time', 'joint': 'joint_space_time',
+                      'spatiotemporal': 'joint_space_time'}
+
+
+def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
+  """vvt TimeSformer divided ('T+S') or joint ('ST') -> Hugging Face TimesformerForVideoClassification: (config
+  dict, state dict in the names and layouts save_pretrained writes). The inverse of `convert_hf`.
+
+  model_cfg: the resolved model config. What the class expresses (else NotExpressible naming the field): one
+  global class token read by the classifier, learned separable space + time tables (one time row per frame),
+  single-frame square patches (tubelet (1, p, p)), divided: time then space with temporal_fc
+  (temporal_projection); one LayerNorm eps throughout; exact or tanh GELU; qkv biases all or none (a vvt model
+  without the key bias gets a zero one: it never changes attention)."""
+  m = model_cfg
+  common.require(m, 'attention', tuple(HF_ATTENTION_TYPES), HF_CLASS)
+  tt, th, tw = m.tubelet
+  if tt != 1 or th != tw:
+    raise common.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} embeds single frames in square '
+                                'patches, tubelet (1, p, p)')
+  common.require(m, 'classifier', 'token', HF_CLASS)
+  common.require(m, 'class_token', 'global', HF_CLASS)
+  common.require(m, 'positional_embedding', 'separable', HF_CLASS, 'learned space and time tables')
+  common.require(m, 'time_embedding_rows', m.num_frames, HF_CLASS, 'one time-table row per frame')
+  divided = m.attention == 'divided'
+  if divided:
+    common.require(m, 'temporal_projection', True, HF_CLASS, "divided attention's temporal_dense")
+  common.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
+  w = common.TorchState(params, HF_CLASS)
+  w.patch_embedding('timesformer.embeddings.patch_embeddings.projection', 'embedding/conv', conv2d=True)
+  w.copy('timesformer.embeddings.cls_token', 'encoder/cls')
+  w.copy('timesformer.embeddings.position_embeddings', 'encoder/posembed/pos_embedding')
+  w.copy('timesformer.embeddings.time_embeddings', 'encoder/posembed/time_embedding')
+  biases = (True, m.key_bias, True) if m.qkv_bias else (None,) * 3
+  stage = 'space' if divided else 'joint'
+  for i in range(m.num_layers):
+    key, name = f'timesformer.encoder.layer.{i}', f'encoder/layers/block_{i}'
+    if divided:
+      w.layer_norm(f'{key}.temporal_layernorm', f'{name}/time_norm')
+      w.fused_qkv(f'{key}.temporal_attention.attention.qkv', f'{name}/time_attention', biases)
+      w.attention_out(f'{key}.temporal_attention.output.dense', f'{name}/time_attention/out')
+      w.dense(f'{key}.temporal_dense', f'{name}/time_projection')
+    w.layer_norm(f'{key}.layernorm_before', f'{name}/{stage}_norm')
+    w.fused_qkv(f'{key}.attention.attention.qkv', f'{name}/{stage}_attention', biases)
+    w.attention_out(f'{key}.attention.output.dense', f'{name}/{stage}_attention/out')
+    w.layer_norm(f'{key}.layernorm_after', f'{name}/mlp_norm')
+    w.dense(f'{key}.intermediate.dense', f'{name}/mlp/Dense_0')
+    w.dense(f'{key}.output.dense', f'{name}/mlp/Dense_1')
+  w.layer_norm('timesformer.layernorm', 'encoder/encoder_norm')
+  w.dense('classifier', 'head/output_projection')
+  config = dict(
+      model_type='timesformer', architectures=[HF_CLASS], image_size=int(m.image_size), patch_size=int(th),
+      num_channels=3, num_frames=int(m.num_frames), hidden_size=int(m.hidden_size),
+      num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
+      hidden_act=common.hf_activation(m.gelu_approximate), hidden_dropout_prob=0.0,
+      attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=float(m.layer_norm_eps),
+      qkv_bias=bool(m.qkv_bias), attention_type=HF_ATTENTION_TYPES[m.attention], drop_path_rate=0)
+  return config, w.result()

@@ -5,7 +5,7 @@
 
 Nothing in the model changes: `module.apply(..., capture_intermediates=...)` records every attention module's
 query / key / value projections (and its output), and each stage's probabilities softmax(q k^T / sqrt(d_h)) are
-recomputed here with the model's own groupings (`vvt.models.attention.group`), X-ViT's `temporal_shift` of keys
+recomputed here with the model's own groupings (`vvt.models.groupings.group`), X-ViT's `temporal_shift` of keys
 (and values), its summary tokens, the class token joining every group of a stage (its row averaged over the
 groups, as the model averages its outputs) and ViViT Model 4's split of heads (the first half in `space`, the
 second in `time`). `Stage.recompute_output` rebuilds the module's output from these probabilities and the values
@@ -151,12 +151,6 @@ def _find_attention(tree, path=()):
       yield from _find_attention(node, path + (key,))
 
 
-def _get(tree, path):
-  for p in path:
-    tree = tree[p]
-  return tree
-
-
 # --------------------------------------------------------------------------------------------- stages
 
 
@@ -206,7 +200,7 @@ def _provenance(t, n, m, c, mixing):
 
 @dataclasses.dataclass(frozen=True)
 class Grouping:
-  """One way an attention module's heads group the tokens (`vvt.models.attention.group`)."""
+  """One way an attention module's heads group the tokens (`vvt.models.groupings.group`)."""
   stage: str  # the neighbourhood these heads attend in: 'joint' | 'space' | 'time' | 'width' | ...
   heads: slice  # the heads that attend in it
   groups: np.ndarray  # (G, L) token indices t * N + n of each group (every token in exactly one group)
@@ -250,7 +244,7 @@ def _projections(node) -> _Projections:
 
 def _mixed(x: np.ndarray, mixing) -> np.ndarray:
   """X-ViT eq. 9: keys or values (B, T, N, H, dh) with their channels shifted in time, as the model does."""
-  from vvt.models.attention import temporal_shift  # pylint: disable=g-import-not-at-top
+  from vvt.models.groupings import temporal_shift  # pylint: disable=g-import-not-at-top
   if mixing is None:
     return x
   b, t, n, h, dh = x.shape

@@ -61,10 +61,6 @@ VIT_SIZES = {
     'H': dict(hidden_size=1280, num_layers=32, num_heads=16, mlp_dim=5120),
 }
 
-FAMILIES = schemes.FAMILIES
-
-SCHEMES = schemes.SCHEMES  # model.attention: the records are in vvt/models/schemes.py
-
 POSITIONAL_EMBEDDINGS = ('joint', 'separable', 'spatial', 'sinusoidal', 'none')
 ATTENTION_IMPLS = ('auto', 'einsum', 'dot_product', 'chunked', 'splash')
 # model.remat: 'none', 'full', or a policy of jax.checkpoint_policies (no jax import here: checked by a test).
@@ -90,7 +86,7 @@ def _family_defaults(family: str) -> dict:
                 positional_embedding='separable', gelu_approximate=False,
                 frame_aggregation='temporal_attention', attention_order='space_time',
                 temporal_projection=False)
-  raise ValueError(f'model.family must be one of {FAMILIES}, got {family!r}')
+  raise ValueError(f'model.family must be one of {schemes.FAMILIES}, got {family!r}')
 
 
 def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
@@ -268,8 +264,8 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
 def _merged_with_family_defaults(cfg) -> ml_collections.ConfigDict:
   """cfg over its family's defaults, after checking the field names (nested ones included) and the family."""
   _check_known(cfg.keys(), _KNOWN_FIELDS, 'model.')
-  if cfg.family not in FAMILIES:
-    raise ValueError(f'model.family must be one of {FAMILIES}, got {cfg.family!r}')
+  if cfg.family not in schemes.FAMILIES:
+    raise ValueError(f'model.family must be one of {schemes.FAMILIES}, got {cfg.family!r}')
   c = _merge(get_config(cfg.family).to_dict(), cfg)
   for name, known in _NESTED_FIELDS.items():
     if not isinstance(c[name], (dict, ml_collections.ConfigDict)):

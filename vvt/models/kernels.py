@@ -28,8 +28,6 @@ import jax.numpy as jnp
 
 from vvt.models import axes
 from vvt.models.config import ATTENTION_IMPLS
-
-IMPLS = ATTENTION_IMPLS  # model.attention_impl
 AUTO_MIN_LENGTH = 1024  # auto: groups of at least this many queries or keys leave einsum
 CHUNK_SIZE = 512  # chunked, tiled by keys (GPU, TPU): keys per block
 QUERY_TILE = 128  # chunked, tiled by queries (CPU): queries per tile
@@ -58,7 +56,7 @@ def dot_product_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None, determ
   """Softmax(Q K^T / sqrt(d_h)) V, per head (ViViT eq. 7, TimeSformer eq. 5, X-ViT eq. 10).
 
   q: (G, Lq, H, d_h); k, v: (G, Lk, H, d_h) -> (G, Lq, H, d_h): G groups (batch x neighbourhoods) of tokens.
-  The softmax is computed in float32 by every implementation. `impl` is one of IMPLS (see the module
+  The softmax is computed in float32 by every implementation. `impl` is one of ATTENTION_IMPLS (see the module
   docstring; 'auto' is resolved by `choose_impl` from Lq, Lk and `backend`, default: jax's default backend).
   Attention dropout (train mode, dropout_rate > 0) exists in 'einsum' only; the others raise ValueError.
   """
@@ -77,7 +75,7 @@ def dot_product_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None, determ
   if impl == 'splash':
     check_backend(impl, backend)
     return splash_attention(q, k, v)
-  raise ValueError(f'unknown attention implementation {impl!r}; expected one of {IMPLS}')
+  raise ValueError(f'unknown attention implementation {impl!r}; expected one of {ATTENTION_IMPLS}')
 
 
 def choose_impl(impl: str, *, backend: str, q_len: int, kv_len: int, head_dim: int, dtype, dropout: bool) -> str:
@@ -376,11 +374,4 @@ def _splash_spec(groups: int, heads: int):
     return None
   head_axes = axes.traced_axes(axes.HEADS, heads)
   head_entry = head_axes[0] if len(head_axes) == 1 else (head_axes or None)
-  return jax.sharding.PartitionSpec(traced_batch_axes(groups) or None, head_entry, None, None)
-
-
-def traced_batch_axes(size: int) -> tuple[str, ...]:
-  """The mesh axes of logical `batch` (under the active rules, `axes.axis_rules`; by default BATCH_AXES), those of
-  > 1 device, that shard a leading axis of `size` under the mesh the caller is traced with; () without a mesh or
-  when they do not divide (`axes.traced_axes`)."""
-  return axes.traced_axes(axes.BATCH, size)
+  return jax.sharding.PartitionSpec(axes.traced_axes(axes.BATCH, groups) or None, head_entry, None, None)

@@ -17,8 +17,8 @@ A scheme is a sequence of attention stages per encoder block, each stage one gro
   space_time_mixing          X-ViT eq. 9-10                     space, keys and values shifted in time
 
 `SCHEME_TABLE` holds the records; `vvt.models.config.resolve` (class-token rules, classifiers, grid and head
-constraints), `vvt.models.blocks.stages_of`, `vvt.convert.image_init` (the stage that receives the image ViT's
-attention) and attention-map code (`stage_groups`: which tokens attend to which, in NumPy) read them. A scheme
+constraints), `vvt.models.spec.spec_of` (a block's stages), `vvt.convert.image_init` (the stage that receives the
+image ViT's attention) and the attention maps (`vvt.inspection.attention_maps`) read them. A scheme
 that only regroups tokens is one record here (with a new `groupings.GROUPINGS` row if it needs a new
 neighbourhood) and its neighbourhood test (tests/models/test_neighbourhoods.py).
 
@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-
-import numpy as np
 
 from vvt.models import groupings
 
@@ -124,54 +122,3 @@ def projected_stages(stages, temporal_projection: bool) -> tuple[bool, ...]:
   if not temporal_projection or len(stages) == 1:
     return (False,) * len(stages)
   return tuple(i < len(stages) - 1 for i in range(len(stages)))
-
-
-# ----------------------------------------------------------------------------- groups in NumPy
-
-
-@dataclasses.dataclass(frozen=True)
-class HeadGroups:
-  """The groups of one grouping, for the heads of a stage that attend within it.
-
-  index: (G, L) int token indices t * N + n (row-major over the (T, N) tokens): the L tokens of each of the G
-  groups attend to each other (and to a global class token where `class_token`)."""
-  grouping: str
-  heads: slice
-  index: np.ndarray
-  class_token: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class StageGroups:
-  """One stage of a block: its name (`{stage}_attention` in the params) and its groups per head slice."""
-  stage: str
-  parts: tuple[HeadGroups, ...]
-
-
-def stage_groups(scheme: Scheme, grid, num_heads: int, attention_order: str = 'space_time',
-                 tokens_per_index: int | None = None) -> tuple[StageGroups, ...]:
-  """Which tokens attend to which in each stage of one block of `scheme`, as NumPy indices (no JAX).
-
-  grid: (n_t, n_h, n_w) token grid of the encoder; tokens_per_index: N, the tokens per temporal index (default
-  n_h * n_w; 1 + n_h * n_w with a per-frame class token at n = 0). For ViViT Model 2 give each encoder's own
-  grid: (1, n_h, n_w) for the spatial encoder, (1, 1, n_t) for the temporal one, with stages ('joint',).
-  """
-  t, nh, nw = grid
-  n = nh * nw if tokens_per_index is None else tokens_per_index
-  ids = np.arange(t * n).reshape(1, t, n)
-  out = []
-  for stage in scheme.stages_for(attention_order):
-    parts = tuple(HeadGroups(g, heads, np.asarray(groupings.group(ids, g, grid)), groupings.joins_class_token(g))
-                  for g, heads in groupings.head_slices(stage, num_heads))
-    out.append(StageGroups(stage, parts))
-  return tuple(out)
-
-
-def neighbourhood(groups: StageGroups, num_tokens: int) -> np.ndarray:
-  """(H', M, M) bool per head part: [query, key] pairs of the M = T * N tokens that attend in the stage."""
-  masks = []
-  for part in groups.parts:
-    mask = np.zeros((num_tokens, num_tokens), bool)
-    mask[part.index[:, :, None], part.index[:, None, :]] = True
-    masks.append(mask)
-  return np.stack(masks)

@@ -74,10 +74,6 @@ class ModelSpec:
   remat: str
   scan_layers: bool
 
-  def get(self, name: str, default=None):
-    """A field by name (reads like a config: e.g. `vvt.models.layout.to_model_layout(params, spec)`)."""
-    return getattr(self, name, default)
-
 
 def _num_classes(value):
   """An int, or a dict of heads as ((head, classes), ...) in the config's order (hashable)."""

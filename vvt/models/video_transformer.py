@@ -113,11 +113,6 @@ class VideoTransformer(nn.Module):
   spec: ModelSpec  # the resolved model (vvt.models.spec.spec_of)
   backend: str | None = None  # the backend model.attention_impl='auto' chooses for (None: jax's default)
 
-  @property
-  def cfg(self) -> ModelSpec:
-    """The model's spec (reads like a resolved config: `get`)."""
-    return self.spec
-
   @nn.compact
   def __call__(self, video, train: bool = False):
     spec = self.spec
@@ -157,11 +152,6 @@ class FactorisedEncoder(nn.Module):
   """ViViT Model 2 (sec. 3.3, Fig. 4): spatial encoder shared over time, then temporal encoder."""
   spec: ModelSpec
   backend: str | None = None  # the backend model.attention_impl='auto' chooses for (None: jax's default)
-
-  @property
-  def cfg(self) -> ModelSpec:
-    """The model's spec (reads like a resolved config: `get`)."""
-    return self.spec
 
   @nn.compact
   def __call__(self, video, train: bool = False):

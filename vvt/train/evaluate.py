@@ -37,6 +37,7 @@ import numpy as np
 from etils import epath
 
 from vvt import fileio
+from vvt.config.sharding import logical_rules_of
 from vvt.train import checkpoints
 from vvt.train import eval_report
 from vvt.train import losses
@@ -208,7 +209,7 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
   bar = _progress(len(it), progress, f'eval {split} {protocol(config)}')
   try:
     n_batches = _aggregate(eval_step, params, it, mesh, batch_size, agg, on_batch=lambda: bar.update(1),
-                           rules=mesh_lib.logical_rules_of(config.get('mesh')))
+                           rules=logical_rules_of(config.get('mesh')))
   finally:
     bar.close()
   if jax.process_index() == 0:

@@ -344,7 +344,8 @@ def plan(config, topology: Topology, devices, eval_step: bool = False, log=None)
   does not fit the device memory gives a Report with `compiled` False and the compiler's figures.
   """
   import jax  # pylint: disable=g-import-not-at-top
-  from vvt.train import mesh as mesh_lib, validation  # pylint: disable=g-import-not-at-top
+  from vvt.config import validation  # pylint: disable=g-import-not-at-top
+  from vvt.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   num_processes = len({d.process_index for d in devices})
   devices = mesh_lib.mesh_devices(config.mesh, devices)
   validation.validate(config, len(devices), num_processes)

@@ -20,7 +20,7 @@ training saves a checkpoint at the step reached and raises `Interrupted` (exit 1
 
 `evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`: an evaluation-only program (the
 model, its abstract params on this mesh's shardings, the jitted eval step). WORKDIR/config.json comes
-from `run_config`. Checkpoints are saved asynchronously (training goes on while they are written) and
+from `vvt.config.run_file`. Checkpoints are saved asynchronously (training goes on while they are written) and
 restore onto any mesh: the abstract state carries this run's shardings. The workdir may be a local
 path or a URL (`gs://`).
 """
@@ -41,7 +41,7 @@ from vvt.train import metrics as metrics_lib
 from vvt.train import peers
 from vvt.train import state as state_lib
 from vvt.train import storage
-from vvt.train.signals import Interrupted, StopSignals, signal_name  # noqa: F401  (vvt.train.trainer's names)
+from vvt.train.signals import Interrupted, StopSignals, signal_name
 from vvt.train.program import Program, build_program
 
 
@@ -114,7 +114,7 @@ def latest_kind(run: Run) -> Optional[str]:
 
 
 def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
-  """Before resuming a training state: the changes from WORKDIR/config.json (see run_config)."""
+  """Before resuming a training state: the changes from WORKDIR/config.json (see vvt.config.resume)."""
   if latest_kind(run) != 'train_state':
     return []
   return resume.check_resume(run_file.load_saved(run.workdir), run.config,
@@ -419,7 +419,7 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
 
   Returns the final multi-view evaluation metrics (plus `step`, `workdir`).
   Resuming with a config that differs from WORKDIR/config.json in a field that changes what
-  the run learns raises defaults.ConfigError unless `allow_config_change`.
+  the run learns raises ConfigError (vvt.config.resume) unless `allow_config_change`.
   `stop_after_step` (testing aid) stops the loop early without the final eval.
   A first SIGINT / SIGTERM saves a checkpoint at the step reached and raises Interrupted; a
   second exits at once (StopSignals).

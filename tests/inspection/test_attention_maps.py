@@ -1,12 +1,18 @@
 """Attention maps (vvt/inspection/attention_maps.py): the recomputed attention is the model's own, for every scheme."""
+import sys
+
 import jax
 import numpy as np
 import pytest
 
-from configs import common
-from vvt.cli import config as config_cli
 import vvt.models
+from configs import common
+from tests.conftest import REPO
+from vvt.config import loader as config_cli
 from vvt.inspection import attention_maps as am
+
+sys.path.insert(0, str(REPO / 'tests' / 'train'))
+import train_helpers  # noqa: E402  pylint: disable=wrong-import-position
 
 SCHEMES = tuple(common.SYNTHETIC_SCHEMES)
 
@@ -81,12 +87,18 @@ def object_views(config, seeds):
   return out
 
 
-def test_a_trained_divided_model_attends_to_the_moving_object(tmp_path, tiny_data):
+@pytest.fixture(scope='module')
+def train_data(tmp_path_factory):
+  """The training tests' tiny synthetic set (48 train / 10 test clips, `train_helpers`), which the measurement
+  below was made on."""
+  return train_helpers.write_tiny_dataset(tmp_path_factory.mktemp('tiny_synthetic'))
+
+
+def test_a_trained_divided_model_attends_to_the_moving_object(tmp_path, train_data):
   """Measured: a tiny divided model trained for 60 steps on the tiny synthetic set puts more of its rollout
   mass on the tokens that hold the moving object than their share of the tokens (the uniform map's)."""
-  import train_helpers  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints, model_state, trainer  # pylint: disable=g-import-not-at-top
-  config = train_helpers.tiny_config(tiny_data, 'divided')
+  config = train_helpers.tiny_config(train_data, 'divided')
   config.num_train_steps = 60
   config.checkpoint.every_steps = 60
   wd = str(tmp_path / 'run')

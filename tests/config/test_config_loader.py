@@ -6,8 +6,9 @@ import ml_collections
 import pytest
 
 from tests.conftest import REPO
-from vvt.cli import config as loader
-from vvt.train import defaults, run_config
+from vvt.config import loader, resume, schema
+from vvt.config import overrides as overrides_lib
+from vvt.config.errors import ConfigError
 
 VIVIT_B = str(REPO / 'configs/kinetics400/vivit_b_fe.py')
 TSF = str(REPO / 'configs/kinetics400/timesformer_b.py')
@@ -22,11 +23,11 @@ def load(spec, *overrides, **kw):
 
 
 def test_split_argv_forms():
-  spec, overrides, rest = loader.split_argv(
+  spec, overrides, rest = overrides_lib.split_argv(
       ['--config', 'a.py:x', '--config.batch_size=8', '--config.model.variant', 'Ti/16', '--workdir', 'w'])
   assert spec == 'a.py:x' and rest == ['--workdir', 'w']
   assert overrides == [('batch_size', '8'), ('model.variant', 'Ti/16')]
-  assert loader.split_argv(['--config=b.py'])[0] == 'b.py'
+  assert overrides_lib.split_argv(['--config=b.py'])[0] == 'b.py'
 
 
 @pytest.mark.parametrize('override,path,expected', [
@@ -85,7 +86,7 @@ def test_file_arg_variants():
   assert load(SYNTHETIC + ':space').model.attention == 'space'
   # data that is not there names no classes: num_classes is then given
   assert load(SYNTHETIC + ':scheme=joint,data_dir=x', 'num_classes=4').dataset.train_files.startswith('x/')
-  with pytest.raises(loader.ConfigError, match='num_classes is not set and the data names no classes'):
+  with pytest.raises(ConfigError, match='num_classes is not set and the data names no classes'):
     load(SYNTHETIC + ':scheme=joint,data_dir=x')
 
 
@@ -94,7 +95,7 @@ def test_saved_config_json_and_run_directory_round_trip(tmp_path):
   (tmp_path / 'config.json').write_text(c.to_json_best_effort(indent=2))
   for spec in (str(tmp_path / 'config.json'), str(tmp_path)):
     back = load(spec)
-    assert run_config.differences(c, back) == []
+    assert resume.differences(c, back) == []
     assert isinstance(back.model.tubelet, (tuple, type(None))) and isinstance(back.dataset.label_keys, dict)
     moved = load(spec, 'num_frames=16')          # the links come back after JSON
     assert moved.model.num_frames == moved.dataset.num_frames == 16
@@ -107,14 +108,14 @@ def test_runlocal_makes_every_paper_config_small():
     c = load(str(path), 'runlocal=True', 'batch_size=4')   # later overrides still apply
     assert (c.num_frames, c.image_size, c.model.num_layers, c.model.hidden_size) == (8, 32, 2, 64), path
     assert c.init_from is None and c.batch_size == 4 and c.num_train_steps == 200
-    assert c.dataset.train_files.startswith(defaults.SYNTHETIC_DIR)
+    assert c.dataset.train_files.startswith(schema.SYNTHETIC_DIR)
 
 
 # --------------------------------------------------------------------------- errors: one line naming the field
 
 
 def _error(spec, *overrides, **kw):
-  with pytest.raises(defaults.ConfigError) as info:
+  with pytest.raises(ConfigError) as info:
     load(spec, *overrides, **kw)
   message = str(info.value)
   assert '\n' not in message
@@ -171,7 +172,7 @@ def test_finetuning_fields_off_values_and_the_per_process_batch():
   assert c.optimizer.ema_decay is None and c.dataset.repeated_augmentation == 4
   validation.validate(c, num_processes=4)  # 64 / 4 = 16 per process: groups of 4 copies fit
   c.batch_size = 8
-  with pytest.raises(defaults.ConfigError, match=r'the per-process batch batch_size/processes=2 is not divisible '
+  with pytest.raises(ConfigError, match=r'the per-process batch batch_size/processes=2 is not divisible '
                                                  r'by dataset.repeated_augmentation=4'):
     validation.validate(c, num_processes=4)
 
@@ -208,9 +209,9 @@ def test_missing_init_checkpoint_and_dataset_are_named():
 def test_resume_differences_know_what_is_safe():
   a = load(SYNTHETIC)
   b = load(SYNTHETIC, 'eval.batch_size=16', 'log_every_steps=5', 'schedule.base_lr=0.5')
-  assert {k for k, _, _ in run_config.differences(a, b)} == {
+  assert {k for k, _, _ in resume.differences(a, b)} == {
       'eval.batch_size', 'log_every_steps', 'schedule.base_lr'}
-  assert run_config.unsafe_changes(a, b) == [('schedule.base_lr', 0.001, 0.5)]
+  assert resume.unsafe_changes(a, b) == [('schedule.base_lr', 0.001, 0.5)]
   assert isinstance(a, ml_collections.ConfigDict) and os.path.exists(SYNTHETIC)
   assert json.loads(a.to_json_best_effort())['model']['num_frames'] == 8
 
@@ -231,7 +232,7 @@ def test_config_files_set_fields_by_dotted_path():
   c = common.paper_config(model=dict(family='vivit'), dataset={},
                           train={'batch_size': 8, 'optimizer.name': 'adamw', 'schedule.base_lr': 0.5})
   assert (c.batch_size, c.optimizer.name, c.schedule.base_lr) == (8, 'adamw', 0.5)
-  with pytest.raises(defaults.ConfigError, match=r"unknown config field 'optimizer.nme' \(did you mean optimizer.name"):
+  with pytest.raises(ConfigError, match=r"unknown config field 'optimizer.nme' \(did you mean optimizer.name"):
     common.paper_config(model=dict(family='vivit'), dataset={}, train={'optimizer.nme': 'sgd'})
 
 

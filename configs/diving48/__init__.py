@@ -1,0 +1,1 @@
+"""diving48 configs."""

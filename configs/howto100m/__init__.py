@@ -1,0 +1,1 @@
+"""howto100m configs."""

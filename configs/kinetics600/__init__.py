@@ -1,0 +1,1 @@
+"""kinetics600 configs."""

@@ -1,0 +1,1 @@
+"""moments_in_time configs."""

@@ -1,0 +1,166 @@
+"""vvt models -> Hugging Face transformers folders (config.json + model.safetensors) that `from_pretrained` loads.
+
+Each target is one transformers class and the function that writes a vvt model in its names and layouts, in the
+module that reads that class (the exact inverse of its reader):
+
+  to_hf(params, model_cfg) -> (hf_config: dict, state: {name: float32 np.ndarray})
+
+params: the model's params (per-layer layout); model_cfg: the resolved vvt model config. to_hf checks every model
+field it depends on and raises `common.NotExpressible` (one line naming the field and its value) for a value the
+class cannot express; the labels (id2label / label2id from the run's class names) are added here.
+
+`TARGETS` says which vvt models each class expresses by the fields that pick it (`selects`): exactly one target
+may select a model. A model no target selects is refused naming its scheme (or the field that rules each near
+target out). Fields that no exporter reads (and no target lists in `reads`) must keep their family defaults, so
+a field added to vvt later is refused, not silently dropped, until an exporter reads it. Training-only and
+memory fields (dropout, stochastic depth, dtypes, attention_impl, remat, scan_layers) do not change the function
+and are not carried: the HF config has transformers' defaults (no dropout).
+
+Adding a model: its `to_hf` in its reader's module and one line in TARGETS.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Callable
+
+import numpy as np
+
+import vvt.models
+from vvt.convert import common, hf_videomae, hf_vivit, timesformer
+from vvt.models import layout, schemes
+
+CONFIG_FILE, WEIGHTS_FILE = 'config.json', 'model.safetensors'
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  """One transformers class: the vvt models it expresses (`selects`: (field, allowed values) pairs) and its
+  writer. `reads`: model fields beyond `READ` that `to_hf` reads and checks itself."""
+  hf_class: str
+  selects: tuple[tuple[str, tuple], ...]
+  to_hf: Callable
+  reads: tuple[str, ...] = ()
+
+  def mismatches(self, model_cfg) -> list[tuple[str, tuple]]:
+    """(field, allowed values) of every selecting field the model does not have."""
+    return [(f, allowed) for f, allowed in self.selects if model_cfg[f] not in allowed]
+
+
+def target(hf_class: str, to_hf: Callable, reads: tuple[str, ...] = (), **selects) -> Target:
+  """A Target selecting the models whose fields have the given values (a value or a tuple of values)."""
+  return Target(hf_class, tuple((f, v if isinstance(v, tuple) else (v,)) for f, v in selects.items()), to_hf, reads)
+
+
+JOINT = ('spatiotemporal', 'joint')  # ViViT Model 1 and TimeSformer 'ST': the same single joint stage
+TARGETS = (
+    target(timesformer.HF_CLASS, timesformer.to_hf, attention='divided'),
+    target(timesformer.HF_CLASS, timesformer.to_hf, attention=JOINT, classifier='token',
+           positional_embedding='separable'),
+    target(hf_vivit.HF_CLASS, hf_vivit.to_hf, attention=JOINT, classifier='token', positional_embedding='joint'),
+    target(hf_videomae.HF_CLASS, hf_videomae.to_hf, attention=JOINT, classifier='gap',
+           positional_embedding='sinusoidal'),
+)
+
+# Why a scheme no target selects has no transformers class, where there is more to say than that.
+NO_CLASS = {
+    'space': "transformers' space_only TimeSformer returns one row of logits per frame, not one per video",
+}
+
+# Model fields every exporter reads and checks (or that only name the model).
+READ = frozenset((
+    'family', 'variant', 'attention', 'num_frames', 'image_size', 'num_classes', 'tubelet', 'hidden_size',
+    'num_layers', 'num_heads', 'mlp_dim', 'classifier', 'pooling', 'class_token', 'positional_embedding',
+    'time_embedding_rows', 'temporal_projection', 'representation_size', 'layer_norm_eps', 'encoder_norm_eps',
+    'gelu_approximate', 'qkv_bias', 'key_bias'))
+# Fields that do not change the function: regularisation (training only), dtypes (exported as float32), memory.
+INERT = frozenset(('dropout_rate', 'attention_dropout_rate', 'stochastic_depth', 'dtype', 'param_dtype',
+                   'attention_impl', 'remat', 'scan_layers'))
+# Fields of schemes no target selects (Model 2's temporal encoder, X-ViT's mixing and TA head, per-frame class
+# tokens' aggregation, Model 3's stage order): unused by the selected models.
+UNUSED = frozenset(('temporal_layers', 'temporal_num_heads', 'temporal_mlp_dim', 'mixing', 'temporal_head',
+                    'frame_aggregation', 'attention_order'))
+
+
+def _scheme(model_cfg) -> str:
+  return f'model.attention={model_cfg.attention!r} ({schemes.get(model_cfg.attention).paper})'
+
+
+def select(model_cfg) -> Target:
+  """The one target that selects the resolved `model_cfg`; NotExpressible naming the scheme, or for the targets
+  that select its scheme the field that rules each out."""
+  chosen = [t for t in TARGETS if not t.mismatches(model_cfg)]
+  if len(chosen) > 1:
+    raise ValueError(f'internal error: {", ".join(t.hf_class for t in chosen)} all select {_scheme(model_cfg)}')
+  if chosen:
+    return chosen[0]
+  near = [t for t in TARGETS if model_cfg.attention in dict(t.selects).get('attention', (model_cfg.attention,))]
+  if not near:
+    written = sorted({a for t in TARGETS for a in dict(t.selects).get('attention', ())})
+    why = NO_CLASS.get(model_cfg.attention, 'no transformers class expresses it')
+    raise common.NotExpressible(f'{_scheme(model_cfg)}: {why}; --format hf writes attention {", ".join(written)}')
+  reasons, got = {}, {}
+  for t in near:
+    field, allowed = t.mismatches(model_cfg)[0]
+    reasons.setdefault(f'{t.hf_class} needs model.{field}={" or ".join(repr(a) for a in allowed)}', None)
+    got[field] = model_cfg[field]
+  got_text = ' and '.join(f'model.{f}={v!r}' for f, v in got.items())
+  raise common.NotExpressible(f'{got_text} with {_scheme(model_cfg)}: no transformers class expresses it '
+                              f'({"; ".join(reasons)})')
+
+
+def _check_generic(model_cfg, t: Target) -> None:
+  """The head (one linear classifier, no pre-logits) and every field no exporter reads at its family default."""
+  m = model_cfg
+  if not isinstance(m.num_classes, int):
+    raise common.NotExpressible(f'model.num_classes={dict(m.num_classes)!r}: {t.hf_class} has one classifier, '
+                                'not several heads')
+  common.require(m, 'representation_size', None, t.hf_class, 'no pre-logits layer')
+  defaults = vvt.models.get_config(m.family)
+  plain = lambda v: v.to_dict() if hasattr(v, 'to_dict') else v
+  for field in sorted(set(m.keys()) - READ - INERT - UNUSED - set(t.reads)):
+    value, default = plain(m[field]), plain(defaults.get(field, None))
+    if value != default:
+      raise common.NotExpressible(f'model.{field}={value!r}: {t.hf_class} has no such setting (vvt export '
+                                  f'--format hf knows {field} only at its default {default!r})')
+
+
+def labels(class_names, num_labels: int) -> dict:
+  """id2label / label2id of the class names (transformers' placeholders LABEL_i where they are not known or do not
+  fit the classifier)."""
+  names = list(class_names) if class_names is not None and len(class_names) == num_labels else None
+  names = [str(n) for n in names] if names else [f'LABEL_{i}' for i in range(num_labels)]
+  return dict(id2label={str(i): n for i, n in enumerate(names)}, label2id={n: i for i, n in enumerate(names)})
+
+
+def check(model_cfg):
+  """(target, resolved config) of a vvt model config: NotExpressible (one line naming the scheme or field) for what
+  no transformers class expresses, ValueError for an invalid config. The target's own fields are checked by its
+  to_hf."""
+  m = vvt.models.resolve(model_cfg)
+  t = select(m)
+  _check_generic(m, t)
+  return t, m
+
+
+def to_hf(params, model_cfg, class_names=None) -> tuple[str, dict, dict[str, np.ndarray]]:
+  """vvt params + model config (+ the run's class names) -> (transformers class, config dict, state dict)."""
+  t, m = check(model_cfg)
+  config, state = t.to_hf(layout.to_per_layer(params), m)
+  config = {**config, **labels(class_names, int(m.num_classes)), 'dtype': 'float32'}
+  return t.hf_class, config, state
+
+
+def write(params, model_cfg, output: str, class_names=None) -> tuple[str, int]:
+  """Writes `output/config.json` and `output/model.safetensors` (float32, save_pretrained's names, metadata
+  format 'pt'); nothing is written when the model is refused. Returns (transformers class, number of tensors)."""
+  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  hf_class, config, state = to_hf(params, model_cfg, class_names)
+  if os.path.exists(output) and not os.path.isdir(output):
+    raise FileExistsError(f'{output} is a file; --format hf writes a folder (config.json, model.safetensors)')
+  os.makedirs(output, exist_ok=True)
+  save_file(state, os.path.join(output, WEIGHTS_FILE), metadata={'format': 'pt'})
+  with open(os.path.join(output, CONFIG_FILE), 'w') as f:
+    f.write(json.dumps(config, indent=2, sort_keys=True) + '\n')
+  return hf_class, len(state)
