@@ -238,6 +238,6 @@ def test_config_files_set_fields_by_dotted_path():
 
 def test_the_dataset_choices_are_the_pipelines_own():
   from vvt.config import validation  # pylint: disable=g-import-not-at-top
-  from vvt.data import config as dataset_choices  # pylint: disable=g-import-not-at-top
-  for field, choices in dataset_choices.CHOICES.items():
-    assert validation.CHOICES[f'dataset.{field}'] is choices
+  from vvt.data import choices  # pylint: disable=g-import-not-at-top
+  for field, values in choices.CHOICES.items():
+    assert validation.CHOICES[f'dataset.{field}'] is values

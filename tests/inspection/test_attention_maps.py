@@ -72,16 +72,17 @@ def object_views(config, seeds):
   """[(float view (1, T, S, S, 3) normalised, bool object mask (T, S, S))] of synthetic clips: the clip and
   its noise-free twin (same generator draws) through the evaluation's centre view; the object is the pixels
   with a channel above 150 (object colours have one channel >= 180, backgrounds stay <= 120)."""
-  from vvt.data import normalization, synthetic, videos  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import normalization, views  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
   out = []
   for seed in seeds:
     label = seed % config.model.num_classes
     clip = synthetic.render_clip(label, np.random.default_rng(seed), 16, 64)
     clean = synthetic.render_clip(label, np.random.default_rng(seed), 16, 64, noise=0)
-    idx = videos.frame_indices(16, config.dataset).reshape(-1)
+    idx = views.frame_indices(16, config.dataset).reshape(-1)
     mid = int(config.dataset.num_spatial_crops) // 2
-    view = videos.views_from_clips(clip[idx], config.dataset)[mid]
-    mask = videos.views_from_clips(clean[idx], config.dataset)[mid].max(-1) > 150
+    view = views.views_from_clips(clip[idx], config.dataset)[mid]
+    mask = views.views_from_clips(clean[idx], config.dataset)[mid].max(-1) > 150
     out.append((normalization.normalize(view[None], config.dataset.normalization), mask))
   return out
 

@@ -24,7 +24,7 @@ import numpy as np
 from vvt.train import mesh as mesh_lib, program as program_lib
 
 # The tiny config file itself (configs/common.py's synthetic recipe: its class names come from
-# vvt.data.synthetic, which needs TensorFlow only to write the files).
+# vvt.data.writing.synthetic, which needs TensorFlow only to write the files).
 sys.path.insert(0, 'tests/train')
 import tiny_config
 config = tiny_config.get_config('unused')

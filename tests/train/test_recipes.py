@@ -10,7 +10,7 @@ import vvt.models
 from configs import common as configs_common
 from vvt.config.errors import ConfigError
 from vvt.convert import timesformer as timesformer_convert
-from vvt.data import sampling
+from vvt.data.transforms import sampling
 from vvt.models.summary import summarise
 
 CONFIGS = common.REPO / 'configs'

@@ -11,7 +11,7 @@ TRAIN_CLIPS, TEST_CLIPS = 48, 10
 
 
 def write_tiny_dataset(out_dir):
-  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
   from vvt.config import schema  # pylint: disable=g-import-not-at-top
   out_dir = str(out_dir)
   if not os.path.exists(os.path.join(out_dir, 'manifest.json')):

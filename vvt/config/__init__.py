@@ -3,7 +3,7 @@
 Modules (none imports JAX, Flax or TensorFlow, so a command reports a bad config before loading them):
   schema      the run-level fields and defaults, the shared fields, `make_config`
   errors      `ConfigError`: the one error of a bad run config, its message one line naming the field
-  dataset     the `dataset` section's fields and defaults (its choices: vvt.data.config)
+  dataset     the `dataset` section's fields and defaults (its choices: vvt.data.choices)
   paths       dotted field paths ('optimizer.name'): the one spelling of a field everywhere
   validation  every field checked before any work, one line naming the field
   loader      `--config FILE.py[:ARG] | config.json | run dir`, then `overrides` (`--config.a.b=VALUE`)

@@ -16,7 +16,7 @@ from vvt.config import schema
 from vvt.config import sharding
 from vvt.config.errors import ConfigError
 from vvt.convert import init_options
-from vvt.data import config as dataset_choices
+from vvt.data import choices as dataset_choices
 from vvt.models import axes as logical_axes
 from vvt.models import config as model_config
 

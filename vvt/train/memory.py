@@ -268,7 +268,7 @@ NOMINAL_EPOCH_BATCHES = 100  # the schedule's epoch when the training set's size
 def training_set_size(config) -> tuple[Optional[int], str]:
   """(videos, how it is known): the size of `dataset.train_files` that `vvt train` would count, or
   (None, why) when they are not here (the schedule then assumes epochs of `NOMINAL_EPOCH_BATCHES`)."""
-  from vvt.data import patterns  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import patterns  # pylint: disable=g-import-not-at-top
   missing = patterns.missing_files(config.dataset, ('train_files',))
   if missing:
     return None, missing[0].split(';')[0]

@@ -6,7 +6,7 @@ the all-gathers of sharded params and the reduce-scatter / all-reduce of the gra
 constrained to their parameters' shardings. The run's logical axis rules (`config.mesh.logical_rules`: what the
 batch, heads and MLP units are sharded over) place the batch and are active while the steps are traced
 (`traced_under`), where the models read them. Batches carry uint8 pixels; both steps
-normalise them on the device (`vvt.data.normalization`). Per-step randomness is
+normalise them on the device (`vvt.data.transforms.normalization`). Per-step randomness is
 `fold_in(state.rng, state.step)`, so a resumed run draws exactly the same
 dropout / stochastic-depth / mixup masks as an uninterrupted one.
 
@@ -24,7 +24,7 @@ from clu import metrics as clu_metrics
 from jax.sharding import NamedSharding
 
 from vvt.config.sharding import logical_rules_of
-from vvt.data import normalization
+from vvt.data.transforms import normalization
 from vvt.models import axes as logical_axes
 from vvt.train import ema as ema_lib
 from vvt.train import losses

@@ -32,7 +32,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from vvt.config import resume, run_file, validation
-from vvt.data import patterns as data_patterns
+from vvt.data.reading import patterns as data_patterns
 from vvt.train import checkpoints
 from vvt.train import ema as ema_lib
 from vvt.train import evaluate as evaluate_lib
@@ -255,14 +255,14 @@ def train_one_step(run: Run, program: Program, state, batch, loop: LoopState):
 def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
                       progress: metrics_lib.Progress) -> None:
   """Writes the metrics merged since the last log (+ throughput, epoch, skipped records)."""
-  from vvt.data import pipeline, skips  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import errors, skips  # pylint: disable=g-import-not-at-top
   _check_pending(run, loop)
   scalars = {k: float(v) for k, v in jax.device_get(loop.metrics.compute()).items()}
   scalars.update(progress.rates(loop.step))
   scalars['epoch'] = loop.step / program.training.steps_per_epoch
   skipped_line = None
   if run.config.dataset.on_error == 'skip':  # bad records dropped so far, by reason (this process)
-    scalars.update({f'data_skipped_{k}': float(v) for k, v in pipeline.error_counts().items()})
+    scalars.update({f'data_skipped_{k}': float(v) for k, v in errors.error_counts().items()})
     skipped_line = skips.new_skips_line()  # the files and records newly skipped, once each
   train_writer.write_scalars(loop.step, scalars)
   progress.report(loop.step, scalars)
