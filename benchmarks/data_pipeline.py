@@ -119,6 +119,7 @@ def augment_policies(cfg, batch, steps, warmup, rounds=3):
   (closed after its round: no background prefetch in the other's figures);
   the medians."""
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data.spec import DataSpec  # pylint: disable=g-import-not-at-top
   from vvt.data.transforms import random_draws  # pylint: disable=g-import-not-at-top
   configs = _augment_configs(cfg)
   for name, c in configs.items():  # the imported vvt runs the policy (not a copy that ignores the field)
@@ -126,7 +127,7 @@ def augment_policies(cfg, batch, steps, warmup, rounds=3):
   results = {name: [] for name in configs}
   for r in range(rounds):
     for name, c in configs.items():
-      it = pipeline.make_train_iterator(c, batch, seed=r, process_index=0, process_count=1)
+      it = pipeline.make_train_iterator(DataSpec.of(c), batch, seed=r, process_index=0, process_count=1)
       results[name].append(_rate(it, batch, steps, warmup))
       it.close()
   return {name: tuple(np.median(np.array(v), axis=0)) for name, v in results.items()}
@@ -166,6 +167,7 @@ def main():
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   from vvt.config import dataset as data_config  # pylint: disable=g-import-not-at-top
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data.spec import DataSpec  # pylint: disable=g-import-not-at-top
 
   t0 = time.perf_counter()
   files = write_data(args.data_dir, args.videos, args.frames)
@@ -185,14 +187,14 @@ def main():
     _report('plain tf.data reader (read+parse+decode+resize 16 frames)',
             plain_rate(files, args.batch, args.steps, args.warmup))
   if 'train' in only:
-    it = pipeline.make_train_iterator(cfg, args.batch, process_index=0,
+    it = pipeline.make_train_iterator(DataSpec.of(cfg), args.batch, process_index=0,
                                       process_count=1)
     _report('train pipeline (16x224, full augmentation)',
             _rate(it, args.batch, args.steps, args.warmup))
     plain_cfg = cfg.copy_and_resolve_references()
     plain_cfg.update(color_jitter=0.0, random_erasing=0.0)
     plain_cfg.randaugment = None
-    it = pipeline.make_train_iterator(plain_cfg, args.batch, process_index=0,
+    it = pipeline.make_train_iterator(DataSpec.of(plain_cfg), args.batch, process_index=0,
                                       process_count=1)
     _report('train pipeline (16x224, crop+flip only)',
             _rate(it, args.batch, args.steps, args.warmup))
@@ -208,10 +210,10 @@ def main():
           f"AutoAugment imagenet {ops['autoaugment']:.2f} (ratio {ops['autoaugment'] / ops['randaugment']:.2f})")
   if 'eval' in only:
     cfg.num_spatial_crops = 3
-    n = pipeline.num_videos(cfg, 'test')
+    n = pipeline.num_videos(DataSpec.of(cfg), 'test')
     start, cpu = time.perf_counter(), _cpu_seconds()
     batches = 0
-    for _ in pipeline.make_eval_iterator(cfg, 'test', args.batch,
+    for _ in pipeline.make_eval_iterator(DataSpec.of(cfg), 'test', args.batch,
                                          process_index=0, process_count=1):
       batches += 1
     dt, cpu = time.perf_counter() - start, _cpu_seconds() - cpu

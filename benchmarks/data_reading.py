@@ -63,6 +63,7 @@ def measure(pattern, epochs):
   """One process's measurements (this checkout's vvt on sys.path)."""
   from vvt.config import dataset as data_config  # pylint: disable=g-import-not-at-top
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data.spec import DataSpec  # pylint: disable=g-import-not-at-top
   from vvt.data.reading import registry  # pylint: disable=g-import-not-at-top
   cfg = data_config.get_config()
   cfg.update(train_files=pattern, eval_files=pattern, num_classes=10, num_frames=8, stride=2, image_size=112,
@@ -72,14 +73,14 @@ def measure(pattern, epochs):
   out = {}
   records = source.records(0, n).repeat(epochs)
   out['read'] = _timed(n * epochs, lambda: sum(1 for _ in records.as_numpy_iterator()))
-  it = pipeline.make_train_iterator(cfg, 8, process_index=0, process_count=1)
+  it = pipeline.make_train_iterator(DataSpec.of(cfg), 8, process_index=0, process_count=1)
   for _ in range(3):
     next(it)
   steps = max(1, n * epochs // 8)
   out['train'] = _timed(8 * steps, lambda: [next(it) for _ in range(steps)])
   it.close()
   cfg.num_spatial_crops = 3
-  it = pipeline.make_eval_iterator(cfg, 'test', 8, process_index=0, process_count=1)
+  it = pipeline.make_eval_iterator(DataSpec.of(cfg), 'test', 8, process_index=0, process_count=1)
   next(it)  # start-up (tracing, the first files opened) left out, as in the train measurement
   out['eval'] = _timed(len(it) * 8 - 8, lambda: list(it))
   return out

@@ -18,11 +18,11 @@ import numpy as np
 EPOCH_BATCHES = 100  # the schedule's epoch (throughput does not depend on it)
 
 
-def random_batch(config, batch_size: int, rng) -> dict:
-  """Float pixels (B, T, S, S, 3), labels and mask of the config's shape."""
-  t, s = int(config.num_frames), int(config.image_size)
+def random_batch(run, batch_size: int, rng) -> dict:
+  """Float pixels (B, T, S, S, 3), labels and mask of the shape of RunSpec `run`."""
+  t, s = run.num_frames, run.image_size
   return {'inputs': rng.normal(size=(batch_size, t, s, s, 3)).astype(np.float32),
-          'label': rng.integers(0, int(config.model.num_classes), batch_size).astype(np.int32),
+          'label': rng.integers(0, int(run.model.num_classes), batch_size).astype(np.int32),
           'mask': np.ones((batch_size,), np.float32)}
 
 
@@ -46,16 +46,16 @@ def main():
   args = ap.parse_args()
   from vvt.config import loader as config_loader
   from vvt.train import mesh as mesh_lib, program as program_lib
-  config = config_loader.load(args.config, files=(), init=False)
-  mesh = mesh_lib.make_mesh(args.devices)
-  m = config.model
-  print(f'{args.config}: {m.family}/{m.attention}, {m.num_frames}x{m.image_size}^2, '
-        f'{mesh.devices.size} device(s) [{jax.devices()[0].platform}]')
-  for bs in [int(b) for b in args.batch_sizes.split(',')]:
-    config.batch_size = bs
-    program = program_lib.build_program(config, mesh, num_train_videos=EPOCH_BATCHES * bs)
+  mesh = mesh_lib.mesh_of_axes(None, jax.devices()[:args.devices] if args.devices > 0 else None)
+  for i, bs in enumerate(int(b) for b in args.batch_sizes.split(',')):
+    run = config_loader.load_run(args.config, [('batch_size', str(bs))], files=(), init=False)
+    if i == 0:
+      m = run.model
+      print(f'{args.config}: {m.family}/{m.attention}, {m.num_frames}x{m.image_size}^2, '
+            f'{mesh.devices.size} device(s) [{jax.devices()[0].platform}]')
+    program = program_lib.build_program(run, mesh, num_train_videos=EPOCH_BATCHES * bs)
     state = program.init_state(jax.random.PRNGKey(0))
-    batch = mesh_lib.global_batch(random_batch(config, bs, np.random.default_rng(0)), mesh, bs, program.logical_rules)
+    batch = mesh_lib.global_batch(random_batch(run, bs, np.random.default_rng(0)), mesh, bs, program.logical_rules)
     rate = steps_per_second(program.training.step, state, batch, args.steps)
     print(f'  batch {bs:4d}: {rate:7.2f} steps/s  {rate * bs:8.1f} clips/s')
 

@@ -85,12 +85,13 @@ def _timed(items, fn):
 def measure(cfg, steps):
   """{'train': ..., 'eval': ...} of one source's config."""
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  it = pipeline.make_train_iterator(cfg, 8, process_index=0, process_count=1)
+  from vvt.data.spec import DataSpec  # pylint: disable=g-import-not-at-top
+  it = pipeline.make_train_iterator(DataSpec.of(cfg), 8, process_index=0, process_count=1)
   for _ in range(3):
     next(it)  # start-up (tracing, the first files) left out
   out = {'train': _timed(8 * steps, lambda: [next(it) for _ in range(steps)])}
   it.close()
-  it = pipeline.make_eval_iterator(cfg, 'test', 8, process_index=0, process_count=1)
+  it = pipeline.make_eval_iterator(DataSpec.of(cfg), 'test', 8, process_index=0, process_count=1)
   next(it)
   out['eval'] = _timed(len(it) * 8 - 8, lambda: list(it))
   return out

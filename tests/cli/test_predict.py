@@ -47,12 +47,13 @@ def run_dir(tmp_path_factory, tiny_data):
 def save_fresh_run(wd, config):
   """`config`'s model, freshly initialised, saved in `wd` as a params-only checkpoint (step 3) + config.json."""
   import jax  # pylint: disable=g-import-not-at-top
-  from vvt.config import run_file  # pylint: disable=g-import-not-at-top
+  from vvt.config import run_file, run_spec  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints, model_state  # pylint: disable=g-import-not-at-top
-  module = model_state.build_model(config)
-  params = model_state.init_params(module, config, jax.random.PRNGKey(0))
-  checkpoints.save_params(wd, params, step=3, config=config)
-  run_file.write(wd, config)
+  run = run_spec.resolve(config)
+  params = model_state.init_params(model_state.build_model(run.model), model_state.ClipShape.of(run),
+                                   jax.random.PRNGKey(0))
+  checkpoints.save_params(wd, params, step=3, config=run.config_values)
+  run_file.write(wd, run.config)
   return wd
 
 

@@ -1,16 +1,23 @@
 """The resume rules (vvt.config.resume): a change that alters what the run learns is refused naming the fields
 (one line), unless allow_config_change; safe changes (the mesh, evaluation) are logged. Resuming a workdir with
 them: tests/train/test_resume_config.py."""
+import json
 import sys
 
 import pytest
 
 from tests.conftest import REPO
 from vvt.config import resume
+from vvt.config import run_file
 from vvt.config.errors import ConfigError
 
 sys.path.insert(0, str(REPO / 'tests' / 'train'))
 import train_helpers as common  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def values(config) -> dict:
+  """The JSON values of a config, as a run hands them to the resume check (its RunSpec's `config_values`)."""
+  return json.loads(run_file.as_json(config))
 
 
 def test_refusal_names_a_few_fields_and_a_shared_field_once():
@@ -18,6 +25,7 @@ def test_refusal_names_a_few_fields_and_a_shared_field_once():
   c = common.tiny_config('unused')
   c.batch_size, c.image_size, c.model.hidden_size, c.seed = 16, 64, 48, 3
   c.eval.every_steps = 5  # safe: not named
+  c = values(c)
   with pytest.raises(ConfigError) as err:
     resume.check_resume(saved, c, log=lambda *a: None)
   msg = str(err.value)
@@ -35,7 +43,7 @@ def test_a_new_mesh_is_safe_on_resume():
   c.mesh.axes = {'data': 1, 'fsdp': -1}
   c.mesh.num_devices = 1
   lines = []
-  changes = resume.check_resume(saved, c, log=lines.append)
+  changes = resume.check_resume(saved, values(c), log=lines.append)
   assert changes and all(k.startswith('mesh.') for k, _, _ in changes), changes
   assert ('mesh.num_devices', -1, 1) in changes
   assert all('(safe)' in l for l in lines), lines

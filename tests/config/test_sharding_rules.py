@@ -7,6 +7,7 @@ import pytest
 
 from tests.conftest import REPO
 from vvt.config import loader as config_lib
+from vvt.config import run_spec
 from vvt.config import sharding
 from vvt.config import validation
 from vvt.config.errors import ConfigError
@@ -189,6 +190,12 @@ def test_a_mesh_that_does_not_divide_the_devices_fails_before_compiling():
   c = load("mesh.axes={'data': 2, 'fsdp': 4}")
   with pytest.raises(ConfigError, match='needs 8 devices, but the mesh has 1'):
     validation.validate(c, 1)
+  run = run_spec.resolve(c)  # the trainer's check, once the devices are known
+  with pytest.raises(ConfigError, match='needs 8 devices, but the mesh has 1'):
+    run_spec.check_devices(run, 1)
+  run_spec.check_devices(run, 8)
+  with pytest.raises(ConfigError, match='batch_size=8 and eval.batch_size=16 must be divisible by the 3 processes'):
+    run_spec.check_devices(run, 8, num_processes=3)
 
 
 def test_the_batch_divisibility_check_follows_the_batch_rule():
@@ -196,6 +203,10 @@ def test_the_batch_divisibility_check_follows_the_batch_rule():
     load("mesh.axes={'data': 2, 'fsdp': 3}")
   c = load("mesh.axes={'data': 2, 'fsdp': 3}", "mesh.logical_rules=(('batch', ('data',)),)")
   validation.validate(c, 6)  # the batch over data=2 only: 8 divides
+  run_spec.check_devices(run_spec.resolve(c), 6)
+  c = load("mesh.axes={'data': -1}")
+  with pytest.raises(ConfigError, match='is not divisible by the 3 batch shards'):
+    run_spec.check_devices(run_spec.resolve(c), 3)  # -1: the rest, known with the devices
 
 
 @pytest.mark.parametrize('rules, message', [

@@ -261,7 +261,8 @@ def test_cli_refusal_is_exit_2_and_one_line_before_anything_is_written(tmp_path,
   """The synthetic recipe's divided model (2x8x8 tubelets, sine-cosine table, GAP) has no transformers class."""
   cfg = vvt.models.get_config(**{**TINY, **BASE, 'tubelet': (2, 8, 8)})
   params = _zeros(cfg)
-  checkpoints.save_params(str(tmp_path / 'run'), params, step=0, config=ml_collections.ConfigDict({'model': cfg}))
+  checkpoints.save_params(str(tmp_path / 'run'), params, step=0,
+                          config=json.loads(ml_collections.ConfigDict({'model': cfg}).to_json_best_effort()))
   out = tmp_path / 'hf'
   assert vvt_main(['export', '--workdir', str(tmp_path / 'run'), '--format', 'hf', '--output', str(out)]) == 2
   err = capsys.readouterr().err.strip()

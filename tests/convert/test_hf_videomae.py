@@ -235,10 +235,11 @@ def test_videomae_b_parameters_and_flops():
 def test_attention_map_of_first_token_pooling_is_the_first_tokens_rollout():
   """With pooling='first_token' the representation is token 0's output: the map is its row of the rollout."""
   from vvt.inspection import attention_maps  # pylint: disable=g-import-not-at-top
+  from vvt.models import spec  # pylint: disable=g-import-not-at-top
   folder, z, _ = _fixture('hf_videomae_first_token')
   conv = video.convert('hf_videomae', str(folder))
   cfg = conv.model_config()
-  maps = attention_maps.attention_maps(vvt.models.build(cfg), conv.params, z['input'][:1], cfg)
+  maps = attention_maps.attention_maps(conv.params, z['input'][:1], spec.spec_of(vvt.models.resolve(cfg)))
   row = attention_maps.rollout(maps.stages)[:, 0]
   np.testing.assert_allclose(maps.final.reshape(1, -1), row / row.sum(-1, keepdims=True), atol=1e-6)
   mean = attention_maps.rollout(maps.stages).mean(axis=1)

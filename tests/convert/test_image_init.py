@@ -13,10 +13,17 @@ from safetensors.numpy import save_file
 import vvt.models
 import jax
 
-from vvt.convert import common, image, image_init, video
+from vvt.convert import common, image, image_init, init_options, video
+from vvt.models import spec as model_spec
 
 B, P, S, D, HEADS, MLP, LAYERS, CLASSES = 2, 8, 32, 32, 4, 64, 2, 7
 RNG = np.random.default_rng(0)
+
+
+def initialise(params, init_from, cfg):
+  """`image_init.initialise` of an `init_from` section (a dict or ConfigDict) and a model config, both resolved as
+  a run resolves them (their InitSpec and ModelSpec)."""
+  return image_init.initialise(params, init_options.validate(init_from), model_spec.spec_of(vvt.models.resolve(cfg)))
 
 
 def model_cfg(**kw):
@@ -130,7 +137,7 @@ def checkpoints(vit, tmp_path_factory):
 def test_every_format_reads_back_the_same_vit(vit, checkpoints, fmt):
   """Initialising the image model itself from each file gives back exactly the original params."""
   cfg = model_cfg()
-  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints[fmt], reinit_head=False), cfg)
+  params, report = initialise(fresh(cfg), dict(checkpoint=checkpoints[fmt], reinit_head=False), cfg)
   got, want = common.flatten(params), common.flatten(vit)
   assert set(got) == set(want)
   for k in want:
@@ -155,7 +162,7 @@ def test_hf_vit_against_transformers(tmp_path):
   with torch.no_grad():
     ref = model(torch.from_numpy(x).permute(0, 3, 1, 2)).logits.numpy()
   vcfg = model_cfg()
-  params, report = image_init.initialise(fresh(vcfg), dict(checkpoint=str(tmp_path / 'model.safetensors'),
+  params, report = initialise(fresh(vcfg), dict(checkpoint=str(tmp_path / 'model.safetensors'),
                                                            reinit_head=False), vcfg)
   assert report.initialised == []
   out = np.asarray(apply(vcfg, params, x[:, None]))
@@ -177,8 +184,8 @@ def test_a_model_with_scanned_layers_gets_the_same_weights_stacked(checkpoints):
   start = fresh(cfg)
   stacked_start = layout.to_stacked(start)
   assert jax.tree.structure(stacked_start) == jax.tree.structure(video.abstract_params(scanned_cfg))
-  per_layer, _ = image_init.initialise(start, ckpt, cfg)
-  scanned, report = image_init.initialise(stacked_start, ckpt, scanned_cfg)
+  per_layer, _ = initialise(start, ckpt, cfg)
+  scanned, report = initialise(stacked_start, ckpt, scanned_cfg)
   assert layout.layout_of(scanned) == 'stacked'
   assert 'encoder/layers/block_1/mlp/Dense_0/kernel' in dict(report.loaded)  # the report names layers
   got, want = common.flatten(layout.to_per_layer(scanned)), common.flatten(per_layer)
@@ -195,12 +202,12 @@ def test_model1_on_a_static_video_equals_the_image_model(checkpoints, tubelet):
   ckpt = dict(checkpoint=checkpoints['big_vision'], tubelet=tubelet, reinit_head=False)
   gap = dict(classifier='gap', class_token=None, gelu_approximate=False)
   image_cfg = model_cfg(**gap)
-  image_params, _ = image_init.initialise(fresh(image_cfg), ckpt, image_cfg)
+  image_params, _ = initialise(fresh(image_cfg), ckpt, image_cfg)
   frame, clip = _static(4)
   ref = np.asarray(apply(image_cfg, image_params, frame))
   cfg = model_cfg(family='vivit', attention='spatiotemporal', num_frames=4, tubelet=(2, P, P),
                   positional_embedding='joint', **gap)
-  params, report = image_init.initialise(fresh(cfg), ckpt, cfg)
+  params, report = initialise(fresh(cfg), ckpt, cfg)
   how = dict(report.transformed)
   assert ('central' if tubelet == 'central_frame' else 'inflated') in how['embedding/conv/kernel']
   assert 'repeated over 2' in how['encoder/posembed/pos_embedding']
@@ -212,7 +219,7 @@ def test_model1_on_a_static_video_equals_the_image_model(checkpoints, tubelet):
   # Uniform frame sampling (tubelet t=1) on half the frames gives the same result on the static video.
   uniform = model_cfg(family='vivit', attention='spatiotemporal', num_frames=2, positional_embedding='joint',
                       **gap)
-  params1, _ = image_init.initialise(fresh(uniform), ckpt, uniform)
+  params1, _ = initialise(fresh(uniform), ckpt, uniform)
   np.testing.assert_allclose(np.asarray(apply(uniform, params1, clip[:, :2])), out, atol=2e-5)
 
 
@@ -221,7 +228,7 @@ def test_central_frame_factorised_encoder_sees_the_central_frames(vit, checkpoin
   model's features of frame i*t + t//2, for any video."""
   cfg = model_cfg(family='vivit', attention='factorised_encoder', num_frames=6, tubelet=(3, P, P),
                   positional_embedding='joint', temporal_layers=1, gelu_approximate=False)
-  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['scenic']), cfg)
+  params, report = initialise(fresh(cfg), dict(checkpoint=checkpoints['scenic']), cfg)
   assert any(k.startswith('temporal_encoder/') for k, _ in report.initialised)
   assert 'head/output_projection/kernel' in dict(report.initialised)
   clip = RNG.standard_normal((B, 6, S, S, 3)).astype(np.float32)
@@ -238,13 +245,13 @@ def test_zero_temporal_attention_model3_equals_spatial_only(checkpoints):
   m3 = model_cfg(attention='factorised_self_attention', **kw)
   space = model_cfg(attention='space', **kw)
   ckpt = dict(checkpoint=checkpoints['timm'], reinit_head=False)
-  p3, report = image_init.initialise(fresh(m3), {**ckpt, 'temporal_attention': 'zero'}, m3)
+  p3, report = initialise(fresh(m3), {**ckpt, 'temporal_attention': 'zero'}, m3)
   assert 'zeros' in dict(report.transformed)['encoder/layers/block_0/time_attention/query/kernel']
-  ps, _ = image_init.initialise(fresh(space), ckpt, space)
+  ps, _ = initialise(fresh(space), ckpt, space)
   clip = RNG.standard_normal((B, 4, S, S, 3)).astype(np.float32)
   ref = np.asarray(apply(space, ps, clip))
   np.testing.assert_allclose(np.asarray(apply(m3, p3, clip)), ref, atol=2e-5)
-  p3c, _ = image_init.initialise(fresh(m3), {**ckpt, 'temporal_attention': 'copy_spatial'}, m3)
+  p3c, _ = initialise(fresh(m3), {**ckpt, 'temporal_attention': 'copy_spatial'}, m3)
   assert np.abs(np.asarray(apply(m3, p3c, clip)) - ref).max() > 1e-2
 
 
@@ -254,14 +261,14 @@ def test_timesformer_divided_copy_with_zero_projection_equals_space_attention(ch
   divided = model_cfg(attention='divided', num_frames=4, positional_embedding='separable')
   space = model_cfg(attention='space', num_frames=4, positional_embedding='separable')
   ckpt = dict(checkpoint=checkpoints['big_vision_scan'], reinit_head=False)
-  pd, report = image_init.initialise(fresh(divided), ckpt, divided)
+  pd, report = initialise(fresh(divided), ckpt, divided)
   how = dict(report.transformed)
   assert 'copied from the image attention' in how['encoder/layers/block_1/time_attention/key/kernel']
   assert how['encoder/layers/block_1/time_projection/kernel'].startswith('zeros')
   assert how['encoder/posembed/time_embedding'].startswith('zeros')
   np.testing.assert_array_equal(pd['encoder']['layers']['block_0']['time_attention']['value']['kernel'],
                                 pd['encoder']['layers']['block_0']['space_attention']['value']['kernel'])
-  ps, _ = image_init.initialise(fresh(space), ckpt, space)
+  ps, _ = initialise(fresh(space), ckpt, space)
   clip = RNG.standard_normal((B, 4, S, S, 3)).astype(np.float32)
   ref = np.asarray(apply(space, ps, clip))
   np.testing.assert_allclose(np.asarray(apply(divided, pd, clip)), ref, atol=2e-5)
@@ -275,7 +282,7 @@ def test_xvit_from_image(checkpoints):
   cfg = model_cfg(family='xvit', attention='space_time_mixing', num_frames=4, class_token=None,
                   positional_embedding='separable',
                   temporal_head=dict(num_heads=HEADS, mlp_dim=16))
-  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['big_vision']), cfg)
+  params, report = initialise(fresh(cfg), dict(checkpoint=checkpoints['big_vision']), cfg)
   assert np.all(params['encoder']['posembed']['time_embedding'] == 0)
   initialised = dict(report.initialised)
   assert 'temporal_head/cls' in initialised and 'head/head_hidden/kernel' in initialised
@@ -294,7 +301,7 @@ def test_positional_grid_is_resized(vit, tmp_path):
   flat['Transformer/posembed_input/pos_embedding'] = pos
   np.savez(tmp_path / 'v.npz', **flat)
   cfg = model_cfg(image_size=48)
-  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=str(tmp_path / 'v.npz')), cfg)
+  params, report = initialise(fresh(cfg), dict(checkpoint=str(tmp_path / 'v.npz')), cfg)
   assert 'bilinear resize of the 4x4 grid to 6x6' in dict(report.transformed)['encoder/posembed/pos_embedding']
   table = params['encoder']['posembed']['pos_embedding']
   np.testing.assert_array_equal(table[0, 0], pos[0, 0])
@@ -306,7 +313,7 @@ def test_positional_grid_is_resized(vit, tmp_path):
 def test_shape_mismatches_are_listed_together(checkpoints):
   cfg = model_cfg(hidden_size=48, num_heads=4, mlp_dim=MLP)
   with pytest.raises(ValueError) as info:
-    image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['big_vision']), cfg)
+    initialise(fresh(cfg), dict(checkpoint=checkpoints['big_vision']), cfg)
   msg = str(info.value)
   assert 'embedding/conv/kernel: model (1, 8, 8, 3, 48), checkpoint (1, 8, 8, 3, 32)' in msg
   assert 'encoder/layers/block_1/mlp/Dense_1/kernel: model (64, 48), checkpoint (64, 32)' in msg
@@ -316,19 +323,19 @@ def test_shape_mismatches_are_listed_together(checkpoints):
 def test_bad_init_from_fields_name_the_field(checkpoints):
   cfg = model_cfg()
   with pytest.raises(ValueError, match='init_from.tubelets'):
-    image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['timm'], tubelets='inflate'), cfg)
+    initialise(fresh(cfg), dict(checkpoint=checkpoints['timm'], tubelets='inflate'), cfg)
   with pytest.raises(ValueError, match='init_from.tubelet must be one of'):
-    image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['timm'], tubelet='average'), cfg)
+    initialise(fresh(cfg), dict(checkpoint=checkpoints['timm'], tubelet='average'), cfg)
   with pytest.raises(FileNotFoundError, match='nope.npz'):
-    image_init.initialise(fresh(cfg), dict(checkpoint='/nonexistent/nope.npz'), cfg)
+    initialise(fresh(cfg), dict(checkpoint='/nonexistent/nope.npz'), cfg)
 
 
 def test_trainer_style_call(checkpoints):
   """As the trainer calls it: init_from a ConfigDict section, params jax arrays, model config unresolved."""
   cfg = model_cfg(attention='divided', num_frames=2, positional_embedding='separable')
   params = jax.tree_util.tree_map(jax.numpy.asarray, fresh(cfg))
-  init_from = image_init.get_config(checkpoint=checkpoints['scenic'])
-  new, report = image_init.initialise(params, init_from, cfg)
+  init_from = init_options.get_config(checkpoint=checkpoints['scenic'])
+  new, report = initialise(params, init_from, cfg)
   assert jax.tree_util.tree_structure(new) == jax.tree_util.tree_structure(jax.device_get(params))
   assert len(report.loaded) > 20 and report.unused == ['head/bias', 'head/kernel']
 
@@ -354,7 +361,7 @@ def test_every_scheme_initialises(checkpoints, attention):
                   positional_embedding='joint' if family == 'vivit' else 'separable',
                   classifier='gap' if gap else 'token', class_token=None, temporal_layers=1,
                   temporal_head=dict(num_heads=HEADS))
-  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=checkpoints['big_vision']), cfg)
+  params, report = initialise(fresh(cfg), dict(checkpoint=checkpoints['big_vision']), cfg)
   video.check_params(params, cfg)
   fresh_names = [k for k, _ in report.initialised]
   allowed = ('head/', 'temporal_encoder/', 'temporal_head/')
@@ -375,19 +382,19 @@ def test_shipped_configs_init_from_sections_are_valid():
       continue
     config = module.get_config()
     if config.get('init_from') is not None:
-      opts = image_init.validate(config.init_from)
+      opts = init_options.validate(config.init_from)
       # An image ViT (.npz), or a Kinetics-400 vvt model exported by `vvt export` (format 'vvt').
-      assert opts['checkpoint'].endswith('.npz') or (opts['checkpoint'].endswith('.safetensors')
-                                                     and opts['format'] == 'vvt'), opts
+      assert opts.checkpoint.endswith('.npz') or (opts.checkpoint.endswith('.safetensors')
+                                                     and opts.format == 'vvt'), opts
       found += 1
   assert found >= 5
 
 
 def test_init_from_aliases(checkpoints):
-  opts = image_init.validate(dict(path='a.npz', tubelet_init='inflate'))
-  assert (opts['checkpoint'], opts['tubelet']) == ('a.npz', 'inflate')
+  opts = init_options.validate(dict(path='a.npz', tubelet_init='inflate'))
+  assert (opts.checkpoint, opts.tubelet) == ('a.npz', 'inflate')
   with pytest.raises(ValueError, match='disagree'):
-    image_init.validate(dict(path='a.npz', checkpoint='b.npz'))
+    init_options.validate(dict(path='a.npz', checkpoint='b.npz'))
 
 
 # ----------------------------------------------------------------------------- vvt video checkpoints (format 'vvt')
@@ -417,7 +424,7 @@ def test_video_checkpoint_loads_everything_but_the_classifier(tmp_path):
   assert image_init.video_format(path) and not image_init.video_format(path, 'big_vision')
   cfg = _video_cfg(num_classes={'verb': 3, 'noun': 4})
   start = fresh(cfg, seed=9)
-  params, report = image_init.initialise(start, image_init.get_config(checkpoint=path), cfg)
+  params, report = initialise(start, init_options.get_config(checkpoint=path), cfg)
   got, want, init = common.flatten(params), common.flatten(source), common.flatten(start)
   for k in got:
     if k.startswith('head/output_projection'):
@@ -434,7 +441,7 @@ def test_video_checkpoint_loads_everything_but_the_classifier(tmp_path):
 def test_video_checkpoint_keeps_the_head_when_asked(tmp_path):
   cfg = _video_cfg()
   source, path = _export(tmp_path, cfg)
-  params, report = image_init.initialise(fresh(cfg, seed=9), dict(checkpoint=path, format='vvt',
+  params, report = initialise(fresh(cfg, seed=9), dict(checkpoint=path, format='vvt',
                                                                  reinit_head=False), cfg)
   for k, v in common.flatten(source).items():
     np.testing.assert_array_equal(common.flatten(params)[k], v, err_msg=k)
@@ -462,7 +469,7 @@ def test_video_checkpoint_at_another_resolution_resizes_the_grid(tmp_path, atten
   path = str(tmp_path / 'small.safetensors')
   export.to_safetensors(common.unflatten(flat), path, {'model': source_cfg.to_dict()})
   cfg = _video_cfg(image_size=48, **kw)
-  params, report = image_init.initialise(fresh(cfg), dict(checkpoint=path), cfg)
+  params, report = initialise(fresh(cfg), dict(checkpoint=path), cfg)
   how = dict(report.transformed)
   assert list(how) == [table_name] and 'bilinear resize of the 4x4 grid to 6x6' in how[table_name]
   out = common.flatten(params)[table_name]
@@ -479,18 +486,18 @@ def test_video_checkpoint_mismatches_are_listed_and_architectures_checked(tmp_pa
   _, path = _export(tmp_path, _video_cfg())
   other = _video_cfg(num_layers=LAYERS + 1, num_frames=8, tubelet=(4, P, P))
   with pytest.raises(ValueError) as info:
-    image_init.initialise(fresh(other), dict(checkpoint=path), other)
+    initialise(fresh(other), dict(checkpoint=path), other)
   msg = str(info.value)
   assert 'embedding/conv/kernel: model (4, 8, 8, 3, 32), checkpoint (2, 8, 8, 3, 32)' in msg
   assert 'spatial_encoder/layers/block_2/mlp/Dense_0/kernel: in the model, not in the checkpoint' in msg
   assert 'does not fit the model' in msg
   shallow = _video_cfg(num_layers=LAYERS - 1)
   with pytest.raises(ValueError, match='spatial_encoder/layers/block_1/.*: in the checkpoint, not in the model'):
-    image_init.initialise(fresh(shallow), dict(checkpoint=path), shallow)
+    initialise(fresh(shallow), dict(checkpoint=path), shallow)
   model3 = _video_cfg(attention='factorised_self_attention', classifier='gap')
   with pytest.raises(ValueError, match='vivit/factorised_encoder model; .* same architecture'):
-    image_init.initialise(fresh(model3), dict(checkpoint=path), model3)
+    initialise(fresh(model3), dict(checkpoint=path), model3)
   with pytest.raises(FileNotFoundError, match='missing.safetensors'):
-    image_init.initialise(fresh(model3), dict(checkpoint=str(tmp_path / 'missing.safetensors'), format='vvt'),
+    initialise(fresh(model3), dict(checkpoint=str(tmp_path / 'missing.safetensors'), format='vvt'),
                           model3)
-  assert image_init.validate(dict(checkpoint='k400.safetensors', format='vvt'))['format'] == 'vvt'
+  assert init_options.validate(dict(checkpoint='k400.safetensors', format='vvt')).format == 'vvt'

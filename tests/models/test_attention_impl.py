@@ -207,7 +207,7 @@ def test_splash_runs_per_device_under_a_sharded_mesh():
       from vvt.models import kernels
       from vvt.train import mesh as mesh_lib
       jax.config.update('jax_default_matmul_precision', 'highest')
-      mesh = mesh_lib.make_mesh({'axes': {'data': 2, 'model': 2}})
+      mesh = mesh_lib.mesh_of_axes({'data': 2, 'model': 2})
       ks = jax.random.split(jax.random.key(0), 4)
       q, k, v, w = (jax.random.normal(r, (4, 130, 2, 32)) for r in ks)
       put = lambda x: jax.device_put(x, NamedSharding(mesh, P('data', None, 'model', None)))

@@ -27,7 +27,7 @@ def test_traced_axes_follow_the_mesh_the_caller_is_traced_under():
       import jax
       from vvt.models import axes
       from vvt.train import mesh as mesh_lib
-      mesh = mesh_lib.make_mesh({'axes': {'data': 2, 'model': 2}})
+      mesh = mesh_lib.mesh_of_axes({'data': 2, 'model': 2})
       with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
         print(axes.traced_axes('batch', 8), axes.traced_axes('batch', 3), axes.traced_axes('heads', 4),
               axes.traced_axes('mlp', 5))

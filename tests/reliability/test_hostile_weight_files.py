@@ -53,13 +53,15 @@ def test_the_unbroken_fixture_converts(tmp_path):
 
 # ------------------------------------------------------------------------------------------- init_from
 def _tiny_image_model():
+  """(the ModelSpec of a tiny image model, its zero params)."""
   import vvt.models  # pylint: disable=g-import-not-at-top
   from vvt.convert import video  # pylint: disable=g-import-not-at-top
+  from vvt.models import spec  # pylint: disable=g-import-not-at-top
   cfg = vvt.models.get_config(family='timesformer', attention='space', variant='Ti/8', hidden_size=16,
                               num_heads=2, mlp_dim=32, num_layers=1, image_size=16, num_frames=1,
                               num_classes=3, class_token='global', positional_embedding='spatial')
   params = jax.tree_util.tree_map(lambda s: np.zeros(s.shape, np.float32), video.abstract_params(cfg))
-  return cfg, params
+  return spec.spec_of(vvt.models.resolve(cfg)), params
 
 
 def _timm(params, change=None):
@@ -115,20 +117,21 @@ def _vvt_export(d, params):
 
 
 def test_init_from_control_loads():
-  from vvt.convert import image_init  # pylint: disable=g-import-not-at-top
+  from vvt.convert import image_init, init_options  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
-  cfg, params = _tiny_image_model()
+  model, params = _tiny_image_model()
   with tempfile.TemporaryDirectory() as d:
-    new, report = image_init.initialise(params, dict(checkpoint=_save(f'{d}/ok.safetensors', _timm(params))), cfg)
+    init = init_options.validate(dict(checkpoint=_save(f'{d}/ok.safetensors', _timm(params))))
+    new, report = image_init.initialise(params, init, model)
   assert report.loaded and jax.tree_util.tree_structure(new) == jax.tree_util.tree_structure(params)
 
 
 @pytest.mark.parametrize('case', sorted(INIT_CASES))
 def test_init_from_refuses_naming_the_file(tmp_path, case):
-  from vvt.convert import image_init  # pylint: disable=g-import-not-at-top
-  cfg, params = _tiny_image_model()
+  from vvt.convert import image_init, init_options  # pylint: disable=g-import-not-at-top
+  model, params = _tiny_image_model()
   path = INIT_CASES[case](str(tmp_path), params)
   fmt = 'vvt' if 'vvt' in case else 'auto'
   with pytest.raises(ValueError) as info:
-    image_init.initialise(params, dict(checkpoint=path, format=fmt), cfg)
+    image_init.initialise(params, init_options.validate(dict(checkpoint=path, format=fmt)), model)
   assert path in str(info.value)

@@ -279,8 +279,8 @@ def test_multi_node_script_and_jax_distributed_from_srun(slurm, tiny_data, tmp_p
   assert re.search(r'  0\) trial=\S+; cmd=\(\S+ -m vvt train --config ', res.stdout)
   assert not (tmp_path / 'sw').exists()
 
-  probe = ('from vvt.config import schema; from vvt.train import mesh; import jax; '
-           'mesh.maybe_initialize_distributed(schema.get_base_config().distributed); '
+  probe = ('from vvt.config import run_spec, schema; from vvt.train import mesh; import jax; '
+           'mesh.maybe_initialize_distributed(run_spec.DistributedSpec.of(schema.get_base_config().distributed)); '
            'print("PROCESS", jax.process_index(), "OF", jax.process_count(), flush=True)')
   script = tmp_path / 'srun.sbatch'
   script.write_text(f'#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --output={tmp_path}/srun.out\n'

@@ -16,6 +16,7 @@ import numpy as np
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
 import train_helpers  # noqa: E402
+from vvt.config import run_spec  # noqa: E402
 from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib, sharding  # noqa: E402
 
 STEPS = 3
@@ -47,7 +48,8 @@ def batches(c):
 
 def program(c):
   """The training program of `c` on its mesh (the train step the trainer runs)."""
-  return program_lib.build_program(c, mesh_lib.make_mesh(c.mesh), num_train_videos=c.batch_size * STEPS)
+  run = run_spec.resolve(c)
+  return program_lib.build_program(run, mesh_lib.make_mesh(run.mesh), num_train_videos=c.batch_size * STEPS)
 
 
 def train(axes):
@@ -106,7 +108,7 @@ def main(out_dir, restore_dir=None):
       result['sharded'] = sum(shard_fraction(v) < 1 for v in arrays.values())
       result['replicated'] = sum(shard_fraction(v) == 1 for v in arrays.values())
       mngr = checkpoints.manager(os.path.join(out_dir, 'fsdp8'), async_save=True)
-      checkpoints.save_state(mngr, state, data_position=STEPS, config=c, wait=False)
+      checkpoints.save_state(mngr, state, data_position=STEPS, config=run_spec.resolve(c).config_values, wait=False)
       mngr.wait_until_finished()
       np.savez(os.path.join(out_dir, 'fsdp8_params.npz'), **params)
       np.savez(os.path.join(out_dir, 'fsdp8_ema.npz'), **flat(state.ema_params))

@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
 import train_helpers  # noqa: E402
-from vvt.config import validation  # noqa: E402
+from vvt.config import run_spec  # noqa: E402
 from vvt.train import memory, program as program_lib, sharding  # noqa: E402
 from vvt.train import mesh as mesh_lib  # noqa: E402
 
@@ -41,8 +41,9 @@ def random_batch(c):
 
 def main(out, logical_rules=None):
   c = config(logical_rules)
-  validation.validate(c, jax.device_count())
-  program = program_lib.build_program(c, mesh_lib.make_mesh(c.mesh), num_train_videos=BATCH)
+  run = run_spec.resolve(c)
+  run_spec.check_devices(run, jax.device_count())
+  program = program_lib.build_program(run, mesh_lib.make_mesh(run.mesh), num_train_videos=BATCH)
   params = {sharding.path_str(p): s for p, s in jax.tree_util.tree_flatten_with_path(
       program.training.shardings.params, is_leaf=lambda x: hasattr(x, 'spec'))[0]}
   abstract = program.abstract_state()

@@ -17,6 +17,7 @@ import pytest
 
 import train_helpers as common
 from vvt.config import loader
+from vvt.config import run_spec
 from vvt.config import schema
 from vvt.data import pipeline
 from vvt.train import mesh as mesh_lib, model_state, program as program_lib, trainer
@@ -81,8 +82,9 @@ def data_key(c) -> str:
 def program_of(c):
   key = program_key(c)
   if key not in _PROGRAMS:
-    mesh = trainer.make_mesh(c)
-    program = program_lib.build_program(c, mesh, num_train_videos=pipeline.num_videos(c.dataset, 'train'))
+    run = run_spec.resolve(c)
+    mesh = trainer.make_mesh(run)
+    program = program_lib.build_program(run, mesh, num_train_videos=pipeline.num_videos(run.data, 'train'))
     init = model_state.init_fn(program.module, program.clip, program.training.tx, ema=program.training.ema)
     _PROGRAMS[key] = program, jax.jit(init, out_shardings=program.training.shardings)
   return _PROGRAMS[key]
@@ -92,8 +94,9 @@ def batches_of(c):
   """STEPS batches of `c`'s training pipeline (numpy, per host)."""
   key = data_key(c)
   if key not in _BATCHES:
-    it = pipeline.make_train_iterator(c.dataset, global_batch_size=c.batch_size, seed=c.seed, start_step=0,
-                                      process_index=0, process_count=1, class_names=c.get('class_names'))
+    run = run_spec.resolve(c)
+    it = pipeline.make_train_iterator(run.data, global_batch_size=run.batch_size, seed=run.seed, start_step=0,
+                                      process_index=0, process_count=1)
     try:
       _BATCHES[key] = [next(it) for _ in range(STEPS)]
     finally:

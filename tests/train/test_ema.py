@@ -12,6 +12,7 @@ import pytest
 import train_helpers as common
 from vvt.cli import convert as convert_cli
 from vvt.cli import train as train_cli
+from vvt.config import run_spec
 from vvt.convert import export
 from vvt.train import checkpoints, ema, mesh as mesh_lib, model_state, optimizers, steps, trainer
 from vvt.train.program import build_program
@@ -27,13 +28,14 @@ def test_ema_with_decay_zero_is_the_params_and_otherwise_follows_its_formula():
   c = common.tiny_config('unused')  # the steps read no files
   c.optimizer.name = 'adamw'
   c.schedule.update(name='constant', warmup_steps=0, base_lr=1e-2)
+  run = run_spec.resolve(c)
   mesh = mesh_lib.make_mesh()
-  sched = optimizers.make_schedule(c.schedule, 10, 10)
-  tx = optimizers.make_optimizer(c.optimizer, sched)
-  module = model_state.build_model(c)
-  state0 = jax.jit(model_state.init_fn(module, c, tx, ema=True))(jax.random.PRNGKey(0))
+  sched = optimizers.make_schedule(run.schedule, 10, 10)
+  tx = optimizers.make_optimizer(run.optimizer, sched)
+  module = model_state.build_model(run.model)
+  state0 = jax.jit(model_state.init_fn(module, model_state.ClipShape.of(run), tx, ema=True))(jax.random.PRNGKey(0))
   chex.assert_trees_all_equal(state0.ema_params, state0.params)  # ema_0 = params_0
-  settings = dataclasses.replace(steps.TrainSettings.of(c), ema_decay=0.0)
+  settings = dataclasses.replace(steps.TrainSettings.of(run), ema_decay=0.0)
   step = jax.jit(steps.train_step_fn(module, tx, sched, settings, mesh))
   state1, _, _ = step(state0, mesh_lib.global_batch(_batch(seed=1), mesh, 4))
   state2, _, _ = step(state1, mesh_lib.global_batch(_batch(seed=2), mesh, 4))
@@ -52,7 +54,7 @@ def test_ema_with_decay_zero_is_the_params_and_otherwise_follows_its_formula():
 def test_the_state_keeps_an_ema_sharded_like_the_params_only_when_asked(decay, kept):
   c = common.tiny_config('unused')
   c.optimizer.ema_decay = decay
-  program = build_program(c, mesh_lib.make_mesh(), num_train_videos=48)
+  program = build_program(run_spec.resolve(c), mesh_lib.make_mesh(), num_train_videos=48)
   abstract = program.abstract_state()
   shardings = program.training.shardings
   if not kept:
@@ -77,11 +79,11 @@ def test_a_run_without_ema_resumed_with_it_reports_raw_and_ema_and_eval_export_p
   c = common.tiny_config(tiny_data)
   c.num_train_steps, c.checkpoint.every_steps, c.log_every_steps = 4, 2, 2
   c.optimizer.name, c.schedule.base_lr = 'adamw', 1e-2
-  res = trainer.train_and_evaluate(c, str(wd), log=lambda *a: None, stop_after_step=2)
+  res = trainer.train_and_evaluate(run_spec.resolve(c), str(wd), log=lambda *a: None, stop_after_step=2)
   assert res['stopped_early'] and not checkpoints.has_ema(str(wd), 2)
   c.optimizer.ema_decay = 0.5
   lines = []
-  res = trainer.train_and_evaluate(c, str(wd), log=lines.append, allow_config_change=True)
+  res = trainer.train_and_evaluate(run_spec.resolve(c), str(wd), log=lines.append, allow_config_change=True)
   assert any('checkpoint step 2 has no EMA params: the EMA starts from its params' in l for l in lines), lines
   assert checkpoints.has_ema(str(wd), 4)
   raw, _ = checkpoints.load_params(str(wd), 4)

@@ -22,6 +22,7 @@ import vvt.cli.train, vvt.cli.predict, vvt.cli.summary, vvt.cli.results, vvt.cli
 import jax
 import numpy as np
 from vvt.train import mesh as mesh_lib, program as program_lib
+from vvt.config import run_spec
 
 # The tiny config file itself (configs/common.py's synthetic recipe: its class names come from
 # vvt.data.writing.synthetic, which needs TensorFlow only to write the files).
@@ -30,8 +31,8 @@ import tiny_config
 config = tiny_config.get_config('unused')
 config.batch_size = 8
 m = config.model
-mesh = mesh_lib.make_mesh(-1)
-program = program_lib.build_program(config, mesh, num_train_videos=config.batch_size)
+mesh = mesh_lib.make_mesh()
+program = program_lib.build_program(run_spec.resolve(config), mesh, num_train_videos=config.batch_size)
 state = program.init_state(jax.random.PRNGKey(0))
 step = program.training.step
 bs = config.batch_size

@@ -7,6 +7,7 @@ import pytest
 
 import vvt.models
 from vvt.models import schemes
+from vvt.config import run_spec
 from vvt.config import schema
 from vvt.train import layer_decay, optimizers
 
@@ -36,7 +37,8 @@ def _optimizer(**kw):
   c.update(name='adamw', weight_decay=0.05, **kw)
   sched = schema.get_base_config().schedule
   sched.update(name='constant', base_lr=1e-2)
-  return optimizers.make_optimizer(c, optimizers.make_schedule(sched, 10, 10))
+  return optimizers.make_optimizer(run_spec.OptimizerSpec.of(c),
+                                   optimizers.make_schedule(run_spec.ScheduleSpec.of(sched), 10, 10))
 
 
 @pytest.mark.parametrize('scan', [False, True], ids=['per_layer', 'scan_layers'])

@@ -10,6 +10,7 @@ import pytest
 import train_helpers
 from vvt.config import loader as config_lib
 from vvt.config import run_file
+from vvt.config import run_spec
 from vvt.config import sharding
 from vvt.models import axes
 from vvt.train import steps
@@ -50,11 +51,12 @@ def test_the_runs_rules_decide_the_batch_and_the_tensor_parallel_shardings(tmp_p
 
 def test_the_settings_of_a_config_carry_its_rules():
   c = load("mesh.logical_rules=(('batch', ('data',)), ('heads', ()), ('mlp', ()))")
-  assert steps.TrainSettings.of(c).logical_rules == steps.EvalSettings.of(c).logical_rules == (
-      sharding.check_logical_rules(NO_TENSOR_PARALLEL))
-  assert steps.TrainSettings.of(load()).logical_rules == axes.DEFAULT_RULES
+  run = run_spec.resolve(c)
+  assert steps.TrainSettings.of(run).logical_rules == steps.EvalSettings.of(run).logical_rules == (
+      sharding.check_logical_rules(NO_TENSOR_PARALLEL)) == run.mesh.logical_rules
+  assert steps.TrainSettings.of(run_spec.resolve(load())).logical_rules == axes.DEFAULT_RULES
   saved = run_file.as_saved(c)  # config.json: the lists read back as tuples, the same rules
-  assert sharding.logical_rules_of(saved.mesh) == sharding.logical_rules_of(c.mesh)
+  assert sharding.mesh_spec(saved.mesh) == run.mesh
 
 
 def test_traced_under_enters_the_rules_when_jax_traces():

@@ -14,7 +14,7 @@ TINY = train_helpers.TINY
 
 
 def load(*overrides, spec=f'{TINY}:unused'):
-  return config_lib.load(spec, [tuple(o.split('=', 1)) for o in overrides], files=(), init=False)
+  return config_lib.load_run(spec, [tuple(o.split('=', 1)) for o in overrides], files=(), init=False)
 
 
 # ----------------------------------------------------------------------------- mesh
@@ -48,7 +48,7 @@ def test_scanned_layers_keep_the_batch_sharded_under_the_steps_mesh():
       import jax, jax.numpy as jnp
       from vvt.models import blocks
       from vvt.train import mesh as mesh_lib
-      mesh = mesh_lib.make_mesh({'axes': {'data': 2, 'fsdp': -1}})
+      mesh = mesh_lib.mesh_of_axes({'data': 2, 'fsdp': -1})
       x = jnp.ones((8, 3))
       print('none', 'sharding_constraint' in jax.jit(blocks.constrain_batch).lower(x).as_text())
       with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import train_helpers as common
+from vvt.config import run_spec
 from vvt.train import checkpoints, trainer
 
 
@@ -18,7 +19,7 @@ def test_non_finite_loss_stops_with_the_step_and_keeps_good_checkpoints(tiny_dat
   c.checkpoint.every_steps = 1
   c.num_train_steps = 8
   with pytest.raises(trainer.NonFiniteLossError, match=r'at step \d+') as err:
-    trainer.train_and_evaluate(c, str(tmp_path), log=lambda *a, **k: None)
+    trainer.train_and_evaluate(run_spec.resolve(c), str(tmp_path), log=lambda *a, **k: None)
   msg = str(err.value)
   bad_step = int(msg.split(' at step ')[1].split()[0])
   assert bad_step >= 2

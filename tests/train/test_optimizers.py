@@ -6,20 +6,23 @@ import numpy as np
 import optax
 import pytest
 
+from vvt.config import run_spec
 from vvt.config import schema
 from vvt.train import optimizers
 
 
 def sched_cfg(**kw):
+  """The ScheduleSpec of the schema's schedule section with `kw` set."""
   c = schema.get_base_config().schedule
   c.update(kw)
-  return c
+  return run_spec.ScheduleSpec.of(c)
 
 
 def opt_cfg(**kw):
+  """The OptimizerSpec of the schema's optimizer section with `kw` set."""
   c = schema.get_base_config().optimizer
   c.update(kw)
-  return c
+  return run_spec.OptimizerSpec.of(c)
 
 
 def test_cosine_with_linear_warmup():
@@ -140,7 +143,7 @@ def test_gradient_accumulation_equals_full_batch(tiny_data):
     c.schedule.warmup_steps = 0
     c.schedule.name = 'constant'
     mesh = mesh_lib.make_mesh()
-    program = program_lib.build_program(c, mesh, num_train_videos=8)  # the trainer's train step
+    program = program_lib.build_program(run_spec.resolve(c), mesh, num_train_videos=8)  # the trainer's train step
     st = program.init_state(jax.random.PRNGKey(0))
     gb = mesh_lib.global_batch(batch, mesh, 8)
     new, metrics, status = program.training.step(st, gb)

@@ -2,6 +2,7 @@
 import jax
 import pytest
 
+from vvt.config import run_spec
 from vvt.train import mesh as mesh_lib, memory, model_state, program as program_lib
 
 import train_helpers
@@ -15,7 +16,7 @@ def test_steps_per_epoch_and_total_steps():
 
 
 def test_an_evaluation_program_has_no_optimiser_and_shards_as_training_does():
-  c = train_helpers.tiny_config('unused')  # nothing reads the dataset
+  c = run_spec.resolve(train_helpers.tiny_config('unused'))  # nothing reads the dataset
   mesh = mesh_lib.make_mesh()
   evaluation = program_lib.build_program(c, mesh)
   assert evaluation.training is None
@@ -30,6 +31,7 @@ def test_an_evaluation_program_has_no_optimiser_and_shards_as_training_does():
 
 
 def test_memory_names_the_schedule_it_assumes_without_the_training_files(tiny_data):
-  assert memory.training_set_size(train_helpers.tiny_config(tiny_data)) == (48, 'dataset.train_files')
-  videos, why = memory.training_set_size(train_helpers.tiny_config('unused'))
+  assert memory.training_set_size(run_spec.resolve(train_helpers.tiny_config(tiny_data)).data) == (
+      48, 'dataset.train_files')
+  videos, why = memory.training_set_size(run_spec.resolve(train_helpers.tiny_config('unused')).data)
   assert videos is None and why.startswith('dataset.train_files: no file matches')

@@ -9,6 +9,7 @@ import jax
 import pytest
 
 import train_helpers as common
+from vvt.config import run_spec
 from vvt.config.errors import ConfigError
 from vvt.models import layout
 from vvt.train import checkpoints, model_state, trainer
@@ -20,7 +21,7 @@ def checkpointed(tiny_data, tmp_path_factory):
   wd = tmp_path_factory.mktemp('resume_config') / 'run'
   c = common.tiny_config(tiny_data)
   c.checkpoint.every_steps = 1
-  trainer.train_and_evaluate(c, str(wd), log=lambda *a, **k: None, stop_after_step=1)
+  trainer.train_and_evaluate(run_spec.resolve(c), str(wd), log=lambda *a, **k: None, stop_after_step=1)
   assert checkpoints.all_steps(str(wd)) == [1]
   return wd
 
@@ -30,7 +31,7 @@ def _resume(checkpointed, tmp_path, config, **kwargs):
   wd = tmp_path / 'run'
   shutil.copytree(checkpointed, wd)
   lines = []
-  res = trainer.train_and_evaluate(config, str(wd), log=lines.append, stop_after_step=2, **kwargs)
+  res = trainer.train_and_evaluate(run_spec.resolve(config), str(wd), log=lines.append, stop_after_step=2, **kwargs)
   return res, lines, wd
 
 
@@ -89,16 +90,17 @@ def test_switching_scan_layers_on_resume_restores_into_the_other_layout(checkpoi
   assert layout.layout_of(scanned) == 'stacked' and layout.layout_of(plain) == 'per_layer'
   chex.assert_trees_all_close(layout.to_per_layer(scanned), plain, rtol=1e-5, atol=1e-6)
   # what `vvt eval` does: the per-layer step restored into a scanned model's sharded params
-  module = model_state.build_model(c)
-  mesh = trainer.make_mesh(c)
-  target = model_state.abstract_params(module, c, model_state.param_shardings(module, c, mesh))
+  run = run_spec.resolve(c)
+  module, clip = model_state.build_model(run.model), model_state.ClipShape.of(run)
+  mesh = trainer.make_mesh(run)
+  target = model_state.abstract_params(module, clip, model_state.param_shardings(module, clip, mesh, run.mesh))
   restored, _ = checkpoints.load_params(str(wd_plain), 2, target)
   assert jax.tree.structure(restored) == jax.tree.structure(target)
   chex.assert_trees_all_equal(layout.to_per_layer(restored), plain)
   assert all(r.sharding == t.sharding for r, t in zip(jax.tree.leaves(restored), jax.tree.leaves(target)))
 
   lines = []
-  res = trainer.train_and_evaluate(config(False), str(wd), log=lines.append, stop_after_step=3)
+  res = trainer.train_and_evaluate(run_spec.resolve(config(False)), str(wd), log=lines.append, stop_after_step=3)
   assert res['step'] == 3 and any('(safe): model.scan_layers: True -> False' in l for l in lines), lines
   assert layout.layout_of(checkpoints.load_params(str(wd), 3)[0]) == 'per_layer'
 
@@ -116,6 +118,6 @@ def test_config_saved_before_newer_fields_resumes_unchanged(checkpointed, tiny_d
   c = common.tiny_config(tiny_data)
   c.checkpoint.every_steps = 1  # as the checkpointed run
   lines = []
-  res = trainer.train_and_evaluate(c, str(wd), log=lines.append, stop_after_step=2)
+  res = trainer.train_and_evaluate(run_spec.resolve(c), str(wd), log=lines.append, stop_after_step=2)
   assert res['step'] == 2
   assert not [l for l in lines if 'config change' in l], lines

@@ -10,6 +10,7 @@ import pytest
 
 import fsdp_run
 import train_helpers as common
+from vvt.config import run_spec
 from vvt.train import checkpoints, mesh as mesh_lib, model_state, optimizers, sharding
 
 HELPER = str(common.REPO / 'tests' / 'train' / 'shard_run.py')
@@ -92,12 +93,13 @@ def test_checkpoint_written_on_fsdp8_restores_on_one_device(fsdp_out):
     assert len(v.sharding.device_set) == 1
     np.testing.assert_array_equal(np.asarray(v), saved[k], err_msg=k)
   # the whole training state too, onto this process's 1-device mesh
-  c = fsdp_run.config({'data': -1})
-  mesh = mesh_lib.make_mesh(c.mesh)
-  sched = optimizers.make_schedule(c.schedule, 10, 10)
-  tx = optimizers.make_optimizer(c.optimizer, sched)
-  module = model_state.build_model(c)
-  abstract = model_state.abstract_state(module, c, tx, model_state.state_shardings(module, c, tx, mesh), ema=True)
+  run = run_spec.resolve(fsdp_run.config({'data': -1}))
+  mesh = mesh_lib.make_mesh(run.mesh)
+  sched = optimizers.make_schedule(run.schedule, 10, 10)
+  tx = optimizers.make_optimizer(run.optimizer, sched)
+  module, clip = model_state.build_model(run.model), model_state.ClipShape.of(run)
+  abstract = model_state.abstract_state(module, clip, tx, model_state.state_shardings(module, clip, tx, mesh, run.mesh,
+                                                                                      ema=True), ema=True)
   state, meta = checkpoints.restore_state(str(fsdp_out / 'fsdp8'), abstract)
   assert int(state.step) == 3 and meta['data_position'] == 3
   saved_ema = np.load(fsdp_out / 'fsdp8_ema.npz')  # the EMA too, and it is not the params
@@ -107,11 +109,11 @@ def test_checkpoint_written_on_fsdp8_restores_on_one_device(fsdp_out):
 
 
 def test_checkpoint_written_on_one_device_restores_on_fsdp8(tmp_path):
-  c = fsdp_run.config({'data': -1})
-  sched = optimizers.make_schedule(c.schedule, 10, 10)
-  tx = optimizers.make_optimizer(c.optimizer, sched)
-  module = model_state.build_model(c)
-  state = jax.jit(model_state.init_fn(module, c, tx))(jax.random.PRNGKey(1))  # no EMA: as older checkpoints
+  run = run_spec.resolve(fsdp_run.config({'data': -1}))
+  sched = optimizers.make_schedule(run.schedule, 10, 10)
+  tx = optimizers.make_optimizer(run.optimizer, sched)
+  module = model_state.build_model(run.model)
+  state = jax.jit(model_state.init_fn(module, model_state.ClipShape.of(run), tx))(jax.random.PRNGKey(1))  # no EMA
   state = state.replace(step=state.step + 5)
   checkpoints.save_state(checkpoints.manager(str(tmp_path / 'one')), state, data_position=5)
   _fsdp_run(tmp_path / 'out', tmp_path / 'one')

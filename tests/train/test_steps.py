@@ -4,6 +4,7 @@ import chex
 import jax
 import numpy as np
 
+from vvt.config import run_spec
 from vvt.data.transforms import normalization
 from vvt.train import mesh as mesh_lib, model_state, optimizers, steps
 
@@ -22,17 +23,19 @@ class StepsTest(chex.TestCase):
     pixels = rng.integers(0, 256, size=(4, 8, 32, 32, 3)).astype(np.uint8)
     batch = {'inputs': pixels, 'label': np.array([0, 1, 2, 3], np.int32),
              'mask': np.ones(4, np.float32)}
+    run = run_spec.resolve(c)
     mesh = mesh_lib.make_mesh()
-    sched = optimizers.make_schedule(c.schedule, 10, 10)
-    tx = optimizers.make_optimizer(c.optimizer, sched)
-    module = model_state.build_model(c)
-    init = jax.jit(model_state.init_fn(module, c, tx))
+    sched = optimizers.make_schedule(run.schedule, 10, 10)
+    tx = optimizers.make_optimizer(run.optimizer, sched)
+    module = model_state.build_model(run.model)
+    init = jax.jit(model_state.init_fn(module, model_state.ClipShape.of(run), tx))
     outs = {}
     for mode in ('zero_centre', 'imagenet'):
       c.dataset.normalization = mode
+      run = run_spec.resolve(c)
       normalised = dict(batch, inputs=np.asarray(normalization.normalize(pixels, mode)))
-      train_step = self.variant(steps.train_step_fn(module, tx, sched, c, mesh))
-      eval_step = self.variant(steps.eval_step_fn(module, c))
+      train_step = self.variant(steps.train_step_fn(module, tx, sched, steps.TrainSettings.of(run), mesh))
+      eval_step = self.variant(steps.eval_step_fn(module, steps.EvalSettings.of(run)))
       for name, b in (('uint8', batch), ('float', normalised)):
         # one training step (the head starts at zero), then an evaluation
         state, _, status = train_step(init(jax.random.PRNGKey(0)),

@@ -30,7 +30,7 @@ def _attention(argv):
   p.add_argument('--out', required=True, help='output folder')
   args, spec, overrides = common.parse(p, argv)
   workdir, step = predict_cli._locate(args)  # pylint: disable=protected-access
-  config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
+  run = common.run_spec(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
@@ -42,15 +42,15 @@ def _attention(argv):
   if len(items) != 1:
     raise common.UsageError(f'{args.input}: give one video file or one folder of frames (found {len(items)} videos)')
   _, kind, path = items[0]
-  all_views = views.load_views(path, kind, config.dataset)  # uint8 (clips * crops, T, S, S, 3)
-  crops = int(config.dataset.num_spatial_crops)
+  all_views = views.load_views(path, kind, run.data)  # uint8 (clips * crops, T, S, S, 3)
+  crops = int(run.data.num_spatial_crops)
   clips = all_views.shape[0] // crops
   clip = all_views[(clips // 2) * crops + crops // 2]  # the centre view
-  program = program_lib.build_program(config, mesh_lib.make_mesh(1, jax.local_devices()))  # this host's first device
+  program = program_lib.build_program(run, mesh_lib.make_mesh(devices=jax.local_devices()[:1]))  # one device
   params, step, _ = checkpoints.load_eval_params(checkpoints.abspath(workdir), step, program.abstract_params(),
-                                                 raw=bool(config.eval.get('raw_params', False)))  # EMA where kept
+                                                 raw=run.eval.raw_params)  # EMA params where kept
   video = normalization.normalize(clip[None], program.eval_settings.normalization)
-  maps = am.attention_maps(program.module, params, video, config.model)
+  maps = am.attention_maps(params, video, run.model)
   os.makedirs(args.out, exist_ok=True)
   out = lambda name: os.path.join(args.out, name)
   plots.grid_png(clip, maps, out('attention_grid.png'))

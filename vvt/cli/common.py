@@ -140,10 +140,21 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
     return 1
 
 
-def run_config(spec, overrides, workdir: str | None = None, **load_args):
-  """The config of a command: --config SPEC, or else the run's own WORKDIR/config.json."""
+def _config_spec(spec, workdir: str | None) -> str:
+  """--config SPEC, or else the run's own WORKDIR/config.json."""
   if not spec and workdir and fileio.exists(run_file.path(workdir)):
     spec = run_file.path(workdir)
   if not spec:
     raise UsageError('missing --config FILE[:ARG]' + (' (and WORKDIR has no config.json)' if workdir else ''))
-  return loader.load(spec, overrides, **load_args)
+  return spec
+
+
+def run_config(spec, overrides, workdir: str | None = None, **load_args):
+  """The config of a command (a ConfigDict): --config SPEC, or else the run's own WORKDIR/config.json."""
+  return loader.load(_config_spec(spec, workdir), overrides, **load_args)
+
+
+def run_spec(spec, overrides, workdir: str | None = None, **load_args):
+  """The RunSpec of a command that runs a config (`vvt.config.run_spec`: resolved once), from --config SPEC, or
+  else the run's own WORKDIR/config.json."""
+  return loader.load_run(_config_spec(spec, workdir), overrides, **load_args)

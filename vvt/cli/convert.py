@@ -113,7 +113,7 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
     names = hf_class_names(video._hf_config(checkpoint, hf_config))  # pylint: disable=protected-access
   full = _with_model(config, result.model_config(), names) if is_run else result.model_config()
   os.makedirs(output, exist_ok=True)
-  path = checkpoints.save_params(output, result.params, step=0, config=full)
+  path = checkpoints.save_params(output, result.params, step=0, config=json.loads(full.to_json_best_effort()))
   with open(os.path.join(output, 'convert_report.txt'), 'w') as f:
     f.write(f'source: {source}\ncheckpoint: {os.path.abspath(checkpoint)}\n\n')
     f.write('model fields that express the reference exactly:\n')
@@ -186,13 +186,16 @@ def import_safetensors(path: str, output: str, config=None, step: int = 0) -> st
   from vvt.convert import export, video  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
   params, metadata = export.from_safetensors(path)
+  values = None
   if config is not None:
     video.check_params(params, config.model if 'model' in config else config)
+    values = json.loads(config.to_json_best_effort())
   elif 'config' in metadata:
     from vvt.config import run_file  # pylint: disable=g-import-not-at-top
     values = json.loads(metadata['config'])
-    config = run_file.from_dict(values) if 'model' in values and 'dataset' in values else values
-  return checkpoints.save_params(output, params, step=step, config=config)
+    if 'model' in values and 'dataset' in values:  # a run config: the fields added since it was written, too
+      values = json.loads(run_file.as_json(run_file.from_dict(values)))
+  return checkpoints.save_params(output, params, step=step, config=values)
 
 
 def _convert(argv):

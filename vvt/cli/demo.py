@@ -26,20 +26,20 @@ def _demo(argv):
   if args.data_only:
     return 0
   spec = spec or f'configs/synthetic.py:divided,data_dir={args.data_dir}'
-  config = config_lib.load(spec, overrides)
+  run = config_lib.load_run(spec, overrides)
   from vvt.train import checkpoints, metrics, trainer  # pylint: disable=g-import-not-at-top
-  print(f'[demo] training {config.model.family} / {config.model.attention} from {spec} in '
+  print(f'[demo] training {run.model.family} / {run.model.attention} from {spec} in '
         f'{args.workdir}', flush=True)
-  res = trainer.train_and_evaluate(config, args.workdir)
+  res = trainer.train_and_evaluate(run, args.workdir)
   wd = res['workdir']
-  views = config.dataset.num_test_clips * config.dataset.num_spatial_crops
+  views = run.data.num_test_clips * run.data.num_spatial_crops
   print('')
-  print(f'[demo] {config.model.attention} attention: video-level top-1 = {res["video_top1"]:.3f} on '
-        f'{res["num_videos"]} test videos ({views} views each; chance = {1.0 / config.num_classes:.3f}); '
+  print(f'[demo] {run.model.attention} attention: video-level top-1 = {res["video_top1"]:.3f} on '
+        f'{res["num_videos"]} test videos ({views} views each; chance = {1.0 / run.model.num_classes:.3f}); '
         f'clip-level top-1 = {res["clip_top1"]:.3f}; total time {time.time() - t0:.0f}s')
   print(f'[demo] run directory: {wd}')
   print(f'         checkpoints     {checkpoints.checkpoint_dir(wd)}')
-  print(f'         eval results    {checkpoints.eval_results_path(wd, res["step"], config.eval.split)}')
+  print(f'         eval results    {checkpoints.eval_results_path(wd, res["step"], run.eval.split)}')
   print(f'         metrics         {os.path.join(wd, metrics.JSONL)} (+ tensorboard/)')
   print(f'         curves          {os.path.join(wd, metrics.CURVES)}')
 

@@ -46,12 +46,12 @@ def _memory(argv):
   except memory.TopologyError as e:
     raise common.UsageError(str(e)) from None
   _prepare_backend(topology)
-  config = common.run_config(spec, overrides, files=(), init=False)
+  run = common.run_spec(spec, overrides, files=(), init=False)
   try:
     devices = memory.topology_devices(topology)
   except memory.TopologyError as e:
     raise common.UsageError(str(e)) from None
-  report = memory.plan(config, topology, devices, eval_step=args.eval,
+  report = memory.plan(run, topology, devices, eval_step=args.eval,
                        log=lambda m: print(m, file=sys.stderr))
   print('\n'.join(report.lines()))
   print(memory.to_json(report))

@@ -43,14 +43,15 @@ def _locate(args) -> tuple:
   return path, args.step
 
 
-def _predictor(config, workdir, step):
-  """(fn(uint8 (B, T, S, S, 3)) -> {head: (B, C) scores}, step): the eval step on this host's first device."""
+def _predictor(run, workdir, step):
+  """(fn(uint8 (B, T, S, S, 3)) -> {head: (B, C) scores}, step): the eval step of RunSpec `run` on this host's
+  first device."""
   import jax  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib  # pylint: disable=g-import-not-at-top
-  program = program_lib.build_program(config, mesh_lib.make_mesh(1, jax.local_devices()))
+  program = program_lib.build_program(run, mesh_lib.make_mesh(devices=jax.local_devices()[:1]))
   # restored in the config's encoder layout, whichever the step was written in; the EMA params where it has them
   params, step, _ = checkpoints.load_eval_params(checkpoints.abspath(workdir), step, program.abstract_params(),
-                                                 raw=bool(config.eval.get('raw_params', False)))
+                                                 raw=run.eval.raw_params)
   scores = lambda x: program.eval_step(params, {'inputs': x})[0]  # pylint: disable=unnecessary-lambda-assignment
   return (lambda x: {h: jax.device_get(v) for h, v in scores(x).items()}), step
 
@@ -100,7 +101,7 @@ def _parser():
   return p
 
 
-def _score_videos(predict, items, heads, dataset_cfg, batch_size):
+def _score_videos(predict, items, heads, data, batch_size):
   """(sums {head: (N, C) float64}, views per video (N,), {item number: error}): the views' scores of every
   readable input summed per video; unreadable inputs are reported on stderr and skipped."""
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -116,7 +117,7 @@ def _score_videos(predict, items, heads, dataset_cfg, batch_size):
     bar.write(f'vvt predict: skipped {text}', file=sys.stderr)
 
   done = 0
-  for x, owners, last in _batches(items, lambda it: views.load_views(it[2], it[1], dataset_cfg),
+  for x, owners, last in _batches(items, lambda it: views.load_views(it[2], it[1], data),
                                   batch_size, log_error):
     scores = predict(x)
     for h in heads:
@@ -161,20 +162,20 @@ def _predict(argv):
     from vvt.cli import predict_windows  # pylint: disable=g-import-not-at-top
     predict_windows.check_spans(args)
   workdir, step = _locate(args)
-  config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
+  run = common.run_spec(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
   from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
   from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
   from vvt.train.steps import heads_of  # pylint: disable=g-import-not-at-top
-  predict, step = _predictor(config, workdir, step)
-  heads = heads_of(config.model)
-  names = {h: names_lib.label_names(names_lib.class_names(config, h), c) for h, c in heads.items()}
+  predict, step = _predictor(run, workdir, step)
+  heads = heads_of(run.model)
+  names = {h: names_lib.label_names(names_lib.class_names(run.data, h), c) for h, c in heads.items()}
   items = video_files.find_inputs(args.inputs)
-  views = int(config.dataset.num_test_clips) * int(config.dataset.num_spatial_crops)
-  batch_size = max(views, int(args.batch_size or config.eval.batch_size))
+  views = int(run.data.num_test_clips) * int(run.data.num_spatial_crops)
+  batch_size = max(views, int(args.batch_size or run.eval.batch_size))
   if windowed:
-    return predict_windows.run(args, config, predict, heads, names, batch_size, items)
-  sums, counts, failed = _score_videos(predict, items, heads, config.dataset, batch_size)
-  out = _records(items, sums, counts, failed, heads, names, config.eval.average, args.top_k)
+    return predict_windows.run(args, run, predict, heads, names, batch_size, items)
+  sums, counts, failed = _score_videos(predict, items, heads, run.data, batch_size)
+  out = _records(items, sums, counts, failed, heads, names, run.eval.average, args.top_k)
   if args.json:
     print(json.dumps({'workdir': fileio.abspath(workdir), 'step': step,
                       'views_per_video': views, 'predictions': out,

@@ -30,10 +30,10 @@ def check_spans(args) -> None:
         raise common.UsageError(str(e)) from None
 
 
-def _spans(args, fps, cfg) -> tuple:
+def _spans(args, fps, data) -> tuple:
   """(window, stride) in frames at `fps`."""
   from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
-  span = (int(cfg.num_frames) - 1) * int(cfg.stride) + 1
+  span = (int(data.num_frames) - 1) * int(data.stride) + 1
   window = windows.parse_span(args.window, fps, 'window') if args.window else span
   stride = windows.parse_span(args.stride, fps, 'stride') if args.stride else window
   return window, stride
@@ -70,14 +70,14 @@ class _Scores:
     return {h: np.stack(v) for h, v in self.sums.items()}
 
 
-def score_video(item, predict, heads, cfg, args, batch_size) -> dict:
+def score_video(item, predict, heads, data, args, batch_size) -> dict:
   """{'fps', 'window', 'stride' (frames), 'rows' [(index, start, end, start_s, end_s)], 'scores' {head: (W, C)
   summed over a window's views}, 'views' (per window), 'peak' (most frames held)}."""
   from tqdm import tqdm  # pylint: disable=g-import-not-at-top
   from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
   name, kind, path = item
   source = windows.open_frames(path, kind, args.fps)
-  window, stride = _spans(args, source.fps, cfg)
+  window, stride = _spans(args, source.fps, data)
   stream = windows.WindowStream(source.frames(), window, stride, source.fps, name)
   expected = len(windows.window_starts(source.declared, window, stride)) if source.declared else None
   scores, rows = _Scores(predict, heads, batch_size), []
@@ -85,9 +85,9 @@ def score_video(item, predict, heads, cfg, args, batch_size) -> dict:
             disable=expected is not None and expected < 20) as bar:
     for w in stream:
       rows.append((w.index, w.start, w.end, w.start_s, w.end_s))
-      scores.add(windows.window_views(w.frames, cfg))
+      scores.add(windows.window_views(w.frames, data))
       bar.update(1)
-  views = int(cfg.num_test_clips) * int(cfg.num_spatial_crops)
+  views = int(data.num_test_clips) * int(data.num_spatial_crops)
   return dict(fps=source.fps, window=window, stride=stride, rows=rows, scores=scores.finish(), views=views,
               peak=stream.peak)
 
@@ -132,19 +132,19 @@ def _print(rec) -> None:
     print(f'  {r["csv"]}  {r["png"]}')
 
 
-def run(args, config, predict, heads, names, batch_size, items) -> int:
+def run(args, spec, predict, heads, names, batch_size, items) -> int:
   """Scores, writes and prints every window of every input; 1 if any input was skipped."""
   out_dir = args.out or '.'
   os.makedirs(out_dir, exist_ok=True)
   records, failed = [], []
   for item in items:
     try:
-      got = score_video(item, predict, heads, config.dataset, args, batch_size)
+      got = score_video(item, predict, heads, spec.data, args, batch_size)
     except (ValueError, OSError) as e:  # unreadable, or shorter than a window: reported, skipped
       failed.append({'input': item[0], 'error': common.one_line(e)})
       print(f'vvt predict: skipped {common.one_line(e)}', file=sys.stderr)
       continue
-    rec = _report(item, got, heads, names, config.eval.average, args.top_k, out_dir)
+    rec = _report(item, got, heads, names, spec.eval.average, args.top_k, out_dir)
     records.append(rec)
     if not args.json:
       _print(rec)

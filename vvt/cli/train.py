@@ -19,11 +19,10 @@ def _train(argv):
   p.add_argument('--allow_config_change', action='store_true',
                  help='resume even if the config differs from the run\'s saved config.json')
   args, spec, overrides = common.parse(p, argv)
-  config = common.run_config(spec, overrides, args.workdir)
+  run = common.run_spec(spec, overrides, args.workdir)
   # a signal recorded since `vvt train` started (vvt.cli.main) is acted on by the trainer's first start-up check
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
-  res = trainer.train_and_evaluate(config, args.workdir,
-                                   allow_config_change=args.allow_config_change)
+  res = trainer.train_and_evaluate(run, args.workdir, allow_config_change=args.allow_config_change)
   key = 'video_top1' if 'video_top1' in res else 'video_top1_action'
   print(f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}; '
         f'workdir {res["workdir"]}')
@@ -37,11 +36,11 @@ def _eval(argv):
   p.add_argument('--raw_params', action='store_true',
                  help='evaluate the trained params even where the checkpoint has EMA ones (config.eval.raw_params)')
   args, spec, overrides = common.parse(p, argv)
-  config = common.run_config(spec, overrides, args.workdir, files=('eval_files',), init=False)
   if args.raw_params:
-    config.eval.raw_params = True
+    overrides = [*overrides, ('eval.raw_params', 'True')]
+  run = common.run_spec(spec, overrides, args.workdir, files=('eval_files',), init=False)
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
-  res = trainer.evaluate_checkpoint(config, args.workdir, step=args.step, split=args.split)
+  res = trainer.evaluate_checkpoint(run, args.workdir, step=args.step, split=args.split)
   key = 'video_top1' if 'video_top1' in res else 'video_top1_action'
   print(f'[done] step {res["step"]}: {key} = {res[key]:.4f}')
 

@@ -3,7 +3,8 @@
 SPEC is a config file `FILE.py` or `FILE.py:ARG` (its `get_config(ARG)`), a run's saved `config.json`,
 or a run directory (its `config.json`; a run directory or config.json may be a URL such as gs://bucket/run).
 The overrides (`vvt.config.overrides`) use one syntax everywhere, `--config.a.b=value`, and reach every field.
-A run config is then validated (`vvt.config.validation`) and the files it needs are checked.
+A run config is then validated (`vvt.config.validation`) and the files it needs are checked; `load_run` gives
+the commands that run it its RunSpec (`vvt.config.run_spec`), the config resolved once.
 
 Nothing here imports JAX or TensorFlow: a bad config or a missing file is reported at once.
 """
@@ -22,6 +23,7 @@ from vvt import fileio
 from vvt.config import labels
 from vvt.config import overrides as overrides_lib
 from vvt.config import run_file
+from vvt.config import run_spec
 from vvt.config import runlocal
 from vvt.config import schema
 from vvt.config import validation
@@ -172,6 +174,21 @@ def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validat
 
   Raises ConfigError with one line naming the field or file.
   """
+  return _load(spec, overrides, validate, files, init)[0]
+
+
+def load_run(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *,
+             files: Sequence[str] = ('train_files', 'eval_files'), init: bool = True) -> run_spec.RunSpec:
+  """As `load`, for a command that runs the config: its RunSpec (`vvt.config.run_spec`: validated and resolved
+  once, the model's `vvt.models.resolve` included). ConfigError for a config that is not a run config."""
+  _, run = _load(spec, overrides, True, files, init)
+  if run is None:
+    raise ConfigError(f'--config {spec}: not a run config (it has no model and dataset sections)')
+  return run
+
+
+def _load(spec, overrides, validate, files, init) -> tuple[ml_collections.ConfigDict, run_spec.RunSpec | None]:
+  """(config, its RunSpec when it is a validated run config, else None): see `load`."""
   if not spec:
     raise ConfigError('missing --config FILE[:ARG] (or a run\'s config.json)')
   config = load_file(spec)
@@ -180,20 +197,19 @@ def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validat
     runlocal.apply(config)
   overrides_lib.apply_overrides(config, overrides)
   if not is_run_config(config):
-    return config
+    return config, None
   # unset num_classes / class_names from the data's manifest; training refuses set ones that disagree
   labels.resolve(config, check='train_files' in files)
   if not config.get('num_classes') and files and _missing_data(config, files):
     raise ConfigError(_missing_data(config, files)[0])  # no data: say that, not that it names no classes
-  if validate:
-    validation.validate(config)
+  run = run_spec.resolve(config) if validate else None  # validation: every field, one line naming it
   if local and files and str(config.dataset.train_files).startswith(schema.SYNTHETIC_DIR):
     ensure_synthetic(schema.SYNTHETIC_DIR)
   problems = (validation.missing_files(config) if init else []) + (
       _missing_data(config, files) if files else [])
   if problems:
     raise ConfigError(problems[0])
-  return config
+  return config, run
 
 
 def _missing_data(config, fields) -> list[str]:

@@ -77,16 +77,17 @@ def describe(changes: list[Change], limit: Optional[int] = None) -> str:
   return text + (f' (+{rest} more)' if rest else '')
 
 
-def check_resume(saved, config, *, allow_config_change: bool = False,
+def check_resume(saved, values: dict, *, allow_config_change: bool = False,
                  log: Callable = print) -> list[Change]:
-  """Checks a resumed run's `config` against its `saved` one; returns the changes (logged).
+  """Checks a resumed run's config (its JSON `values`, a RunSpec's `config_values`) against its `saved` one (a
+  ConfigDict, `run_file.load_saved`); returns the changes (logged).
 
   Raises ConfigError, one line naming the first changed fields, when a field
   outside SAFE_ON_RESUME changed and not `allow_config_change`.
   """
   if saved is None:
     return []
-  new = run_file.as_saved(config)
+  new = run_file.from_dict(values)
   changes = _without_links(differences(saved, new))
   unsafe = _without_links(unsafe_changes(saved, new))
   if unsafe and not allow_config_change:

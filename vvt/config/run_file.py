@@ -95,6 +95,12 @@ def load_saved(workdir: str):
   return from_dict(json.loads(fileio.read_text(file)))
 
 
-def write(workdir: str, config) -> None:
-  """Writes `config` as WORKDIR/config.json (atomically: a temporary file renamed over it)."""
-  fileio.atomic_write_text(path(workdir), config.to_json_best_effort(indent=2))
+def write(workdir: str, text: str) -> None:
+  """Writes a run config's JSON `text` (a RunSpec's `config`, `as_json`) as WORKDIR/config.json (atomically: a
+  temporary file renamed over it)."""
+  fileio.atomic_write_text(path(workdir), text)
+
+
+def as_json(config) -> str:
+  """The JSON text of a run ConfigDict, as WORKDIR/config.json holds it."""
+  return config.to_json_best_effort(indent=2)

@@ -1,10 +1,10 @@
 """`config.mesh` without JAX: the mesh axes, the logical axis rules, the sharding rules, and the partition spec of
 every parameter.
 
-  axes = resolve_axes(config.mesh.axes, num_devices)      # (('data', 4), ('fsdp', 8), ('model', 1))
-  logical = logical_rules_of(config.mesh)                 # (('batch', ('data', 'fsdp')), ('heads', ('model',)), ...)
-  specs = param_specs({path: shape}, dict(axes), rules=config.mesh.rules, min_size=config.mesh.fsdp_min_size,
-                      logical_rules=logical)
+  mesh = mesh_spec(config.mesh)                 # MeshSpec: the section checked and frozen (a RunSpec's `mesh`)
+  axes = resolve_axes(mesh.axes, num_devices)   # (('data', 4), ('fsdp', 8), ('model', 1))
+  specs = param_specs({path: shape}, dict(axes), rules=mesh.rules, min_size=mesh.fsdp_min_size,
+                      logical_rules=mesh.logical_rules)   # logical rules: (('batch', ('data', 'fsdp')), ...)
 
 `config.mesh.logical_rules` maps the models' logical axis names (`vvt.models.axes`: batch, heads, head_dim, embed,
 mlp) to mesh axes, as MaxText's `logical_axis_rules`: (logical name, mesh axes) pairs, the mesh axes a tuple of
@@ -37,6 +37,7 @@ compiles; the config loader checks the axes, the rules' form and the logical rul
 `resolve_axes`, `check_rules`, `check_logical_rules`). `vvt.train.sharding` turns the specs into NamedShardings
 of a JAX mesh.
 """
+import dataclasses
 import math
 import re
 from typing import Any, Mapping, Optional, Sequence
@@ -54,6 +55,23 @@ REPLICATE, FSDP = 'replicate', 'fsdp'
 
 class MeshError(ConfigError):
   """`config.mesh` is malformed or does not fit the devices (the message names the field)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshSpec:
+  """`config.mesh` checked and frozen: what the mesh, the shardings and the steps read (`mesh_spec`)."""
+  axes: tuple           # ((name, size), ...) in mesh order, -1: the rest (`axes_of`; `resolve_axes` sizes them)
+  rules: tuple          # ((regex, spec), ...) as given, first match wins (`check_rules`)
+  logical_rules: tuple  # ((logical name, mesh axes), ...), every logical axis (`check_logical_rules`)
+  fsdp_min_size: int    # parameters with fewer elements stay replicated
+  num_devices: int      # the first N devices (-1: all)
+
+
+def mesh_spec(mesh_cfg) -> MeshSpec:
+  """The MeshSpec of a validated `config.mesh` section."""
+  return MeshSpec(axes=axes_of(mesh_cfg.axes), rules=tuple(mesh_cfg.rules or ()),
+                  logical_rules=check_logical_rules(mesh_cfg.logical_rules),
+                  fsdp_min_size=int(mesh_cfg.fsdp_min_size), num_devices=int(mesh_cfg.num_devices))
 
 
 # ----------------------------------------------------------------------------- axes
@@ -127,11 +145,6 @@ TENSOR_PARALLEL = tensor_parallel()
 
 
 # ----------------------------------------------------------------------------- logical axis rules
-
-
-def logical_rules_of(mesh_cfg) -> tuple:
-  """The logical axis rules of `config.mesh` (its `logical_rules`, checked; DEFAULT_RULES without)."""
-  return check_logical_rules(None if mesh_cfg is None else mesh_cfg.get('logical_rules'))
 
 
 def check_logical_rules(value: Any) -> tuple:
@@ -286,7 +299,7 @@ def param_specs(shapes: Mapping[str, tuple], sizes: Mapping[str, int], rules: An
                 min_size: int = DEFAULT_MIN_SIZE, logical_rules: Sequence = logical_axes.DEFAULT_RULES) -> dict:
   """{path: spec tuple} of every parameter, from {path: shape}; see the module doc.
 
-  `sizes`: {axis: size} of the mesh; `logical_rules`: those of `logical_rules_of` (the tensor-parallel specs).
+  `sizes`: {axis: size} of the mesh; `logical_rules`: complete (a MeshSpec's; the tensor-parallel specs).
   Raises ConfigError for a bad rule (naming `mesh.rules[i]`).
   """
   compiled = check_rules(rules)

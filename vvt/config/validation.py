@@ -72,27 +72,31 @@ def schema_config() -> ml_collections.ConfigDict:
   return c
 
 
-def validate(config, num_devices: int | None = None, num_processes: int = 1) -> None:
-  """Raises ConfigError naming the field for anything wrong in a run config, before any work.
+def validate(config, num_devices: int | None = None, num_processes: int = 1):
+  """Raises ConfigError naming the field for anything wrong in a run config, before any work; returns the
+  resolved model config (`vvt.models.resolve`, the model's check), which `vvt.config.run_spec.resolve` builds
+  the run's ModelSpec from.
 
   Checks unknown fields (with the closest valid name), types, choices and ranges of every run-level
-  and dataset field, the shared fields, the model (`vvt.models.resolve`), the `init_from` section,
-  and cross-field consistency (the mesh's axes over the devices, batch splits over the data axes,
-  processes and accumulation steps). `num_devices=None` (not known yet, e.g. when a command loads
-  its config): the mesh and the batch are checked against the axes' fixed sizes only.
+  and dataset field, the shared fields, the model, the `init_from` section, and cross-field consistency (the
+  mesh's axes over the devices, batch splits over the data axes, processes and accumulation steps).
+  `num_devices=None` (not known yet, e.g. when a command loads its config): the mesh and the batch are checked
+  against the axes' fixed sizes only (`run_spec.check_devices` checks a resolved run on its devices).
   """
   reference = schema_config()
   _check_names(config, reference)
   _check_sections(config)
+  _check_complete(config, reference)
   _check_types(config, reference)
   _check_values(config)
   _check_shared(config)
   _check_data(config.dataset, config.image_size)
   _check_batch(config, _check_mesh(config.mesh, num_devices), num_processes)
   _check_schedule(config)
-  _validate_model(config.model)
+  model = _validate_model(config.model)
   if config.init_from is not None:
     _validate_init_from(config.init_from)
+  return model
 
 
 # ----------------------------------------------------------------------------- names and types
@@ -111,6 +115,19 @@ def _check_names(config, reference, prefix=''):
       if not isinstance(config[key], ml_collections.ConfigDict):
         raise ConfigError(f'config field {path!r} must be a section, got {config[key]!r}')
       _check_names(config[key], ref, path + '.')
+
+
+def _check_complete(config, reference, prefix=''):
+  """Every field of the schema is in `config`: the specs read each field as it is, never a default of their own
+  (a config file builds on `schema.make_config`; `run_file` gives an older config.json the fields added since)."""
+  for key in reference.keys():
+    path = f'{prefix}{key}'
+    if key not in config:
+      raise ConfigError(f'config field {path!r} is missing: build the config on vvt.config.schema.make_config, '
+                        'which sets every field')
+    ref = reference[key]
+    if isinstance(ref, ml_collections.ConfigDict) and ref.keys() and isinstance(config[key], ml_collections.ConfigDict):
+      _check_complete(config[key], ref, path + '.')
 
 
 def _check_sections(config):
@@ -252,18 +269,22 @@ def _check_recipe_fields(d):
 def _check_mesh(mesh_cfg, num_devices):
   """`mesh.axes`, `mesh.rules` and `mesh.logical_rules` well formed and, with `num_devices`, dividing the devices.
 
-  Returns (number of batch shards, what they are) for the batch checks: the batch's mesh axes are those of the
-  logical rules' `batch`.
+  Returns `batch_shards` for the batch checks: the batch's mesh axes are those of the logical rules' `batch`.
   """
   axes = sharding.axes_of(mesh_cfg.axes)
   if num_devices is not None:
     axes = sharding.resolve_axes(axes, num_devices)
   _check_rules(mesh_cfg.rules)
-  logical = sharding.logical_rules_of(mesh_cfg)
-  batch_axes = logical_axes.batch_axes(logical)
+  return batch_shards(axes, sharding.check_logical_rules(mesh_cfg.logical_rules))
+
+
+def batch_shards(axes, logical_rules) -> tuple[int, str]:
+  """(number of batch shards, what they are) of mesh `axes` ((name, size) pairs; -1 counts 1) under the
+  complete `logical_rules`."""
+  batch_axes = logical_axes.batch_axes(logical_rules)
   data = [(k, v) for k, v in axes if k in batch_axes and v != -1]
   what = ' x '.join(f'{k}={v}' for k, v in data) or 'data=1'
-  return sharding.data_size(data, logical), f'data axes of the mesh ({what})'
+  return sharding.data_size(data, logical_rules), f'data axes of the mesh ({what})'
 
 
 def _check_rules(rules):
@@ -276,11 +297,18 @@ def _check_rules(rules):
 
 
 def _check_batch(config, shards, num_processes):
+  check_batch_split(config.batch_size, config.optimizer.accumulation_steps, config.eval.batch_size,
+                    int(config.dataset.repeated_augmentation), shards, num_processes)
+
+
+def check_batch_split(bs: int, accum: int, eval_bs: int, repeats: int, shards: tuple[int, str],
+                      num_processes: int) -> None:
+  """The global batch `bs` (of `accum` micro-batches, `repeats` augmented copies of each video) and the eval batch
+  `eval_bs` split over the batch shards (`batch_shards`) and the processes; ConfigError naming the fields."""
   n, what = shards
-  bs, accum, eval_bs = config.batch_size, config.optimizer.accumulation_steps, config.eval.batch_size
   if bs % accum:
     raise ConfigError(f'batch_size={bs} is not divisible by optimizer.accumulation_steps={accum}')
-  _check_repeats(bs, int(config.dataset.get('repeated_augmentation', 1)), num_processes)
+  _check_repeats(bs, repeats, num_processes)
   if (bs // accum) % n:
     raise ConfigError(f'the micro-batch batch_size/accumulation_steps={bs // accum} '
                       f'is not divisible by the {n} batch shards of the {what}')
@@ -313,7 +341,7 @@ def _check_schedule(config):
 
 def _validate_model(model):
   try:
-    model_config.resolve(model)
+    return model_config.resolve(model)
   except ConfigError:
     raise
   except ValueError as e:

@@ -2,7 +2,7 @@
 
   video.convert(source, path, model_cfg=None, hf_config=None) -> Converted(params, model_fields, report)
       official / Hugging Face / scenic video checkpoints (sources in `video.SOURCES`); `vvt convert` on top.
-  image_init.initialise(params, init_from, model_cfg) -> (params, report)
+  image_init.initialise(params, init, model) -> (params, report)       init: init_options.InitSpec, model: ModelSpec
       image ViT checkpoints (big_vision/AugReg, scenic, HF, timm) into any model family, the papers' strategies.
   export.to_safetensors(params, path) / export.from_safetensors(path)
       vvt params <-> safetensors with '/'-joined names; `vvt export` on top.

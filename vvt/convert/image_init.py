@@ -1,8 +1,9 @@
 """Initialise any vvt video model from an image ViT checkpoint, with the papers' strategies (`init_from`).
 
-    params, report = initialise(params, init_from, model_cfg)     # params: the model's fresh init
+    params, report = initialise(params, init, model)     # params: the model's fresh init
 
-`init_from` (ConfigDict or dict) fields:
+`init` is an `init_options.InitSpec` (`init_options.validate` of an `init_from` section, a ConfigDict or dict),
+`model` the model's `vvt.models.spec.ModelSpec`. The fields of `init_from`:
   checkpoint (or path)  path of the image checkpoint (.npz big_vision/AugReg/scenic, .msgpack flax,
                         .safetensors/.bin Hugging Face or timm)
   format                'auto' (from names) | 'big_vision' | 'scenic' | 'flax' | 'hf' | 'timm' |
@@ -50,8 +51,6 @@ import numpy as np
 
 from vvt.convert import common, image, init_options
 from vvt.models import schemes
-
-get_config, validate = init_options.get_config, init_options.validate  # the `init_from` section
 
 
 def _resize_grid(grid: np.ndarray, shape, method: str) -> np.ndarray:
@@ -123,15 +122,15 @@ def _load_block(init: _Init, target: str, i: int, as_stage: str, how=None):
       init.load(f'{target}/{as_stage}_attention/{part}/{p}', f'{b}/attention/{part}/{p}', how)
 
 
-def _encoder(init: _Init, enc: str, stages, projected, num_layers: int, opts, cfg):
+def _encoder(init: _Init, enc: str, stages, projected, num_layers: int, opts, model):
   vit = init.vit
   if num_layers != vit.num_layers:
     init.mismatches.append(f'  {enc}/layers: model has {num_layers} layers, checkpoint {vit.num_layers}')
     return
-  main = spatial_stage(cfg.attention)
-  temporal = opts['temporal_attention']
+  main = spatial_stage(model.attention)
+  temporal = opts.temporal_attention
   if temporal == 'auto':
-    temporal = 'zero' if cfg.family == 'vivit' else 'copy_spatial'
+    temporal = 'zero' if model.family == 'vivit' else 'copy_spatial'
   for i in range(num_layers):
     t = f'{enc}/layers/block_{i}'
     _load_block(init, t, i, main)
@@ -161,7 +160,7 @@ def _posembed(init: _Init, enc: str, kind: str, nt: int, grid, opts):
   target = f'{enc}/posembed/pos_embedding'
   if target not in init.flat or 'pos_embedding' not in vit.tensors:
     return
-  strategy = opts['positional_embedding']
+  strategy = opts.positional_embedding
   if strategy == 'auto':
     strategy = 'repeat' if kind == 'joint' else 'separate_time_zero'
   if (kind == 'joint') != (strategy == 'repeat') and nt > 1:
@@ -172,8 +171,8 @@ def _posembed(init: _Init, enc: str, kind: str, nt: int, grid, opts):
   img_grid = pos[0, int(vit.has_cls_row):].reshape(gh, gw, -1)
   how = []
   if (gh, gw) != tuple(grid):
-    img_grid = _resize_grid(img_grid, grid, opts['resize'])
-    how.append(f'{opts["resize"]} resize of the {gh}x{gw} grid to {grid[0]}x{grid[1]}')
+    img_grid = _resize_grid(img_grid, grid, opts.resize)
+    how.append(f'{opts.resize} resize of the {gh}x{gw} grid to {grid[0]}x{grid[1]}')
   d = pos.shape[-1]
   patch_rows = img_grid.reshape(-1, d)
   rows = init.flat[target].shape[1]
@@ -203,35 +202,33 @@ def _posembed(init: _Init, enc: str, kind: str, nt: int, grid, opts):
     init.zero(time, 'zeros (separate time embedding, TimeSformer / X-ViT)')
 
 
-def initialise(params, init_from, model_cfg):
-  """Maps the image ViT of `init_from.checkpoint` into `params` (the video model's fresh params, same tree).
+def initialise(params, init: init_options.InitSpec, model):
+  """Maps the image ViT of `init.checkpoint` into `params` (the fresh params of the video model `model`, a
+  `vvt.models.spec.ModelSpec`; same tree).
 
   Returns (new params as a nested dict of numpy float32 arrays, Report). Raises ValueError listing every shape
   mismatch (model shape, checkpoint shape and the file tensor it came from). The mapping is by layer; a model
   with `scan_layers` gets its stacked layout back.
   """
   from vvt.models import layout  # pylint: disable=g-import-not-at-top
-  new, report = _initialise(layout.to_per_layer(params), init_from, model_cfg)
-  return jax.tree.map(np.asarray, layout.to_model_layout(new, model_cfg)), report
+  new, report = _initialise(layout.to_per_layer(params), init, model)
+  return jax.tree.map(np.asarray, layout.to_model_layout(new, model)), report
 
 
-def _initialise(params, init_from, model_cfg):
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  opts = validate(init_from)
-  cfg = vvt.models.resolve(model_cfg)
-  if video_format(opts['checkpoint'], opts['format']):
-    return _from_video(params, opts, cfg)
-  vit = image.read(opts['checkpoint'], opts['format'], opts['num_heads'] or cfg.num_heads)
+def _initialise(params, opts: init_options.InitSpec, model):
+  if video_format(opts.checkpoint, opts.format):
+    return _from_video(params, opts, model)
+  vit = image.read(opts.checkpoint, opts.format, opts.num_heads or model.num_heads)
   init = _Init(jax.device_get(params), vit)
-  nt, nh, nw = vvt.models.config.token_grid(cfg)
+  nt, nh, nw = model.grid
 
   # Tokeniser: the image filter (p, p, C, D) -> tubelet (t, h, w, C, D).
   if 'embedding/kernel' in vit.tensors:
     k = init.take('embedding/kernel')
-    t = cfg.tubelet[0]
+    t = model.tubelet[0]
     if t == 1:
       init.set('embedding/conv/kernel', k[None], ['embedding/kernel'], 'added a time axis of length 1')
-    elif opts['tubelet'] == 'inflate':
+    elif opts.tubelet == 'inflate':
       init.set('embedding/conv/kernel', np.repeat(k[None], t, axis=0) / t, ['embedding/kernel'],
                f'inflated: replicated over t={t} and divided by {t} (ViViT eq. 8)')
     else:
@@ -241,19 +238,15 @@ def _initialise(params, init_from, model_cfg):
                f'central frame: index {t // 2} of {t}, zeros elsewhere (ViViT eq. 9)')
     init.load('embedding/conv/bias', 'embedding/bias')
 
-  if cfg.attention == 'factorised_encoder':
-    enc, stages, layers, pos_kind, pos_nt = 'spatial_encoder', ('joint',), cfg.num_layers, 'joint', 1
-    projected = (False,)
+  if model.attention == 'factorised_encoder':
+    enc, stages, projected, pos_kind, pos_nt = 'spatial_encoder', ('joint',), (False,), 'joint', 1
   else:
-    enc, layers = 'encoder', cfg.num_layers
-    stages = schemes.get(cfg.attention).stages_for(cfg.attention_order)
-    projected = schemes.projected_stages(stages, cfg.temporal_projection)
-    pos_kind, pos_nt = cfg.positional_embedding, nt
+    enc, stages, projected, pos_kind, pos_nt = 'encoder', model.stages, model.projected, model.positional_embedding, nt
   init.load(f'{enc}/cls', 'cls')
   _posembed(init, enc, pos_kind if pos_kind in ('joint', 'separable', 'spatial') else 'none', pos_nt, (nh, nw), opts)
-  _encoder(init, enc, stages, projected, layers, opts, cfg)
-  if not opts['reinit_head']:
-    if isinstance(cfg.num_classes, int):
+  _encoder(init, enc, stages, projected, model.num_layers, opts, model)
+  if not opts.reinit_head:
+    if isinstance(model.num_classes, int):
       init.load('head/output_projection/kernel', 'head/kernel')
       init.load('head/output_projection/bias', 'head/bias')
       init.load('head/pre_logits/kernel', 'pre_logits/kernel')
@@ -301,16 +294,15 @@ def _is_classifier(name: str) -> bool:
   return name.startswith('head/output_projection')
 
 
-def _pos_table_resized(target, value, expected, cfg, method):
+def _pos_table_resized(target, value, expected, model, method):
   """A positional table of another patch grid resized to the model's, or None when that is not the difference.
 
   The model's table is [class-token row +] F x (n_h * n_w) rows (F = n_t for a joint table of a single encoder,
   else 1); the file's has the same class-token rows and F, on a g x g grid."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
   if not target.endswith('posembed/pos_embedding') or target.startswith(('temporal_encoder/', 'temporal_head/')):
     return None
-  nt, nh, nw = vvt.models.config.token_grid(cfg)
-  frames = nt if (cfg.attention != 'factorised_encoder' and cfg.positional_embedding == 'joint') else 1
+  nt, nh, nw = model.grid
+  frames = nt if (model.attention != 'factorised_encoder' and model.positional_embedding == 'joint') else 1
   extra = expected[1] - frames * nh * nw
   if extra not in (0, 1) or value.shape[0] != 1 or value.shape[2] != expected[2]:
     return None
@@ -324,23 +316,24 @@ def _pos_table_resized(target, value, expected, cfg, method):
   return np.concatenate([value[:, :extra], resized], axis=1), how
 
 
-def _from_video(params, opts, cfg):
+def _from_video(params, opts, model):
   """`initialise` for a vvt video checkpoint (format 'vvt'): load every matching parameter (see the docstring)."""
   from vvt.convert import export  # pylint: disable=g-import-not-at-top
-  path = opts['checkpoint']
+  path = opts.checkpoint
   with common.naming_file(path, 'not a readable safetensors file'):
     source, metadata = export.from_safetensors(path)
   src = {k: common.float_parameter(f'video checkpoint {path}', k, v) for k, v in common.flatten(source).items()}
-  model = _source_model(metadata)
+  source_model = _source_model(metadata)
   for field in ('family', 'attention'):
-    if model.get(field) not in (None, cfg[field]):
-      raise ValueError(f'video checkpoint {path} is a {model.get("family")}/{model.get("attention")} model; '
-                       f'init_from format {init_options.VIDEO_FORMAT!r} needs the same architecture as the model '
-                       f'({cfg.family}/{cfg.attention})')
+    if source_model.get(field) not in (None, getattr(model, field)):
+      found = f'{source_model.get("family")}/{source_model.get("attention")}'
+      raise ValueError(f'video checkpoint {path} is a {found} model; init_from format '
+                       f'{init_options.VIDEO_FORMAT!r} needs the same architecture as the model '
+                       f'({model.family}/{model.attention})')
   flat = {k: np.asarray(v) for k, v in common.flatten(jax.device_get(params)).items()}
   report, mismatches, used = common.Report(), [], set()
   for target in sorted(flat):
-    if opts['reinit_head'] and _is_classifier(target):
+    if opts.reinit_head and _is_classifier(target):
       report.initialised.append((target, 'new classifier (reinit_head)'))
       continue
     if target not in src:
@@ -352,7 +345,7 @@ def _from_video(params, opts, cfg):
       flat[target] = value
       report.loaded.append((target, f'{target} of {os.path.basename(path)}'))
       continue
-    resized = _pos_table_resized(target, value, expected, cfg, opts['resize'])
+    resized = _pos_table_resized(target, value, expected, model, opts.resize)
     if resized is not None and resized[0].shape == expected:
       flat[target] = resized[0]
       report.transformed.append((target, f'{resized[1]} of {target}'))

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 
 import ml_collections
@@ -21,6 +22,19 @@ CHOICES = dict(positional_embedding=('auto', 'repeat', 'separate_time_zero'),
 ALIASES = {'path': 'checkpoint', 'tubelet_init': 'tubelet'}  # other spellings accepted in configs
 
 
+@dataclasses.dataclass(frozen=True)
+class InitSpec:
+  """A checked `init_from` section, every field explicit (`validate`): what `image_init.initialise` reads."""
+  checkpoint: str
+  format: str
+  num_heads: int | None
+  positional_embedding: str
+  resize: str
+  tubelet: str
+  temporal_attention: str
+  reinit_head: bool
+
+
 def get_config(**overrides) -> ml_collections.ConfigDict:
   """Default `init_from` section (checkpoint must be set)."""
   c = ml_collections.ConfigDict(dict(FIELDS))
@@ -28,9 +42,9 @@ def get_config(**overrides) -> ml_collections.ConfigDict:
   return c
 
 
-def validate(init_from) -> dict:
-  """Checks an `init_from` section (unknown fields, choices; aliases `path` = checkpoint, `tubelet_init` =
-  tubelet) and returns the complete options dict. Does not read the checkpoint."""
+def validate(init_from) -> InitSpec:
+  """Checks an `init_from` section (a ConfigDict or dict: unknown fields, choices; aliases `path` = checkpoint,
+  `tubelet_init` = tubelet) and returns its InitSpec, the defaults filled in. Does not read the checkpoint."""
   opts = dict(init_from.to_dict() if hasattr(init_from, 'to_dict') else init_from)
   for alias, field in ALIASES.items():
     if alias in opts:
@@ -50,4 +64,4 @@ def validate(init_from) -> dict:
   for field, choices in CHOICES.items():
     if opts[field] not in choices:
       raise ValueError(f'init_from.{field} must be one of {choices}, got {opts[field]!r}')
-  return opts
+  return InitSpec(**opts)

@@ -6,7 +6,7 @@
 
 `build(source, lo, hi, classes, mode, on_error)` runs it for the host's
 records [lo, hi) of any `vvt.data.reading.source.Source`; a `Mode`
-(`train_mode(cfg, ...)` or `eval_mode(cfg)`) says what training and evaluation
+(`train_mode(spec, ...)` or `eval_mode(spec)`) says what training and evaluation
 do differently. An example is a dict:
 
 * training: {'inputs': uint8 (T, S, S, 3), 'label': int32 (), 'mask': float32
@@ -61,29 +61,29 @@ def _parallelism(limit):
   return max(2, min(limit, os.cpu_count() or 2))
 
 
-def train_mode(cfg, seed, start=0):
+def train_mode(spec, seed, start=0):
   """Training: the infinite stream from position `start`, one augmented
   random clip per record (per copy of a record with
   `dataset.repeated_augmentation` > 1)."""
-  size = int(cfg.image_size)
+  size = int(spec.image_size)
   return Mode(
       records=functools.partial(
-          streams.train_records, seed=seed, shuffle_buffer=cfg.shuffle_buffer,
-          cache=cfg.cache, start=start,
-          repeats=int(cfg.get('repeated_augmentation', 1))),
-      clip=functools.partial(clips.train_clip, cfg),
-      shape=(int(cfg.num_frames), size, size, 3),
+          streams.train_records, seed=seed, shuffle_buffer=spec.shuffle_buffer,
+          cache=spec.cache, start=start,
+          repeats=int(spec.repeated_augmentation)),
+      clip=functools.partial(clips.train_clip, spec),
+      shape=(int(spec.num_frames), size, size, 3),
       views=None, seed=seed, parallelism=_parallelism(16))
 
 
-def eval_mode(cfg):
+def eval_mode(spec):
   """Evaluation: the host's records once, all the views of each video."""
-  size = int(cfg.image_size)
-  views = int(cfg.num_test_clips) * int(cfg.num_spatial_crops)
+  size = int(spec.image_size)
+  views = int(spec.num_test_clips) * int(spec.num_spatial_crops)
   # A video's views are one element (V x T x S x S x 3 bytes): keep few in
   # flight.
-  return Mode(records=streams.eval_records, clip=functools.partial(clips.eval_views, cfg),
-              shape=(views, int(cfg.num_frames), size, size, 3),
+  return Mode(records=streams.eval_records, clip=functools.partial(clips.eval_views, spec),
+              shape=(views, int(spec.num_frames), size, size, 3),
               views=views, seed=0, parallelism=_parallelism(4))
 
 

@@ -1,9 +1,9 @@
 """Training and evaluation input pipelines: tf.data in, numpy batches out.
 
-    it = make_train_iterator(cfg, global_batch_size=B, seed=0, start_step=0)
+    it = make_train_iterator(spec, global_batch_size=B, seed=0, start_step=0)
     batch = next(it)  # {'inputs': u8 (b, T, H, W, 3), 'label': i32 (b,), 'mask': f32 (b,)}
 
-    it = make_eval_iterator(cfg, split='test', global_batch_size=B)
+    it = make_eval_iterator(spec, split='test', global_batch_size=B)
     for batch in it: ...  # + 'video_index', 'view_index'; mask 0 = padding
                           # (video_index -1) or a skipped bad video (its index)
 
@@ -13,7 +13,7 @@
 turns them into the model's input on the device (the train and eval steps
 do).
 
-Training is an infinite stream, deterministic given (cfg.seed, seed): element
+Training is an infinite stream, deterministic given (spec.seed, seed): element
 g of the stream is record (g mod n) of epoch (g div n), where each epoch reads
 the host's files in an order shuffled by (seed, epoch) through a shuffle buffer
 seeded by (seed, epoch), and its augmentation is seeded by (seed, g). Resuming
@@ -83,35 +83,35 @@ def _local_batch(global_batch_size, process_count):
   return global_batch_size // process_count
 
 
-def _check_choice(cfg, field, allowed):
-  value = cfg[field]
+def _check_choice(spec, field, allowed):
+  value = getattr(spec, field)
   if value not in allowed:
     raise ValueError(f'dataset.{field} must be one of {allowed}, got {value!r}')
 
 
-def _validate(cfg):
+def _validate(spec):
   for field, values in choices.CHOICES.items():
-    _check_choice(cfg, field, values)
+    _check_choice(spec, field, values)
   for field in ('num_frames', 'stride', 'image_size', 'num_test_clips',
                 'train_min_resize', 'train_max_resize', 'eval_resize'):
-    if cfg[field] < 1:
-      raise ValueError(f'dataset.{field} must be >= 1, got {cfg[field]!r}')
-  if int(cfg.get('repeated_augmentation', 1)) < 1:
+    if getattr(spec, field) < 1:
+      raise ValueError(f'dataset.{field} must be >= 1, got {getattr(spec, field)!r}')
+  if int(spec.repeated_augmentation) < 1:
     raise ValueError(f'dataset.repeated_augmentation must be >= 1, got '
-                     f'{cfg.repeated_augmentation!r}')
-  if cfg.train_min_resize > cfg.train_max_resize:
-    raise ValueError(f'dataset.train_min_resize ({cfg.train_min_resize}) > '
-                     f'train_max_resize ({cfg.train_max_resize})')
+                     f'{spec.repeated_augmentation!r}')
+  if spec.train_min_resize > spec.train_max_resize:
+    raise ValueError(f'dataset.train_min_resize ({spec.train_min_resize}) > '
+                     f'train_max_resize ({spec.train_max_resize})')
 
 
-def _source(cfg, split):
-  _validate(cfg)
-  return registry.make_source(cfg, split)
+def _source(spec, split):
+  _validate(spec)
+  return registry.make_source(spec, split)
 
 
-def num_videos(cfg, split):
+def num_videos(spec, split):
   """Number of videos (records) of `split` ('train' or an eval split)."""
-  return _source(cfg, split).num_records
+  return _source(spec, split).num_records
 
 
 # ---------------------------------------------------------------- batches --
@@ -183,29 +183,29 @@ def _close_live_iterators():
 
 
 # ---------------------------------------------------------------- training --
-def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
-                        process_index=None, process_count=None, class_names=None):
-  """Infinite iterator of this host's training batches (numpy dicts).
+def make_train_iterator(spec, global_batch_size, seed=0, start_step=0,
+                        process_index=None, process_count=None):
+  """Infinite iterator of this host's training batches (numpy dicts) of the run's DataSpec `spec`.
 
-  `class_names` (label order; default: the dataset's own class list) are
+  Its `class_names` (label order; None: the dataset's own class list) are
   read by the label-aware flip (`dataset.label_aware_flip`) only.
   """
   pi, pc = _process(process_index, process_count)
   local_batch = _local_batch(global_batch_size, pc)
-  source = _source(cfg, 'train')
-  classes = labels.num_classes(cfg, source.heads)
+  source = _source(spec, 'train')
+  classes = labels.num_classes(spec, source.heads)
   lo, hi = streams.host_range(source.num_records, pi, pc)
   if lo == hi:
     raise ValueError(f'host {pi} of {pc} has no training records in '
                      f'{source.description} ({source.num_records} in all)')
-  mode = examples.train_mode(cfg, streams.data_seed(cfg.seed, seed),
+  mode = examples.train_mode(spec, streams.data_seed(spec.seed, seed),
                              start=int(start_step) * local_batch)
-  if cfg.get('label_aware_flip'):
+  if spec.label_aware_flip:
     mode = label_flip.with_label_aware_flip(
-        mode, cfg, source.heads, class_names or source.class_names)
-  frame_rate.warn_once(cfg, source, pi)
-  ds = examples.build(source, lo, hi, classes, mode, cfg.on_error)
-  ds = ds.batch(local_batch, drop_remainder=True).prefetch(int(cfg.prefetch))
+        mode, spec, source.heads, spec.class_names or source.class_names)
+  frame_rate.warn_once(spec, source, pi)
+  ds = examples.build(source, lo, hi, classes, mode, spec.on_error)
+  ds = ds.batch(local_batch, drop_remainder=True).prefetch(int(spec.prefetch))
   return DataIterator(_options(ds), source.description)
 
 
@@ -218,10 +218,10 @@ def eval_layout(num_records, num_views, global_batch_size, process_count):
   return local_batch, math.ceil(most * num_views / local_batch)
 
 
-def _padding(cfg, heads):
+def _padding(spec, heads):
   """One padding view: zero inputs and labels, index -1, mask 0."""
-  size = int(cfg.image_size)
-  out = {'inputs': tf.zeros([int(cfg.num_frames), size, size, 3], tf.uint8),
+  size = int(spec.image_size)
+  out = {'inputs': tf.zeros([int(spec.num_frames), size, size, 3], tf.uint8),
          'video_index': tf.constant(-1, tf.int32),
          'view_index': tf.constant(-1, tf.int32),
          'mask': tf.constant(0.0, tf.float32)}
@@ -229,7 +229,7 @@ def _padding(cfg, heads):
   return out
 
 
-def make_eval_iterator(cfg, split='test', global_batch_size=1,
+def make_eval_iterator(spec, split='test', global_batch_size=1,
                        process_index=None, process_count=None):
   """Finite iterator over every view of every video of `split`, padded.
 
@@ -240,24 +240,24 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
   keeps its V rows, with mask 0 and its video_index (`skipped_videos`).
   """
   pi, pc = _process(process_index, process_count)
-  source = _source(cfg, split)
-  classes = labels.num_classes(cfg, source.heads)
+  source = _source(spec, split)
+  classes = labels.num_classes(spec, source.heads)
   if source.num_records == 0:
     raise ValueError(f'no evaluation videos in {source.description}')
-  views = int(cfg.num_test_clips) * int(cfg.num_spatial_crops)
+  views = int(spec.num_test_clips) * int(spec.num_spatial_crops)
   local_batch, num_batches = eval_layout(source.num_records, views,
                                          global_batch_size, pc)
   lo, hi = streams.host_range(source.num_records, pi, pc)
-  frame_rate.warn_once(cfg, source, pi)
-  padding = tf.data.Dataset.from_tensors(_padding(cfg, source.heads)).repeat()
+  frame_rate.warn_once(spec, source, pi)
+  padding = tf.data.Dataset.from_tensors(_padding(spec, source.heads)).repeat()
   if lo < hi:
-    mode = examples.eval_mode(cfg)
-    ds = examples.build(source, lo, hi, classes, mode, cfg.on_error)
+    mode = examples.eval_mode(spec)
+    ds = examples.build(source, lo, hi, classes, mode, spec.on_error)
     ds = ds.unbatch().concatenate(padding)
   else:
     ds = padding
   ds = ds.take(num_batches * local_batch).batch(local_batch)
-  ds = ds.prefetch(int(cfg.prefetch))
+  ds = ds.prefetch(int(spec.prefetch))
   return DataIterator(_options(ds), source.description, num_batches)
 
 

@@ -1,7 +1,10 @@
 """Attention maps of any scheme, recomputed from the model's own query/key projections.
 
-    stages = attention_stages(module, params, video, model_cfg)   # one Stage per attention stage of every layer
-    result = attention_maps(module, params, video, model_cfg)     # the per-video maps (see `Maps`)
+    stages = attention_stages(module, params, video, model)   # one Stage per attention stage of every layer
+    result = attention_maps(params, video, model)             # the per-video maps (see `Maps`)
+
+`model` is the model's `vvt.models.spec.ModelSpec` (a run's `model`; `spec_of(vvt.models.resolve(cfg))` of a model
+config), `module` / `params` the Flax module `vvt.models.build` makes of it and its params.
 
 Nothing in the model changes: `module.apply(..., capture_intermediates=...)` records every attention module's
 query / key / value projections (and its output), and each stage's probabilities softmax(q k^T / sqrt(d_h)) are
@@ -113,18 +116,11 @@ class Maps:
 # --------------------------------------------------------------------------------------------- capture
 
 
-def prepare(module_cfg, params):
-  """(model config, params) for capture: unscanned layers, no remat, einsum attention (same function)."""
+def prepare(model, params):
+  """(ModelSpec, params) for capture: unscanned layers, no remat, einsum attention (the same function)."""
   from vvt.models import layout  # pylint: disable=g-import-not-at-top
-  cfg = module_cfg.copy_and_resolve_references() if hasattr(module_cfg, 'copy_and_resolve_references') else module_cfg
-  with cfg.unlocked():
-    if 'scan_layers' in cfg:
-      cfg.scan_layers = False
-    if 'remat' in cfg:
-      cfg.remat = 'none' if isinstance(cfg.remat, str) else False
-    if 'attention_impl' in cfg:
-      cfg.attention_impl = 'einsum'
-  return cfg, layout.to_per_layer(params)
+  return (dataclasses.replace(model, scan_layers=False, remat='none', attention_impl='einsum'),
+          layout.to_per_layer(params))
 
 
 def capture(module, params, video):
@@ -163,20 +159,18 @@ def _grouped_probs(q, k):
   return e / e.sum(axis=-1, keepdims=True)
 
 
-def _encoder_geometry(cfg, encoder: str, b: int, t: int, n: int):
+def _encoder_geometry(model, encoder: str, b: int, t: int, n: int):
   """(grid, per_frame_cls, mixing) of an encoder of the model (as vvt.models.video_transformer builds it)."""
-  from vvt.models import config as config_lib  # pylint: disable=g-import-not-at-top
-  nt, nh, nw = config_lib.token_grid(cfg)
+  nt, nh, nw = model.grid
   if encoder == 'spatial_encoder':
     return (1, nh, nw), False, None
   if encoder == 'temporal_encoder':
     return (1, 1, t * n), False, None
-  per_frame = cfg.classifier == 'token' and cfg.class_token == 'per_frame'
+  per_frame = model.class_token == 'per_frame'
   mixing = None
-  if cfg.attention == 'space_time_mixing':
-    seg = (cfg.mixing.get('num_segments') or cfg.num_frames) // cfg.tubelet[0]
-    mixing = dict(window=cfg.mixing.window, shift_div=cfg.mixing.shift_div, num_segments=seg,
-                  summary_token=bool(cfg.mixing.summary_token))
+  if model.mixing is not None:  # X-ViT: num_segments in temporal indices
+    mixing = dict(window=model.mixing.window, shift_div=model.mixing.shift_div,
+                  num_segments=model.mixing.num_segments, summary_token=model.mixing.summary_token)
   return (nt, nh, nw), per_frame, mixing
 
 
@@ -314,11 +308,11 @@ def _scatter_summary(summary, p, g: Grouping, nk: int, n: int, seg: int) -> None
         summary[:, g.heads, -1, frame] += (p[:, gi, :, 0, off + nk + j] / n / num_groups)[..., None]
 
 
-def _stage_of(cfg, encoder, layer, stage_name, node):
+def _stage_of(model, encoder, layer, stage_name, node):
   """One Stage from an attention module's captured projections."""
   proj = _projections(node)
   b, t, n, h, _ = proj.q.shape
-  grid, per_frame, mixing = _encoder_geometry(cfg, encoder, b, t, n)
+  grid, per_frame, mixing = _encoder_geometry(model, encoder, b, t, n)
   k_used, v_used = _mixed(proj.k, mixing), _mixed(proj.v, mixing)
   seg = mixing['num_segments'] if mixing is not None else t
   has_cls = proj.cls is not None
@@ -343,17 +337,17 @@ def _stage_of(cfg, encoder, layer, stage_name, node):
                values=(v_used, proj.v, proj.cls[2] if has_cls else None), out_params=None, output=proj.output)
 
 
-def attention_stages(module, params, video, model_cfg, *, prepared: bool = False) -> list:
+def attention_stages(module, params, video, model, *, prepared: bool = False) -> list:
   """Every attention stage of every layer of every encoder, in the order the model runs them.
 
-  module / params / model_cfg: as built by vvt.models.build; video float (B, T, H, W, 3), normalised as the
-  model expects. Layers may be scanned or rematerialised: the maps are taken from an unscanned copy.
+  module / params: as vvt.models.build makes them of the ModelSpec `model`; video float (B, T, H, W, 3),
+  normalised as the model expects. Layers may be scanned or rematerialised: the maps are taken from an unscanned
+  copy (`prepared`: `module`, `params` and `model` are that copy already, `prepare`).
   """
   import vvt.models  # pylint: disable=g-import-not-at-top
-  cfg = model_cfg
   if not prepared:
-    cfg, params = prepare(model_cfg, params)
-    module = vvt.models.build(cfg)
+    model, params = prepare(model, params)
+    module = vvt.models.build(model)
   _, inter = capture(module, params, video)
   stages = []
   for encoder in ENCODERS:
@@ -364,8 +358,8 @@ def attention_stages(module, params, video, model_cfg, *, prepared: bool = False
       block = layers[lname]
       layer = int(lname.split('_')[1])
       names = [k for k in block if k.endswith('_attention')]
-      for stage_name in _stage_order(cfg, encoder, names):
-        st = _stage_of(cfg, encoder, layer, stage_name, block[f'{stage_name}_attention'])
+      for stage_name in _stage_order(model, encoder, names):
+        st = _stage_of(model, encoder, layer, stage_name, block[f'{stage_name}_attention'])
         p = params[encoder]['layers'][lname][f'{stage_name}_attention']['out']
         st.out_params = (np.asarray(p['kernel'], np.float64),
                          np.asarray(p['bias'], np.float64) if 'bias' in p else None)
@@ -373,14 +367,12 @@ def attention_stages(module, params, video, model_cfg, *, prepared: bool = False
   return stages
 
 
-def _stage_order(cfg, encoder, names):
+def _stage_order(model, encoder, names):
   """The stages of a block of `encoder` in the order the model runs them (the scheme table's), those present."""
-  from vvt.models import schemes  # pylint: disable=g-import-not-at-top
   if encoder != 'encoder':
     return ['joint']
-  order = schemes.get(cfg.attention).stages_for(cfg.attention_order)
   present = {re.sub('_attention$', '', k) for k in names}
-  return [s for s in order if s in present]
+  return [s for s in model.stages if s in present]
 
 
 # --------------------------------------------------------------------------------------------- maps
@@ -450,19 +442,17 @@ def frame_attention(st: Stage) -> np.ndarray:
   return _normalise(a, -1)
 
 
-def attention_maps(module, params, video, model_cfg) -> Maps:
-  """The maps of `video` (see the module docstring)."""
+def attention_maps(params, video, model) -> Maps:
+  """The maps of `video` under `params` of the model of ModelSpec `model` (see the module docstring)."""
   import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.models import config as config_lib  # pylint: disable=g-import-not-at-top
-  cfg, params = prepare(vvt.models.resolve(model_cfg), params)
-  module = vvt.models.build(cfg)
-  stages = attention_stages(module, params, video, cfg, prepared=True)
-  grid = tuple(config_lib.token_grid(cfg))
+  model, params = prepare(model, params)
+  stages = attention_stages(vvt.models.build(model), params, video, model, prepared=True)
+  grid = tuple(model.grid)
   nt, nh, nw = grid
-  use_cls = cfg.classifier == 'token'
+  use_cls = model.classifier == 'token'
   per_stage, frames = {}, {}
   b = video.shape[0]
-  if cfg.attention == 'factorised_encoder':
+  if model.attention == 'factorised_encoder':
     spatial = [s for s in stages if s.encoder == 'spatial_encoder']
     temporal = [s for s in stages if s.encoder == 'temporal_encoder']
     ms = _encoder_map(spatial, use_cls).reshape(b, nt, nh, nw)  # per frame, each sums to 1
@@ -475,13 +465,13 @@ def attention_maps(module, params, video, model_cfg) -> Maps:
       frames[s.name] = np.broadcast_to(per_stage_maps(s, (1, 1, nt))[:, :, 0, 0][:, :, None, :],
                                         (b, s.attn.shape[1], nt, nt)).copy()
   else:
-    final = _encoder_map(stages, use_cls, cfg.get('pooling') == 'first_token').reshape(b, nt, nh, nw)
+    final = _encoder_map(stages, use_cls, model.pooling == 'first_token').reshape(b, nt, nh, nw)
     for s in stages:
       per_stage[s.name] = per_stage_maps(s, grid)
       frames[s.name] = frame_attention(s)
   final = _normalise(final, (1, 2, 3))
-  return Maps(scheme=cfg.attention, kind='class_token' if use_cls else 'rollout', grid=grid,
-              tubelet_t=int(cfg.tubelet[0]), final=final, per_stage=per_stage, frames=frames, stages=stages)
+  return Maps(scheme=model.attention, kind='class_token' if use_cls else 'rollout', grid=grid,
+              tubelet_t=model.tubelet[0], final=final, per_stage=per_stage, frames=frames, stages=stages)
 
 
 def upsample(m: np.ndarray, tubelet_t: int, size: int) -> np.ndarray:

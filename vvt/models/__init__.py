@@ -1,6 +1,6 @@
 """vvt models: `build(config.model)` returns the Flax module of any scheme of ViViT, TimeSformer and X-ViT.
 
-    module = vvt.models.build(cfg)                  # cfg = vvt.models.get_config(family=..., ...)
+    module = vvt.models.build(cfg)                  # cfg = vvt.models.get_config(family=..., ...), or a ModelSpec
     variables = module.init(rngs, video, train=False)      # video (B, T, H, W, 3)
     logits = module.apply({'params': p}, video, train=True, rngs={'dropout': key})
 
@@ -12,21 +12,22 @@ from vvt.models import schemes
 from vvt.models.config import get_config, resolve  # noqa: F401  (the package's API, with `build`)
 
 
-def build(cfg, backend: str | None = None):
-  """Validates `cfg` (a model ConfigDict; clear ValueError naming the field) and returns the flax module.
+def build(model, backend: str | None = None):
+  """The flax module of `model`: a `vvt.models.spec.ModelSpec` (a resolved model, as a run's specs hold it), or a
+  model ConfigDict, resolved here (clear ValueError naming the field).
 
   backend: the platform the model will be compiled for ('cpu', 'gpu', 'tpu'; None: jax's default backend):
   model.attention_impl='auto' chooses per stage for it, and 'splash' (the Pallas TPU kernel) is a ValueError
   for any backend but 'tpu'. A deviceless TPU compile on a CPU host passes backend='tpu'. The module gets the
-  resolved config as explicit fields (`vvt.models.spec.ModelSpec`, its `spec`).
+  resolved model as explicit fields (`ModelSpec`, its `spec`).
   """
   import jax  # pylint: disable=g-import-not-at-top
   from vvt.models import kernels, spec  # pylint: disable=g-import-not-at-top
   from vvt.models.video_transformer import FactorisedEncoder, VideoTransformer  # pylint: disable=g-import-not-at-top
-  cfg = resolve(cfg)
+  if not isinstance(model, spec.ModelSpec):
+    model = spec.spec_of(resolve(model))
   backend = backend or jax.default_backend()
-  kernels.check_backend(cfg.attention_impl, backend, field='model.attention_impl')
-  model = spec.spec_of(cfg)
-  if schemes.get(cfg.attention).two_encoders:
+  kernels.check_backend(model.attention_impl, backend, field='model.attention_impl')
+  if schemes.get(model.attention).two_encoders:
     return FactorisedEncoder(model, backend=backend)
   return VideoTransformer(model, backend=backend)

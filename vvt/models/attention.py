@@ -14,7 +14,6 @@ groupings a block runs. Two schemes change more than the grouping, and are still
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -24,26 +23,17 @@ import jax.numpy as jnp
 from vvt.models import groupings
 from vvt.models import kernels
 
-@dataclasses.dataclass(frozen=True)
-class Mixing:
-  """X-ViT space-time mixing (eq. 9) of keys and values: temporal window t_w, 1/shift_div of the channels from
-  each neighbour, summary tokens, and num_segments temporal indices per segment (None: all)."""
-  window: int
-  shift_div: int
-  summary_token: bool = False
-  num_segments: int | None = None
-
 
 class MultiHeadAttention(nn.Module):
   """Multi-head self-attention over the neighbourhood of `stage` (ViViT eq. 7 with W_q, W_k, W_v, W_O).
 
   Call with x (B, T, N, D) and an optional global class token cls (B, 1, D); returns (y, cls_y) of the same
   shapes, cls_y None where the class token joins none of the stage's groupings (`time`: TimeSformer leaves it
-  untouched). `stage` is a grouping or a head split (`groupings.head_slices`); `mixing` (a `Mixing`, or any object
-  with its fields) turns on X-ViT's shift of keys and values. Projections are named like flax's
-  MultiHeadDotProductAttention (query, key, value: (D, H, d_h); out: (H, d_h, D)). `key_bias` False leaves the key
-  projection without its bias where `qkv_bias` (VideoMAE's q and v biases): softmax ignores the q.b_k that a key
-  bias adds to a whole row of logits, so only the parameter count differs.
+  untouched). `stage` is a grouping or a head split (`groupings.head_slices`); `mixing` (a
+  `vvt.models.spec.Mixing`, or any object with its fields) turns on X-ViT's shift of keys and values. Projections
+  are named like flax's MultiHeadDotProductAttention (query, key, value: (D, H, d_h); out: (H, d_h, D)). `key_bias`
+  False leaves the key projection without its bias where `qkv_bias` (VideoMAE's q and v biases): softmax ignores the
+  q.b_k that a key bias adds to a whole row of logits, so only the parameter count differs.
   """
   num_heads: int
   qkv_bias: bool = True

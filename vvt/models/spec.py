@@ -3,22 +3,28 @@
     spec = spec_of(resolve(cfg))      # what vvt.models.build hands the modules
 
 `spec_of` is the one place that turns a resolved model config (vvt/models/config.py) into module fields: scheme
-stages and projections from the scheme table (vvt/models/schemes.py), the token grid, dtypes as JAX dtypes, X-ViT's
-segments in temporal indices, the class token None with a GAP classifier. The modules take these fields and
-nothing else.
+stages and projections from the scheme table (vvt/models/schemes.py), the token grid, X-ViT's segments in temporal
+indices, the class token None with a GAP classifier. The modules take these fields and nothing else. The module
+imports neither JAX nor Flax (a run's specs are resolved before they load, `vvt.config.run_spec`): dtypes are
+their names ('float32' | 'bfloat16'), which the modules turn into JAX dtypes (`vvt.models.video_transformer`).
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-import jax.numpy as jnp
-
 from vvt.models import schemes
-from vvt.models.attention import Mixing
 from vvt.models.config import token_grid
 
-_DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
+
+@dataclasses.dataclass(frozen=True)
+class Mixing:
+  """X-ViT space-time mixing (eq. 9) of keys and values: temporal window t_w, 1/shift_div of the channels from
+  each neighbour, summary tokens, and num_segments temporal indices per segment (None: all)."""
+  window: int
+  shift_div: int
+  summary_token: bool = False
+  num_segments: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +74,8 @@ class ModelSpec:
   qkv_bias: bool
   key_bias: bool  # the key projection's bias, where qkv_bias
   encoder_norm_eps: float  # eps of the final LayerNorm
-  dtype: Any  # jnp.float32 | jnp.bfloat16
-  param_dtype: Any
+  dtype: str  # compute dtype: 'float32' | 'bfloat16'
+  param_dtype: str  # the parameters' dtype, same names
   attention_impl: str
   remat: str
   scan_layers: bool
@@ -109,6 +115,6 @@ def spec_of(cfg) -> ModelSpec:
       representation_size=cfg.representation_size, dropout_rate=cfg.dropout_rate,
       attention_dropout_rate=cfg.attention_dropout_rate, stochastic_depth=cfg.stochastic_depth,
       layer_norm_eps=cfg.layer_norm_eps, gelu_approximate=cfg.gelu_approximate, qkv_bias=cfg.qkv_bias,
-      key_bias=cfg.key_bias, encoder_norm_eps=cfg.encoder_norm_eps, dtype=_DTYPES[cfg.dtype],
-      param_dtype=_DTYPES[cfg.param_dtype], attention_impl=cfg.attention_impl,
+      key_bias=cfg.key_bias, encoder_norm_eps=cfg.encoder_norm_eps, dtype=cfg.dtype,
+      param_dtype=cfg.param_dtype, attention_impl=cfg.attention_impl,
       remat=cfg.remat, scan_layers=cfg.scan_layers)

@@ -19,6 +19,14 @@ from vvt.models.embedding import PositionalEmbedding, TubeletEmbedding
 from vvt.models.heads import ClassifierHead, TemporalAttentionHead
 from vvt.models.spec import ModelSpec
 
+# ModelSpec's dtype names (model.dtype, model.param_dtype) -> the JAX dtypes the modules compute and store in.
+DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
+
+
+def dtypes(spec: ModelSpec) -> tuple:
+  """(compute dtype, parameter dtype) of the model as JAX dtypes."""
+  return DTYPES[spec.dtype], DTYPES[spec.param_dtype]
+
 
 def check_video(video, num_frames: int, image_size: int) -> None:
   """The model boundary: video must be (B, T, H, W, 3) with T = model.num_frames, H = W = model.image_size."""
@@ -37,8 +45,8 @@ def block_fields(spec: ModelSpec, stages, grid, *, num_heads=None, mlp_dim=None,
       num_heads=num_heads or spec.num_heads, mlp_dim=mlp_dim or spec.mlp_dim, mixing=mixing,
       qkv_bias=spec.qkv_bias, key_bias=spec.key_bias, layer_norm_eps=spec.layer_norm_eps,
       gelu_approximate=spec.gelu_approximate,
-      dropout_rate=spec.dropout_rate, attention_dropout_rate=spec.attention_dropout_rate, dtype=spec.dtype,
-      param_dtype=spec.param_dtype, attention_impl=spec.attention_impl, backend=backend)
+      dropout_rate=spec.dropout_rate, attention_dropout_rate=spec.attention_dropout_rate, dtype=dtypes(spec)[0],
+      param_dtype=dtypes(spec)[1], attention_impl=spec.attention_impl, backend=backend)
 
 
 class SpaceTimeEncoder(nn.Module):
@@ -87,7 +95,7 @@ def encoder(spec: ModelSpec, block: dict, num_layers: int, class_token, position
   """A SpaceTimeEncoder of the model, its regularisation, memory and numerics fields from `spec`."""
   return SpaceTimeEncoder(block, num_layers, class_token, positional_embedding, time_embedding_rows,
                           spec.dropout_rate, spec.stochastic_depth, spec.remat, spec.scan_layers,
-                          spec.encoder_norm_eps, spec.dtype, spec.param_dtype, name=name)
+                          spec.encoder_norm_eps, *dtypes(spec), name=name)
 
 
 def pool(x, cls, norm, classifier: str, pooling: str = 'mean'):
@@ -104,8 +112,8 @@ def pool(x, cls, norm, classifier: str, pooling: str = 'mean'):
 
 
 def classifier_head(spec: ModelSpec, **extra) -> ClassifierHead:
-  return ClassifierHead(spec.num_classes, spec.representation_size, spec.dropout_rate, dtype=spec.dtype,
-                        param_dtype=spec.param_dtype, name='head', **extra)
+  return ClassifierHead(spec.num_classes, spec.representation_size, spec.dropout_rate, dtype=dtypes(spec)[0],
+                        param_dtype=dtypes(spec)[1], name='head', **extra)
 
 
 class VideoTransformer(nn.Module):
@@ -117,7 +125,7 @@ class VideoTransformer(nn.Module):
   def __call__(self, video, train: bool = False):
     spec = self.spec
     check_video(video, spec.num_frames, spec.image_size)
-    x = TubeletEmbedding(spec.hidden_size, spec.tubelet, spec.dtype, spec.param_dtype, name='embedding')(video)
+    x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
     block = block_fields(spec, spec.stages, spec.grid, mixing=spec.mixing, projected=spec.projected,
                          backend=self.backend)
     x, cls, norm = encoder(spec, block, spec.num_layers, spec.class_token, spec.positional_embedding,
@@ -137,7 +145,7 @@ class VideoTransformer(nn.Module):
     block = block_fields(spec, ('joint',), (1, 1, frames.shape[1]), num_heads=head.num_heads, mlp_dim=head.mlp_dim,
                          backend=self.backend)
     block.update(qkv_bias=head.qkv_bias, key_bias=True, layer_norm_eps=head.layer_norm_eps)
-    return TemporalAttentionHead(head.num_layers, block, spec.dtype, spec.param_dtype, spec.remat, spec.scan_layers,
+    return TemporalAttentionHead(head.num_layers, block, *dtypes(spec), spec.remat, spec.scan_layers,
                                  name='temporal_head')(frames, train)
 
   def _classify(self, rep, train, ta_head=False):
@@ -157,7 +165,7 @@ class FactorisedEncoder(nn.Module):
   def __call__(self, video, train: bool = False):
     spec = self.spec
     check_video(video, spec.num_frames, spec.image_size)
-    x = TubeletEmbedding(spec.hidden_size, spec.tubelet, spec.dtype, spec.param_dtype, name='embedding')(video)
+    x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
     b, t, n, d = x.shape
     _, nh, nw = spec.grid
     pos = 'joint' if spec.positional_embedding in ('joint', 'separable', 'spatial') else spec.positional_embedding

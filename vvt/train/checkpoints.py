@@ -315,18 +315,10 @@ def all_steps(workdir: str) -> list[int]:
   return sorted(manager(workdir, create=False).all_steps())
 
 
-def _config_json(config) -> Any:
-  if config is None:
-    return None
-  try:
-    return json.loads(config.to_json_best_effort())
-  except Exception:  # pylint: disable=broad-except
-    return str(config)
-
-
 def save_state(mngr: ocp.CheckpointManager, state, *, data_position: int,
-               config=None, wait: bool = True) -> None:
-  """Saves a full training state (params, opt state, rng, step, data position), sharded as it is.
+               config: Optional[dict] = None, wait: bool = True) -> None:
+  """Saves a full training state (params, opt state, rng, step, data position), sharded as it is, and `config`
+  (the run config's JSON values, a RunSpec's `config_values`) in its meta.
 
   `wait=False` on an asynchronous manager returns once the arrays are copied off the devices
   (the state may then be donated to the next step); `mngr.wait_until_finished()` ends the write.
@@ -334,8 +326,7 @@ def save_state(mngr: ocp.CheckpointManager, state, *, data_position: int,
   step = int(jax.device_get(state.step))
   mngr.wait_until_finished()  # the previous save (orbax's save would wait for it too)
   mngr.vvt_pending['step'] = step
-  meta = {'kind': 'train_state', 'step': step, 'data_position': int(data_position),
-          'config': _config_json(config)}
+  meta = {'kind': 'train_state', 'step': step, 'data_position': int(data_position), 'config': config}
   train = {'step': state.step, 'opt_state': state.opt_state, 'rng': state.rng}
   ema = {}
   if getattr(state, 'ema_params', None) is not None:
@@ -414,12 +405,12 @@ def restore_state(workdir: str, abstract_state, step: Optional[int] = None, veri
   return state, meta
 
 
-def save_params(workdir: str, params, step: int = 0, config=None) -> str:
-  """Writes a params-only checkpoint (e.g. converted weights); returns its directory."""
+def save_params(workdir: str, params, step: int = 0, config: Optional[dict] = None) -> str:
+  """Writes a params-only checkpoint (e.g. converted weights) with `config` (JSON values: a run config's or a
+  model config's) in its meta; returns its directory."""
   mngr = manager(workdir)
   mngr.vvt_pending['step'] = int(step)
-  meta = {'kind': 'params', 'step': int(step), 'data_position': 0,
-          'config': _config_json(config)}
+  meta = {'kind': 'params', 'step': int(step), 'data_position': 0, 'config': config}
   mngr.save(int(step), args=ocp.args.Composite(
       params=ocp.args.StandardSave(params), meta=ocp.args.JsonSave(meta)),
             force=True)

@@ -22,17 +22,6 @@ import jax
 import jax.numpy as jnp
 
 
-def decay_of(optimizer_cfg) -> float:
-  """`optimizer.ema_decay` as a float (None and a missing field: 0, off)."""
-  value = optimizer_cfg.get('ema_decay', 0.0) if hasattr(optimizer_cfg, 'get') else None
-  return float(value or 0.0)
-
-
-def enabled(optimizer_cfg) -> bool:
-  """Whether the run keeps an EMA of its params (`optimizer.ema_decay` > 0)."""
-  return decay_of(optimizer_cfg) > 0.0
-
-
 def init(params) -> Any:
   """ema_0: a copy of the params (its own buffers, so that a donated state never holds one buffer twice)."""
   return jax.tree.map(jnp.copy, params)

@@ -37,12 +37,10 @@ import numpy as np
 from etils import epath
 
 from vvt import fileio
-from vvt.config.sharding import logical_rules_of
 from vvt.train import checkpoints
 from vvt.train import eval_report
 from vvt.train import losses
 from vvt.train import mesh as mesh_lib
-from vvt.train.steps import heads_of
 
 
 def _local(x) -> np.ndarray:
@@ -172,9 +170,9 @@ class MultiViewAggregator:
             for h in self.heads}
 
 
-def protocol(config) -> str:
-  """The view protocol of a config: '<num_test_clips>x<num_spatial_crops>'."""
-  return f'{int(config.dataset.num_test_clips)}x{int(config.dataset.num_spatial_crops)}'
+def protocol(data) -> str:
+  """The view protocol of a run's dataset spec: '<num_test_clips>x<num_spatial_crops>'."""
+  return f'{int(data.num_test_clips)}x{int(data.num_spatial_crops)}'
 
 
 def _progress(total: int, enabled: bool, desc: str):
@@ -184,41 +182,42 @@ def _progress(total: int, enabled: bool, desc: str):
               dynamic_ncols=True, leave=False)
 
 
-def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
-             log=print, progress: Optional[bool] = None) -> tuple[dict, MultiViewAggregator]:
-  """Runs multi-view evaluation over `split`; returns (metrics, aggregator).
+def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print,
+             progress: Optional[bool] = None) -> tuple[dict, MultiViewAggregator]:
+  """Runs multi-view evaluation of `params` with `program`'s eval step (`vvt.train.program`) over `split` of the
+  run's `data` in batches of `eval_spec.batch_size` (a RunSpec's `data` and `eval`); returns (metrics, aggregator).
 
   Skipped bad videos (on_error='skip') are left out and counted; the aggregator carries
-  the class names (config.class_names, else the dataset's), the video ids and the
+  the class names (the run's class_names, else the dataset's), the video ids and the
   protocol for `write_results`. `progress` (default: when `log` is set, on the chief)
   shows a bar with ETA.
   """
   from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  heads = heads_of(config.model)
-  batch_size = int(config.eval.batch_size)
+  heads = program.eval_settings.heads
+  batch_size = eval_spec.batch_size
   it = pipeline.make_eval_iterator(
-      config.dataset, split=split, global_batch_size=batch_size,
+      data, split=split, global_batch_size=batch_size,
       process_index=jax.process_index(), process_count=jax.process_count())
-  agg = MultiViewAggregator(heads, pipeline.num_videos(config.dataset, split))
-  agg.class_names = {h: names_lib.class_names(config, h) for h in heads}
-  agg.average = config.eval.average
+  agg = MultiViewAggregator(heads, pipeline.num_videos(data, split))
+  agg.class_names = {h: names_lib.class_names(data, h) for h in heads}
+  agg.average = eval_spec.average
   t0 = time.time()
   if progress is None:
     progress = bool(log) and jax.process_index() == 0
-  bar = _progress(len(it), progress, f'eval {split} {protocol(config)}')
+  bar = _progress(len(it), progress, f'eval {split} {protocol(data)}')
   try:
-    n_batches = _aggregate(eval_step, params, it, mesh, batch_size, agg, on_batch=lambda: bar.update(1),
-                           rules=logical_rules_of(config.get('mesh')))
+    n_batches = _aggregate(program.eval_step, params, it, program.mesh, batch_size, agg,
+                           on_batch=lambda: bar.update(1), rules=program.logical_rules)
   finally:
     bar.close()
   if jax.process_index() == 0:
-    agg.video_ids = names_lib.video_ids(config.dataset, split)
+    agg.video_ids = names_lib.video_ids(data, split)
   res = agg.result()
-  res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=config.eval.average,
-             num_test_clips=int(config.dataset.num_test_clips),
-             num_spatial_crops=int(config.dataset.num_spatial_crops), protocol=protocol(config))
-  line = _add_skips(res, config.dataset, split)
+  res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=eval_spec.average,
+             num_test_clips=int(data.num_test_clips), num_spatial_crops=int(data.num_spatial_crops),
+             protocol=protocol(data))
+  line = _add_skips(res, data, split)
   if log:
     log(_summary(split, res, batch_size, heads))
     if line:

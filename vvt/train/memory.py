@@ -3,10 +3,10 @@ CPU devices, on any machine, with nothing executed.
 
   topo = parse_topology('v3-32')             # Cloud TPU name, 'v3:4x4', or 'cpu:8' (no JAX)
   devices = topology_devices(topo)           # libtpu's deviceless TopologyDescription (or CPUs)
-  report = plan(config, topo, devices)       # compile the step, read XLA's memory / cost analysis
+  report = plan(run, topo, devices)          # compile the step of a RunSpec, read XLA's memory / cost analysis
   report.fits, report.as_json()
 
-The step is the one `vvt.train.program.build_program` builds on the mesh of `config.mesh` (for the
+The step is the one `vvt.train.program.build_program` builds on the run's mesh (`run.mesh`, for the
 topology's platform), with its abstract state and batch: exactly what `vvt train` compiles. Its
 learning-rate schedule counts the epochs of `dataset.train_files` when they are here, else epochs of
 `NOMINAL_EPOCH_BATCHES` batches (the `[memory] schedule:` line says which; memory and FLOPs do not depend
@@ -265,16 +265,16 @@ def abstract_batch(program, batch_size: int, eval_step: bool = False) -> dict:
 NOMINAL_EPOCH_BATCHES = 100  # the schedule's epoch when the training set's size is unknown
 
 
-def training_set_size(config) -> tuple[Optional[int], str]:
-  """(videos, how it is known): the size of `dataset.train_files` that `vvt train` would count, or
-  (None, why) when they are not here (the schedule then assumes epochs of `NOMINAL_EPOCH_BATCHES`)."""
+def training_set_size(data) -> tuple[Optional[int], str]:
+  """(videos, how it is known): the size of `dataset.train_files` (a RunSpec's `data`) that `vvt train` would
+  count, or (None, why) when they are not here (the schedule then assumes epochs of `NOMINAL_EPOCH_BATCHES`)."""
   from vvt.data.reading import patterns  # pylint: disable=g-import-not-at-top
-  missing = patterns.missing_files(config.dataset, ('train_files',))
+  missing = patterns.missing_files(data, ('train_files',))
   if missing:
     return None, missing[0].split(';')[0]
   try:
     from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-    return int(pipeline.num_videos(config.dataset, 'train')), 'dataset.train_files'
+    return int(pipeline.num_videos(data, 'train')), 'dataset.train_files'
   except Exception as e:  # pylint: disable=broad-except  (unreadable: the plan does not need it)
     return None, f'dataset.train_files cannot be counted ({type(e).__name__})'
 
@@ -323,35 +323,34 @@ def _read_compiled(report: Report, compiled) -> Report:
   return report
 
 
-def plan_program(config, topology: Topology, mesh, eval_step: bool = False, log=None):
-  """The program `vvt train` (or `vvt eval`) builds for `config` on `mesh`, for `topology`'s platform."""
+def plan_program(run, topology: Topology, mesh, eval_step: bool = False, log=None):
+  """The program `vvt train` (or `vvt eval`) builds for RunSpec `run` on `mesh`, for `topology`'s platform."""
   from vvt.train import program as program_lib  # pylint: disable=g-import-not-at-top
   if eval_step:  # auto attention: the topology's choice, not the host's
-    return program_lib.build_program(config, mesh, platform=topology.platform)
-  videos, source = training_set_size(config)
-  num_train_videos = videos if videos is not None else NOMINAL_EPOCH_BATCHES * int(config.batch_size)
-  program = program_lib.build_program(config, mesh, num_train_videos=num_train_videos,
-                                      platform=topology.platform)
+    return program_lib.build_program(run, mesh, platform=topology.platform)
+  videos, source = training_set_size(run.data)
+  num_train_videos = videos if videos is not None else NOMINAL_EPOCH_BATCHES * run.batch_size
+  program = program_lib.build_program(run, mesh, num_train_videos=num_train_videos, platform=topology.platform)
   if log:
     log('[memory] ' + schedule_note(program, videos is not None, source))
   return program
 
 
-def plan(config, topology: Topology, devices, eval_step: bool = False, log=None) -> Report:
-  """Compiles the train (or eval) step of `config` for `devices` and reports its memory and FLOPs.
+def plan(run, topology: Topology, devices, eval_step: bool = False, log=None) -> Report:
+  """Compiles the train (or eval) step of RunSpec `run` for `devices` and reports its memory and FLOPs.
 
-  Raises ConfigError for a config that does not fit the mesh (before compiling); a step that
+  Raises ConfigError for a run that does not fit the mesh (before compiling); a step that
   does not fit the device memory gives a Report with `compiled` False and the compiler's figures.
   """
   import jax  # pylint: disable=g-import-not-at-top
-  from vvt.config import validation  # pylint: disable=g-import-not-at-top
+  from vvt.config import run_spec  # pylint: disable=g-import-not-at-top
   from vvt.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   num_processes = len({d.process_index for d in devices})
-  devices = mesh_lib.mesh_devices(config.mesh, devices)
-  validation.validate(config, len(devices), num_processes)
-  mesh = mesh_lib.make_mesh(config.mesh, devices)
-  program = plan_program(config, topology, mesh, eval_step, log)  # rule errors: before compiling
-  batch_size = int(config.eval.batch_size if eval_step else config.batch_size)
+  devices = mesh_lib.mesh_devices(run.mesh, devices)
+  run_spec.check_devices(run, len(devices), num_processes)
+  mesh = mesh_lib.make_mesh(run.mesh, devices)
+  program = plan_program(run, topology, mesh, eval_step, log)  # rule errors: before compiling
+  batch_size = run.eval.batch_size if eval_step else run.batch_size
   batch = abstract_batch(program, batch_size, eval_step)
   if eval_step:
     params = program.abstract_params()

@@ -1,7 +1,9 @@
-"""The device mesh of a run (`config.mesh`), the batch sharding, and global batches from per-host data.
+"""The device mesh of a run (`config.mesh`, as its MeshSpec), the batch sharding, and global batches from per-host
+data.
 
-  axes = resolve_axes(config.mesh.axes, num_devices)    # (('data', 4), ('fsdp', 8), ('model', 1))
-  mesh = make_mesh(config.mesh)                         # jax.make_mesh: axes follow the topology
+  axes = resolve_axes(run.mesh.axes, num_devices)       # (('data', 4), ('fsdp', 8), ('model', 1))
+  mesh = make_mesh(run.mesh)                            # jax.make_mesh: axes follow the topology
+  mesh = mesh_of_axes({'data': 2, 'fsdp': -1})          # the same of axes alone
   batch_sharding(mesh, rules)                           # P(('data', 'fsdp')): the axes of logical `batch`
 
 `config.mesh.axes` names the axes and their sizes, as a dict `{'data': -1, 'fsdp': 8}` or a tuple
@@ -14,9 +16,8 @@ put `model`, then `fsdp`, last). `-1` = the devices the other axes leave. Known 
 
 Axes not named have size 1 and are still in the mesh, so rules and specs may always name all three.
 `config.mesh.logical_rules` may map the models' logical axes otherwise (`vvt.config.sharding`), e.g. the batch
-over `data` only; the batch functions below take those rules (`rules`: complete (name, mesh axes) pairs, as
-`vvt.config.sharding.logical_rules_of` gives them; None: the active ones, `vvt.models.axes.axis_rules`, by
-default the models').
+over `data` only; the batch functions below take those rules (`rules`: complete (name, mesh axes) pairs, a
+MeshSpec's `logical_rules`; None: the active ones, `vvt.models.axes.axis_rules`, by default the models').
 `mesh.num_devices` (-1 = all) uses only the first N devices. Each process feeds only its own rows;
 the global array is built with `jax.make_array_from_process_local_data`, so the same config runs on
 1 CPU device, 8 forced host devices, several hosts and a pod.
@@ -29,7 +30,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from vvt.config.sharding import MeshError, resolve_axes
+from vvt.config.sharding import MeshError, MeshSpec, resolve_axes
 from vvt.models import axes as logical_axes
 from vvt.train import peers
 
@@ -44,21 +45,21 @@ def slurm_step_tasks(environ=None) -> int:
     return 1
 
 
-def maybe_initialize_distributed(dist_cfg) -> None:
-  """Calls `jax.distributed.initialize` when `config.distributed.initialize` is set, or when this process is one
-  of several tasks of a SLURM step (`srun`): jax then reads the coordinator, process count and id from SLURM's
-  environment, so a multi-node trial needs no `distributed.*` field."""
-  if not dist_cfg.initialize and slurm_step_tasks() <= 1:
+def maybe_initialize_distributed(distributed) -> None:
+  """Calls `jax.distributed.initialize` when `distributed.initialize` is set (a run's DistributedSpec), or when this
+  process is one of several tasks of a SLURM step (`srun`): jax then reads the coordinator, process count and id
+  from SLURM's environment, so a multi-node trial needs no `distributed.*` field."""
+  if not distributed.initialize and slurm_step_tasks() <= 1:
     return
   kwargs = {}
-  if dist_cfg.coordinator_address:
-    kwargs['coordinator_address'] = dist_cfg.coordinator_address
-  if dist_cfg.num_processes > 0:
-    kwargs['num_processes'] = int(dist_cfg.num_processes)
-  if dist_cfg.process_id >= 0:
-    kwargs['process_id'] = int(dist_cfg.process_id)
+  if distributed.coordinator_address:
+    kwargs['coordinator_address'] = distributed.coordinator_address
+  if distributed.num_processes > 0:
+    kwargs['num_processes'] = distributed.num_processes
+  if distributed.process_id >= 0:
+    kwargs['process_id'] = distributed.process_id
   # jax's own heartbeat comes after vvt's (vvt.train.peers), which names a lost process first
-  kwargs['heartbeat_timeout_seconds'] = peers.jax_heartbeat_timeout(dist_cfg.get('heartbeat_timeout_seconds', 100))
+  kwargs['heartbeat_timeout_seconds'] = peers.jax_heartbeat_timeout(distributed.heartbeat_timeout_seconds)
   try:
     jax.distributed.initialize(**kwargs)
   except RuntimeError as e:  # already initialised (e.g. by the caller)
@@ -70,10 +71,10 @@ def maybe_initialize_distributed(dist_cfg) -> None:
 # ----------------------------------------------------------------------------- mesh
 
 
-def mesh_devices(mesh_cfg=None, devices: Optional[Sequence[Any]] = None) -> list:
-  """The devices of the mesh: `devices` (default `jax.devices()`), the first `mesh.num_devices`."""
+def mesh_devices(mesh_spec: Optional[MeshSpec] = None, devices: Optional[Sequence[Any]] = None) -> list:
+  """The devices of the mesh: `devices` (default `jax.devices()`), the first `mesh.num_devices` of a MeshSpec."""
   devices = list(jax.devices() if devices is None else devices)
-  n = -1 if mesh_cfg is None else int(mesh_cfg.get('num_devices', -1))
+  n = -1 if mesh_spec is None else mesh_spec.num_devices
   if n > 0:
     if n > len(devices):
       raise MeshError(f'mesh.num_devices={n} but only {len(devices)} devices are available')
@@ -81,17 +82,23 @@ def mesh_devices(mesh_cfg=None, devices: Optional[Sequence[Any]] = None) -> list
   return devices
 
 
-def make_mesh(mesh_cfg=None, devices: Optional[Sequence[Any]] = None) -> Mesh:
-  """The mesh of `config.mesh` over `devices` (default: all), axes in `vvt.config.sharding.AXES` (sizes may be 1).
+def make_mesh(mesh_spec: Optional[MeshSpec] = None, devices: Optional[Sequence[Any]] = None) -> Mesh:
+  """The mesh of a run's MeshSpec over `devices` (default: all; its first `num_devices`), `mesh_of_axes`.
+  Without `mesh_spec`: one `data` axis over all `devices` (e.g. `devices=jax.local_devices()[:1]`, the one-device
+  mesh of `vvt predict`)."""
+  if mesh_spec is None:
+    return mesh_of_axes(None, devices)
+  return mesh_of_axes(mesh_spec.axes, mesh_devices(mesh_spec, devices))
 
-  Built with `jax.make_mesh` (Auto axis types), so on a TPU pod the axes follow the physical
-  topology. `mesh_cfg` may be None (one `data` axis over all devices), a ConfigDict with
-  `axes` / `num_devices`, or an int (the old `make_mesh(num_devices)`).
+
+def mesh_of_axes(axes: Any = None, devices: Optional[Sequence[Any]] = None) -> Mesh:
+  """The mesh of `axes` (`mesh.axes`: a dict such as {'data': 2, 'fsdp': -1} or (name, size) pairs; None: one
+  `data` axis) over `devices` (default: all), axes in `vvt.config.sharding.AXES` (sizes may be 1).
+
+  Built with `jax.make_mesh` (Auto axis types), so on a TPU pod the axes follow the physical topology.
   """
-  if isinstance(mesh_cfg, int):
-    mesh_cfg = {'num_devices': mesh_cfg}
-  devices = mesh_devices(mesh_cfg, devices)
-  axes = resolve_axes(None if mesh_cfg is None else mesh_cfg.get('axes'), len(devices))
+  devices = list(jax.devices() if devices is None else devices)
+  axes = resolve_axes(axes, len(devices))
   names = tuple(k for k, _ in axes)
   shape = tuple(v for _, v in axes)
   auto = (jax.sharding.AxisType.Auto,) * len(names)

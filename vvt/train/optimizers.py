@@ -1,4 +1,5 @@
-"""Optimisers and learning-rate schedules built from `config.optimizer` / `config.schedule`.
+"""Optimisers and learning-rate schedules built from a run's `OptimizerSpec` / `ScheduleSpec` (`config.optimizer` /
+`config.schedule`, vvt.config.run_spec).
 
 * `sgd` (momentum, optional Nesterov, L2 weight decay added to the gradient as
   in PyTorch's SGD used by TimeSformer / X-ViT) and `adamw` (decoupled decay);
@@ -24,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vvt.config.run_spec import OptimizerSpec, ScheduleSpec
 from vvt.config.schema import OPTIMIZERS, SCHEDULES
 from vvt.models import layout
 from vvt.train import layer_decay as layer_decay_lib
@@ -49,33 +51,31 @@ def weight_decay_mask(params) -> Any:
   return jax.tree_util.tree_map_with_path(decay, params)
 
 
-def warmup_steps(schedule_cfg, steps_per_epoch: int) -> int:
-  if schedule_cfg.warmup_steps >= 0:
-    return int(schedule_cfg.warmup_steps)
-  return int(round(schedule_cfg.warmup_epochs * steps_per_epoch))
+def warmup_steps(schedule: ScheduleSpec, steps_per_epoch: int) -> int:
+  if schedule.warmup_steps >= 0:
+    return schedule.warmup_steps
+  return int(round(schedule.warmup_epochs * steps_per_epoch))
 
 
-def step_boundaries(schedule_cfg, steps_per_epoch: int) -> list[int]:
-  return [int(round(e * steps_per_epoch)) for e in schedule_cfg.decay_epochs]
+def step_boundaries(schedule: ScheduleSpec, steps_per_epoch: int) -> list[int]:
+  return [int(round(e * steps_per_epoch)) for e in schedule.decay_epochs]
 
 
-def make_schedule(schedule_cfg, total_steps: int,
-                  steps_per_epoch: int) -> Callable[[Any], Any]:
+def make_schedule(spec: ScheduleSpec, total_steps: int, steps_per_epoch: int) -> Callable[[Any], Any]:
   """Learning rate as a function of the (optimiser) step, jit-friendly."""
-  name = schedule_cfg.name
-  base = float(schedule_cfg.base_lr)
-  end = float(schedule_cfg.end_lr)
-  warm = warmup_steps(schedule_cfg, steps_per_epoch)
+  name = spec.name
+  base = spec.base_lr
+  end = spec.end_lr
+  warm = warmup_steps(spec, steps_per_epoch)
   if name not in SCHEDULES:
     raise ValueError(f'schedule.name: unknown schedule {name!r}; expected one of {SCHEDULES}')
   if warm < 0 or (total_steps > 0 and warm >= total_steps and name == 'cosine'):
     raise ValueError(f'schedule: warmup of {warm} steps does not fit in '
                      f'{total_steps} training steps')
-  bounds = step_boundaries(schedule_cfg, steps_per_epoch)
+  bounds = step_boundaries(spec, steps_per_epoch)
   if name == 'step' and sorted(bounds) != bounds:
-    raise ValueError(f'schedule.decay_epochs must be increasing, got '
-                     f'{tuple(schedule_cfg.decay_epochs)}')
-  factor = float(schedule_cfg.decay_factor)
+    raise ValueError(f'schedule.decay_epochs must be increasing, got {spec.decay_epochs}')
+  factor = spec.decay_factor
 
   def main(step):
     if name == 'constant':
@@ -98,24 +98,21 @@ def make_schedule(schedule_cfg, total_steps: int,
   return schedule
 
 
-def make_optimizer(optimizer_cfg, schedule) -> optax.GradientTransformation:
-  name = optimizer_cfg.name
-  wd = float(optimizer_cfg.weight_decay)
+def make_optimizer(spec: OptimizerSpec, schedule) -> optax.GradientTransformation:
+  """The optax chain of `spec` over the learning rate `schedule` (step -> lr)."""
+  wd = spec.weight_decay
   chain = []
-  if optimizer_cfg.grad_clip_norm and optimizer_cfg.grad_clip_norm > 0:
-    chain.append(optax.clip_by_global_norm(float(optimizer_cfg.grad_clip_norm)))
-  if name == 'sgd':
+  if spec.grad_clip_norm > 0:
+    chain.append(optax.clip_by_global_norm(spec.grad_clip_norm))
+  if spec.name == 'sgd':
     if wd > 0:
       chain.append(optax.add_decayed_weights(wd, mask=weight_decay_mask))
-    chain.append(optax.sgd(schedule, momentum=optimizer_cfg.momentum or None,
-                           nesterov=bool(optimizer_cfg.nesterov)))
-  elif name == 'adamw':
-    chain.append(optax.adamw(schedule, b1=optimizer_cfg.b1, b2=optimizer_cfg.b2,
-                             eps=optimizer_cfg.eps, weight_decay=wd,
+    chain.append(optax.sgd(schedule, momentum=spec.momentum or None, nesterov=spec.nesterov))
+  elif spec.name == 'adamw':
+    chain.append(optax.adamw(schedule, b1=spec.b1, b2=spec.b2, eps=spec.eps, weight_decay=wd,
                              mask=weight_decay_mask))
   else:
-    raise ValueError(f'optimizer.name: unknown optimiser {name!r}; expected one of {OPTIMIZERS}')
-  decay = optimizer_cfg.get('layer_decay', 1.0)
-  if decay is not None and float(decay) < 1.0:
-    chain.append(layer_decay_lib.scale_by_layer_decay(float(decay)))
+    raise ValueError(f'optimizer.name: unknown optimiser {spec.name!r}; expected one of {OPTIMIZERS}')
+  if spec.layer_decay < 1.0:
+    chain.append(layer_decay_lib.scale_by_layer_decay(spec.layer_decay))
   return optax.chain(*chain)

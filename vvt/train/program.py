@@ -1,18 +1,18 @@
 """What a run computes, built once for every command that compiles a step.
 
-  program = build_program(config, mesh, num_train_videos=n)   # vvt train, vvt memory, benchmarks
-  program = build_program(config, mesh)                       # vvt eval, predict, attention: no optimiser
+  program = build_program(run, mesh, num_train_videos=n)   # vvt train, vvt memory, benchmarks
+  program = build_program(run, mesh)                       # vvt eval, predict, attention: no optimiser
   program.eval_step(params, batch) -> (scores, passthrough)
   program.training.step(state, batch) -> (state, metrics, status)
   program.abstract_params(), program.abstract_state(), program.init_state(rng)
 
-The run config is read here, once: the model (`vvt.models.build(config.model, backend=platform)`), the
-input clip (`model_state.ClipShape`), the logical axis rules of `config.mesh.logical_rules` (what the batch,
-heads and MLP units are sharded over: the batch's sharding, the tensor-parallel specs, and the rules the steps are
-traced under, whenever jax traces them), the shardings of `config.mesh`'s rules on `mesh`, the steps'
-settings (`steps.TrainSettings` / `steps.EvalSettings`) and, for training, the optimiser and its schedule
-over `steps_per_epoch = ceil(num_train_videos / batch_size)` (also with `dataset.repeated_augmentation` = N:
-an epoch is as many clips as videos, num_train_videos / N of them distinct, as DeiT counts) and
+`run` is the run's RunSpec (`vvt.config.run_spec`: the config resolved once). From it: the model
+(`vvt.models.build(run.model, backend=platform)`), the input clip (`model_state.ClipShape`), the logical axis rules
+of `run.mesh` (what the batch, heads and MLP units are sharded over: the batch's sharding, the tensor-parallel
+specs, and the rules the steps are traced under, whenever jax traces them), the shardings of its rules on `mesh`,
+the steps' settings (`steps.TrainSettings` / `steps.EvalSettings`) and, for training, the optimiser and its
+schedule over `steps_per_epoch = ceil(num_train_videos / batch_size)` (also with `dataset.repeated_augmentation` =
+N: an epoch is as many clips as videos, num_train_videos / N of them distinct, as DeiT counts) and
 `total_steps` (`num_train_steps` when set, else `num_epochs` epochs); with `optimizer.ema_decay` > 0 the
 state keeps an EMA of the params (`vvt.train.ema`). The jitted steps compile on their first call (or
 `.lower(...).compile()`).
@@ -33,12 +33,12 @@ from vvt.train import steps as steps_lib
 @dataclasses.dataclass(frozen=True)
 class Training:
   """What training adds to a program: the optimiser, its schedule and step counts, the train step."""
-  tx: Any                  # optax.GradientTransformation of config.optimizer
-  schedule: Callable       # step -> learning rate (config.schedule)
+  tx: Any                  # optax.GradientTransformation of run.optimizer
+  schedule: Callable       # step -> learning rate (run.schedule)
   num_train_videos: int
   steps_per_epoch: int
   total_steps: int
-  shardings: Any           # TrainState of NamedSharding (config.mesh rules)
+  shardings: Any           # TrainState of NamedSharding (run.mesh rules)
   step: Callable           # jitted (state, batch) -> (state, metrics, status)
   ema_decay: float = 0.0   # optimizer.ema_decay: > 0, the state keeps an EMA of the params (vvt.train.ema)
 
@@ -53,10 +53,10 @@ class Program:
   module: Any
   mesh: jax.sharding.Mesh
   clip: model_state.ClipShape
-  param_shardings: Any      # params of NamedSharding (config.mesh rules)
+  param_shardings: Any      # params of NamedSharding (run.mesh rules)
   eval_settings: steps_lib.EvalSettings
   eval_step: Callable       # jitted (params, batch) -> (scores, passthrough)
-  logical_rules: tuple      # config.mesh.logical_rules, complete: ((logical name, mesh axes), ...)
+  logical_rules: tuple      # run.mesh.logical_rules, complete: ((logical name, mesh axes), ...)
   training: Optional[Training] = None
 
   @property
@@ -105,14 +105,15 @@ def total_steps(num_train_steps: int, num_epochs: float, epoch_steps: int) -> in
   return max(1, int(math.ceil(num_epochs * epoch_steps)))
 
 
-def build_training(config, module, clip: model_state.ClipShape, mesh, num_train_videos: int) -> Training:
-  """The optimiser and schedule of `config` for a training set of `num_train_videos`, and the train step."""
-  epoch_steps = steps_per_epoch(num_train_videos, int(config.batch_size))
-  total = total_steps(int(config.num_train_steps), float(config.num_epochs), epoch_steps)
-  schedule = optimizers.make_schedule(config.schedule, total, epoch_steps)
-  tx = optimizers.make_optimizer(config.optimizer, schedule)
-  shardings = model_state.state_shardings(module, config, tx, mesh)  # rule errors: here
-  settings = steps_lib.TrainSettings.of(config)
+def build_training(run, module, clip: model_state.ClipShape, mesh, num_train_videos: int) -> Training:
+  """The optimiser and schedule of RunSpec `run` for a training set of `num_train_videos`, and the train step."""
+  epoch_steps = steps_per_epoch(num_train_videos, run.batch_size)
+  total = total_steps(run.num_train_steps, run.num_epochs, epoch_steps)
+  schedule = optimizers.make_schedule(run.schedule, total, epoch_steps)
+  tx = optimizers.make_optimizer(run.optimizer, schedule)
+  settings = steps_lib.TrainSettings.of(run)
+  ema = settings.ema_decay > 0
+  shardings = model_state.state_shardings(module, clip, tx, mesh, run.mesh, ema=ema)  # rule errors: here
   step = steps_lib.jit_train_step(
       steps_lib.train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings,
       settings.logical_rules)
@@ -120,23 +121,23 @@ def build_training(config, module, clip: model_state.ClipShape, mesh, num_train_
                   total_steps=total, shardings=shardings, step=step, ema_decay=settings.ema_decay)
 
 
-def build_program(config, mesh, *, num_train_videos: Optional[int] = None,
+def build_program(run, mesh, *, num_train_videos: Optional[int] = None,
                   platform: Optional[str] = None) -> Program:
-  """The program of run config `config` on `mesh`.
+  """The program of `run` (a RunSpec, `vvt.config.run_spec`) on `mesh`.
 
   num_train_videos: the training set's size; given, the program trains (`training`: optimiser, schedule,
   state shardings, train step), else it only evaluates. platform: what the steps are compiled for
   ('tpu', 'gpu', 'cpu'; None: jax's default backend), which `model.attention_impl='auto'` chooses for.
   """
-  module = model_state.build_model(config, backend=platform)
-  clip = model_state.ClipShape.of(config)
+  module = model_state.build_model(run.model, backend=platform)
+  clip = model_state.ClipShape.of(run)
   training = None
   if num_train_videos is not None:
-    training = build_training(config, module, clip, mesh, num_train_videos)
+    training = build_training(run, module, clip, mesh, num_train_videos)
     param_shardings = training.shardings.params
   else:
-    param_shardings = model_state.param_shardings(module, config, mesh)  # rule errors: here
-  eval_settings = steps_lib.EvalSettings.of(config)
+    param_shardings = model_state.param_shardings(module, clip, mesh, run.mesh)  # rule errors: here
+  eval_settings = steps_lib.EvalSettings.of(run)
   eval_step = steps_lib.jit_eval_step(steps_lib.eval_step_fn(module, eval_settings), mesh, param_shardings,
                                       eval_settings.logical_rules)
   return Program(module=module, mesh=mesh, clip=clip, param_shardings=param_shardings,

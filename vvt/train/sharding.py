@@ -1,8 +1,8 @@
-"""Parameter and optimiser-state shardings of a JAX mesh, from the specs of `config.mesh` (vvt.config.sharding:
-its rules, fsdp_min_size and logical axis rules).
+"""Parameter and optimiser-state shardings of a JAX mesh, from a run's MeshSpec (vvt.config.sharding: its rules,
+fsdp_min_size and logical axis rules).
 
-  shardings = state_shardings(abstract_state, mesh, config.mesh)   # TrainState of NamedSharding
-  params_shardings = param_shardings(params, mesh, config.mesh)
+  shardings = state_shardings(abstract_state, mesh, run.mesh)   # TrainState of NamedSharding
+  params_shardings = param_shardings(params, mesh, run.mesh)
 
 The axes, the rules and each parameter's partition spec are computed without JAX in `vvt.config.sharding`;
 this module reads the parameter paths and shapes of a pytree and makes the NamedShardings.
@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from vvt.config.sharding import DEFAULT_MIN_SIZE, follow, logical_rules_of, param_specs
+from vvt.config.sharding import MeshSpec, follow, param_specs
 from vvt.train import mesh as mesh_lib
 
 
@@ -26,13 +26,10 @@ def flat_shapes(tree) -> dict:
   return {path_str(p): tuple(x.shape) for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
-def _options(mesh_cfg) -> dict:
-  """param_specs' options of `config.mesh`: its rules, fsdp_min_size and logical rules."""
-  logical_rules = logical_rules_of(mesh_cfg)
-  if mesh_cfg is None:
-    return dict(rules=(), min_size=DEFAULT_MIN_SIZE, logical_rules=logical_rules)
-  return dict(rules=mesh_cfg.get('rules', ()) or (), min_size=int(mesh_cfg.get('fsdp_min_size', DEFAULT_MIN_SIZE)),
-              logical_rules=logical_rules)
+def specs_of(params, mesh, mesh_spec: MeshSpec) -> dict:
+  """{path: spec tuple} of `params` (arrays or shapes) on `mesh` by the rules of `mesh_spec` (vvt.config.sharding)."""
+  return param_specs(flat_shapes(params), mesh_lib.axis_sizes(mesh), rules=mesh_spec.rules,
+                     min_size=mesh_spec.fsdp_min_size, logical_rules=mesh_spec.logical_rules)
 
 
 def tree_shardings(tree, mesh, specs: Mapping[str, tuple]) -> Any:
@@ -41,16 +38,15 @@ def tree_shardings(tree, mesh, specs: Mapping[str, tuple]) -> Any:
       lambda p, x: NamedSharding(mesh, P(*follow(path_str(p), len(x.shape), specs))), tree)
 
 
-def param_shardings(params, mesh, mesh_cfg=None) -> Any:
-  """NamedShardings of `params` (a pytree of arrays or shapes) on `mesh` by `config.mesh`'s rules."""
-  specs = param_specs(flat_shapes(params), mesh_lib.axis_sizes(mesh), **_options(mesh_cfg))
-  return tree_shardings(params, mesh, specs)
+def param_shardings(params, mesh, mesh_spec: MeshSpec) -> Any:
+  """NamedShardings of `params` (a pytree of arrays or shapes) on `mesh` by the rules of `mesh_spec`."""
+  return tree_shardings(params, mesh, specs_of(params, mesh, mesh_spec))
 
 
-def state_shardings(abstract_state, mesh, mesh_cfg=None) -> Any:
-  """A TrainState of NamedShardings: params by the rules, opt state and EMA params following them, the rest
-  replicated."""
-  specs = param_specs(flat_shapes(abstract_state.params), mesh_lib.axis_sizes(mesh), **_options(mesh_cfg))
+def state_shardings(abstract_state, mesh, mesh_spec: MeshSpec) -> Any:
+  """A TrainState of NamedShardings: params by the rules of `mesh_spec`, opt state and EMA params following them,
+  the rest replicated."""
+  specs = specs_of(abstract_state.params, mesh, mesh_spec)
   rep = NamedSharding(mesh, P())
   return abstract_state.replace(
       step=rep, rng=rep, params=tree_shardings(abstract_state.params, mesh, specs),

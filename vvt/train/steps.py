@@ -10,8 +10,8 @@ normalise them on the device (`vvt.data.transforms.normalization`). Per-step ran
 `fold_in(state.rng, state.step)`, so a resumed run draws exactly the same
 dropout / stochastic-depth / mixup masks as an uninterrupted one.
 
-The steps read the run config through `TrainSettings` / `EvalSettings` (the fields they use, resolved
-once); `vvt.train.program` builds and jits them for every command.
+The steps read a run's specs (`vvt.config.run_spec.RunSpec`) through `TrainSettings` / `EvalSettings` (the fields
+they use); `vvt.train.program` builds and jits them for every command.
 """
 import dataclasses
 import functools
@@ -23,7 +23,6 @@ import optax
 from clu import metrics as clu_metrics
 from jax.sharding import NamedSharding
 
-from vvt.config.sharding import logical_rules_of
 from vvt.data.transforms import normalization
 from vvt.models import axes as logical_axes
 from vvt.train import ema as ema_lib
@@ -32,12 +31,11 @@ from vvt.train import mesh as mesh_lib
 from vvt.train.state import TrainState
 
 
-def heads_of(model_cfg) -> dict:
-  """{head: num_classes}; a single-head model has the head ''."""
-  nc = model_cfg.num_classes
-  if isinstance(nc, Mapping) or hasattr(nc, 'items'):
-    return {str(k): int(v) for k, v in nc.items()}
-  return {'': int(nc)}
+def heads_of(model) -> dict:
+  """{head: num_classes} of a ModelSpec (its num_classes: an int, or (head, classes) pairs); a single-head model
+  has the head ''."""
+  nc = model.num_classes
+  return {'': nc} if isinstance(nc, int) else dict(nc)
 
 
 def metric_name(head: str, base: str = 'accuracy') -> str:
@@ -49,23 +47,22 @@ def metric_name(head: str, base: str = 'accuracy') -> str:
 
 @dataclasses.dataclass(frozen=True)
 class EvalSettings:
-  """What the eval step reads of a run config."""
+  """What the eval step reads of a run's specs."""
   heads: Mapping[str, int]  # {head: num_classes}, '' for a single head
   normalization: str        # dataset.normalization of the uint8 pixels
   average: str              # eval.average: 'logits' | 'softmax' (the scores returned)
-  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (logical_rules_of)
+  logical_rules: tuple      # mesh.logical_rules, complete (a MeshSpec's)
 
   @classmethod
-  def of(cls, config) -> 'EvalSettings':
-    if isinstance(config, cls):
-      return config
-    return cls(heads=heads_of(config.model), normalization=str(config.dataset.normalization),
-               average=str(config.eval.average), logical_rules=logical_rules_of(config.get('mesh')))
+  def of(cls, run) -> 'EvalSettings':
+    """The settings of a RunSpec."""
+    return cls(heads=heads_of(run.model), normalization=run.data.normalization, average=run.eval.average,
+               logical_rules=run.mesh.logical_rules)
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainSettings:
-  """What the train step reads of a run config."""
+  """What the train step reads of a run's specs."""
   heads: Mapping[str, int]  # {head: num_classes}, '' for a single head
   normalization: str        # dataset.normalization of the uint8 pixels
   accumulation_steps: int   # optimizer.accumulation_steps: micro-batches per update
@@ -73,20 +70,17 @@ class TrainSettings:
   mixup_alpha: float        # loss.mixup_alpha (0: no mixup)
   cutmix_alpha: float       # loss.cutmix_alpha (0: no cutmix)
   mix_switch_prob: float    # loss.mix_switch_prob: cutmix's share when both are on
-  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (logical_rules_of)
-  ema_decay: float = 0.0    # optimizer.ema_decay: the EMA of a state that has one (vvt.train.ema)
+  logical_rules: tuple      # mesh.logical_rules, complete (a MeshSpec's)
+  ema_decay: float          # optimizer.ema_decay: the EMA of a state that has one (vvt.train.ema; 0: none)
 
   @classmethod
-  def of(cls, config) -> 'TrainSettings':
-    if isinstance(config, cls):
-      return config
-    return cls(heads=heads_of(config.model), normalization=str(config.dataset.normalization),
-               accumulation_steps=int(config.optimizer.accumulation_steps),
-               label_smoothing=float(config.loss.label_smoothing),
-               mixup_alpha=float(config.loss.mixup_alpha), cutmix_alpha=float(config.loss.cutmix_alpha),
-               mix_switch_prob=float(config.loss.mix_switch_prob),
-               logical_rules=logical_rules_of(config.get('mesh')),
-               ema_decay=ema_lib.decay_of(config.optimizer))
+  def of(cls, run) -> 'TrainSettings':
+    """The settings of a RunSpec."""
+    loss = run.loss
+    return cls(heads=heads_of(run.model), normalization=run.data.normalization,
+               accumulation_steps=run.optimizer.accumulation_steps, label_smoothing=loss.label_smoothing,
+               mixup_alpha=loss.mixup_alpha, cutmix_alpha=loss.cutmix_alpha, mix_switch_prob=loss.mix_switch_prob,
+               logical_rules=run.mesh.logical_rules, ema_decay=run.optimizer.ema_decay)
 
   def mix_options(self) -> dict:
     return dict(mixup_alpha=self.mixup_alpha, cutmix_alpha=self.cutmix_alpha,
@@ -227,12 +221,11 @@ def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
   """`train_step(state, batch) -> (state, metrics, status)` before jit (`jit_train_step`; `vvt.train.program`
   builds the step of a run). `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf.
 
-  settings: `TrainSettings` (or the run config they are read from). batch: 'inputs' uint8 or float
+  settings: `TrainSettings` (of the run's specs). batch: 'inputs' uint8 or float
   (B, T, H, W, 3), 'label' (or 'label/<head>') int32 (B,), 'mask' float32 (B,). `mesh` places the inputs
   and the micro-batches of gradient accumulation (batch dimension over the axes of logical `batch` under
   `settings.logical_rules`, which the step is traced under); `param_shardings` (optional) those of the gradients.
   """
-  settings = TrainSettings.of(settings)
   heads = settings.heads
   rules = settings.logical_rules
   metrics_cls = train_metrics_class(heads)
@@ -276,12 +269,10 @@ def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
 def eval_step_fn(module, settings):
   """`eval_step(params, batch) -> (scores, passthrough)` before jit (see jit_eval_step).
 
-  settings: `EvalSettings` (or the run config they are read from). scores: {head: float32
+  settings: `EvalSettings` (of the run's specs). scores: {head: float32
   (B, num_classes)}, per-view logits (or softmax probabilities when `average == 'softmax'`);
   passthrough: the batch without 'inputs'.
   """
-  settings = EvalSettings.of(settings)
-
   def eval_step(params, batch):
     inputs = normalization.normalize(batch['inputs'], settings.normalization)
     logits = losses.as_head_dict(module.apply({'params': params}, inputs, train=False))

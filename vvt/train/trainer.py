@@ -1,10 +1,10 @@
-"""`train_and_evaluate(config, workdir)`: training with exact resume, in named steps.
+"""`train_and_evaluate(spec, workdir)`: training with exact resume, in named steps.
 
-  run = setup(config, workdir)                    devices, mesh, config and dataset checks, workdir
+  run = setup(spec, workdir)                      devices, mesh, device and dataset checks, workdir
   check_resume_config(run, allow_config_change)   refuse config changes that alter a resumed run
   program = make_program(run)                     `vvt.train.program` for the training set's size:
                                                   model, optimiser, schedule, state shardings
-                                                  (config.mesh rules), jitted steps
+                                                  (mesh rules), jitted steps
   state, data_position = restore_or_init(run, program)
                                                   train-state checkpoint, params-only checkpoint,
                                                   `init_from`, or a fresh init
@@ -18,11 +18,13 @@ damaged steps it skipped to WORKDIR/damaged_checkpoints/. The first SIGINT or SI
 training saves a checkpoint at the step reached and raises `Interrupted` (exit 128 + the signal:
 130, 143); a second one exits at once (see `StopSignals`).
 
-`evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`: an evaluation-only program (the
-model, its abstract params on this mesh's shardings, the jitted eval step). WORKDIR/config.json comes
-from `vvt.config.run_file`. Checkpoints are saved asynchronously (training goes on while they are written) and
-restore onto any mesh: the abstract state carries this run's shardings. The workdir may be a local
-path or a URL (`gs://`).
+`spec` is the run's RunSpec (`vvt.config.run_spec`: the config resolved once; `run.spec` here): every step
+reads its own spec of it, and the config's JSON (`spec.config`) is what WORKDIR/config.json
+(`vvt.config.run_file`), the checkpoints' meta and the resume check hold.
+`evaluate_checkpoint(spec, workdir, step, split)` is `vvt eval`: an evaluation-only program (the
+model, its abstract params on this mesh's shardings, the jitted eval step). Checkpoints are saved
+asynchronously (training goes on while they are written) and restore onto any mesh: the abstract state
+carries this run's shardings. The workdir may be a local path or a URL (`gs://`).
 """
 import dataclasses
 import math
@@ -31,7 +33,7 @@ from typing import Any, Callable, Optional
 import jax
 import orbax.checkpoint as ocp
 
-from vvt.config import resume, run_file, validation
+from vvt.config import resume, run_file, run_spec
 from vvt.data.reading import patterns as data_patterns
 from vvt.train import checkpoints
 from vvt.train import ema as ema_lib
@@ -51,8 +53,8 @@ class NonFiniteLossError(FloatingPointError):
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-  """Where a run happens: its config, devices, workdir, checkpoints and log (silent off chief)."""
-  config: Any
+  """Where a run happens: its specs, devices, workdir, checkpoints and log (silent off chief)."""
+  spec: run_spec.RunSpec
   workdir: str
   mesh: jax.sharding.Mesh
   mngr: ocp.CheckpointManager
@@ -77,29 +79,29 @@ class LoopState:
 # ----------------------------------------------------------------------------- setup
 
 
-def make_mesh(config) -> jax.sharding.Mesh:
-  """Initialises jax.distributed if asked, builds the mesh and validates `config` against it."""
-  mesh_lib.maybe_initialize_distributed(config.distributed)
-  validation.validate(config, len(mesh_lib.mesh_devices(config.mesh)), jax.process_count())
-  return mesh_lib.make_mesh(config.mesh)
+def make_mesh(spec: run_spec.RunSpec) -> jax.sharding.Mesh:
+  """Initialises jax.distributed if asked, builds the mesh and checks the run's batches against it."""
+  mesh_lib.maybe_initialize_distributed(spec.distributed)
+  run_spec.check_devices(spec, len(mesh_lib.mesh_devices(spec.mesh)), jax.process_count())
+  return mesh_lib.make_mesh(spec.mesh)
 
 
-def require_files(dataset_cfg, fields=('train_files', 'eval_files')) -> None:
+def require_files(data, fields=('train_files', 'eval_files')) -> None:
   """A missing dataset path fails before anything compiles, naming the path."""
-  missing = data_patterns.missing_files(dataset_cfg, fields)
+  missing = data_patterns.missing_files(data, fields)
   if missing:
     raise FileNotFoundError(missing[0])
 
 
-def setup(config, workdir: str, log: Callable = print) -> Run:
-  """Devices and mesh, config and dataset checks, the workdir and its checkpoint manager."""
-  mesh = make_mesh(config)
-  require_files(config.dataset)
+def setup(spec: run_spec.RunSpec, workdir: str, log: Callable = print) -> Run:
+  """Devices and mesh, device and dataset checks, the workdir and its checkpoint manager."""
+  mesh = make_mesh(spec)
+  require_files(spec.data)
   is_chief = jax.process_index() == 0
   workdir = checkpoints.abspath(workdir)
   storage.check_workdir(workdir)  # a read-only, unwritable or misplaced workdir: one line, before compiling
-  mngr = checkpoints.manager(workdir, keep=config.checkpoint.keep, async_save=True)
-  return Run(config=config, workdir=workdir, mesh=mesh, mngr=mngr,
+  mngr = checkpoints.manager(workdir, keep=spec.checkpoint.keep, async_save=True)
+  return Run(spec=spec, workdir=workdir, mesh=mesh, mngr=mngr,
              log=log if is_chief else (lambda *a, **k: None), is_chief=is_chief)
 
 
@@ -117,15 +119,14 @@ def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
   """Before resuming a training state: the changes from WORKDIR/config.json (see vvt.config.resume)."""
   if latest_kind(run) != 'train_state':
     return []
-  return resume.check_resume(run_file.load_saved(run.workdir), run.config,
-                                 allow_config_change=allow_config_change, log=run.log)
+  return resume.check_resume(run_file.load_saved(run.workdir), run.spec.config_values,
+                             allow_config_change=allow_config_change, log=run.log)
 
 
 def make_program(run: Run) -> Program:
-  """The training program of `run.config` on the run's mesh, for the training set's size."""
+  """The training program of `run.spec` on the run's mesh, for the training set's size."""
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  return build_program(run.config, run.mesh,
-                       num_train_videos=pipeline.num_videos(run.config.dataset, 'train'))
+  return build_program(run.spec, run.mesh, num_train_videos=pipeline.num_videos(run.spec.data, 'train'))
 
 
 # ----------------------------------------------------------------------------- state
@@ -144,9 +145,9 @@ def _resume(run: Run, state, meta: dict, step: int) -> tuple[state_lib.TrainStat
 
 
 def _init_from(run: Run, params):
-  """`config.init_from` (image-ViT weights) applied to fresh `params`; the report is saved."""
+  """`init_from` (image-ViT weights) applied to fresh `params`; the report is saved."""
   from vvt.convert import image_init  # pylint: disable=g-import-not-at-top
-  params, report = image_init.initialise(params, run.config.init_from, run.config.model)
+  params, report = image_init.initialise(params, run.spec.init_from, run.spec.model)
   run.log(f'[train] init_from report:\n{report}')
   if run.is_chief:
     checkpoints.write_text(checkpoints.join(run.workdir, 'init_from_report.txt'), str(report))
@@ -178,17 +179,17 @@ def load_latest(run: Run, abstract) -> tuple[Optional[int], Optional[dict], Any]
 
 def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, int]:
   """(state, data position): the latest training state of the workdir if there is one;
-  else a fresh init (seed `config.seed`) whose params come from a params-only checkpoint
-  (e.g. converted weights), from `config.init_from`, or stay fresh. Everything is restored or
+  else a fresh init (seed `spec.seed`) whose params come from a params-only checkpoint
+  (e.g. converted weights), from `spec.init_from`, or stay fresh. Everything is restored or
   created directly on the program's training shardings, whatever mesh a checkpoint was written on."""
   latest, meta, loaded = load_latest(run, program.abstract_state())
   if latest is not None and meta['kind'] == 'train_state':
     return _resume(run, loaded, meta, latest)
-  state = program.init_state(jax.random.PRNGKey(run.config.seed))
+  state = program.init_state(jax.random.PRNGKey(run.spec.seed))
   if latest is not None:
     params = loaded
     run.log(f'[train] initialised params from params-only checkpoint step {latest}')
-  elif run.config.init_from is not None:
+  elif run.spec.init_from is not None:
     # init_from reads the params on the host: gather them (every process gets all of them)
     params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params))
     params = jax.device_put(params, program.param_shardings)
@@ -198,10 +199,10 @@ def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, i
 
 
 def log_start(run: Run, program: Program, state) -> None:
-  config, training = run.config, program.training
+  spec, training = run.spec, program.training
   run.log(f'[train] {state_lib.num_params(state.params) / 1e6:.2f}M params, '
           f'{training.num_train_videos} training videos, {training.steps_per_epoch} steps/epoch, '
-          f'{training.total_steps} steps, global batch {config.batch_size} on '
+          f'{training.total_steps} steps, global batch {spec.batch_size} on '
           f'{run.mesh.devices.size} device(s) / {jax.process_count()} process(es), mesh '
           f'{mesh_lib.axis_sizes(run.mesh)}; workdir {run.workdir}')
 
@@ -242,7 +243,7 @@ def _due(step: int, every: int) -> bool:
 
 def train_one_step(run: Run, program: Program, state, batch, loop: LoopState):
   """Dispatches one update; checks the previous one's loss meanwhile. Returns the new state."""
-  gbatch = mesh_lib.global_batch(batch, run.mesh, run.config.batch_size, program.logical_rules)
+  gbatch = mesh_lib.global_batch(batch, run.mesh, run.spec.batch_size, program.logical_rules)
   state, metrics, status = program.training.step(state, gbatch)
   loop.step += 1
   loop.data_position += 1
@@ -261,7 +262,7 @@ def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
   scalars.update(progress.rates(loop.step))
   scalars['epoch'] = loop.step / program.training.steps_per_epoch
   skipped_line = None
-  if run.config.dataset.on_error == 'skip':  # bad records dropped so far, by reason (this process)
+  if run.spec.data.on_error == 'skip':  # bad records dropped so far, by reason (this process)
     scalars.update({f'data_skipped_{k}': float(v) for k, v in errors.error_counts().items()})
     skipped_line = skips.new_skips_line()  # the files and records newly skipped, once each
   train_writer.write_scalars(loop.step, scalars)
@@ -278,7 +279,7 @@ def save_checkpoint(run: Run, state, loop: LoopState) -> None:
   (each host writes its own shards); the step directory appears when the write has committed.
   """
   _check_pending(run, loop)
-  checkpoints.save_state(run.mngr, state, data_position=loop.data_position, config=run.config,
+  checkpoints.save_state(run.mngr, state, data_position=loop.data_position, config=run.spec.config_values,
                          wait=False)
   loop.last_saved = loop.step
 
@@ -287,11 +288,10 @@ def run_eval(run: Run, program: Program, params, step: int, eval_writer, weights
              extra: Optional[dict] = None) -> dict:
   """Multi-view evaluation on `eval.split`; the chief writes the results and eval scalars (with `extra`;
   no scalars without `eval_writer`). `weights` ('ema' | 'raw' | 'params', `vvt.train.ema`) names the params."""
-  split = run.config.eval.split
+  split = run.spec.eval.split
   if weights != 'params':
     run.log(f'[eval] {weights} params')
-  res, agg = evaluate_lib.evaluate(program.eval_step, params, run.config, run.mesh,
-                                   split=split, log=run.log)
+  res, agg = evaluate_lib.evaluate(program, params, run.spec.data, run.spec.eval, split=split, log=run.log)
   res.update(weights=weights, **(extra or {}))
   if run.is_chief:
     path = evaluate_lib.write_results(run.workdir, step, ema_lib.results_split(split, weights), res, agg)
@@ -308,7 +308,7 @@ def run_eval(run: Run, program: Program, params, step: int, eval_writer, weights
 def _interruptible_eval(run: Run, program: Program, state, loop: LoopState, eval_writer,
                         stop: Optional[StopSignals]) -> None:
   """A periodic evaluation that a first signal ends at once (the state is saved, then exit)."""
-  params, weights = ema_lib.choose(state.params, state.ema_params, run.config.eval.get('raw_params', False))
+  params, weights = ema_lib.choose(state.params, state.ema_params, run.spec.eval.raw_params)
   if stop is None or jax.process_count() > 1:
     run_eval(run, program, params, loop.step, eval_writer, weights)
     return
@@ -328,7 +328,7 @@ def stop_requested(run: Run, stop: Optional[StopSignals], step: int) -> bool:
     return False
   if jax.process_count() == 1:
     return stop.signum is not None
-  if not _due(step, run.config.log_every_steps):
+  if not _due(step, run.spec.log_every_steps):
     return False
   from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -357,15 +357,15 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
   (during a periodic evaluation: at once, the state is that of the step before it).
   """
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  config, total = run.config, program.training.total_steps
+  spec, total = run.spec, program.training.total_steps
   it = pipeline.make_train_iterator(
-      config.dataset, global_batch_size=config.batch_size, seed=config.seed,
+      spec.data, global_batch_size=spec.batch_size, seed=spec.seed,
       start_step=data_position, process_index=jax.process_index(),
-      process_count=jax.process_count(), class_names=config.get('class_names'))
+      process_count=jax.process_count())
   first = int(jax.device_get(state.step))
   loop = LoopState(step=first, data_position=data_position,
                    last_saved=first if data_position else None)
-  progress = metrics_lib.Progress(total, first, config.batch_size, enabled=run.is_chief)
+  progress = metrics_lib.Progress(total, first, spec.batch_size, enabled=run.is_chief)
   if stop is not None:
     stop.deferred, stop.starting = True, False
   while loop.step < total:
@@ -373,15 +373,15 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
     if loop.step == first + 1:
       _check_pending(run, loop)  # waits for compilation
       progress.start(loop.step)
-    if _due(loop.step, config.log_every_steps) or loop.step == total:
+    if _due(loop.step, spec.log_every_steps) or loop.step == total:
       log_train_metrics(run, program, loop, writers[0], progress)
-    if _due(loop.step, config.checkpoint.every_steps) or loop.step == total:
+    if _due(loop.step, spec.checkpoint.every_steps) or loop.step == total:
       save_checkpoint(run, state, loop)
     if stop_requested(run, stop, loop.step):
       raise save_and_stop(run, state, loop, stop.signum)
     if 0 < stop_after_step <= loop.step:
       return state, loop.step, True
-    if _due(loop.step, config.eval.every_steps) and loop.step != total:
+    if _due(loop.step, spec.eval.every_steps) and loop.step != total:
       _interruptible_eval(run, program, state, loop, writers[1], stop)
   if stop is not None:
     stop.deferred = False
@@ -413,9 +413,9 @@ def final_evaluation(run: Run, program: Program, writers, state, step: int) -> d
   return {**results, 'step': step, 'workdir': run.workdir}
 
 
-def train_and_evaluate(config, workdir: str, *, log: Callable = print,
+def train_and_evaluate(spec: run_spec.RunSpec, workdir: str, *, log: Callable = print,
                        stop_after_step: int = -1, allow_config_change: bool = False) -> dict:
-  """Trains `config` in `workdir` (resuming from its latest checkpoint), then evaluates.
+  """Trains the run of `spec` (a RunSpec) in `workdir` (resuming from its latest checkpoint), then evaluates.
 
   Returns the final multi-view evaluation metrics (plus `step`, `workdir`).
   Resuming with a config that differs from WORKDIR/config.json in a field that changes what
@@ -425,13 +425,13 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
   second exits at once (StopSignals).
   """
   with StopSignals(log) as stop:
-    return _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop)
+    return _train_and_evaluate(spec, workdir, log, stop_after_step, allow_config_change, stop)
 
 
-def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_change, stop):
+def _train_and_evaluate(spec, workdir, log, stop_after_step, allow_config_change, stop):
   stop.check()
-  run = setup(config, workdir, log)
-  watch = peers.watch(config.distributed.heartbeat_timeout_seconds, lambda: _last_checkpoint(run))
+  run = setup(spec, workdir, log)
+  watch = peers.watch(spec.distributed.heartbeat_timeout_seconds, lambda: _last_checkpoint(run))
   failed = True
   try:
     stop.check()
@@ -441,7 +441,7 @@ def _train_and_evaluate(config, workdir, log, stop_after_step, allow_config_chan
     state, data_position = restore_or_init(run, program)
     stop.check()
     if run.is_chief:
-      run_file.write(run.workdir, config)
+      run_file.write(run.workdir, spec.config)
     log_start(run, program, state)
     writers = metrics_lib.make_writers(run.workdir, run.is_chief)
     stop.check()
@@ -500,26 +500,26 @@ def storage_failure(run: Run, error: Exception) -> Optional[storage.WriteError]:
 # ----------------------------------------------------------------------------- vvt eval
 
 
-def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
+def evaluate_checkpoint(spec: run_spec.RunSpec, workdir: str, step: Optional[int] = None,
                         split: Optional[str] = None, log: Callable = print) -> dict:
   """`vvt eval`: multi-view evaluation of a full or params-only checkpoint: its EMA params where it has them
   unless `eval.raw_params` (`vvt.train.ema`; results of the raw params of such a step under `<split>_raw`)."""
-  mesh = make_mesh(config)
-  split = split or config.eval.split
+  mesh = make_mesh(spec)
+  split = split or spec.eval.split
   workdir = checkpoints.abspath(workdir)
   explicit = step
   step = checkpoints.resolve_step(workdir, step)  # first: a wrong --step is the commonest mistake
-  require_files(config.dataset, fields=('eval_files',))
-  program = build_program(config, mesh)  # shardings of this mesh, not the training one
+  require_files(spec.data, fields=('eval_files',))
+  program = build_program(spec, mesh)  # shardings of this mesh, not the training one
   abstract = program.abstract_params()
   # --step N: that step or a one-line error naming the damaged file; latest: the newest intact
-  raw = bool(config.eval.get('raw_params', False))
+  raw = spec.eval.raw_params
   step, (params, weights), _ = checkpoints.load_with_fallback(
       workdir, lambda s: checkpoints.load_eval_params(workdir, s, abstract, raw=raw, verify=False)[::2],
       step=explicit, log=log)
   log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}'
       + ('' if weights == 'params' else f' ({weights} params)'))
-  res, agg = evaluate_lib.evaluate(program.eval_step, params, config, mesh, split=split, log=log)
+  res, agg = evaluate_lib.evaluate(program, params, spec.data, spec.eval, split=split, log=log)
   res['weights'] = weights
   if jax.process_index() == 0:
     path = evaluate_lib.write_results(workdir, step, ema_lib.results_split(split, weights), res, agg)

@@ -1,10 +1,10 @@
 """The DMVR source (`dataset.name='dmvr'`): TFRecord files of `tf.train.SequenceExample`s, one per video.
 
-The files are cfg.train_files for split 'train', cfg.eval_files for any other split (patterns:
+The files are spec.train_files for split 'train', spec.eval_files for any other split (patterns:
 `vvt.data.reading.patterns`), indexed from their record headers (`tfrecord_index`). A host reads its records
 file by file (`read_segment`): where a file's data turns out corrupt, the rest of that file comes as unread rows
 naming the record, its byte and why, and the other files are read on. A record is parsed into its encoded frames
-(feature list `cfg.frames_key`), labels (context `cfg.label_keys`) and id (`cfg.video_id_key`), the format
+(feature list `spec.frames_key`), labels (context `spec.label_keys`) and id (`spec.video_id_key`), the format
 `vvt.data.writing.dmvr_records` writes; its frames are images (`image_frames.ImageFrames`).
 """
 import numpy as np
@@ -20,29 +20,29 @@ from vvt.data.reading import tfrecord_index
 
 
 class DmvrSource:
-  """TFRecord files of DMVR SequenceExamples: cfg.train_files for split
-  'train', cfg.eval_files for any other split (a `vvt.data.reading.source.Source`)."""
+  """TFRecord files of DMVR SequenceExamples: spec.train_files for split
+  'train', spec.eval_files for any other split (a `vvt.data.reading.source.Source`)."""
 
   frames = image_frames.ImageFrames()
 
-  def __init__(self, cfg, split):
-    patterns = cfg.train_files if split == 'train' else cfg.eval_files
+  def __init__(self, spec, split):
+    patterns = spec.train_files if split == 'train' else spec.eval_files
     field = 'train_files' if split == 'train' else 'eval_files'
     if not patterns:
       raise ValueError(f'dataset.{field} is empty: point it at the {split!r} '
                        'TFRecords (a glob or a name like dir/x.tfrecord@16)')
-    files = tfrecord_index.expand_patterns(patterns, cfg.data_dir)
-    self.index = tfrecord_index.index_files(files, cfg.on_error)
+    files = tfrecord_index.expand_patterns(patterns, spec.data_dir)
+    self.index = tfrecord_index.index_files(files, spec.on_error)
     errors.count_truncated_files(self.index.truncated)  # once per file
     self.num_records = self.index.num_records
     self.description = f'{field}={patterns!r}'
     self.files = self.index.files
     self.damaged = self.index.damaged
-    self.heads = labels.label_heads(cfg.label_keys)
-    self.class_names = names.dataset_class_names(cfg)
-    self._frames_key = cfg.frames_key
-    self._video_id_key = cfg.video_id_key
-    self._cycle_length = max(1, int(cfg.cycle_length))
+    self.heads = labels.label_heads(spec.label_keys)
+    self.class_names = names.dataset_class_names(spec)
+    self._frames_key = spec.frames_key
+    self._video_id_key = spec.video_id_key
+    self._cycle_length = max(1, int(spec.cycle_length))
 
   def records(self, lo, hi, shuffle_seed=None):
     """(path, record index in file, global index, serialized, unread) for

@@ -74,9 +74,9 @@ def check(fps) -> None:
     raise ValueError(f'dataset.fps must be a positive number of frames per second, or None, got {fps!r}')
 
 
-def warn_once(cfg, source, process_index: int = 0, stream=None) -> str | None:
+def warn_once(spec, source, process_index: int = 0, stream=None) -> str | None:
   """Prints `mismatch_message` for the data of `source` once per process (first host only); returns it."""
-  fps = cfg.get('fps')
+  fps = spec.fps
   check(fps)
   if fps is None or process_index != 0:
     return None

@@ -28,10 +28,10 @@ def label_heads(label_keys):
   return {'label': keys[0]}
 
 
-def num_classes(cfg, fields):
-  """dict batch field -> number of classes, from `cfg.num_classes` (an int,
+def num_classes(spec, fields):
+  """dict batch field -> number of classes, from `spec.num_classes` (an int,
   or a dict head -> int for multi-head fields 'label/<head>')."""
-  nc = cfg.num_classes
+  nc = spec.num_classes
   out = {}
   for field in fields:
     head = field.split('/', 1)[1] if '/' in field else None

@@ -1,7 +1,7 @@
 """Names of a dataset's classes and videos, for reports and predictions.
 
-    class_names(cfg)          -> tuple of names in label order, or None
-    video_ids(cfg, split)     -> list of str, one per record in global order
+    class_names(spec)          -> tuple of names in label order, or None (spec: a run's DataSpec)
+    video_ids(spec, split)     -> list of str, one per record in global order
 
 Class names come from the dataset's own files when the run config has none:
 a `classes.txt` (one name per line, line i = label i: `vvt data synthetic`,
@@ -10,7 +10,7 @@ a `classes.txt` (one name per line, line i = label i: `vvt data synthetic`,
 evaluation files or in `data_dir`; for a video list (a CSV), its
 `classes.txt` or its labels' set (`video_lists.list_class_names`). Video ids
 are what the source parses (DMVR: the `video_id` context feature,
-`cfg.video_id_key`; a video list: the listed path), or the record's global
+`spec.video_id_key`; a video list: the listed path), or the record's global
 index as text. No TensorFlow at import.
 """
 import json
@@ -24,13 +24,13 @@ from vvt.data.reading import video_lists
 LIST_EXTENSIONS = ('.csv', '.tsv')  # files that are video lists, not records
 
 
-def _candidate_dirs(cfg) -> list:
+def _candidate_dirs(spec) -> list:
   """Directories that may hold the dataset's class list: data_dir and the dirs of its files."""
   dirs = []
-  base = cfg.get('data_dir', '') or ''
+  base = spec.data_dir or ''
   if base and not patterns.is_remote(base):
     dirs.append(base)
-  for p in patterns.resolved_patterns(cfg, ('eval_files', 'train_files')):
+  for p in patterns.resolved_patterns(spec, ('eval_files', 'train_files')):
     if patterns.is_remote(p):
       continue
     m = patterns.SHARDED.match(p)
@@ -72,20 +72,20 @@ def video_list_class_names(path: str) -> Optional[tuple]:
     return None
 
 
-def list_class_names(cfg) -> Optional[tuple]:
+def list_class_names(spec) -> Optional[tuple]:
   """The class names of the dataset's video list (train_files first), or None when its files are not lists."""
-  for p in patterns.resolved_patterns(cfg):
+  for p in patterns.resolved_patterns(spec):
     if is_video_list(p) and os.path.isfile(p):
       return video_list_class_names(p)
   return None
 
 
-def dataset_class_names(cfg) -> Optional[tuple]:
-  """The class names stored with the dataset of `cfg` (dataset section), or None."""
-  listed = list_class_names(cfg)
+def dataset_class_names(spec) -> Optional[tuple]:
+  """The class names stored with the dataset of `spec` (a DataSpec or a dataset section), or None."""
+  listed = list_class_names(spec)
   if listed:
     return listed
-  for d in _candidate_dirs(cfg):
+  for d in _candidate_dirs(spec):
     names = read_class_list(os.path.join(d, 'classes.txt'))
     if names:
       return names
@@ -97,18 +97,16 @@ def dataset_class_names(cfg) -> Optional[tuple]:
   return None
 
 
-def class_names(config, head: str = '') -> Optional[tuple]:
-  """Names of the classes of a run `config`: config.class_names, else the dataset's.
+def class_names(spec, head: str = '') -> Optional[tuple]:
+  """Names of the classes of a run's DataSpec `spec`: its class_names (the run's), else the dataset's.
 
   Multi-head models (a dict num_classes) have no single list: None.
   Names whose count differs from the model's number of classes are ignored.
   """
-  nc = config.get('num_classes')
+  nc = spec.num_classes
   if head or hasattr(nc, 'items'):
     return None
-  names = config.get('class_names')
-  if not names and config.get('dataset') is not None:
-    names = dataset_class_names(config.dataset)
+  names = spec.class_names or dataset_class_names(spec)
   if names and nc and len(names) != int(nc):
     return None
   return tuple(names) if names else None
@@ -119,12 +117,12 @@ def label_names(names: Optional[Sequence[str]], num_classes: int) -> list:
   return list(names) if names else [str(i) for i in range(num_classes)]
 
 
-def video_ids(cfg, split: str) -> list:
+def video_ids(spec, split: str) -> list:
   """The id of every record of `split` in global order (a record without one, or that cannot be read: its
   index; all indices when the split cannot be read)."""
   ids = []
   try:
-    source = registry.make_source(cfg, split)
+    source = registry.make_source(spec, split)
     ids = [str(i) for i in range(source.num_records)]
     if not ids:
       return ids

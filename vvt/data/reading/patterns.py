@@ -42,10 +42,10 @@ def resolve(pattern: str, data_dir: str = '') -> str:
   return pattern
 
 
-def resolved_patterns(cfg, fields=('train_files', 'eval_files')) -> list:
-  """The patterns of the dataset section's `fields`, in order, each resolved against `cfg.data_dir`."""
-  base = cfg.get('data_dir', '') or ''
-  return [resolve(p, base) for field in fields for p in split_patterns(cfg.get(field))]
+def resolved_patterns(spec, fields=('train_files', 'eval_files')) -> list:
+  """The patterns of the dataset section's `fields`, in order, each resolved against `spec.data_dir`."""
+  base = spec.data_dir or ''
+  return [resolve(p, base) for field in fields for p in split_patterns(getattr(spec, field))]
 
 
 def local_matches(pattern):
@@ -56,18 +56,18 @@ def local_matches(pattern):
   return sorted(glob.glob(pattern))
 
 
-def missing_files(cfg, fields=('train_files', 'eval_files')) -> list[str]:
+def missing_files(spec, fields=('train_files', 'eval_files')) -> list[str]:
   """One line per dataset files field that matches nothing (remote paths and sources without files are left to
   the reader)."""
   out = []
-  if not registry.reads_files(cfg.get('name')):
+  if not registry.reads_files(spec.name):
     return out
   for field in fields:
-    pats = split_patterns(cfg.get(field))
+    pats = split_patterns(getattr(spec, field))
     if not pats:
       out.append(f'dataset.{field} is empty: set it to the data files (a glob, base@N, or a video list)')
       continue
-    for p in (resolve(p, cfg.get('data_dir', '') or '') for p in pats):
+    for p in (resolve(p, spec.data_dir or '') for p in pats):
       if is_remote(p):
         continue
       if not local_matches(p):

@@ -1,6 +1,6 @@
 """The sources by `dataset.name`: which module reads each, loaded only when a source is made (no TensorFlow here).
 
-    make_source(cfg, split)   -> the `Source` (vvt.data.reading.source) of `split` for cfg.name
+    make_source(spec, split)   -> the `Source` (vvt.data.reading.source) of `split` for spec.name
     SOURCES                   the names `dataset.name` takes (vvt.data.choices, the config validation)
 
 A source is one module with one class that satisfies `vvt.data.reading.source.Source`; adding one is that module,
@@ -43,6 +43,6 @@ def source_class(name):
   return getattr(importlib.import_module(module), cls)
 
 
-def make_source(cfg, split):
-  """The source of `split` ('train' or an eval split) for the dataset section `cfg` (cfg.name)."""
-  return source_class(cfg.name)(cfg, split)
+def make_source(spec, split):
+  """The source of `split` ('train' or an eval split) for the dataset section `spec` (spec.name)."""
+  return source_class(spec.name)(spec, split)

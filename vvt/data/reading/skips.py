@@ -1,6 +1,6 @@
 """What a pass over a split skipped under dataset.on_error='skip', file by file.
 
-    report = skip_report(cfg, split, skipped_indices)   # JSON-ready dict
+    report = skip_report(spec, split, skipped_indices)   # JSON-ready dict
     skip_line(report, split, total)                      # the one console line
 
 Two kinds of skipped videos: records of the index that the pipeline skipped
@@ -35,9 +35,9 @@ def _add(entry, reason, detail, n=1):
     entry['detail'] = detail
 
 
-def skip_report(cfg, split, skipped_indices) -> dict:
+def skip_report(spec, split, skipped_indices) -> dict:
   """The videos of `split` skipped under on_error='skip', by file (see the module doc)."""
-  source = registry.make_source(cfg, split)
+  source = registry.make_source(spec, split)
   noted = errors.skipped_records()
   files = {}
   for g in sorted(int(i) for i in skipped_indices):

@@ -1,6 +1,6 @@
 """The source contract: what every reader of videos provides to the input pipelines.
 
-A source is made by the registry (`vvt.data.reading.registry.make_source(cfg, split)`) from the dataset section
+A source is made by the registry (`vvt.data.reading.registry.make_source(spec, split)`) from the dataset section
 and one split ('train': `train_files`, any other split: `eval_files`, or a TFDS split). Its records are numbered
 0 .. num_records - 1 in one global order; host p of P reads a contiguous range of them
 (`vvt.data.reading.streams.host_range`), so every record has one global index. What it provides:

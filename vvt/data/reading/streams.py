@@ -32,7 +32,7 @@ def host_range(num_records, process_index, process_count):
 
 
 def data_seed(*values):
-  """A 31-bit int from ints (e.g. cfg.seed and the iterator's seed), stable
+  """A 31-bit int from ints (e.g. spec.seed and the iterator's seed), stable
   across runs and platforms."""
   h = 0x9E3779B1
   for v in values:

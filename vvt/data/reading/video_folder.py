@@ -81,11 +81,11 @@ class VideoFiles:
     return video[:, y:y + h, x:x + w]
 
 
-def _lists(cfg, field):
+def _lists(spec, field):
   """The video lists of dataset field `field`, in order (globs sorted), each resolved against data_dir."""
   out = []
-  for pattern in patterns.split_patterns(cfg[field]):
-    pattern = patterns.resolve(pattern, cfg.data_dir)
+  for pattern in patterns.split_patterns(getattr(spec, field)):
+    pattern = patterns.resolve(pattern, spec.data_dir)
     found = patterns.local_matches(pattern)
     if not found:
       raise FileNotFoundError(f'dataset.{field}: no video list matches {pattern!r}')
@@ -111,28 +111,28 @@ def _label_indices(rows, class_names, on_error):
 
 
 class VideoFolderSource:
-  """Video files listed in cfg.train_files for split 'train', cfg.eval_files for any other split (a
+  """Video files listed in spec.train_files for split 'train', spec.eval_files for any other split (a
   `vvt.data.reading.source.Source`)."""
 
   frames = VideoFiles()
   damaged = ()
 
-  def __init__(self, cfg, split):
+  def __init__(self, spec, split):
     field = 'train_files' if split == 'train' else 'eval_files'
-    if not cfg[field]:
+    if not getattr(spec, field):
       raise ValueError(f'dataset.{field} is empty: point it at the {split!r} video list (a CSV of path,label lines)')
-    if hasattr(cfg.label_keys, 'keys'):
+    if hasattr(spec.label_keys, 'keys'):
       raise ValueError("dataset.label_keys: dataset.name='video_folder' reads one label per video (path,label)")
-    self.files = tuple(_lists(cfg, field))
+    self.files = tuple(_lists(spec, field))
     rows = [(where, row, video_lists.video_path(path, os.path.dirname(where)), path, label) for where in self.files
             for row, (path, label, _) in enumerate(video_lists.read_video_list(where))]
     self.num_records = len(rows)
-    self.description = f'{field}={cfg[field]!r}'
+    self.description = f'{field}={getattr(spec, field)!r}'
     self.heads = {'label': LABEL_KEY}
-    self.class_names = names.list_class_names(cfg)
+    self.class_names = names.list_class_names(spec)
     self._lists, self._paths, self._ids = ([r[k] for r in rows] for k in (0, 2, 3))
     self._rows = np.asarray([r[1] for r in rows], np.int64)
-    self._labels = _label_indices([(r[0], r[1], r[4]) for r in rows], self.class_names, cfg.on_error)
+    self._labels = _label_indices([(r[0], r[1], r[4]) for r in rows], self.class_names, spec.on_error)
 
   def records(self, lo, hi, shuffle_seed=None):
     """(list, row in list, global index, {'path', 'id', 'label'}, '') for [lo, hi): in order, or permuted by

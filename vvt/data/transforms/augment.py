@@ -244,22 +244,22 @@ _DRAW_KEYS = ('jitter_on', 'jitter_scale', 'jitter_offset', 'ops', 'signs',
               'box', 'noise', 'aa_index', 'aa_applied', 'aa_signs')
 
 
-def train_clip_fn(cfg):
+def train_clip_fn(spec):
   """fn(window, flip, seed) -> uint8 (T, S, S, 3) tensor, for tf.data: the
-  crop window resized to cfg.image_size and augmented by the ops of
-  `random_draws.train_op_names(cfg)`."""
-  size = int(cfg.image_size)
-  ra = random_draws.randaugment_args(cfg)
+  crop window resized to spec.image_size and augmented by the ops of
+  `random_draws.train_op_names(spec)`."""
+  size = int(spec.image_size)
+  ra = random_draws.randaugment_args(spec)
   level = random_draws.randaugment_level(ra[1]) if ra else 0.0
-  random_draws.train_op_names(cfg)  # validates the augmentation fields now
-  policy = random_draws.autoaugment_args(cfg)
+  random_draws.train_op_names(spec)  # validates the augmentation fields now
+  policy = random_draws.autoaugment_args(spec)
 
   def run(window, flip, *values):
     return make_clip(window, size, bool(flip), dict(zip(_DRAW_KEYS, values)),
                      level, policy)
 
   def fn(window, flip, seed):
-    draws = random_draws.train_draws(cfg, seed, size, size)
+    draws = random_draws.train_draws(spec, seed, size, size)
     clip = tf.numpy_function(run, [window, flip] + [draws[k] for k in _DRAW_KEYS],
                              tf.uint8, stateful=False)
     return tf.ensure_shape(clip, [window.shape[0], size, size, 3])

@@ -43,33 +43,33 @@ def mirror_pairs(names) -> list:
   return [(i, j) for i, j in enumerate(flip_permutation(names)) if i < j]
 
 
-def _check(cfg, heads, names):
+def _check(spec, heads, names):
   if tuple(heads) != ('label',):
     raise ValueError(f'dataset.label_aware_flip works with one label, not the heads {tuple(heads)}')
   if not names:
     raise ValueError('dataset.label_aware_flip needs the class names of the data (class_names, or a classes.txt '
                      'or manifest beside dataset.train_files); none found')
-  if isinstance(cfg.num_classes, int) and len(names) != cfg.num_classes:
-    raise ValueError(f'dataset.label_aware_flip: {len(names)} class names for num_classes={cfg.num_classes}')
+  if isinstance(spec.num_classes, int) and len(names) != spec.num_classes:
+    raise ValueError(f'dataset.label_aware_flip: {len(names)} class names for num_classes={spec.num_classes}')
 
 
-def labels_fn(cfg, heads, names):
-  """fn(labels dict, seed) -> labels with 'label' mirrored where `clips.flip_flag(cfg, seed)` flipped the
+def labels_fn(spec, heads, names):
+  """fn(labels dict, seed) -> labels with 'label' mirrored where `clips.flip_flag(spec, seed)` flipped the
   clip; None when dataset.label_aware_flip is off."""
-  if not cfg.get('label_aware_flip'):
+  if not spec.label_aware_flip:
     return None
-  _check(cfg, heads, names)
+  _check(spec, heads, names)
   table = tf.constant(flip_permutation(names), tf.int32)
 
   def fn(labels, seed):
     label = labels['label']
     mirrored = tf.gather(table, tf.clip_by_value(label, 0, table.shape[0] - 1))
-    return {**labels, 'label': tf.where(clips.flip_flag(cfg, seed), mirrored, label)}
+    return {**labels, 'label': tf.where(clips.flip_flag(spec, seed), mirrored, label)}
   return fn
 
 
-def with_label_aware_flip(mode, cfg, heads, names):
+def with_label_aware_flip(mode, spec, heads, names):
   """The training `mode` (`vvt.data.examples.Mode`) with its labels mirrored for flipped clips, when
   dataset.label_aware_flip is on."""
-  fn = labels_fn(cfg, heads, names)
+  fn = labels_fn(spec, heads, names)
   return mode if fn is None else dataclasses.replace(mode, labels=fn)

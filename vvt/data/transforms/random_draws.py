@@ -59,9 +59,9 @@ RANDAUGMENT_OPS = ('identity', 'auto_contrast', 'equalize', 'rotate', 'solarize'
                    'shear_x', 'shear_y', 'translate_x', 'translate_y')
 
 
-def randaugment_args(cfg):
-  """(num_layers, magnitude) of cfg.randaugment, or None when it is off."""
-  ra = cfg.randaugment
+def randaugment_args(spec):
+  """(num_layers, magnitude) of spec.randaugment, or None when it is off."""
+  ra = spec.randaugment
   if ra is None:
     return None
   get = ra.get if hasattr(ra, 'get') else None
@@ -93,9 +93,9 @@ def randaugment_draws(seed, num_layers):
           tf.stack(signs) if signs else tf.zeros([0]))
 
 
-def autoaugment_args(cfg):
-  """The policy name of cfg.autoaugment, or None when it is off (ValueError naming the field if unknown)."""
-  name = cfg.get('autoaugment')
+def autoaugment_args(spec):
+  """The policy name of spec.autoaugment, or None when it is off (ValueError naming the field if unknown)."""
+  name = spec.autoaugment
   if name is None:
     return None
   autoaugment.policy(name)
@@ -136,27 +136,27 @@ def erasing_noise(seed, box):
   return tf.cast(noise, tf.uint8)
 
 
-def train_op_names(cfg):
+def train_op_names(spec):
   """Names of the training augmentations after the crop, in the order they
   run: ['color_jitter', 'randaugment', 'autoaugment', 'random_erasing'] or fewer, as the
-  config switches them on. (The random flip, `cfg.horizontal_flip`, is done
+  config switches them on. (The random flip, `spec.horizontal_flip`, is done
   on the crop before its resize; normalisation on the device.) Op i is seeded
   by fold_in(seed, 100 + i).
   """
   names = []
-  if cfg.color_jitter > 0:
+  if spec.color_jitter > 0:
     names.append('color_jitter')
-  if randaugment_args(cfg) is not None:
+  if randaugment_args(spec) is not None:
     names.append('randaugment')
-  if autoaugment_args(cfg) is not None:
+  if autoaugment_args(spec) is not None:
     names.append('autoaugment')
-  if cfg.random_erasing > 0:
+  if spec.random_erasing > 0:
     names.append('random_erasing')
   return names
 
 
-def train_draws(cfg, seed, h, w):
-  """Every random number of the ops of `train_op_names(cfg)` for one clip of
+def train_draws(spec, seed, h, w):
+  """Every random number of the ops of `train_op_names(spec)` for one clip of
   (h, w) frames, as a dict of tensors, for `vvt.data.transforms.augment` (op i seeded by
   fold_in(seed, 100 + i)): 'jitter_on', 'jitter_scale' and 'jitter_offset'
   (3, 3) of colour jitter (`jitter_params`); 'ops', 'signs' (num_layers,) of
@@ -164,30 +164,30 @@ def train_draws(cfg, seed, h, w):
   of AutoAugment's sub-policy (`autoaugment_draws`); 'box' [on, y0, x0, height, width] and 'noise'
   (1, height, width, 3) uint8 of random erasing.
   """
-  names = train_op_names(cfg)
+  names = train_op_names(spec)
   seed_of = lambda name: fold_in(seed, 100 + names.index(name))
   out = {}
   if 'color_jitter' in names:
     apply, u = jitter_draws(seed_of('color_jitter'),
-                            float(cfg.color_jitter_prob))
-    scale, offset_scale = jitter_params(u, float(cfg.color_jitter))
+                            float(spec.color_jitter_prob))
+    scale, offset_scale = jitter_params(u, float(spec.color_jitter))
     out['jitter_on'] = apply
     out['jitter_scale'], out['jitter_offset'] = scale, offset_scale
   else:
     out['jitter_on'] = tf.constant(False)
     out['jitter_scale'], out['jitter_offset'] = tf.eye(3), tf.zeros([3, 3])
-  ra = randaugment_args(cfg)
+  ra = randaugment_args(spec)
   out['ops'], out['signs'] = randaugment_draws(
       seed_of('randaugment') if ra else seed, ra[0] if ra else 0)
   if 'autoaugment' in names:
     out['aa_index'], out['aa_applied'], out['aa_signs'] = autoaugment_draws(
-        seed_of('autoaugment'), autoaugment_args(cfg))
+        seed_of('autoaugment'), autoaugment_args(spec))
   else:
     out['aa_index'] = tf.constant(-1, tf.int32)
     out['aa_applied'], out['aa_signs'] = tf.zeros([2], tf.bool), tf.ones([2])
   if 'random_erasing' in names:
     s = seed_of('random_erasing')
-    box = erasing_box(s, h, w, float(cfg.random_erasing))
+    box = erasing_box(s, h, w, float(spec.random_erasing))
     out['box'] = box
     out['noise'] = tf.cond(box[0] > 0, lambda: erasing_noise(s, box),
                            lambda: tf.zeros([1, 0, 0, 3], tf.uint8))

@@ -4,7 +4,7 @@
     stream = WindowStream(source.frames(), window, stride, fps)
     for w in stream: w.index, w.start, w.end (frames [start, end)), w.start_s, w.end_s, w.frames (W, h, w, 3)
     stream.peak                                      the most frames it ever held (<= window)
-    window_views(w.frames, cfg)                      -> uint8 (V, T, S, S, 3): the evaluation views of a window
+    window_views(w.frames, spec)                      -> uint8 (V, T, S, S, 3): the evaluation views of a window
 
 Windows start at frames 0, stride, 2 * stride, ... and hold `window` frames; where the last of those ends before
 the video does, one more window ends at the last frame, so every frame is in a window. Frames come from a
@@ -136,10 +136,10 @@ class WindowStream:
       yield self._make(index, buffer, times)
 
 
-def window_views(frames: np.ndarray, cfg) -> np.ndarray:
+def window_views(frames: np.ndarray, spec) -> np.ndarray:
   """uint8 (V, T, S, S, 3): the evaluation views of a window's frames, as of a video of that many frames."""
-  idx = views.frame_indices(len(frames), cfg)
-  return views.views_from_clips(frames[idx.reshape(-1)], cfg)
+  idx = views.frame_indices(len(frames), spec)
+  return views.views_from_clips(frames[idx.reshape(-1)], spec)
 
 
 def parse_span(text: str, fps: float, what: str) -> int:

@@ -1,0 +1,184 @@
+"""A run config resolved once into frozen, typed specs: what a command hands the code that does the work.
+
+    run = resolve(config)      # a run ConfigDict (loaded, overridden) -> RunSpec; ConfigError naming the field
+
+  run.model        ModelSpec         the resolved model (vvt.models.spec), the one call of `vvt.models.resolve`
+  run.data         DataSpec          (vvt.data.spec: files, sampling, views, augmentation, normalisation, on_error,
+                                     the class names)
+  run.optimizer    OptimizerSpec     run.schedule  ScheduleSpec     run.loss  LossSpec
+  run.eval         EvalSpec          run.checkpoint  CheckpointSpec
+  run.mesh         MeshSpec          (vvt.config.sharding: axes, rules, logical rules, fsdp_min_size, num_devices)
+  run.distributed  DistributedSpec   run.init_from  InitSpec or None (vvt.convert.init_options)
+  run.seed, batch_size, num_epochs, num_train_steps, log_every_steps, num_frames, image_size, class_names
+  run.config       the config's JSON values: what WORKDIR/config.json and a checkpoint's meta hold, and what the
+                   resume check compares (vvt.config.resume)
+
+The ConfigDict stops here: loading, overrides, validation, the saved config.json and the resume check keep it;
+the program builder, the optimiser, the shardings, the data, evaluation, checkpoints and the trainer take their
+spec. `resolve` validates the config (`vvt.config.validation`; the model's check is its resolution) and reads
+every field once, as it is: the defaults are the schema's (`vvt.config.schema`, `vvt.config.dataset`; a config
+file builds on them, and an older config.json gets the fields added since from them, `vvt.config.run_file`), and
+a spec never re-defaults one. `check_devices` adds the checks that need the device count (the mesh's axes, the
+batch splits), once the devices are known. Each spec type lives in the lowest package that reads it; these
+are read by `vvt.train` only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Optional
+
+import ml_collections
+
+from vvt.config import run_file
+from vvt.config import sharding
+from vvt.config import validation
+from vvt.convert import init_options
+from vvt.data.spec import DataSpec
+from vvt.models import spec as model_spec
+
+
+class _Section:
+  """A spec of one section of the config: its same-named fields, each as its field's type (`of`)."""
+
+  @classmethod
+  def of(cls, section, **given):
+    """The spec of a validated `section` (a ConfigDict); `given` values replace the section's."""
+    values = {}
+    for field in dataclasses.fields(cls):
+      value = given[field.name] if field.name in given else section[field.name]
+      kind = {'int': int, 'float': float, 'bool': bool, 'str': str}.get(field.type)
+      values[field.name] = kind(value) if kind is not None else value
+    return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSpec(_Section):
+  """`config.optimizer` (vvt.train.optimizers; ema_decay: vvt.train.ema; layer_decay: vvt.train.layer_decay)."""
+  name: str                  # 'sgd' | 'adamw'
+  momentum: float
+  nesterov: bool
+  b1: float
+  b2: float
+  eps: float
+  weight_decay: float
+  grad_clip_norm: float      # 0: off
+  accumulation_steps: int    # micro-batches per update
+  ema_decay: float           # 0: no EMA of the params (the config's None is 0)
+  layer_decay: float         # 1: off
+
+  @classmethod
+  def of(cls, section, **given):
+    return super().of(section, **{'ema_decay': section.ema_decay or 0.0, **given})
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleSpec(_Section):
+  """`config.schedule`: the learning rate per optimiser step (vvt.train.optimizers.make_schedule)."""
+  name: str                  # 'cosine' | 'step' | 'constant'
+  base_lr: float
+  end_lr: float
+  warmup_epochs: float
+  warmup_steps: int          # >= 0 overrides warmup_epochs
+  decay_epochs: tuple        # of floats, for 'step'
+  decay_factor: float
+
+  @classmethod
+  def of(cls, section, **given):
+    return super().of(section, **{'decay_epochs': tuple(float(e) for e in section.decay_epochs), **given})
+
+
+@dataclasses.dataclass(frozen=True)
+class LossSpec(_Section):
+  """`config.loss`: label smoothing and the mixing of clips (vvt.train.losses)."""
+  label_smoothing: float
+  mixup_alpha: float         # 0: no mixup
+  cutmix_alpha: float        # 0: no cutmix
+  mix_switch_prob: float     # cutmix's share when both are on
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSpec(_Section):
+  """`config.eval`: multi-view evaluation (vvt.train.evaluate)."""
+  batch_size: int            # global, in views
+  average: str               # 'logits' | 'softmax': what is averaged over a video's views
+  every_steps: int           # 0: only at the end of training
+  split: str
+  raw_params: bool           # the raw params where a checkpoint also has EMA ones (vvt.train.ema)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSpec(_Section):
+  """`config.checkpoint`: how often the training state is saved, and how many steps are kept."""
+  every_steps: int
+  keep: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedSpec(_Section):
+  """`config.distributed`: jax.distributed's start (vvt.train.mesh) and the peers' heartbeat (vvt.train.peers)."""
+  initialize: bool
+  coordinator_address: str
+  num_processes: int         # -1: from the environment
+  process_id: int            # -1: from the environment
+  heartbeat_timeout_seconds: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+  """A run config, resolved (see the module doc)."""
+  model: model_spec.ModelSpec
+  data: DataSpec             # the dataset section and the run's class names (vvt.data.spec)
+  optimizer: OptimizerSpec
+  schedule: ScheduleSpec
+  loss: LossSpec
+  eval: EvalSpec
+  checkpoint: CheckpointSpec
+  mesh: sharding.MeshSpec
+  distributed: DistributedSpec
+  init_from: Optional[init_options.InitSpec]
+  seed: int
+  batch_size: int            # global
+  num_epochs: float
+  num_train_steps: int       # > 0 overrides num_epochs
+  log_every_steps: int
+  num_frames: int            # the shared fields: the model's and the data's
+  image_size: int
+  class_names: Optional[tuple]  # names in label order (None: the dataset's, if it has them)
+  config: str = dataclasses.field(repr=False, compare=False)  # the config as JSON text, as config.json holds it
+
+  @property
+  def config_values(self) -> dict:
+    """The config's JSON values (a fresh dict each time): a checkpoint's meta, the resume check."""
+    return json.loads(self.config)
+
+
+def resolve(config: ml_collections.ConfigDict) -> RunSpec:
+  """The RunSpec of run config `config`: validated (ConfigError, one line naming the field), then every field
+  read once. The model is resolved here, once (`vvt.models.resolve`, the model's check)."""
+  model = validation.validate(config)
+  return RunSpec(
+      model=model_spec.spec_of(model),
+      data=DataSpec.of(config.dataset, class_names=config.class_names),
+      optimizer=OptimizerSpec.of(config.optimizer),
+      schedule=ScheduleSpec.of(config.schedule),
+      loss=LossSpec.of(config.loss),
+      eval=EvalSpec.of(config.eval),
+      checkpoint=CheckpointSpec.of(config.checkpoint),
+      mesh=sharding.mesh_spec(config.mesh),
+      distributed=DistributedSpec.of(config.distributed),
+      init_from=None if config.init_from is None else init_options.validate(config.init_from),
+      seed=int(config.seed), batch_size=int(config.batch_size), num_epochs=float(config.num_epochs),
+      num_train_steps=int(config.num_train_steps), log_every_steps=int(config.log_every_steps),
+      num_frames=int(config.num_frames), image_size=int(config.image_size),
+      class_names=None if config.class_names is None else tuple(config.class_names),
+      config=run_file.as_json(config))
+
+
+def check_devices(run: RunSpec, num_devices: int, num_processes: int = 1) -> None:
+  """What `resolve` could not check before the devices were known: the mesh's axes over `num_devices` and the
+  batches over the batch shards and `num_processes` processes. ConfigError naming the field."""
+  axes = sharding.resolve_axes(run.mesh.axes, num_devices)
+  validation.check_batch_split(run.batch_size, run.optimizer.accumulation_steps, run.eval.batch_size,
+                               int(run.data.repeated_augmentation),
+                               validation.batch_shards(axes, run.mesh.logical_rules), num_processes)
