@@ -11,6 +11,7 @@ import torch
 import transformers
 
 from vvt.convert import common, hf_videoprism, hf_vjepa2, video
+from vvt.models import summary
 
 VJEPA2 = {
     'V-JEPA 2 ViT-L/16': dict(),
@@ -66,3 +67,25 @@ def test_videoprism_parameters_equal_transformers(name):
   total, backbone = vvt_counts(fields)
   print(f'{name}: vvt {total:,} (encoder {backbone:,}), transformers {classifier:,} (encoder {encoder:,})')
   assert (total, backbone) == (classifier, encoder)
+
+
+@pytest.mark.parametrize('name,gflops', [('V-JEPA 2 ViT-L/16', 947.3), ('VideoPrism-B', 513.9)])
+def test_vvt_summary_of_the_published_sizes(name, gflops):
+  """`vvt summary`'s figures (vvt.models.summary.summarise) for V-JEPA 2 ViT-L at 16 x 256^2 and VideoPrism-B at
+  16 x 288^2: transformers' parameter count, and the GFLOPs per view of the README's papers table."""
+  if name in VJEPA2:
+    cfg = transformers.VJEPA2Config(num_labels=174, frames_per_clip=16, **VJEPA2[name])
+    fields = hf_vjepa2.model_fields(hf_vjepa2.read_config(cfg.to_dict()), num_frames=16, image_size=256,
+                                    num_classes=174, mlp_dim=4096, pooler_mlp_dim=4096, num_pooler_layers=3)
+    with torch.device('meta'):
+      expected = hf_count(transformers.VJEPA2ForVideoClassification(cfg), skip=('vjepa2.predictor.',))
+  else:
+    cfg = transformers.VideoPrismVisionConfig(num_labels=400, **VIDEOPRISM[name])
+    fields = hf_videoprism.model_fields(hf_videoprism.read_config(cfg.to_dict()), num_frames=16, image_size=288,
+                                        num_classes=400, table_grid=(16, 16, 16))
+    with torch.device('meta'):
+      expected = hf_count(transformers.VideoPrismForVideoClassification(cfg))
+  s = summary.summarise(common.Converted({}, fields, common.Report()).model_config())
+  print(summary.format_summary(name, s))
+  assert s['params'] == expected
+  assert abs(s['gflops'] - gflops) / gflops < 0.005, s['gflops']

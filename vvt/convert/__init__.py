@@ -6,6 +6,7 @@
       image ViT checkpoints (big_vision/AugReg, scenic, HF, timm) into any model family, the papers' strategies.
   export.to_safetensors(params, path) / export.from_safetensors(path)
       vvt params <-> safetensors with '/'-joined names; `vvt export` on top.
-Per-source modules: scenic (ViViT Models 1-4), timesformer (official + HF), xvit, hf_vivit, hf_videomae;
-image (readers); common (safe file loading, layout helpers, the report).
+Per-source modules: scenic (ViViT Models 1-4), timesformer (official + HF), xvit, hf_vivit, hf_videomae, hf_vjepa2,
+hf_videoprism (the last two also write the Hugging Face format back: `to_hf`); image (readers); common (safe file
+loading, layout helpers, the report).
 """
