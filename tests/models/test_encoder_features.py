@@ -31,8 +31,7 @@ def test_new_fields_are_off_by_default():
 
 
 @pytest.mark.parametrize('attention,kw', [('spatiotemporal', VJEPA2_LIKE), ('divided', VJEPA2_LIKE),
-                                          ('space_then_time', VIDEOPRISM_LIKE),
-                                          ('space_then_time', dict(classifier='gap'))])
+                                          ('space_then_time', VIDEOPRISM_LIKE)])
 def test_runs_and_batch_equals_per_example(attention, kw):
   init, apply = jitted(models.build(tiny('vivit', attention, **kw)))
   x = video()
