@@ -238,7 +238,7 @@ def _initialise(params, opts: init_options.InitSpec, model):
                f'central frame: index {t // 2} of {t}, zeros elsewhere (ViViT eq. 9)')
     init.load('embedding/conv/bias', 'embedding/bias')
 
-  if model.attention == 'factorised_encoder':
+  if schemes.get(model.attention).two_encoders:  # ViViT Model 2, VideoPrism: the image ViT is the spatial encoder
     enc, stages, projected, pos_kind, pos_nt = 'spatial_encoder', ('joint',), (False,), 'joint', 1
   else:
     enc, stages, projected, pos_kind, pos_nt = 'encoder', model.stages, model.projected, model.positional_embedding, nt
@@ -302,7 +302,7 @@ def _pos_table_resized(target, value, expected, model, method):
   if not target.endswith('posembed/pos_embedding') or target.startswith(('temporal_encoder/', 'temporal_head/')):
     return None
   nt, nh, nw = model.grid
-  frames = nt if (model.attention != 'factorised_encoder' and model.positional_embedding == 'joint') else 1
+  frames = nt if (not schemes.get(model.attention).two_encoders and model.positional_embedding == 'joint') else 1
   extra = expected[1] - frames * nh * nw
   if extra not in (0, 1) or value.shape[0] != 1 or value.shape[2] != expected[2]:
     return None

@@ -1,4 +1,4 @@
-"""vvt models: `build(config.model)` returns the Flax module of any scheme of ViViT, TimeSformer and X-ViT.
+"""vvt models: `build(config.model)` returns the Flax module of any scheme of ViViT, TimeSformer, X-ViT and VideoPrism.
 
     module = vvt.models.build(cfg)                  # cfg = vvt.models.get_config(family=..., ...), or a ModelSpec
     variables = module.init(rngs, video, train=False)      # video (B, T, H, W, 3)
@@ -23,11 +23,15 @@ def build(model, backend: str | None = None):
   """
   import jax  # pylint: disable=g-import-not-at-top
   from vvt.models import kernels, spec  # pylint: disable=g-import-not-at-top
-  from vvt.models.video_transformer import FactorisedEncoder, VideoTransformer  # pylint: disable=g-import-not-at-top
+  from vvt.models.video_transformer import (  # pylint: disable=g-import-not-at-top
+      FactorisedEncoder, SpaceThenTime, VideoTransformer)
   if not isinstance(model, spec.ModelSpec):
     model = spec.spec_of(resolve(model))
   backend = backend or jax.default_backend()
   kernels.check_backend(model.attention_impl, backend, field='model.attention_impl')
-  if schemes.get(model.attention).two_encoders:
+  scheme = schemes.get(model.attention)
+  if scheme.temporal_over_positions:
+    return SpaceThenTime(model, backend=backend)
+  if scheme.two_encoders:
     return FactorisedEncoder(model, backend=backend)
   return VideoTransformer(model, backend=backend)

@@ -225,14 +225,14 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
   return res, agg
 
 
-def _add_skips(res: dict, dataset_config, split: str) -> Optional[str]:
+def _add_skips(res: dict, data, split: str) -> Optional[str]:
   """Under on_error='skip': every skipped video in `res` (`videos_skipped` counts those the index holds and
   those past the damage of a broken TFRecord file; `skipped_files` and `data_skipped` say where and why);
-  returns the console line naming them, or None when nothing was skipped."""
+  returns the console line naming them, or None when nothing was skipped. `data`: the run's DataSpec."""
   from vvt.data.reading import skips  # pylint: disable=g-import-not-at-top
-  if dataset_config.on_error != 'skip':
+  if data.on_error != 'skip':
     return None
-  report = skips.skip_report(dataset_config, split, res['skipped_video_indices'])
+  report = skips.skip_report(data, split, res['skipped_video_indices'])
   res.update(videos_skipped=report['videos'], data_skipped=report['reasons'], skipped_files=report['files'])
   if not report['videos']:
     return None
