@@ -22,7 +22,7 @@ def test_vvt_train_and_vvt_eval_resolve_the_model_once(tiny_data, tmp_path, monk
   monkeypatch.setattr(model_config, 'resolve', counted)  # vvt.config.validation's
   monkeypatch.setattr(vvt.models, 'resolve', counted)    # vvt.models.build's (a ModelSpec needs none)
   wd = str(tmp_path / 'run')
-  config = ['--config', f'{train_helpers.TINY}:{tiny_data}', '--config.num_train_steps=2',
+  config = ['--config', f'{train_helpers.TINY}:{tiny_data}', '--config.num_train_steps=4',
             '--config.eval.batch_size=8']
   assert train_cli.train_main([*config, '--workdir', wd]) == 0
   assert len(calls) == 1
