@@ -21,6 +21,10 @@ file builds on them, and an older config.json gets the fields added since from t
 a spec never re-defaults one. `check_devices` adds the checks that need the device count (the mesh's axes, the
 batch splits), once the devices are known. Each spec type lives in the lowest package that reads it; these
 are read by `vvt.train` only.
+
+A new section (a task head, a probe, ...) is one frozen dataclass of its fields (a `_Section` reads the
+same-named fields of the section), one RunSpec field and one line in `resolve`; its defaults and checks go to the
+schema and `vvt.config.validation`, as the other sections'.
 """
 from __future__ import annotations
 
