@@ -11,7 +11,7 @@ import pytest
 from tqdm import tqdm
 
 from tests.conftest import REPO
-from tests.progress_lines import without_progress
+from tests.command_output import without_progress
 from vvt import progress
 from vvt.cli import common
 
