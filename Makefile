@@ -21,7 +21,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 
 test: lint
-	$(VENV)/bin/python -m pytest -n 2 -q tests $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n 2 -q --durations=30 tests $(PYTEST_ARGS)
 
 # `make test` with two busy loops beside it (started and ended by .ci/under_load, by pid): a busy machine.
 test-under-load: $(STAMP)
