@@ -87,7 +87,7 @@ def test_help_lists_every_command():
 
 
 def test_a_paper_config_shrinks_on_the_command_line_and_trains(tiny_data, tmp_path):
-  """The README's example: a paper config made a CPU run by overrides, trained and evaluated end to end."""
+  """The example of docs/configs.md: a paper config made a CPU run by overrides, trained and evaluated end to end."""
   res = vvt('train', '--config', VIVIT_B, '--config.runlocal=True', '--workdir', str(tmp_path / 'run'),
             f'--config.dataset.train_files={tiny_data}/train-*-of-*.tfrecord',
             f'--config.dataset.eval_files={tiny_data}/test-*-of-*.tfrecord',
