@@ -40,12 +40,12 @@ def _rss_mib() -> float:
 def _attention_fn(impl: str):
   import jax
   import jax.numpy as jnp
-  from vvt.models import attention
+  from vvt.models import kernels
 
   def loss(q, k, v, w):
     if impl == 'chunked_keys':
-      return jnp.sum(w * attention.chunked_attention(q, k, v, tiling='keys'))
-    return jnp.sum(w * attention.dot_product_attention(q, k, v, impl=impl, backend='cpu'))
+      return jnp.sum(w * kernels.chunked_attention(q, k, v, tiling='keys'))
+    return jnp.sum(w * kernels.dot_product_attention(q, k, v, impl=impl, backend='cpu'))
   return jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
 
 
@@ -114,13 +114,13 @@ def tpu_child(version: str, impl: str) -> dict:
   import jax
   import jax.numpy as jnp
   from jax.experimental import topologies
-  from vvt.models import attention
+  from vvt.models import kernels
   topo = topologies.get_topology_desc(platform='tpu', topology_name=f'{version}:1x1')
   sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
   args = [jax.ShapeDtypeStruct(SHAPE, jnp.float32, sharding=sharding) for _ in range(4)]
 
   def loss(q, k, v, w):
-    return jnp.sum(w * attention.dot_product_attention(q, k, v, impl=impl, backend='tpu'))
+    return jnp.sum(w * kernels.dot_product_attention(q, k, v, impl=impl, backend='tpu'))
   compiled = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2))).lower(*args).compile()
   return dict(case=f'tpu_{version}', impl=impl, temp_mib=compiled.memory_analysis().temp_size_in_bytes / 2 ** 20)
 

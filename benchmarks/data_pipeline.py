@@ -35,10 +35,10 @@ import numpy as np
 
 def write_data(directory, num_videos, num_frames, shards=4):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.data import tfrecord  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import patterns  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
   pattern = os.path.join(directory, f'bench.tfrecord@{shards}')
-  from vvt.data import sources  # pylint: disable=g-import-not-at-top
-  names = sources.shard_names(os.path.join(directory, 'bench.tfrecord'), shards)
+  names = patterns.shard_names(os.path.join(directory, 'bench.tfrecord'), shards)
   if all(os.path.exists(n) for n in names):
     return pattern
   os.makedirs(directory, exist_ok=True)
@@ -55,8 +55,8 @@ def write_data(directory, num_videos, num_frames, shards=4):
         noise = rng.normal(0, 12, shifted.shape)
         img = np.clip(shifted + noise, 0, 255).astype(np.uint8)
         frames.append(tf.io.encode_jpeg(img, quality=90).numpy())
-      records.append(tfrecord.encode_sequence_example(frames, int(v) % 400))
-    tfrecord.write_records(name, records)
+      records.append(dmvr_records.encode_sequence_example(frames, int(v) % 400))
+    dmvr_records.write_records(name, records)
   return pattern
 
 
@@ -85,15 +85,15 @@ def _report(name, result):
 
 def plain_rate(files, batch, steps, warmup):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.data import records, sources  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import dmvr, tfrecord_index  # pylint: disable=g-import-not-at-top
 
   def parse(r):
-    x = records.parse_record(r, 'image/encoded', {'label': 'clip/label/index'}, '')
+    x = dmvr.parse_record(r, 'image/encoded', {'label': 'clip/label/index'}, '')
     frames = tf.gather(x['frames'], tf.range(16) * 2)
     video = tf.map_fn(lambda s: tf.io.decode_jpeg(s, channels=3), frames,
                       fn_output_signature=tf.uint8)
     return tf.image.resize(video[:, 16:240, 58:282], [224, 224]), x['labels']['label']
-  ds = tf.data.Dataset.from_tensor_slices(sources.expand_patterns(files))
+  ds = tf.data.Dataset.from_tensor_slices(tfrecord_index.expand_patterns(files))
   ds = ds.interleave(tf.data.TFRecordDataset, num_parallel_calls=tf.data.AUTOTUNE)
   ds = ds.repeat().map(parse, num_parallel_calls=tf.data.AUTOTUNE)
   ds = ds.batch(batch).prefetch(2)
@@ -118,10 +118,11 @@ def augment_policies(cfg, batch, steps, warmup, rounds=3):
   rounds (the machine's drift hits both alike), one iterator alive at a time
   (closed after its round: no background prefetch in the other's figures);
   the medians."""
-  from vvt.data import pipeline, transforms  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import random_draws  # pylint: disable=g-import-not-at-top
   configs = _augment_configs(cfg)
   for name, c in configs.items():  # the imported vvt runs the policy (not a copy that ignores the field)
-    assert name in transforms.train_op_names(c), (name, transforms.__file__)
+    assert name in random_draws.train_op_names(c), (name, random_draws.__file__)
   results = {name: [] for name in configs}
   for r in range(rounds):
     for name, c in configs.items():
@@ -135,14 +136,14 @@ def augment_ops_only(cfg, clips=200, frames=16, size=224):
   """{name: CPU ms per clip} of the augmentation alone (`augment.augment` on
   one uint8 (16, 224, 224, 3) clip, the draws of `clips` seeds; one thread)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.data import augment, transforms  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import augment, random_draws  # pylint: disable=g-import-not-at-top
   video = np.random.default_rng(0).integers(0, 256, (frames, size, size, 3), dtype=np.uint8)
   out = {}
   for name, c in _augment_configs(cfg).items():
-    ra = transforms.randaugment_args(c)
-    level = transforms.randaugment_level(ra[1]) if ra else 0.0
-    policy = transforms.autoaugment_args(c)
-    draws = [{k: v.numpy() for k, v in transforms.train_draws(c, tf.constant([0, k], tf.int64), size, size).items()}
+    ra = random_draws.randaugment_args(c)
+    level = random_draws.randaugment_level(ra[1]) if ra else 0.0
+    policy = random_draws.autoaugment_args(c)
+    draws = [{k: v.numpy() for k, v in random_draws.train_draws(c, tf.constant([0, k], tf.int64), size, size).items()}
              for k in range(clips)]
     start = _cpu_seconds()
     for d in draws:

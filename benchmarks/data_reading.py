@@ -29,7 +29,7 @@ def write_data(directory, num_videos, num_frames, shards=4):
   """DMVR shards of textured videos; returns the pattern."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.data import tfrecord  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
   names = [os.path.join(directory, f'bench-{i:05d}-of-{shards:05d}.tfrecord') for i in range(shards)]
   pattern = os.path.join(directory, 'bench-*-of-*.tfrecord')
   if all(os.path.exists(n) for n in names):
@@ -43,8 +43,8 @@ def write_data(directory, num_videos, num_frames, shards=4):
       frames = [tf.io.encode_jpeg(np.clip(np.roll(base.numpy(), 3 * t, 1) + rng.normal(0, 10, base.shape),
                                           0, 255).astype(np.uint8), quality=90).numpy()
                 for t in range(num_frames)]
-      recs.append(tfrecord.encode_sequence_example(frames, int(v) % 10, video_id=f'v{v}'))
-    tfrecord.write_records(name, recs)
+      recs.append(dmvr_records.encode_sequence_example(frames, int(v) % 10, video_id=f'v{v}'))
+    dmvr_records.write_records(name, recs)
   return pattern
 
 
@@ -62,11 +62,12 @@ def _timed(items, fn):
 def measure(pattern, epochs):
   """One process's measurements (this checkout's vvt on sys.path)."""
   from vvt.config import dataset as data_config  # pylint: disable=g-import-not-at-top
-  from vvt.data import pipeline, sources  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import registry  # pylint: disable=g-import-not-at-top
   cfg = data_config.get_config()
   cfg.update(train_files=pattern, eval_files=pattern, num_classes=10, num_frames=8, stride=2, image_size=112,
              train_min_resize=128, train_max_resize=144, eval_resize=112, shuffle_buffer=16, prefetch=2)
-  source = sources.make_source(cfg, 'train')
+  source = registry.make_source(cfg, 'train')
   n = source.num_records
   out = {}
   records = source.records(0, n).repeat(epochs)

@@ -161,10 +161,11 @@ def scale_jitter(short_side: int, low: float, high: float) -> dict:
   return dict(train_min_resize=round(short_side * low), train_max_resize=round(short_side * high))
 
 
-# The miniature recipe of the synthetic motion data (vvt/data/synthetic.py): every scheme of the scheme table on
+# The miniature recipe of the synthetic motion data (vvt/data/writing/synthetic.py): every scheme of the scheme table on
 # 2 CPU cores in minutes, in its paper's family (`vvt.models.schemes`), with the fields a scheme needs beyond it.
 SYNTHETIC_FIELDS = {
     'factorised_encoder': dict(temporal_layers=2),
+    'space_then_time': dict(temporal_layers=2),
     'space': dict(positional_embedding='spatial'),
     # No time table for X-ViT either: its mixing (t_w >= 1) is what orders the frames, so t_w = 0 is
     # space-only attention (order-free with 1-frame patches, TA head included); with the sinusoidal table

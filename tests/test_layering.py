@@ -19,12 +19,6 @@ RANKS = (('models',), ('data',), ('convert',), ('config',), ('train',), ('inspec
 LAYERS = tuple(layer for rank in RANKS for layer in rank)
 RANK = {layer: i for i, rank in enumerate(RANKS) for layer in rank}
 NOT_FOR_SCRIPTS = ('train', 'cli')  # what configs/ and experiments/ may not import
-# Modules kept at their old path for existing imports: each only re-exports its new home (which may stand higher).
-COMPAT_ALIASES = {
-    'vvt/train/sweep.py': 'vvt.studies.sweep', 'vvt/train/sweep_runner.py': 'vvt.studies.runner',
-    'vvt/train/results.py': 'vvt.studies.results', 'vvt/train/attention_maps.py': 'vvt.inspection.attention_maps',
-    'vvt/train/attention_plots.py': 'vvt.inspection.attention_plots',
-}
 
 
 def imports_of(path: pathlib.Path) -> set[str]:
@@ -49,22 +43,13 @@ def allowed(layer: str) -> set[str]:
 
 def bad_imports(files, allowed_layers) -> dict:
   return {str(p.relative_to(REPO)): sorted(imports_of(p) - allowed_layers)
-          for p in sorted(files) if imports_of(p) - allowed_layers and str(p.relative_to(REPO)) not in COMPAT_ALIASES}
-
-
-@pytest.mark.parametrize('path', sorted(COMPAT_ALIASES))
-def test_a_compatibility_alias_only_re_exports_its_new_home(path):
-  body = [n for n in ast.parse((REPO / path).read_text()).body
-          if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]  # the docstring
-  assert len(body) == 1 and isinstance(body[0], ast.ImportFrom), path
-  assert body[0].module == COMPAT_ALIASES[path] and [a.name for a in body[0].names] == ['*'], path
+          for p in sorted(files) if imports_of(p) - allowed_layers}
 
 
 @pytest.mark.parametrize('layer', LAYERS)
 def test_a_package_imports_only_the_layers_below_it(layer):
   package = REPO / 'vvt' / layer
-  if not package.is_dir():
-    pytest.skip(f'vvt/{layer} does not exist yet')
+  assert package.is_dir(), f'vvt/{layer} is missing'
   assert bad_imports(package.rglob('*.py'), allowed(layer)) == {}, \
       f'vvt/{layer} may import only {sorted(allowed(layer))}'
 
@@ -95,6 +80,6 @@ def test_vvt_config_imports_without_jax_flax_or_tensorflow():
 
 def test_the_checker_sees_imports_inside_functions(tmp_path):
   module = tmp_path / 'm.py'
-  module.write_text('def f():\n  from vvt.train import checkpoints\n  import vvt.cli.config\n'
+  module.write_text('def f():\n  from vvt.train import checkpoints\n  import vvt.cli.summary\n'
                     '  from vvt import fileio\n')
   assert imports_of(module) == {'train', 'cli', 'fileio'}

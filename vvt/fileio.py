@@ -66,10 +66,6 @@ def atomic_write_text(path: str, text: str) -> None:
   atomic_write(path, lambda f: f.write(text))
 
 
-def atomic_write_bytes(path: str, data: bytes) -> None:
-  atomic_write(path, lambda f: f.write(data), mode='wb')
-
-
 def save_png(path: str, figure, dpi: int = 100) -> None:
   """A matplotlib figure written atomically to `path` as PNG."""
   atomic_write(path, lambda f: figure.savefig(f, format='png', dpi=dpi), mode='wb', suffix='.tmp.png')

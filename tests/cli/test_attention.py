@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vvt.cli import main as vvt_main
-from vvt.data import synthetic
+from vvt.data.writing import synthetic
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, 'tests', 'train'))

@@ -124,7 +124,7 @@ def test_convert_xvit_at_16_frames_with_its_8_row_time_table(tmp_path):
   assert (saved['num_frames'], saved['model']['num_frames'], saved['dataset']['num_frames']) == (16, 16, 16)
   assert saved['model']['time_embedding_rows'] == 8 and saved['model']['mixing']['num_segments'] == 8
   assert 'row t mod 8' in (tmp_path / 'out' / 'convert_report.txt').read_text()
-  from vvt.cli import config as loader  # pylint: disable=g-import-not-at-top
+  from vvt.config import loader  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
   from vvt.models import build  # pylint: disable=g-import-not-at-top
   config = loader.load(str(tmp_path / 'out'), files=(), init=False)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from vvt.cli import main as vvt_main
-from vvt.data import synthetic
-from vvt.data import videos
+from vvt.data.writing import synthetic
+from vvt.data.transforms import views
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, 'tests', 'train'))
@@ -47,11 +47,12 @@ def run_dir(tmp_path_factory, tiny_data):
 def save_fresh_run(wd, config):
   """`config`'s model, freshly initialised, saved in `wd` as a params-only checkpoint (step 3) + config.json."""
   import jax  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints, model_state, run_config  # pylint: disable=g-import-not-at-top
+  from vvt.config import run_file  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints, model_state  # pylint: disable=g-import-not-at-top
   module = model_state.build_model(config)
   params = model_state.init_params(module, config, jax.random.PRNGKey(0))
   checkpoints.save_params(wd, params, step=3, config=config)
-  run_config.write(wd, config)
+  run_file.write(wd, config)
   return wd
 
 
@@ -123,17 +124,18 @@ def test_views_are_the_evaluation_pipelines(tmp_path):
   import cv2  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from vvt.config import dataset as data_config  # pylint: disable=g-import-not-at-top
-  from vvt.data import pipeline, tfrecord  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
   frames = clip(2, n=21, size=48)[:, :, :40]  # landscape 48x40 -> portrait: crops along the height
   (tmp_path / 'f').mkdir()
   for i, f in enumerate(frames):
     cv2.imwrite(str(tmp_path / 'f' / f'{i:03d}.png'), f[..., ::-1])
   pngs = [tf.io.encode_png(f).numpy() for f in frames]
-  tfrecord.write_records(str(tmp_path / 'v.tfrecord'), [tfrecord.encode_sequence_example(pngs, 1)])
+  dmvr_records.write_records(str(tmp_path / 'v.tfrecord'), [dmvr_records.encode_sequence_example(pngs, 1)])
   cfg = data_config.get_config()
   cfg.update(eval_files=str(tmp_path / 'v.tfrecord'), num_classes=4, num_frames=4, stride=2,
              image_size=16, eval_resize=20, num_test_clips=2, num_spatial_crops=3)
   batch = next(pipeline.make_eval_iterator(cfg, global_batch_size=6, process_index=0, process_count=1))
-  mine = videos.load_views(str(tmp_path / 'f'), 'frames', cfg)
+  mine = views.load_views(str(tmp_path / 'f'), 'frames', cfg)
   assert mine.shape == (6, 4, 16, 16, 3)
   np.testing.assert_array_equal(mine, batch['inputs'])

@@ -13,8 +13,8 @@ import pytest
 
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
-from vvt.data import synthetic
-from vvt.data import windows
+from vvt.data.writing import synthetic
+from vvt.data.transforms import windows
 
 NAMES = ('falling', 'rising')  # the data's names: label 0 moves down, 1 up (synthetic classes 0 and 1)
 FPS, SIZE = 8, 32

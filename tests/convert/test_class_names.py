@@ -22,7 +22,7 @@ NAMES = ['abseiling', 'yoga', 'bowling', 'zumba', 'archery']  # id order
 def config(tmp_path_factory):
   """A run config whose data exist (`vvt predict` checks them): a 5-class synthetic set of a few clips (its
   classes.txt: 'down', 'up', ...; the config's class_names: the first 4 of those)."""
-  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
   data = tmp_path_factory.mktemp('synthetic5')
   synthetic.write_synthetic(str(data), num_classes=5, train_clips=5, test_clips=5, num_frames=8, frame_size=24,
                             train_shards=1, test_shards=1)

@@ -12,7 +12,7 @@ from safetensors import safe_open
 import vvt.cli
 import vvt.models
 from tests.conftest import FIXTURES, REPO
-from vvt.cli import config as config_loader
+from vvt.config import loader as config_loader
 from vvt.cli import convert as convert_cli
 from vvt.convert import common, export
 from vvt.train import checkpoints

@@ -13,7 +13,8 @@ import vvt.models
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
 from vvt.config import loader
-from vvt.data import normalization, synthetic, videos
+from vvt.data.transforms import normalization, views
+from vvt.data.writing import synthetic
 from vvt.train import checkpoints
 
 torch = pytest.importorskip('torch')
@@ -55,8 +56,8 @@ def test_an_exported_run_predicts_the_same_classes_in_transformers(tiny_data, tm
   model, info = transformers.TimesformerForVideoClassification.from_pretrained(str(hf), output_loading_info=True)
   assert not any(info.values()), info
   assert model.config.id2label == dict(enumerate(config.class_names))
-  views = np.concatenate([videos.load_views(str(c), 'frames', config.dataset) for c in clips])  # uint8 (4, T, S, S, 3)
-  inputs = np.asarray(normalization.normalize(views, config.dataset.normalization))
+  clip_views = np.concatenate([views.load_views(str(c), 'frames', config.dataset) for c in clips])  # (4, T, S, S, 3)
+  inputs = np.asarray(normalization.normalize(clip_views, config.dataset.normalization))
   with torch.no_grad():
     theirs = model.eval()(torch.from_numpy(inputs).permute(0, 1, 4, 2, 3)).logits.numpy()
   params, _, weights = checkpoints.load_eval_params(str(wd))

@@ -72,7 +72,7 @@ def test_model_fields_from_the_config(converted):
 def test_the_fixed_position_table_is_transformers_and_no_parameter(converted):
   _, conv, z, _ = converted
   m = vvt.models.resolve(conv.model_config())
-  nt, nh, nw = vvt.models.token_grid(m)
+  nt, nh, nw = vvt.models.config.token_grid(m)
   table = embedding.sinusoidal_table(nt * nh * nw, m.hidden_size)
   assert table.shape == z['position_table'].shape
   assert np.abs(table - z['position_table']).max() < 1e-6

@@ -12,7 +12,7 @@ import vvt.models
 from vvt.cli import main as vvt_main
 from vvt.config import loader
 from vvt.convert import common
-from vvt.data import synthetic
+from vvt.data.writing import synthetic
 from vvt.models import summary
 from vvt.train import checkpoints
 

@@ -1,10 +1,13 @@
 """Helpers of the data tests: tiny records and configs."""
 import os
 
+import av
 import numpy as np
 from vvt.config import dataset as data_config
-from vvt.data import synthetic
-from vvt.data import tfrecord
+from vvt.data.writing import dmvr_records
+from vvt.data.writing import synthetic
+
+VIDEO_CLASSES = ['red', 'green', 'blue']  # the classes of the `video_dir` fixture's list
 
 
 def jpeg(frame):
@@ -28,11 +31,11 @@ def write_labelled_files(directory, videos_per_file=(3, 4, 2), num_frames=6,
     records = []
     for _ in range(count):
       label = k % num_classes
-      records.append(tfrecord.encode_sequence_example(
+      records.append(dmvr_records.encode_sequence_example(
           solid_video(20 * label + 10, num_frames), label, video_id=f'v{k}'))
       k += 1
     path = os.path.join(directory, f'{prefix}.tfrecord-{i:05d}-of-{n:05d}')
-    tfrecord.write_records(path, records)
+    dmvr_records.write_records(path, records)
     files.append(path)
   return files
 
@@ -45,3 +48,72 @@ def small_config(train_files='', eval_files='', num_classes=5, **overrides):
                   shuffle_buffer=8, horizontal_flip=False, prefetch=1))
   cfg.update(overrides)
   return cfg
+
+
+def make_video(path, colour, num_frames=10, fps=10, size=(40, 56)):
+  """An mp4 of constant `colour` (RGB), height x width = size."""
+  with av.open(path, 'w') as container:
+    stream = container.add_stream('mpeg4', rate=fps)
+    stream.height, stream.width = size
+    stream.pix_fmt = 'yuv420p'
+    for t in range(num_frames):
+      frame = np.zeros(size + (3,), np.uint8)
+      frame[...] = colour
+      frame[:2, :2] = t  # frames differ a little
+      for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format='rgb24')):
+        container.mux(packet)
+    for packet in stream.encode():
+      container.mux(packet)
+
+
+def write_footage(directory, labels=(0, 1, 2, 0, 1, 2), frames=(10, 12, 14, 9, 16, 11), size=(32, 48), gop=4,
+                  classes=('a', 'b', 'c'), name='train'):
+  """Videos of a smooth picture whose brightness steps by 20 a frame (so the frame of a clip shows in its pixels):
+  DIR/clips/v<i>.mp4 (MPEG-4, a keyframe every `gop` frames), DIR/<name>.csv (`clips/v<i>.mp4,<class name>`) and
+  DIR/classes.txt. Returns the CSV's path."""
+  os.makedirs(os.path.join(directory, 'clips'), exist_ok=True)
+  yy, xx = np.mgrid[0:size[0], 0:size[1]].astype(np.float32)
+  lines = []
+  for i, (label, n) in enumerate(zip(labels, frames)):
+    path = os.path.join(directory, 'clips', f'v{i}.mp4')
+    with av.open(path, 'w') as container:
+      stream = container.add_stream('mpeg4', rate=10)
+      stream.height, stream.width = size
+      stream.pix_fmt, stream.codec_context.gop_size, stream.bit_rate = 'yuv420p', gop, 2_000_000
+      for t in range(n):
+        frame = np.stack([40 + 3 * xx, 40 + 60 * label + 2 * yy, np.full(size, 10 + 20 * t)], -1)
+        data = av.VideoFrame.from_ndarray(np.clip(frame, 0, 255).astype(np.uint8), format='rgb24')
+        for packet in stream.encode(data):
+          container.mux(packet)
+      for packet in stream.encode():
+        container.mux(packet)
+    lines.append(f'clips/v{i}.mp4,{classes[label]}')
+  with open(os.path.join(directory, f'{name}.csv'), 'w') as f:
+    f.write('\n'.join(['path,label'] + lines) + '\n')
+  with open(os.path.join(directory, 'classes.txt'), 'w') as f:
+    f.write('\n'.join(classes) + '\n')
+  return os.path.join(directory, f'{name}.csv')
+
+
+def same_value(a, b):
+  """Whether two numpy rows' values (nests of dicts, bytes, numbers) are equal."""
+  if isinstance(a, dict):
+    return isinstance(b, dict) and a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+  return bool(np.all(np.asarray(a) == np.asarray(b)))
+
+
+def check_source_contract(src):
+  """The `Source` protocol of a source: its attributes, every record once from the range reader, random access =
+  the range reader's row, locate = the row's (source, record). Returns the rows in global order."""
+  from vvt.data.reading import source  # pylint: disable=g-import-not-at-top
+  assert isinstance(src, source.Source) and isinstance(src.frames, source.FrameReader)
+  assert src.num_records > 0 and src.heads and isinstance(src.description, str)
+  rows = sorted(src.records(0, src.num_records).as_numpy_iterator(), key=lambda r: int(r[2]))
+  assert [int(r[2]) for r in rows] == list(range(src.num_records))  # every record once
+  for i, row in enumerate(rows):
+    got = src.record(i)
+    assert isinstance(got, source.Row)
+    assert all(same_value(x, y) for x, y in zip(got, row)), (i, got, row)
+    where, rec = src.locate(i)
+    assert (str(where), int(rec)) == (row[0].decode(), int(row[1]))
+  return rows

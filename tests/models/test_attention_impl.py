@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import vvt.models as models
-from vvt.models import kernels as attention
+from vvt.models import kernels
 from tests.conftest import REPO
 from tests.models.test_models import SCHEMES, randomise, tiny, video
 
@@ -41,15 +41,15 @@ def value_and_grads(fn, q, k, v, w):
 
 
 IMPLS = {
-    'chunked_block_8': lambda q, k, v: attention.chunked_attention(q, k, v, block_size=8),
-    'chunked_default': attention.chunked_attention,  # tiled by queries on the CPU
-    'chunked_keys_block_8': lambda q, k, v: attention.chunked_attention(q, k, v, block_size=8, tiling='keys'),
-    'chunked_keys_default': lambda q, k, v: attention.chunked_attention(q, k, v, tiling='keys'),
-    'chunked_queries_block_8': lambda q, k, v: attention.chunked_attention(q, k, v, block_size=8,
+    'chunked_block_8': lambda q, k, v: kernels.chunked_attention(q, k, v, block_size=8),
+    'chunked_default': kernels.chunked_attention,  # tiled by queries on the CPU
+    'chunked_keys_block_8': lambda q, k, v: kernels.chunked_attention(q, k, v, block_size=8, tiling='keys'),
+    'chunked_keys_default': lambda q, k, v: kernels.chunked_attention(q, k, v, tiling='keys'),
+    'chunked_queries_block_8': lambda q, k, v: kernels.chunked_attention(q, k, v, block_size=8,
                                                                           tiling='queries'),
-    'dot_product': attention.xla_dot_product_attention,
+    'dot_product': kernels.xla_dot_product_attention,
     # the cuDNN path's padding (tokens to a multiple of 64, seq lengths masking it) through jax's XLA kernel
-    'dot_product_padded': lambda q, k, v: attention.xla_dot_product_attention(
+    'dot_product_padded': lambda q, k, v: kernels.xla_dot_product_attention(
         q, k, v, pad_multiple=64, implementation='xla'),
 }
 
@@ -58,7 +58,7 @@ IMPLS = {
 @pytest.mark.parametrize('name', sorted(IMPLS))
 def test_primitive_matches_einsum(name, lq, lk):
   q, k, v, w = qkv(3, lq, lk)
-  ref_out, ref_grads = value_and_grads(attention.einsum_attention, q, k, v, w)
+  ref_out, ref_grads = value_and_grads(kernels.einsum_attention, q, k, v, w)
   out, grads = value_and_grads(IMPLS[name], q, k, v, w)
   assert out.shape == ref_out.shape and np.all(np.isfinite(out))
   assert_close(out, ref_out)
@@ -68,8 +68,8 @@ def test_primitive_matches_einsum(name, lq, lk):
 @pytest.mark.parametrize('tiling', ['keys', 'queries'])
 def test_chunked_keeps_bfloat16_and_accumulates_in_float32(tiling):
   q, k, v, w = (a.astype(jnp.bfloat16) for a in qkv(2, 40, 40))
-  out, grads = value_and_grads(lambda *a: attention.chunked_attention(*a, block_size=16, tiling=tiling), q, k, v, w)
-  ref, ref_grads = value_and_grads(attention.einsum_attention, *(a.astype(jnp.float32) for a in (q, k, v, w)))
+  out, grads = value_and_grads(lambda *a: kernels.chunked_attention(*a, block_size=16, tiling=tiling), q, k, v, w)
+  ref, ref_grads = value_and_grads(kernels.einsum_attention, *(a.astype(jnp.float32) for a in (q, k, v, w)))
   assert out.dtype == jnp.bfloat16 and all(g.dtype == jnp.bfloat16 for g in grads)
   assert float(jnp.abs(out.astype(jnp.float32) - ref).max()) < 2e-2
   for g, r in zip(grads, ref_grads):
@@ -79,21 +79,21 @@ def test_chunked_keeps_bfloat16_and_accumulates_in_float32(tiling):
 def test_chunked_tiling_follows_the_backend_and_refuses_unknown_ones():
   """chunked is tiled by queries for the CPU and by keys elsewhere: the programs differ by their loops' tiles."""
   q, k, v, _ = qkv(1, 600, 600)
-  cpu, gpu = (str(jax.make_jaxpr(lambda *a: attention.chunked_attention(*a, backend=b))(q, k, v))
+  cpu, gpu = (str(jax.make_jaxpr(lambda *a: kernels.chunked_attention(*a, backend=b))(q, k, v))
               for b in ('cpu', 'gpu'))
   assert 'f32[128,600]' in cpu and 'f32[128,600]' not in gpu  # a tile of 128 queries x all keys, one head
   assert 'f32[1,2,600,512]' in gpu and 'f32[1,2,600,512]' not in cpu  # all queries and heads x 512 keys
   assert 'f32[1,2,600,600]' not in cpu + gpu  # never all the scores
   with pytest.raises(ValueError, match='tiling must be'):
-    attention.chunked_attention(q, k, v, tiling='rows')
+    kernels.chunked_attention(q, k, v, tiling='rows')
 
 
 def test_splash_kernel_in_interpret_mode_matches_einsum():
   """The Pallas TPU kernel, run by Pallas' interpreter on CPU: padding to 128 and the segment-id masking."""
   pytest.importorskip('jax.experimental.pallas.ops.tpu.splash_attention')
   q, k, v, w = qkv(1, 130, 131, h=2, d=32)
-  ref_out, ref_grads = value_and_grads(attention.einsum_attention, q, k, v, w)
-  out, grads = value_and_grads(lambda q, k, v: attention.splash_attention(q, k, v, interpret=True), q, k, v, w)
+  ref_out, ref_grads = value_and_grads(kernels.einsum_attention, q, k, v, w)
+  out, grads = value_and_grads(lambda q, k, v: kernels.splash_attention(q, k, v, interpret=True), q, k, v, w)
   assert_close(out, ref_out)
   assert_close(grads, ref_grads)
 
@@ -102,14 +102,14 @@ def test_splash_kernel_in_interpret_mode_matches_einsum():
 def test_only_einsum_has_attention_dropout(impl):
   q, k, v, _ = qkv(1, 8, 8)
   with pytest.raises(ValueError, match=f"attention_impl='{impl}' has no attention dropout"):
-    attention.dot_product_attention(q, k, v, dropout_rate=0.1, dropout_rng=jax.random.key(0),
+    kernels.dot_product_attention(q, k, v, dropout_rate=0.1, dropout_rng=jax.random.key(0),
                                     deterministic=False, impl=impl, backend='tpu')
   with pytest.raises(ValueError, match=f"model.attention_impl='{impl}' has no attention dropout"):
     models.resolve(tiny('vivit', 'spatiotemporal', attention_impl=impl, attention_dropout_rate=0.1))
 
 
 def test_auto_rule():
-  choose = lambda backend, n, dtype=jnp.float32, dropout=False: attention.choose_impl(
+  choose = lambda backend, n, dtype=jnp.float32, dropout=False: kernels.choose_impl(
       'auto', backend=backend, q_len=n, kv_len=n, head_dim=64, dtype=dtype, dropout=dropout)
   for backend in ('cpu', 'gpu', 'tpu'):
     for n in (8, 16, 197, 785, 1023):  # temporal, spatial, TimeSformer local: short groups
@@ -119,7 +119,7 @@ def test_auto_rule():
   assert choose('tpu', 1569) == 'splash'
   assert choose('gpu', 3137, jnp.bfloat16) == 'dot_product'
   assert choose('gpu', 3137, jnp.float32) == 'chunked'  # cuDNN takes half precision only
-  assert attention.choose_impl('chunked', backend='cpu', q_len=8, kv_len=8, head_dim=64, dtype=jnp.float32,
+  assert kernels.choose_impl('chunked', backend='cpu', q_len=8, kv_len=8, head_dim=64, dtype=jnp.float32,
                                dropout=False) == 'chunked'
 
 
@@ -146,8 +146,8 @@ def test_every_scheme_matches_einsum(scheme_case, impls, monkeypatch):
   several tiles and a padded last one in every stage), and dot_product give einsum's logits and gradients:
   Model 4's split heads, X-ViT's shifted K/V and summary tokens, class tokens."""
   family, scheme, kw = scheme_case
-  monkeypatch.setattr(attention, 'CHUNK_SIZE', 4)
-  monkeypatch.setattr(attention, 'QUERY_TILE', 4)
+  monkeypatch.setattr(kernels, 'CHUNK_SIZE', 4)
+  monkeypatch.setattr(kernels, 'QUERY_TILE', 4)
   x = video(b=2)
   w = jax.random.normal(jax.random.key(5), (2, 3))
   cfg = dict(kw, num_layers=1)
@@ -184,7 +184,7 @@ def test_splash_off_tpu_is_a_build_error():
 def test_config_checks_and_command_line_override():
   with pytest.raises(ValueError, match=r"^model.attention_impl must be one of .*did you mean 'chunked'"):
     models.resolve(tiny('vivit', 'spatiotemporal', attention_impl='chunk'))
-  from vvt.cli import config as cli_config
+  from vvt.config import loader as cli_config
   overrides = [('model.attention_impl', 'chunked'), ('model.remat', 'dots_saveable'), ('model.scan_layers', 'True'),
                ('model.param_dtype', 'bfloat16')]
   config = cli_config.load('configs/kinetics400/vivit_b_fe.py', overrides, files=(), init=False)
@@ -204,7 +204,7 @@ def test_splash_runs_per_device_under_a_sharded_mesh():
   code = textwrap.dedent("""
       import jax, jax.numpy as jnp, numpy as np
       from jax.sharding import NamedSharding, PartitionSpec as P
-      from vvt.models import attention
+      from vvt.models import kernels
       from vvt.train import mesh as mesh_lib
       jax.config.update('jax_default_matmul_precision', 'highest')
       mesh = mesh_lib.make_mesh({'axes': {'data': 2, 'model': 2}})
@@ -213,11 +213,11 @@ def test_splash_runs_per_device_under_a_sharded_mesh():
       put = lambda x: jax.device_put(x, NamedSharding(mesh, P('data', None, 'model', None)))
       def loss(fn):
         return jax.jit(jax.value_and_grad(lambda q, k, v: jnp.sum(fn(q, k, v) * w), argnums=(0, 1, 2)))
-      splash = lambda q, k, v: attention.splash_attention(q, k, v, interpret=True)
+      splash = lambda q, k, v: kernels.splash_attention(q, k, v, interpret=True)
       with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
         text = loss(splash).lower(put(q), put(k), put(v)).as_text()
         got = loss(splash)(put(q), put(k), put(v))
-      want = loss(attention.einsum_attention)(q, k, v)
+      want = loss(kernels.einsum_attention)(q, k, v)
       err = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)))
       print('shard_map', 'shard_map' in text or 'manual' in text.lower(), 'err', err < 2e-4)
   """)

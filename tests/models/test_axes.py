@@ -5,12 +5,12 @@ import sys
 import textwrap
 
 from tests.conftest import REPO
-from vvt.models import attention, axes, blocks
-from vvt.train import sharding
+from vvt.config import sharding
+from vvt.models import axes
 
 
 def test_the_trainers_axes_are_the_rules():
-  assert axes.BATCH_AXES == attention.BATCH_AXES == blocks.BATCH_AXES == sharding.DATA_AXES == ('data', 'fsdp')
+  assert axes.BATCH_AXES == axes.batch_axes() == ('data', 'fsdp')
   assert tuple((p, axes.mesh_spec(names)) for p, names in axes.PARAM_AXES) == sharding.TENSOR_PARALLEL
 
 

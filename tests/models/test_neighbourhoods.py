@@ -87,7 +87,7 @@ def test_space_time_mixing_reaches_other_frames_only_through_the_shifted_channel
 
 def test_temporal_shift_channel_roles_and_zero_fill():
   x = jnp.arange(1, T + 1, dtype=jnp.float32)[None, :, None, None] * jnp.ones((1, T, 1, 8))
-  y = np.asarray(attn_lib.temporal_shift(x, window=1, shift_div=4))[0, :, 0]  # (T, C); fold = 2
+  y = np.asarray(groupings.temporal_shift(x, window=1, shift_div=4))[0, :, 0]  # (T, C); fold = 2
   for t in range(T):
     np.testing.assert_array_equal(y[t, 0:2], t + 2 if t + 1 < T else 0)  # from frame t+1
     np.testing.assert_array_equal(y[t, 2:4], t if t > 0 else 0)  # from frame t-1
@@ -108,13 +108,13 @@ def test_space_time_mixing_stays_within_segments(window):
 
 def test_temporal_shift_by_segments_is_the_shift_of_each_segment():
   x = jax.random.normal(jax.random.key(3), (2, T, 3, 8))
-  y = attn_lib.temporal_shift(x, window=1, shift_div=4, num_segments=2)
+  y = groupings.temporal_shift(x, window=1, shift_div=4, num_segments=2)
   for s in range(0, T, 2):
-    np.testing.assert_array_equal(y[:, s:s + 2], attn_lib.temporal_shift(x[:, s:s + 2], window=1, shift_div=4))
-  np.testing.assert_array_equal(attn_lib.temporal_shift(x, window=1, shift_div=4, num_segments=T),
-                                attn_lib.temporal_shift(x, window=1, shift_div=4))
+    np.testing.assert_array_equal(y[:, s:s + 2], groupings.temporal_shift(x[:, s:s + 2], window=1, shift_div=4))
+  np.testing.assert_array_equal(groupings.temporal_shift(x, window=1, shift_div=4, num_segments=T),
+                                groupings.temporal_shift(x, window=1, shift_div=4))
   with pytest.raises(ValueError, match='num_segments=3'):
-    attn_lib.temporal_shift(x, window=1, shift_div=4, num_segments=3)
+    groupings.temporal_shift(x, window=1, shift_div=4, num_segments=3)
 
 
 def test_summary_tokens_are_shared_within_a_segment_only():
@@ -131,11 +131,11 @@ def test_summary_token_lets_every_frame_see_every_frame():
   assert got.all()  # frame 3 reaches frame 0 through its summary token only
 
 
-@pytest.mark.parametrize('stage', attn_lib.STAGES)
+@pytest.mark.parametrize('stage', groupings.STAGES)
 def test_group_ungroup_roundtrip(stage):
   x = jnp.arange(2 * T * NH * NW * 3).reshape(2, T, NH * NW, 3)
-  g = attn_lib.group(x, stage, GRID)
-  np.testing.assert_array_equal(attn_lib.ungroup(g, stage, GRID, 2, T, NH * NW), x)
+  g = groupings.group(x, stage, GRID)
+  np.testing.assert_array_equal(groupings.ungroup(g, stage, GRID, 2, T, NH * NW), x)
 
 
 def test_global_class_token_skips_time_attention_and_joins_space_attention():
@@ -180,6 +180,7 @@ PAPER_STAGES = {
     'local_global': (('local',), ('global',)),
     'axial': (('time',), ('width',), ('height',)),
     'space_time_mixing': (('space',),),  # keys and values shifted in time (tests above)
+    'space_then_time': (('joint',),),  # each of its two encoders (VideoPrism: frames, then every position's times)
 }
 
 
@@ -190,18 +191,31 @@ def test_every_scheme_of_the_table_has_its_papers_stages():
     assert got == PAPER_STAGES[name], name
 
 
+def head_parts(stage):
+  """[(grouping, heads, mask, joins the class token)] of one stage: per head part (`groupings.head_slices`), the
+  (M, M) bool [query, key] pairs of the M = T * N tokens that `groupings.group` puts in one group."""
+  ids = np.arange(T * NH * NW).reshape(1, T, NH * NW)
+  parts = []
+  for grouping, heads in groupings.head_slices(stage, HEADS):
+    index = np.asarray(groupings.group(ids, grouping, GRID))  # (G, L) token indices t * N + n
+    mask = np.zeros((T * NH * NW, T * NH * NW), bool)
+    mask[index[:, :, None], index[:, None, :]] = True
+    parts.append((grouping, heads, mask, groupings.joins_class_token(grouping)))
+  return parts
+
+
 @pytest.mark.parametrize('name', sorted(schemes.SCHEME_TABLE))
 def test_table_groups_are_the_papers_neighbourhoods(name):
-  """`schemes.stage_groups` (NumPy, what attention maps read): each head part's groups are the paper's rule."""
-  scheme = schemes.SCHEME_TABLE[name]
-  for stage in schemes.stage_groups(scheme, GRID, HEADS):
-    masks = schemes.neighbourhood(stage, T * NH * NW)
-    for part, mask in zip(stage.parts, masks):
+  """Each stage of the table's record, grouped as the model groups it: each head part's groups are the paper's
+  rule."""
+  for stage in schemes.SCHEME_TABLE[name].stages_for('space_time'):
+    parts = head_parts(stage)
+    for grouping, _, mask, class_token in parts:
       for i, q in enumerate(COORDS):
-        np.testing.assert_array_equal(mask[i].reshape(T, NH * NW), expected(part.grouping, q),
-                                      err_msg=f'{name} {stage.stage} {part.grouping} query {q}')
-      assert part.class_token == (part.grouping != 'time')
-    assert sum(p.heads.stop - p.heads.start for p in stage.parts) == HEADS
+        np.testing.assert_array_equal(mask[i].reshape(T, NH * NW), expected(grouping, q),
+                                      err_msg=f'{name} {stage} {grouping} query {q}')
+      assert class_token == (grouping != 'time')
+    assert sum(heads.stop - heads.start for _, heads, _, _ in parts) == HEADS
 
 
 def test_attention_order_reverses_only_model_3():

@@ -29,7 +29,7 @@ def test_scan_gives_the_unrolled_logits_and_gradients(case, remat):
   plain = models.build(tiny(family, attention, num_layers=3, **kw))
   scanned = models.build(tiny(family, attention, num_layers=3, scan_layers=True, remat=remat, **kw))
   params = randomise(jax.jit(plain.init)(jax.random.key(0), x)['params'])
-  stacked = layout.to_model_layout(params, scanned.cfg)
+  stacked = layout.to_model_layout(params, scanned.spec)
   assert jax.tree.structure(stacked) == jax.tree.structure(
       jax.eval_shape(scanned.init, jax.random.key(0), x)['params'])
   out, grads = loss_and_grads(plain, params, x, w)

@@ -73,7 +73,7 @@ CONFIG_ROWS = [
 
 @pytest.mark.parametrize('spec,params_m,gflops', CONFIG_ROWS, ids=[r[0] for r in CONFIG_ROWS])
 def test_paper_tables_of_the_configs(spec, params_m, gflops):
-  from vvt.cli import config as loader  # pylint: disable=g-import-not-at-top
+  from vvt.config import loader  # pylint: disable=g-import-not-at-top
   name, _, arg = spec.partition(':')
   s = summarise(loader.load(f'{CONFIGS}/{name}:{arg}', files=(), init=False).model)
   if params_m is not None:

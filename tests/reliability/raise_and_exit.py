@@ -12,14 +12,15 @@ import time
 sys.path.insert(0, __file__.rsplit('/', 2)[0] + '/data')
 from data_helpers import small_config  # pylint: disable=g-import-not-at-top,wrong-import-position
 from vvt.data import pipeline  # pylint: disable=g-import-not-at-top,wrong-import-position
+from vvt.data.reading import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 MODE, PATH = sys.argv[1], sys.argv[2]
 if '--old-iterator' in sys.argv:
   def old_next(self):
     try:
       return next(self._it)
-    except pipeline.errors.TF_READ_ERRORS as e:
-      raise pipeline.errors.as_data_error(e, self._description) from None
+    except errors.TF_READ_ERRORS as e:
+      raise errors.as_data_error(e, self._description) from None
   pipeline.DataIterator.__next__ = old_next
   pipeline.DataIterator.close = lambda self: None
 
@@ -35,7 +36,7 @@ try:
     it = pipeline.make_eval_iterator(cfg, 'test', 8, process_index=0, process_count=1)
     for batch in it:
       pass
-except pipeline.DataError as e:
+except errors.DataError as e:
   print(f'ERROR {time.time():.3f} {e}', flush=True)
   sys.exit(1)
 print('no error', flush=True)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from vvt.data import tfrecord
+from vvt.data.writing import dmvr_records
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -30,9 +30,9 @@ def file_with_bad_record(tmp_path_factory):
     frames = [tf.io.encode_jpeg(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)).numpy() for _ in range(16)]
     if k == 80:
       frames = [f[:30] + b'\x00garbage' * 20 for f in frames]
-    records.append(tfrecord.encode_sequence_example(frames, k % 4))
+    records.append(dmvr_records.encode_sequence_example(frames, k % 4))
   path = str(tmp_path_factory.mktemp('exit') / 'data.tfrecord')
-  tfrecord.write_records(path, records)
+  dmvr_records.write_records(path, records)
   return path
 
 
@@ -71,13 +71,14 @@ def test_vvt_train_data_error_is_one_line_and_prompt(tmp_path):
   """Through the command: a bad training record ends `vvt train` with exit 1 and one line naming it."""
   sys.path.insert(0, os.path.join(REPO, 'tests', 'train'))
   import train_helpers  # pylint: disable=g-import-not-at-top
-  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
   data = train_helpers.write_tiny_dataset(tmp_path / 'data')
   frames = synthetic.render_clip(0, np.random.default_rng(0), 16, 64)
   jpegs = [tf.io.encode_jpeg(f).numpy() for f in frames]
   jpegs[3] = jpegs[3][:30] + b'\x00garbage' * 20
   bad = os.path.join(data, 'train-00001-of-00002.tfrecord')
-  tfrecord.write_records(bad, [tfrecord.encode_sequence_example(jpegs, 1, video_id=f'bad{i}') for i in range(40)])
+  dmvr_records.write_records(bad, [dmvr_records.encode_sequence_example(jpegs, 1, video_id=f'bad{i}')
+                                   for i in range(40)])
   start = time.time()
   proc = subprocess.run([sys.executable, '-m', 'vvt', 'train', '--config', f'{train_helpers.TINY}:{data}',
                          '--workdir', str(tmp_path / 'run'), '--config.num_train_steps=4'],

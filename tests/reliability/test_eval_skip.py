@@ -14,8 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from vvt.cli import train as cli_train
-from vvt.data import synthetic
-from vvt.data import tfrecord
+from vvt.data.writing import synthetic
+from vvt.data.writing import dmvr_records
 
 sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[1] / 'train'))
 import train_helpers as helpers  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
@@ -24,10 +24,10 @@ import train_helpers as helpers  # noqa: E402  pylint: disable=g-import-not-at-t
 def _bad_eval_shard(data_dir):
   frames = synthetic.render_clip(0, np.random.default_rng(0), 16, 64)
   jpegs = [tf.io.encode_jpeg(f).numpy() for f in frames]
-  good = tfrecord.encode_sequence_example(jpegs, 1, video_id='good_extra')
-  bad_label = tfrecord.encode_sequence_example(jpegs, 99, video_id='bad_label')
+  good = dmvr_records.encode_sequence_example(jpegs, 1, video_id='good_extra')
+  bad_label = dmvr_records.encode_sequence_example(jpegs, 99, video_id='bad_label')
   # records follow the existing shard in file order: indices TEST_CLIPS .. TEST_CLIPS + 2
-  tfrecord.write_records(str(data_dir / 'test-00001-of-00001.tfrecord'),
+  dmvr_records.write_records(str(data_dir / 'test-00001-of-00001.tfrecord'),
                          [b'\x00 not a SequenceExample \xff' * 4, good, bad_label])
 
 

@@ -19,15 +19,15 @@ import train_helpers  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-im
 
 
 def test_skip_mode_run_evaluates_the_good_videos_and_counts_the_skipped(tmp_path):
-  from vvt.data import synthetic, tfrecord  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import dmvr_records, synthetic  # pylint: disable=g-import-not-at-top
   data = tmp_path / 'data'
   shutil.copytree(train_helpers.write_tiny_dataset(tmp_path / 'base'), data)
   test_file = str(data / 'test-00000-of-00001.tfrecord')
   good = [r.numpy() for r in tf.data.TFRecordDataset(test_file)]
   frames = [tf.io.encode_jpeg(f).numpy() for f in synthetic.render_clip(0, np.random.default_rng(0), 16, 64)]
   frames[0] = frames[0][:30] + b'\x00garbage' * 20
-  bad = tfrecord.encode_sequence_example(frames, 1, video_id='bad')
-  tfrecord.write_records(test_file, good[:3] + [bad] + good[3:])  # video 3 of 11 is bad
+  bad = dmvr_records.encode_sequence_example(frames, 1, video_id='bad')
+  dmvr_records.write_records(test_file, good[:3] + [bad] + good[3:])  # video 3 of 11 is bad
   wd = tmp_path / 'run'
   proc = train_helpers.vvt('train', '--config', f'{train_helpers.TINY}:{data}', '--workdir', str(wd),
                            '--config.dataset.on_error=skip', '--config.num_train_steps=4', check=False)

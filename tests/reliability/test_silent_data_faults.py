@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from vvt.data import pipeline
-from vvt.data import tfrecord
-from vvt.data.errors import DataError
+from vvt.data.reading import errors
+from vvt.data.writing import dmvr_records
+from vvt.data.reading.errors import DataError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'data'))
 from data_helpers import jpeg, small_config, solid_video  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -46,9 +47,9 @@ def data_file(tmp_path):
     label = k % 3
     frames = _corrupt(20 * label + 10) if k == BAD[0] else (
         _mixed_sizes(20 * label + 10) if k == BAD[1] else solid_video(20 * label + 10, 8))
-    records.append(tfrecord.encode_sequence_example(frames, label, video_id=f'v{k}'))
+    records.append(dmvr_records.encode_sequence_example(frames, label, video_id=f'v{k}'))
   path = str(tmp_path / 'data.tfrecord')
-  tfrecord.write_records(path, records)
+  dmvr_records.write_records(path, records)
   return path
 
 
@@ -60,7 +61,7 @@ def _cfg(path, **kw):
 @pytest.mark.parametrize('hosts', [1, 2])
 def test_eval_skip_reports_skipped_videos_and_keeps_every_view_of_the_rest(data_file, hosts):
   cfg = _cfg(data_file, on_error='skip')
-  before = pipeline.error_counts()
+  before = errors.error_counts()
   views, skipped, labels = {}, set(), {}
   for p in range(hosts):
     for b in pipeline.make_eval_iterator(cfg, 'test', 4 * hosts, process_index=p, process_count=hosts):
@@ -69,7 +70,7 @@ def test_eval_skip_reports_skipped_videos_and_keeps_every_view_of_the_rest(data_
         views.setdefault(int(v), []).append(int(view))
         labels[int(v)] = int(lab)
       skipped.update(pipeline.skipped_videos(b).tolist())
-  after = pipeline.error_counts()
+  after = errors.error_counts()
   assert sorted(skipped) == list(BAD)
   assert sorted(views) == [k for k in range(NUM) if k not in BAD]
   assert all(sorted(v) == [0, 1] for v in views.values())  # every view of every good video, once
@@ -81,10 +82,10 @@ def test_eval_skip_reports_skipped_videos_and_keeps_every_view_of_the_rest(data_
 
 
 def test_frames_of_different_sizes_are_named_in_raise_mode(tmp_path):
-  records = [tfrecord.encode_sequence_example(solid_video(10, 8), 0),
-             tfrecord.encode_sequence_example(_mixed_sizes(30), 1)]
+  records = [dmvr_records.encode_sequence_example(solid_video(10, 8), 0),
+             dmvr_records.encode_sequence_example(_mixed_sizes(30), 1)]
   path = str(tmp_path / 'sizes.tfrecord')
-  tfrecord.write_records(path, records)
+  dmvr_records.write_records(path, records)
   with pytest.raises(DataError, match=f'{path}: record 1: frames differ in size: frame 0 is 24x32, '
                                       'frame 7 is 20x32'):
     it = pipeline.make_train_iterator(_cfg(path), 2, process_index=0, process_count=1)
@@ -95,27 +96,27 @@ def test_frames_of_different_sizes_are_named_in_raise_mode(tmp_path):
 
 def test_frames_of_different_sizes_never_reach_training(data_file):
   cfg = _cfg(data_file, on_error='skip')
-  before = pipeline.error_counts()['frame_sizes']
+  before = errors.error_counts()['frame_sizes']
   it = pipeline.make_train_iterator(cfg, NUM - len(BAD), process_index=0, process_count=1)
   batch = next(it)
   grey = batch['inputs'][:, 0].mean(axis=(1, 2, 3))
   # Every clip of the epoch is a good video, its pixels those of its label.
   np.testing.assert_array_equal(np.round((grey - 11.5) / 20), batch['label'])
-  assert pipeline.error_counts()['frame_sizes'] > before
+  assert errors.error_counts()['frame_sizes'] > before
 
 
 def test_a_truncated_file_is_counted_once(tmp_path):
-  records = [tfrecord.encode_sequence_example(solid_video(10, 4), 0) for _ in range(3)]
+  records = [dmvr_records.encode_sequence_example(solid_video(10, 4), 0) for _ in range(3)]
   path = str(tmp_path / 'cut.tfrecord')
-  tfrecord.write_records(path, records)
+  dmvr_records.write_records(path, records)
   with open(path, 'r+b') as f:
     f.truncate(os.path.getsize(path) - 50)
   cfg = _cfg(path, on_error='skip')
-  before = pipeline.error_counts()['truncated_files']
+  before = errors.error_counts()['truncated_files']
   pipeline.num_videos(cfg, 'test')
   list(pipeline.make_eval_iterator(cfg, 'test', 2, process_index=0, process_count=1))
   pipeline.make_train_iterator(cfg, 2, process_index=0, process_count=1)
-  assert pipeline.error_counts()['truncated_files'] == before + 1
+  assert errors.error_counts()['truncated_files'] == before + 1
 
 
 def test_synthetic_dataset_is_byte_identical_across_processes(tmp_path):

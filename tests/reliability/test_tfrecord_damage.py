@@ -25,8 +25,9 @@ import pytest
 import tensorflow as tf
 
 from vvt.cli import train as cli_train
-from vvt.data import records as records_lib
-from vvt.data import tfrecord
+from vvt.data.reading import image_frames
+from vvt.data.reading import tfrecord_framing
+from vvt.data.writing import dmvr_records
 
 sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[1] / 'train'))
 import train_helpers as helpers  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
@@ -57,7 +58,7 @@ def run(tmp_path_factory):
   good = base / 'good'
   good.mkdir()
   for i in range(2):
-    tfrecord.write_records(_shard(good, i), test[i * PER_SHARD:(i + 1) * PER_SHARD])
+    dmvr_records.write_records(_shard(good, i), test[i * PER_SHARD:(i + 1) * PER_SHARD])
   wd = base / 'run'
   assert cli_train.train_main([
       '--config', f'{helpers.TINY}:{data}', '--workdir', str(wd), '--config.num_train_steps=2',
@@ -127,7 +128,7 @@ def _check_skip(run_, data, capsys, intact, skipped, line_pattern, reasons):
 def test_a_shard_cut_short(run, tmp_path, capsys):
   data = _copy(run, tmp_path)
   path = _shard(data, 1)
-  last = tfrecord.scan_records(path).offsets[-1]
+  last = tfrecord_framing.scan_records(path).offsets[-1]
   with open(path, 'r+b') as f:
     f.truncate(os.path.getsize(path) - 100)
   _check_raise(run, data, capsys, re.escape(f'{path}: record 4: record at byte {last} declares'))
@@ -140,7 +141,7 @@ def test_a_shard_cut_short(run, tmp_path, capsys):
 def test_one_byte_of_a_length_header_changed(run, tmp_path, capsys):
   data = _copy(run, tmp_path)
   path = _shard(data, 0)
-  at = tfrecord.scan_records(path).offsets[2]
+  at = tfrecord_framing.scan_records(path).offsets[2]
   with open(path, 'r+b') as f:
     f.seek(at + 1)
     byte = f.read(1)[0]
@@ -166,7 +167,7 @@ def test_a_shard_of_random_bytes_beside_the_good_ones(run, tmp_path, capsys):
 def test_random_bytes_inside_a_record_end_its_file_and_the_other_file_is_read(run, tmp_path, capsys):
   data = _copy(run, tmp_path)
   path = _shard(data, 0)
-  scan = tfrecord.scan_records(path)
+  scan = tfrecord_framing.scan_records(path)
   at = scan.offsets[2]
   middle = (at + scan.offsets[3]) // 2
   with open(path, 'r+b') as f:
@@ -187,7 +188,7 @@ def _cut_frame(path, record, frame):
   value = ex.feature_lists.feature_list['image/encoded'].feature[frame].bytes_list.value
   value[0] = value[0][:len(value[0]) // 2]
   recs[record] = ex.SerializeToString()
-  tfrecord.write_records(path, recs)
+  dmvr_records.write_records(path, recs)
   return len(value[0])
 
 
@@ -206,13 +207,13 @@ def test_frames_of_the_projects_encoders_end_with_the_marker():
   """The check refuses no frame an encoder the project uses writes (PIL: converters and the synthetic set;
   TensorFlow; OpenCV), and only a JPEG without its end is refused."""
   import cv2  # pylint: disable=g-import-not-at-top
-  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
   image = np.random.default_rng(0).integers(0, 255, (24, 40, 3), np.uint8)
   frames = [synthetic._encode_jpeg(image), tf.io.encode_jpeg(image).numpy(),  # pylint: disable=protected-access
             cv2.imencode('.jpg', image)[1].tobytes(), tf.io.encode_png(image).numpy()]
-  whole, detail = records_lib.check_frame_ends(tf.constant(frames))
+  whole, detail = image_frames.check_frame_ends(tf.constant(frames))
   assert bool(whole) and detail.numpy() == b''
-  whole, detail = records_lib.check_frame_ends(tf.constant(frames[:2] + [frames[2][:-1]]))
+  whole, detail = image_frames.check_frame_ends(tf.constant(frames[:2] + [frames[2][:-1]]))
   assert not bool(whole) and detail.numpy().startswith(b'frame 2 of 3 (')
 
 
@@ -234,7 +235,7 @@ def test_training_names_or_counts_damaged_files_and_cut_frames(tmp_path):
   assert lines == [f'vvt train: error: {shard1}: record 5: JPEG frame cut short: frame 3 of 16 ({size} bytes) '
                    'does not end with the JPEG end-of-image marker FF D9'], proc.stderr[-2000:]
 
-  scan = tfrecord.scan_records(shard0)
+  scan = tfrecord_framing.scan_records(shard0)
   with open(shard0, 'r+b') as f:  # the data of record 20 of 24 broken: records 20-23 of shard 0 not read
     f.seek((scan.offsets[20] + scan.offsets[21]) // 2)
     f.write(np.random.default_rng(2).bytes(64))
@@ -254,7 +255,7 @@ def test_training_names_or_counts_damaged_files_and_cut_frames(tmp_path):
 def test_a_cut_jpeg_in_a_frame_folder_is_named_by_predict(run, tmp_path, capsys):
   """`vvt predict` reads frame folders, not records: a JPEG cut short there is named too (OpenCV would fill it)."""
   from vvt.cli import predict as cli_predict  # pylint: disable=g-import-not-at-top
-  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
   frames = synthetic.render_clip(0, np.random.default_rng(0), 16, 64)
   for name in ('good', 'cut'):
     (tmp_path / name).mkdir()

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from vvt.cli import main as vvt_main
-from vvt.data import convert
+from vvt.data.writing import video_shards
 
 CLASSES = ['a', 'b']
 
@@ -51,7 +51,7 @@ def shard_contents(tmp_path, shards):
   """{video_id: (shard, number of frames, frame height)} of every record of every shard."""
   out = {}
   for s in range(shards):
-    path = convert.shard_path(str(tmp_path / 'out' / 'train'), s, shards)
+    path = video_shards.shard_path(str(tmp_path / 'out' / 'train'), s, shards)
     for raw in tf.data.TFRecordDataset(path):
       ex = tf.train.SequenceExample.FromString(raw.numpy())
       vid = ex.context.feature['video_id'].bytes_list.value[0].decode()

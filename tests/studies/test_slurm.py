@@ -243,10 +243,10 @@ def test_a_sigterm_passed_on_twice_is_one_request():
   """SLURM signals every process of a task while the sweep worker passes its SIGTERM on to the trainer: the
   trainer still saves (a second SIGTERM within REPEAT_S is the same request; a later one exits at once)."""
   import signal  # pylint: disable=g-import-not-at-top
-  from vvt.train import trainer  # pylint: disable=g-import-not-at-top
+  from vvt.train import signals  # pylint: disable=g-import-not-at-top
   previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
   try:
-    with trainer.StopSignals(log=lambda *a: None) as stop:
+    with signals.StopSignals(log=lambda *a: None) as stop:
       stop.deferred = True
       os.kill(os.getpid(), signal.SIGTERM)
       os.kill(os.getpid(), signal.SIGTERM)

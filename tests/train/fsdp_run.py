@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
 import train_helpers  # noqa: E402
-from vvt.train import checkpoints, mesh as mesh_lib, model_state, optimizers, sharding, steps  # noqa: E402
+from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib, sharding  # noqa: E402
 
 STEPS = 3
 BIG = 'encoder/layers/block_0/mlp/Dense_0/kernel'
@@ -46,21 +46,17 @@ def batches(c):
 
 
 def program(c):
-  mesh = mesh_lib.make_mesh(c.mesh)
-  sched = optimizers.make_schedule(c.schedule, 10, 10)
-  tx = optimizers.make_optimizer(c.optimizer, sched)
-  module = model_state.build_model(c)
-  shardings = model_state.state_shardings(module, c, tx, mesh)
-  return mesh, tx, module, shardings, steps.make_train_step(module, tx, sched, c, mesh, shardings)
+  """The training program of `c` on its mesh (the train step the trainer runs)."""
+  return program_lib.build_program(c, mesh_lib.make_mesh(c.mesh), num_train_videos=c.batch_size * STEPS)
 
 
 def train(axes):
   c = config(axes)
-  mesh, tx, module, shardings, step = program(c)
-  state = jax.jit(model_state.init_fn(module, c, tx, ema=True), out_shardings=shardings)(jax.random.PRNGKey(0))
+  prog = program(c)
+  state = prog.init_state(jax.random.PRNGKey(0))
   losses = []
   for b in batches(c):
-    state, _, status = step(state, mesh_lib.global_batch(b, mesh, c.batch_size))
+    state, _, status = prog.training.step(state, mesh_lib.global_batch(b, prog.mesh, c.batch_size))
     losses.append(float(status['loss']))
   return c, state, losses
 
@@ -81,9 +77,7 @@ def main(out_dir, restore_dir=None):
   os.makedirs(out_dir, exist_ok=True)
   if restore_dir:
     c = config({'fsdp': -1})
-    mesh, tx, module, shardings, _ = program(c)
-    abstract = model_state.abstract_state(module, c, tx, shardings, ema=True)
-    state, meta = checkpoints.restore_state(restore_dir, abstract)
+    state, meta = checkpoints.restore_state(restore_dir, program(c).abstract_state())
     p = flat(state.params)
     np.savez(os.path.join(out_dir, 'restored_params.npz'), **p)
     np.savez(os.path.join(out_dir, 'restored_ema.npz'), **flat(state.ema_params))

@@ -14,7 +14,8 @@ import numpy as np
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
 import train_helpers  # noqa: E402
-from vvt.train import memory, program as program_lib, sharding, validation  # noqa: E402
+from vvt.config import validation  # noqa: E402
+from vvt.train import memory, program as program_lib, sharding  # noqa: E402
 from vvt.train import mesh as mesh_lib  # noqa: E402
 
 BATCH = 16

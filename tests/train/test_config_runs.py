@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import train_helpers as common
-from vvt.cli import config as loader
+from vvt.config import loader
 from vvt.config import schema
 from vvt.data import pipeline
 from vvt.train import mesh as mesh_lib, model_state, program as program_lib, trainer

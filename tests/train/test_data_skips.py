@@ -9,13 +9,13 @@ import train_helpers as common
 
 
 def test_skipped_records_are_reported_in_train_metrics(tiny_data, tmp_path):
-  from vvt.data import synthetic, tfrecord  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import dmvr_records, synthetic  # pylint: disable=g-import-not-at-top
   data = tmp_path / 'data'
   shutil.copytree(tiny_data, data)
   frames = synthetic.render_clip(0, np.random.default_rng(0), 16, 64)
   jpegs = [tf.io.encode_jpeg(f).numpy() for f in frames]
-  bad = [tfrecord.encode_sequence_example(jpegs, 99, video_id=f'bad_{i}') for i in range(40)]
-  tfrecord.write_records(str(data / 'train-00002-of-00002.tfrecord'), bad)  # label 99 of 2 classes
+  bad = [dmvr_records.encode_sequence_example(jpegs, 99, video_id=f'bad_{i}') for i in range(40)]
+  dmvr_records.write_records(str(data / 'train-00002-of-00002.tfrecord'), bad)  # label 99 of 2 classes
   wd = tmp_path / 'run'
   common.vvt('train', '--config', f'{common.TINY}:{data}', '--workdir', str(wd),
              '--config.dataset.on_error=skip', '--config.num_train_steps=4', '--config.eval.batch_size=32')

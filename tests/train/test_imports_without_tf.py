@@ -21,22 +21,19 @@ import vvt.cli.train, vvt.cli.predict, vvt.cli.summary, vvt.cli.results, vvt.cli
 
 import jax
 import numpy as np
-from vvt.train import mesh as mesh_lib, model_state, optimizers, steps
+from vvt.train import mesh as mesh_lib, program as program_lib
 
 # The tiny config file itself (configs/common.py's synthetic recipe: its class names come from
-# vvt.data.synthetic, which needs TensorFlow only to write the files).
+# vvt.data.writing.synthetic, which needs TensorFlow only to write the files).
 sys.path.insert(0, 'tests/train')
 import tiny_config
 config = tiny_config.get_config('unused')
 config.batch_size = 8
 m = config.model
-sched = optimizers.make_schedule(config.schedule, 10, 10)
-tx = optimizers.make_optimizer(config.optimizer, sched)
-module = model_state.build_model(config)
 mesh = mesh_lib.make_mesh(-1)
-state = jax.jit(model_state.init_fn(module, config, tx), out_shardings=mesh_lib.replicated(mesh))(
-    jax.random.PRNGKey(0))
-step = steps.make_train_step(module, tx, sched, config, mesh)
+program = program_lib.build_program(config, mesh, num_train_videos=config.batch_size)
+state = program.init_state(jax.random.PRNGKey(0))
+step = program.training.step
 bs = config.batch_size
 rng = np.random.default_rng(0)
 batch = {{'inputs': rng.integers(0, 256, (bs, m.num_frames, m.image_size, m.image_size, 3), dtype=np.uint8),

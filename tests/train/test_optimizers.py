@@ -6,17 +6,18 @@ import numpy as np
 import optax
 import pytest
 
-from vvt.train import defaults, optimizers
+from vvt.config import schema
+from vvt.train import optimizers
 
 
 def sched_cfg(**kw):
-  c = defaults.get_base_config().schedule
+  c = schema.get_base_config().schedule
   c.update(kw)
   return c
 
 
 def opt_cfg(**kw):
-  c = defaults.get_base_config().optimizer
+  c = schema.get_base_config().optimizer
   c.update(kw)
   return c
 
@@ -125,7 +126,7 @@ def test_gradient_clipping_bounds_the_update():
 def test_gradient_accumulation_equals_full_batch(tiny_data):
   """4 micro-batches give the same update as one full batch (no dropout, no mixing)."""
   import train_helpers
-  from vvt.train import mesh as mesh_lib, model_state, steps
+  from vvt.train import mesh as mesh_lib, program as program_lib
   results = []
   rng = np.random.default_rng(0)
   batch = {'inputs': rng.normal(size=(8, 8, 32, 32, 3)).astype(np.float32),
@@ -139,13 +140,10 @@ def test_gradient_accumulation_equals_full_batch(tiny_data):
     c.schedule.warmup_steps = 0
     c.schedule.name = 'constant'
     mesh = mesh_lib.make_mesh()
-    sched = optimizers.make_schedule(c.schedule, 10, 10)
-    tx = optimizers.make_optimizer(c.optimizer, sched)
-    module = model_state.build_model(c)
-    st = jax.jit(model_state.init_fn(module, c, tx))(jax.random.PRNGKey(0))
-    step = steps.make_train_step(module, tx, sched, c, mesh)
+    program = program_lib.build_program(c, mesh, num_train_videos=8)  # the trainer's train step
+    st = program.init_state(jax.random.PRNGKey(0))
     gb = mesh_lib.global_batch(batch, mesh, 8)
-    new, metrics, status = step(st, gb)
+    new, metrics, status = program.training.step(st, gb)
     results.append((jax.device_get(new.params), metrics.compute(), status))
   (p1, m1, s1), (p4, m4, s4) = results
   chex.assert_trees_all_close(p1, p4, rtol=1e-4, atol=1e-6)

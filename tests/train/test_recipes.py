@@ -10,14 +10,14 @@ import vvt.models
 from configs import common as configs_common
 from vvt.config.errors import ConfigError
 from vvt.convert import timesformer as timesformer_convert
-from vvt.data import sampling
+from vvt.data.transforms import sampling
 from vvt.models.summary import summarise
 
 CONFIGS = common.REPO / 'configs'
 
 
 def load(name, arg=None, overrides=()):
-  from vvt.cli import config as loader  # pylint: disable=g-import-not-at-top
+  from vvt.config import loader  # pylint: disable=g-import-not-at-top
   return loader.load(str(CONFIGS / name) + (f':{arg}' if arg else ''), overrides, files=(), init=False)
 
 

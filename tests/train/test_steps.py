@@ -4,7 +4,7 @@ import chex
 import jax
 import numpy as np
 
-from vvt.data import normalization
+from vvt.data.transforms import normalization
 from vvt.train import mesh as mesh_lib, model_state, optimizers, steps
 
 import train_helpers

@@ -11,11 +11,11 @@ TRAIN_CLIPS, TEST_CLIPS = 48, 10
 
 
 def write_tiny_dataset(out_dir):
-  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
-  from vvt.train import defaults  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.config import schema  # pylint: disable=g-import-not-at-top
   out_dir = str(out_dir)
   if not os.path.exists(os.path.join(out_dir, 'manifest.json')):
-    synthetic.write_synthetic(out_dir, num_classes=defaults.SYNTHETIC['num_classes'], train_clips=TRAIN_CLIPS,
+    synthetic.write_synthetic(out_dir, num_classes=schema.SYNTHETIC['num_classes'], train_clips=TRAIN_CLIPS,
                               test_clips=TEST_CLIPS, num_frames=16, frame_size=64,
                               seed=1, train_shards=2, test_shards=1)
   return out_dir

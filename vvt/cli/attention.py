@@ -4,7 +4,7 @@
   vvt attention --checkpoint runs/tsf_k400 frames_dir/ --out maps/ --step 4000
 
 The input is a video file (mp4, webm, avi, ... via PyAV) or a folder of frames; the clip is the config's
-centre evaluation view (middle clip, centre crop: `vvt.data.videos`, as `vvt predict`). Writes to --out:
+centre evaluation view (middle clip, centre crop: `vvt.data.transforms.views`, as `vvt predict`). Writes to --out:
   attention_grid.png    frames x (every stage of every layer: attention received per patch, heads averaged;
                         then the final map: class-token attention where the model has a class token, else
                         attention rollout through the residuals across layers)
@@ -33,18 +33,19 @@ def _attention(argv):
   config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from vvt.data import normalization, videos  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import normalization, views  # pylint: disable=g-import-not-at-top
   from vvt.inspection import attention_maps as am  # pylint: disable=g-import-not-at-top
   from vvt.inspection import attention_plots as plots  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib  # pylint: disable=g-import-not-at-top
-  items = videos.find_inputs([args.input])
+  items = video_files.find_inputs([args.input])
   if len(items) != 1:
     raise common.UsageError(f'{args.input}: give one video file or one folder of frames (found {len(items)} videos)')
   _, kind, path = items[0]
-  views = videos.load_views(path, kind, config.dataset)  # uint8 (clips * crops, T, S, S, 3)
+  all_views = views.load_views(path, kind, config.dataset)  # uint8 (clips * crops, T, S, S, 3)
   crops = int(config.dataset.num_spatial_crops)
-  clips = views.shape[0] // crops
-  clip = views[(clips // 2) * crops + crops // 2]  # the centre view
+  clips = all_views.shape[0] // crops
+  clip = all_views[(clips // 2) * crops + crops // 2]  # the centre view
   program = program_lib.build_program(config, mesh_lib.make_mesh(1, jax.local_devices()))  # this host's first device
   params, step, _ = checkpoints.load_eval_params(checkpoints.abspath(workdir), step, program.abstract_params(),
                                                  raw=bool(config.eval.get('raw_params', False)))  # EMA where kept

@@ -12,8 +12,10 @@ express the reference exactly (LayerNorm eps, GELU flavour, class-token handling
 ...) replace those of CONFIG; `DIR/config.json` holds the resulting run config, so `vvt eval --workdir DIR`
 evaluates the converted weights. `DIR/convert_report.txt` lists what was loaded and how. Scenic ViViT Models 1,
 3 and 4 read their frames and frame size from the split of their T*N position table; where its rows do not tell
-the split, --num-frames or --image-size must. A checkpoint without a classifier (a VideoMAE backbone,
---source hf_videomae) gets a new head of CONFIG's model.num_classes.
+the split, --num-frames or --image-size must. A checkpoint without a classifier (a VideoMAE, V-JEPA 2 or VideoPrism
+backbone: --source hf_videomae, hf_vjepa2, hf_videoprism) gets a new head of CONFIG's model.num_classes. V-JEPA 2
+(RoPE) and VideoPrism (position tables resized at run time) run at any --num-frames / --image-size the tubelet
+divides. Each family's license: docs/weights.md.
 
 `vvt export --format hf` writes FOLDER/config.json and FOLDER/model.safetensors, which transformers'
 `<Class>.from_pretrained(FOLDER)` loads: TimeSformer divided and joint (TimesformerForVideoClassification), ViViT
@@ -204,8 +206,9 @@ def _convert(argv):
   p.add_argument('--hf-config', default=None, help='Hugging Face config.json (default: the folder\'s)')
   p.add_argument('--num-frames', type=int, default=None,
                  help='clip length to run the weights at (X-ViT: a multiple of its 8-row time table, '
-                      'e.g. 16 with the released 8-frame checkpoints; scenic Models 1/3/4: which split of '
-                      'the T*N position table is meant, where its rows do not tell)')
+                      'e.g. 16 with the released 8-frame checkpoints; V-JEPA 2 and VideoPrism: any the tubelet '
+                      'divides; scenic Models 1/3/4: which split of the T*N position table is meant, where its '
+                      'rows do not tell)')
   p.add_argument('--image-size', type=int, default=None,
                  help='frame size to run the weights at (X-ViT: its position grid resized; scenic Models '
                       '1/3/4: as --num-frames)')

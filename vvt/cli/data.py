@@ -12,7 +12,7 @@ from vvt.cli import common
 
 
 def _synthetic(args):
-  from vvt.data import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
   info = synthetic.write_synthetic(
       args.output, num_classes=args.classes,
       classes=args.class_names.split(',') if args.class_names else None,
@@ -26,25 +26,25 @@ def _synthetic(args):
 
 def _worker(args):
   """(I, N) from --worker, else from a SLURM array task, else None (one machine)."""
-  from vvt.data import convert_workers  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import shard_workers  # pylint: disable=g-import-not-at-top
   if args.worker:
-    return convert_workers.parse_worker(args.worker)
-  worker = convert_workers.from_slurm()
+    return shard_workers.parse_worker(args.worker)
+  worker = shard_workers.from_slurm()
   if worker and worker[1] > 1:
     print(f'[convert] worker {worker[0]}/{worker[1]} (SLURM array task)', file=sys.stderr)
   return worker
 
 
 def _convert(args):
-  from vvt.data import convert  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import video_shards  # pylint: disable=g-import-not-at-top
   if args.assemble:
-    from vvt.data import convert_workers  # pylint: disable=g-import-not-at-top
-    manifest = convert_workers.assemble(args.output, convert_workers.worker_count(args.output))
+    from vvt.data.writing import shard_workers  # pylint: disable=g-import-not-at-top
+    manifest = shard_workers.assemble(args.output, shard_workers.worker_count(args.output))
     print(json.dumps({'output': args.output, 'manifest': manifest['path'], 'files': manifest['pattern'],
                       **manifest['totals']}, indent=1))
     return 0
   worker = _worker(args)
-  manifest = convert.convert(
+  manifest = video_shards.convert(
       args.input, args.output, classes=args.classes, num_shards=args.shards,
       fps=args.fps, short_side=args.short_side, jpeg_quality=args.jpeg_quality,
       workers=args.workers, root=args.root, max_frames=args.max_frames,

@@ -105,7 +105,7 @@ def _score_videos(predict, items, heads, dataset_cfg, batch_size):
   readable input summed per video; unreadable inputs are reported on stderr and skipped."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-  from vvt.data import videos  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import views  # pylint: disable=g-import-not-at-top
   sums = {h: np.zeros((len(items), c)) for h, c in heads.items()}
   counts = np.zeros(len(items), np.int64)
   failed = {}
@@ -116,7 +116,7 @@ def _score_videos(predict, items, heads, dataset_cfg, batch_size):
     bar.write(f'vvt predict: skipped {text}', file=sys.stderr)
 
   done = 0
-  for x, owners, last in _batches(items, lambda it: videos.load_views(it[2], it[1], dataset_cfg),
+  for x, owners, last in _batches(items, lambda it: views.load_views(it[2], it[1], dataset_cfg),
                                   batch_size, log_error):
     scores = predict(x)
     for h in heads:
@@ -162,13 +162,13 @@ def _predict(argv):
     predict_windows.check_spans(args)
   workdir, step = _locate(args)
   config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
-  from vvt.data import names as names_lib  # pylint: disable=g-import-not-at-top
-  from vvt.data import videos  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
   from vvt.train.steps import heads_of  # pylint: disable=g-import-not-at-top
   predict, step = _predictor(config, workdir, step)
   heads = heads_of(config.model)
   names = {h: names_lib.label_names(names_lib.class_names(config, h), c) for h, c in heads.items()}
-  items = videos.find_inputs(args.inputs)
+  items = video_files.find_inputs(args.inputs)
   views = int(config.dataset.num_test_clips) * int(config.dataset.num_spatial_crops)
   batch_size = max(views, int(args.batch_size or config.eval.batch_size))
   if windowed:

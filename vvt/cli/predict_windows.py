@@ -2,7 +2,7 @@
 
 Windows and strides are seconds (`2.5`, `2.5s`) or frames (`15f`); the window defaults to the model's clip span
 ((num_frames - 1) x dataset.stride + 1 frames), the stride to the window. Frames are decoded as the windows
-advance (`vvt.data.windows`: a ring buffer of one window's frames), each window gives the config's evaluation
+advance (`vvt.data.transforms.windows`: a ring buffer of one window's frames), each window gives the config's evaluation
 views, and its scores are averaged as evaluation averages a video's (`eval.average`). Per video it writes
 `OUT/NAME.windows.csv` (window, start and end in seconds and frames, top-k names and probabilities) and
 `OUT/NAME.timeline.png` (`vvt.inspection.timeline`), and prints the average of the windows' probabilities and the
@@ -20,7 +20,7 @@ from vvt.cli import common
 
 def check_spans(args) -> None:
   """--window / --stride well formed and positive (UsageError, one line), before any video is read."""
-  from vvt.data import windows  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
   for what in ('window', 'stride'):
     value = getattr(args, what)
     if value is not None:
@@ -32,7 +32,7 @@ def check_spans(args) -> None:
 
 def _spans(args, fps, cfg) -> tuple:
   """(window, stride) in frames at `fps`."""
-  from vvt.data import windows  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
   span = (int(cfg.num_frames) - 1) * int(cfg.stride) + 1
   window = windows.parse_span(args.window, fps, 'window') if args.window else span
   stride = windows.parse_span(args.stride, fps, 'stride') if args.stride else window
@@ -74,7 +74,7 @@ def score_video(item, predict, heads, cfg, args, batch_size) -> dict:
   """{'fps', 'window', 'stride' (frames), 'rows' [(index, start, end, start_s, end_s)], 'scores' {head: (W, C)
   summed over a window's views}, 'views' (per window), 'peak' (most frames held)}."""
   from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-  from vvt.data import windows  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
   name, kind, path = item
   source = windows.open_frames(path, kind, args.fps)
   window, stride = _spans(args, source.fps, cfg)
@@ -94,7 +94,7 @@ def score_video(item, predict, heads, cfg, args, batch_size) -> dict:
 
 def _report(item, got, heads, names, average, top_k, out_dir) -> dict:
   """The video's record (per head: windows' top classes, average, segments) and its CSV and PNG files."""
-  from vvt.data import windows  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
   from vvt.inspection import timeline  # pylint: disable=g-import-not-at-top
   from vvt.train import eval_report  # pylint: disable=g-import-not-at-top
   rows = got['rows']

@@ -1,8 +1,9 @@
 """The run config: its schema, validation, the config loader, the resume rules, and `config.mesh` without JAX.
 
 Modules (none imports JAX, Flax or TensorFlow, so a command reports a bad config before loading them):
-  schema      the run-level fields and defaults, the shared fields, `make_config`   (`ConfigError`: errors)
-  dataset     the `dataset` section's fields and defaults (its choices: vvt.data.config)
+  schema      the run-level fields and defaults, the shared fields, `make_config`
+  errors      `ConfigError`: the one error of a bad run config, its message one line naming the field
+  dataset     the `dataset` section's fields and defaults (its choices: vvt.data.choices)
   paths       dotted field paths ('optimizer.name'): the one spelling of a field everywhere
   validation  every field checked before any work, one line naming the field
   loader      `--config FILE.py[:ARG] | config.json | run dir`, then `overrides` (`--config.a.b=VALUE`)
@@ -13,4 +14,3 @@ Modules (none imports JAX, Flax or TensorFlow, so a command reports a bad config
   sharding    mesh axes, sharding rules and partition specs (vvt.train.sharding makes the NamedShardings)
 Config files (configs/) build on `schema`, `dataset` and `paths`.
 """
-from vvt.config.errors import ConfigError  # noqa: F401

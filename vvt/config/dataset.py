@@ -2,7 +2,7 @@
 
 `schema.make_config(model, get_config())` puts it in a run config, and `configs/common.paper_config` sets a config
 file's dataset fields on it. Every field is documented in docs/data.md; the comment beside each field here is the
-short version. The choices of the choice fields are the pipeline's own (`vvt.data.config`).
+short version. The choices of the choice fields are the pipeline's own (`vvt.data.choices`).
 """
 import ml_collections
 

@@ -7,7 +7,9 @@ A dataset names its classes where it is written: `vvt data convert --output DIR/
 `DIR/train.manifest.json` (`class_names`, from the class list it was given), `vvt data synthetic` in
 `DIR/manifest.json` and `DIR/classes.txt`. The training files of a config lead to those:
 `DIR/train.tfrecord@16` or `DIR/train.tfrecord-*` -> `DIR/train.manifest.json`, then the folder's
-`manifest.json` and `classes.txt`; where the training files have none, those of the evaluation files do.
+`manifest.json` and `classes.txt`; a video list (`DIR/train.csv`, `dataset.name='video_folder'`) names its
+classes in the `classes.txt` beside it, else by its labels' set; where the training files have none, those of
+the evaluation files do.
 The synthetic motion data (`schema.SYNTHETIC_DIR`) names its classes before
 it is written (`loader.ensure_synthetic` writes it on first use).
 
@@ -20,32 +22,31 @@ import os
 
 from vvt.config import schema
 from vvt.config.errors import ConfigError
-from vvt.data import names as names_lib
-from vvt.data import patterns as patterns_lib
+from vvt.data.reading import names as names_lib
+from vvt.data.reading import patterns as patterns_lib
+from vvt.data.reading import registry
 
 
 def _local_patterns(cfg) -> list:
   """The dataset's local file patterns, training files first, then evaluation files, with data_dir joined."""
-  base = cfg.get('data_dir', '') or ''
-  found = []
-  for field in ('train_files', 'eval_files'):
-    for p in patterns_lib.split_patterns(cfg.get(field)):
-      if '://' not in p:
-        found.append(os.path.join(base, p) if base and not os.path.isabs(p) else p)
-  return found
+  return [p for p in patterns_lib.resolved_patterns(cfg) if not patterns_lib.is_remote(p)]
 
 
 def _candidates(pattern: str) -> list:
   """Files that may name the classes of the records of `pattern`, most specific first."""
   folder, name = os.path.split(pattern)
   out = []
-  if '.tfrecord' in name:
+  if names_lib.is_video_list(name):
+    out.append(pattern)  # a video list: its classes.txt, else its labels' set
+  elif '.tfrecord' in name:
     out.append(os.path.join(folder, name[:name.index('.tfrecord')] + '.manifest.json'))
   out += [os.path.join(folder, 'manifest.json'), os.path.join(folder, 'classes.txt')]
   return out
 
 
 def _read_names(path: str):
+  if names_lib.is_video_list(path):
+    return names_lib.video_list_class_names(path) if os.path.isfile(path) else None
   if path.endswith('.json'):
     return names_lib.manifest_class_names(path) if os.path.isfile(path) else None
   return names_lib.read_class_list(path)
@@ -53,7 +54,7 @@ def _read_names(path: str):
 
 def data_class_names(cfg):
   """(tuple of class names, the file that names them) of the dataset section `cfg`, or (None, None)."""
-  if cfg is None or cfg.get('name') == 'tfds':
+  if cfg is None or not registry.reads_files(cfg.get('name')):
     return None, None
   pats = _local_patterns(cfg)
   for pattern in pats:

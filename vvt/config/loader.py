@@ -26,8 +26,8 @@ from vvt.config import runlocal
 from vvt.config import schema
 from vvt.config import validation
 from vvt.config.errors import ConfigError
-from vvt.data import patterns
-from vvt.data import synthetic
+from vvt.data.reading import patterns
+from vvt.data.writing import synthetic
 
 
 # ----------------------------------------------------------------------------- config files (FILE.py[:ARG])

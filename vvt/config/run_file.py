@@ -10,6 +10,7 @@ from vvt import fileio
 from vvt import models
 from vvt.config import dataset
 from vvt.config import schema
+from vvt.models import schemes
 
 FILENAME = 'config.json'
 
@@ -53,7 +54,7 @@ def _model_section(values: dict) -> ml_collections.ConfigDict:
   """
   m = ml_collections.ConfigDict(values)
   family = values.get('family')
-  if family in models.config.FAMILIES:
+  if family in schemes.FAMILIES:
     _with_missing(m, models.get_config(family))
   return m
 

@@ -39,12 +39,12 @@ from ml_collections import config_dict
 from vvt.config import sharding
 from vvt.config.paths import plain
 from vvt.convert import init_options
-from vvt.data import synthetic
+from vvt.data.writing import synthetic
 
 SHARED_FIELDS = ('num_frames', 'image_size', 'num_classes')
 SECTIONS_WITH_SHARED_FIELDS = ('model', 'dataset')
 
-# The choices of the run-level choice fields (the dataset's: vvt.data.config, the model's: vvt.models.config).
+# The choices of the run-level choice fields (the dataset's: vvt.data.choices, the model's: vvt.models.config).
 OPTIMIZERS = ('sgd', 'adamw')                 # optimizer.name
 SCHEDULES = ('cosine', 'step', 'constant')    # schedule.name
 EVAL_AVERAGES = ('logits', 'softmax')         # eval.average: what is averaged over a video's views

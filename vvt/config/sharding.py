@@ -10,7 +10,7 @@ every parameter.
 mlp) to mesh axes, as MaxText's `logical_axis_rules`: (logical name, mesh axes) pairs, the mesh axes a tuple of
 'data' / 'fsdp' / 'model' (a single name, or () / None for unsharded); names not given keep the models'
 `DEFAULT_RULES` (batch over data and fsdp, heads and MLP units over model). They decide the batch's axes
-(`data_axes`), the tensor-parallel specs (`tensor_parallel`) and what the models shard when traced.
+(`vvt.models.axes.batch_axes`), the tensor-parallel specs (`tensor_parallel`) and what the models shard when traced.
 
 A parameter's path is its keys joined by '/', e.g. `encoder/layers/block_0/mlp/Dense_0/kernel`.
 Its spec is, in order:
@@ -47,7 +47,6 @@ from vvt.models import axes as logical_axes
 
 DATA_AXIS, FSDP_AXIS, MODEL_AXIS = 'data', 'fsdp', 'model'
 AXES = (DATA_AXIS, FSDP_AXIS, MODEL_AXIS)
-DATA_AXES = logical_axes.BATCH_AXES  # the batch is sharded over these by default (the models' `batch` rule)
 DEFAULT_AXES = ((DATA_AXIS, -1),)
 DEFAULT_MIN_SIZE = 2 ** 18
 REPLICATE, FSDP = 'replicate', 'fsdp'
@@ -109,15 +108,10 @@ def resolve_axes(value: Any, num_devices: int) -> tuple[tuple[str, int], ...]:
   return pairs + tuple((a, 1) for a in AXES if a not in names)
 
 
-def data_axes(logical_rules: Sequence = logical_axes.DEFAULT_RULES) -> tuple[str, ...]:
-  """The mesh axes the batch is sharded over under `logical_rules` (their `batch`; by default DATA_AXES)."""
-  return logical_axes.mesh_axes(logical_axes.BATCH, logical_rules)
-
-
 def data_size(axes: Sequence[tuple[str, int]], logical_rules: Sequence = logical_axes.DEFAULT_RULES) -> int:
-  """The number of batch shards: the product of the batch's axes (`data_axes`; by default `data`, `fsdp`);
-  -1 counts 1."""
-  batch = data_axes(logical_rules)
+  """The number of batch shards: the product of the batch's axes (`vvt.models.axes.batch_axes`; by default
+  `data`, `fsdp`); -1 counts 1."""
+  batch = logical_axes.batch_axes(logical_rules)
   return math.prod(size for name, size in axes if name in batch and size != -1)
 
 

@@ -16,7 +16,8 @@ from vvt.config import schema
 from vvt.config import sharding
 from vvt.config.errors import ConfigError
 from vvt.convert import init_options
-from vvt.data import config as dataset_choices
+from vvt.data import choices as dataset_choices
+from vvt.models import axes as logical_axes
 from vvt.models import config as model_config
 
 # Numeric ranges: path -> (lowest, highest, lowest excluded, highest excluded); None = unbounded.
@@ -259,7 +260,7 @@ def _check_mesh(mesh_cfg, num_devices):
     axes = sharding.resolve_axes(axes, num_devices)
   _check_rules(mesh_cfg.rules)
   logical = sharding.logical_rules_of(mesh_cfg)
-  batch_axes = sharding.data_axes(logical)
+  batch_axes = logical_axes.batch_axes(logical)
   data = [(k, v) for k, v in axes if k in batch_axes and v != -1]
   what = ' x '.join(f'{k}={v}' for k, v in data) or 'data=1'
   return sharding.data_size(data, logical), f'data axes of the mesh ({what})'

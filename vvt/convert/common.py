@@ -385,9 +385,6 @@ class Source:
   def unused(self) -> list[str]:
     return sorted(set(self.state) - self.used)
 
-  def matching(self, prefix: str) -> list[str]:
-    return sorted(k for k in self.state if k.startswith(prefix))
-
 
 @dataclasses.dataclass
 class Report:
@@ -556,7 +553,7 @@ def strip_prefix(state: Mapping[str, np.ndarray], prefixes: Iterable[str]) -> di
 
 def gelu_approximate_of(hidden_act: str) -> bool:
   """Hugging Face `hidden_act` -> vvt gelu_approximate (exact erf GELU or the tanh formula)."""
-  if hidden_act == 'gelu':
+  if hidden_act in ('gelu', 'gelu_python'):  # gelu_python: the erf formula written out (VideoPrism)
     return False
   if hidden_act in ('gelu_fast', 'gelu_new', 'gelu_pytorch_tanh'):
     return True
@@ -668,3 +665,82 @@ def require(model_cfg, field: str, allowed, target: str, why: str = '') -> None:
   if value not in allowed:
     need = ' or '.join(repr(a) for a in allowed)
     raise NotExpressible(f'model.{field}={value!r}: {target} needs {need}' + (f' ({why})' if why else ''))
+
+
+def fresh_pooler(model_fields: dict, seed: int = 0) -> dict[str, np.ndarray]:
+  """The attentive pooler (classifier='attentive') of a model of `model_fields`, freshly initialised by vvt's own
+  initialisers (what training such a model from scratch starts from): flat names under `pooler/`. For a bare
+  encoder converted with a new classification head."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  from vvt.models import spec as spec_lib  # pylint: disable=g-import-not-at-top
+  from vvt.models import video_transformer  # pylint: disable=g-import-not-at-top
+  cfg = vvt.models.resolve(vvt.models.get_config(**model_fields))
+  pooler = video_transformer.attentive_pooler(spec_lib.spec_of(cfg))
+  tokens = jnp.zeros((1, 1, cfg.hidden_size), jnp.float32)
+  params = jax.jit(pooler.init)(jax.random.key(seed), tokens)['params']
+  return {f'pooler/{k}': np.asarray(v, np.float32) for k, v in flatten(params).items()}
+
+
+def new_classifier(w: Writer, hidden: int, num_classes, what: str) -> None:
+  """A new zero classifier (every fresh vvt head starts at zero) of `num_classes` (an int, or a dict of heads) on a
+  `hidden`-wide representation, reported as freshly initialised."""
+  heads = {'': num_classes} if isinstance(num_classes, int) else {f'_{k}': v for k, v in dict(num_classes).items()}
+  for suffix, n in heads.items():
+    for name, value in ((f'head/output_projection{suffix}/kernel', np.zeros((hidden, int(n)), np.float32)),
+                        (f'head/output_projection{suffix}/bias', np.zeros(int(n), np.float32))):
+      w.flat[name] = value
+      w.report.initialised.append((name, f'new classifier ({what})'))
+
+
+# ------------------------------------------------------------------ vvt -> torch layouts (exact inverses)
+
+
+def to_torch_dense(flat: Mapping[str, np.ndarray], name: str) -> dict[str, np.ndarray]:
+  """flax Dense `name` (kernel (in, out), bias) -> torch Linear {weight (out, in), bias}."""
+  out = {'weight': np.ascontiguousarray(np.asarray(flat[f'{name}/kernel']).T)}
+  if f'{name}/bias' in flat:
+    out['bias'] = np.asarray(flat[f'{name}/bias'])
+  return out
+
+
+def to_torch_heads(flat: Mapping[str, np.ndarray], name: str) -> dict[str, np.ndarray]:
+  """flax q/k/v projection `name` (kernel (D, H, d_h), bias (H, d_h)) -> torch Linear {weight (H*d_h, D), bias}."""
+  kernel = np.asarray(flat[f'{name}/kernel'])
+  out = {'weight': np.ascontiguousarray(kernel.reshape(kernel.shape[0], -1).T)}
+  if f'{name}/bias' in flat:
+    out['bias'] = np.asarray(flat[f'{name}/bias']).reshape(-1)
+  return out
+
+
+def to_torch_out(flat: Mapping[str, np.ndarray], name: str) -> dict[str, np.ndarray]:
+  """flax output projection `name` (kernel (H, d_h, D), bias (D,)) -> torch Linear {weight (D, H*d_h), bias}."""
+  kernel = np.asarray(flat[f'{name}/kernel'])
+  return {'weight': np.ascontiguousarray(kernel.reshape(-1, kernel.shape[-1]).T),
+          'bias': np.asarray(flat[f'{name}/bias'])}
+
+
+def to_torch_norm(flat: Mapping[str, np.ndarray], name: str) -> dict[str, np.ndarray]:
+  """flax LayerNorm `name` (scale, bias) -> torch LayerNorm {weight, bias}."""
+  return {'weight': np.asarray(flat[f'{name}/scale']), 'bias': np.asarray(flat[f'{name}/bias'])}
+
+
+def to_torch_conv3d(flat: Mapping[str, np.ndarray], name: str) -> dict[str, np.ndarray]:
+  """vvt tubelet kernel `name` (t, h, w, C, D) -> torch Conv3d {weight (D, C, t, h, w), bias}."""
+  return {'weight': np.ascontiguousarray(np.asarray(flat[f'{name}/kernel']).transpose(4, 3, 0, 1, 2)),
+          'bias': np.asarray(flat[f'{name}/bias'])}
+
+
+def prefixed(prefix: str, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """{f'{prefix}.{k}': v} for a torch module's tensors."""
+  return {f'{prefix}.{k}': v for k, v in tensors.items()}
+
+
+def hf_labels(num_classes: int, class_names=None) -> dict:
+  """A Hugging Face config's id2label / label2id for `num_classes` classes (transformers' LABEL_i where no names of
+  that many classes are given)."""
+  names = list(class_names) if class_names is not None and len(class_names) == num_classes else [
+      f'LABEL_{i}' for i in range(num_classes)]
+  return dict(id2label={str(i): str(n) for i, n in enumerate(names)},
+              label2id={str(n): i for i, n in enumerate(names)})

@@ -1,11 +1,13 @@
 """Records -> examples: the one construction path of both pipelines.
 
-    read (`streams`) -> parse + check (`records`) -> sample -> decode ->
-    augment | views (`clips`) -> bad records raised or counted (`errors`)
+    read (`reading.streams`) -> parse (the source) -> check (the source's frame
+    reader, `reading.labels`) -> sample -> decode -> augment | views
+    (`transforms.clips`) -> bad records raised or counted (`reading.errors`)
 
 `build(source, lo, hi, classes, mode, on_error)` runs it for the host's
-records [lo, hi); a `Mode` (`train_mode(cfg, ...)` or `eval_mode(cfg)`) says what
-training and evaluation do differently. An example is a dict:
+records [lo, hi) of any `vvt.data.reading.source.Source`; a `Mode`
+(`train_mode(cfg, ...)` or `eval_mode(cfg)`) says what training and evaluation
+do differently. An example is a dict:
 
 * training: {'inputs': uint8 (T, S, S, 3), 'label': int32 (), 'mask': float32
   () 1}, one per record;
@@ -24,26 +26,27 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from vvt.data import clips
-from vvt.data import errors
-from vvt.data import records
-from vvt.data import streams
+from vvt.data.reading import errors
+from vvt.data.reading import labels as labels_lib
+from vvt.data.reading import streams
+from vvt.data.transforms import clips
 
 
 @dataclasses.dataclass(frozen=True)
 class Mode:
   """What training and evaluation do differently with the host's records.
 
-  records: fn(source, lo, hi) -> dataset of (position, source name, record in
-    file, global index, serialized), see `vvt.data.streams`.
-  clip: fn(frames (N,) encoded, seed [2] int64) -> uint8 inputs of `shape`.
+  records: fn(source, lo, hi) -> dataset of (position, *Row), see
+    `vvt.data.reading.streams`.
+  clip: fn(reader) -> fn(frames, seed [2] int64) -> uint8 inputs of `shape`,
+    for the source's `FrameReader` and a record's frames as it takes them.
   shape: (T, S, S, 3) of a training clip, (V, T, S, S, 3) of a video's views.
   views: None (one clip per record: scalar labels) or V (fields per view, and
     'video_index', 'view_index').
   seed: the data seed; the record at position g is seeded by (seed, g).
   parallelism: most records decoded at once.
   labels: None, or fn(labels dict, seed [2]) -> labels of the clip (the
-    label-aware flip, `vvt.data.label_flip`).
+    label-aware flip, `vvt.data.transforms.label_flip`).
   """
   records: Callable
   clip: Callable
@@ -68,7 +71,7 @@ def train_mode(cfg, seed, start=0):
           streams.train_records, seed=seed, shuffle_buffer=cfg.shuffle_buffer,
           cache=cfg.cache, start=start,
           repeats=int(cfg.get('repeated_augmentation', 1))),
-      clip=clips.train_clip(cfg),
+      clip=functools.partial(clips.train_clip, cfg),
       shape=(int(cfg.num_frames), size, size, 3),
       views=None, seed=seed, parallelism=_parallelism(16))
 
@@ -79,7 +82,7 @@ def eval_mode(cfg):
   views = int(cfg.num_test_clips) * int(cfg.num_spatial_crops)
   # A video's views are one element (V x T x S x S x 3 bytes): keep few in
   # flight.
-  return Mode(records=streams.eval_records, clip=clips.eval_views(cfg),
+  return Mode(records=streams.eval_records, clip=functools.partial(clips.eval_views, cfg),
               shape=(views, int(cfg.num_frames), size, size, 3),
               views=views, seed=0, parallelism=_parallelism(4))
 
@@ -101,20 +104,25 @@ def _example(mode, inputs, labels, index):
 def build(source, lo, hi, classes, mode, on_error):
   """Dataset of the examples of records [lo, hi) of `source`.
 
-  `classes`: dict label field -> number of classes (`records.num_classes`).
+  `classes`: dict label field -> number of classes (`labels.num_classes`).
   Bad records raise `errors.DataError` when iterated (on_error='raise') or
   are counted and dropped ('skip'; evaluation keeps their rows with mask 0).
   """
   heads = source.heads
+  make_inputs = mode.clip(source.frames)
 
   def process(position, src, rec, index, raw, unread):
     parsed = source.parse(raw)
-    code, detail = records.check_record(parsed, classes, heads)
+    frames, code, detail = source.frames.inspect(parsed['frames'])
+    label_ok, label_detail = labels_lib.check(parsed, classes, heads)
+    bad_label = (code == errors.OK) & ~label_ok
+    code = tf.where(bad_label, errors.BAD_LABEL, code)
+    detail = tf.where(bad_label, label_detail, detail)
     code = tf.where(unread == '', code, errors.UNREADABLE)
     detail = tf.where(unread == '', detail, unread)
     seed = tf.stack([tf.constant(mode.seed, tf.int64), position])
-    inputs = mode.clip(records.usable_frames(parsed, code), seed)
-    labels = records.labels(parsed, heads)
+    inputs = make_inputs(frames, seed)
+    labels = labels_lib.labels(parsed, heads)
     if mode.labels is not None:
       labels = mode.labels(labels, seed)
     out = _example(mode, inputs, labels, index)

@@ -9,7 +9,7 @@
 
 `b = B // process_count` is the per-host batch. Multi-head datasets (a dict
 `label_keys`) give one 'label/<head>' per head instead of 'label'.
-'inputs' are uint8 pixels, augmented; `vvt.data.normalization.normalize`
+'inputs' are uint8 pixels, augmented; `vvt.data.transforms.normalization.normalize`
 turns them into the model's input on the device (the train and eval steps
 do).
 
@@ -19,11 +19,13 @@ the host's files in an order shuffled by (seed, epoch) through a shuffle buffer
 seeded by (seed, epoch), and its augmentation is seeded by (seed, g). Resuming
 at `start_step=k` starts at epoch (k*b div n) and skips the first (k*b mod n)
 records of that epoch before decoding, so it yields exactly batch k onwards.
+Each epoch's order is the source's (`records(lo, hi, shuffle_seed)`): TFRecord
+files in a shuffled order, the rows of a video list permuted.
 With `repeated_augmentation` = N > 1, each record of that stream is taken N
 times in a row, each copy augmented on its own (seeded by (seed, g*N + r)):
 a batch of b holds b/N videos, N independently augmented clips of each, with
 the same label; the stream advances b/N records per batch, so resuming at
-step k starts at record position k*b div N (`streams.train_records`).
+step k starts at record position k*b div N (`reading.streams.train_records`).
 
 Bad records (no frames, label out of range or missing, unparsable record or
 undecodable frame, frames of different sizes, a JPEG frame cut short, the
@@ -32,13 +34,15 @@ file and record under `on_error='raise'`; under 'skip' they are counted (see
 `error_counts()`, and `errors.skipped_records()` by file and record) and
 dropped from training, and in evaluation their views come with mask 0 and the
 video's index (`skipped_videos(batch)`), so an evaluator leaves those videos
-out and reports them (`vvt.data.skips`). Each file is read on its own: damage
+out and reports them (`vvt.data.reading.skips`). Each file is read on its own: damage
 in one never stops the others. After a data error the iterator is closed (its
 tf.data threads stopped) before the error is raised.
 
-This module checks the config and batches; the rest is in `sources` (files,
-hosts), `streams` (order, seeds), `examples` (the construction path both
-pipelines share), `records`, `clips`, `errors`.
+Records come from the source `dataset.name` names (`reading.registry`; the
+contract: `reading.source.Source`). This module checks the config and batches;
+the rest is in `reading.streams` (hosts, order, seeds), `examples` (the
+construction path both pipelines share), `transforms.clips` and
+`reading.errors` (`error_counts()`, `DataError`).
 """
 import atexit
 import gc
@@ -48,16 +52,14 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from vvt.data import config as dataset_choices
-from vvt.data import errors
+from vvt.data import choices
 from vvt.data import examples
-from vvt.data import frame_rate
-from vvt.data import label_flip
-from vvt.data import names
-from vvt.data import records
-from vvt.data import sources
-from vvt.data import streams
-from vvt.data.errors import DataError, error_counts, reset_error_counts  # noqa: F401  (the pipeline's error API)
+from vvt.data.reading import errors
+from vvt.data.reading import frame_rate
+from vvt.data.reading import labels
+from vvt.data.reading import registry
+from vvt.data.reading import streams
+from vvt.data.transforms import label_flip
 
 try:  # tf.data runs on the host CPU; never let TF grab an accelerator.
   tf.config.set_visible_devices([], 'GPU')
@@ -81,15 +83,15 @@ def _local_batch(global_batch_size, process_count):
   return global_batch_size // process_count
 
 
-def _check_choice(cfg, field, choices):
+def _check_choice(cfg, field, allowed):
   value = cfg[field]
-  if value not in choices:
-    raise ValueError(f'dataset.{field} must be one of {choices}, got {value!r}')
+  if value not in allowed:
+    raise ValueError(f'dataset.{field} must be one of {allowed}, got {value!r}')
 
 
 def _validate(cfg):
-  for field, choices in dataset_choices.CHOICES.items():
-    _check_choice(cfg, field, choices)
+  for field, values in choices.CHOICES.items():
+    _check_choice(cfg, field, values)
   for field in ('num_frames', 'stride', 'image_size', 'num_test_clips',
                 'train_min_resize', 'train_max_resize', 'eval_resize'):
     if cfg[field] < 1:
@@ -104,7 +106,7 @@ def _validate(cfg):
 
 def _source(cfg, split):
   _validate(cfg)
-  return sources.make_source(cfg, split)
+  return registry.make_source(cfg, split)
 
 
 def num_videos(cfg, split):
@@ -165,7 +167,7 @@ class DataIterator:
 
   @staticmethod
   def error_counts():
-    return error_counts()
+    return errors.error_counts()
 
 
 _LIVE = weakref.WeakSet()
@@ -191,8 +193,8 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
   pi, pc = _process(process_index, process_count)
   local_batch = _local_batch(global_batch_size, pc)
   source = _source(cfg, 'train')
-  classes = records.num_classes(cfg, source.heads)
-  lo, hi = sources.host_range(source.num_records, pi, pc)
+  classes = labels.num_classes(cfg, source.heads)
+  lo, hi = streams.host_range(source.num_records, pi, pc)
   if lo == hi:
     raise ValueError(f'host {pi} of {pc} has no training records in '
                      f'{source.description} ({source.num_records} in all)')
@@ -200,7 +202,7 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
                              start=int(start_step) * local_batch)
   if cfg.get('label_aware_flip'):
     mode = label_flip.with_label_aware_flip(
-        mode, cfg, source.heads, class_names or names.dataset_class_names(cfg))
+        mode, cfg, source.heads, class_names or source.class_names)
   frame_rate.warn_once(cfg, source, pi)
   ds = examples.build(source, lo, hi, classes, mode, cfg.on_error)
   ds = ds.batch(local_batch, drop_remainder=True).prefetch(int(cfg.prefetch))
@@ -211,7 +213,7 @@ def make_train_iterator(cfg, global_batch_size, seed=0, start_step=0,
 def eval_layout(num_records, num_views, global_batch_size, process_count):
   """(per-host batch, batches every host yields) for a multi-view eval."""
   local_batch = _local_batch(global_batch_size, process_count)
-  most = max(b - a for a, b in (sources.host_range(num_records, p, process_count)
+  most = max(b - a for a, b in (streams.host_range(num_records, p, process_count)
                                 for p in range(process_count)))
   return local_batch, math.ceil(most * num_views / local_batch)
 
@@ -239,13 +241,13 @@ def make_eval_iterator(cfg, split='test', global_batch_size=1,
   """
   pi, pc = _process(process_index, process_count)
   source = _source(cfg, split)
-  classes = records.num_classes(cfg, source.heads)
+  classes = labels.num_classes(cfg, source.heads)
   if source.num_records == 0:
     raise ValueError(f'no evaluation videos in {source.description}')
   views = int(cfg.num_test_clips) * int(cfg.num_spatial_crops)
   local_batch, num_batches = eval_layout(source.num_records, views,
                                          global_batch_size, pc)
-  lo, hi = sources.host_range(source.num_records, pi, pc)
+  lo, hi = streams.host_range(source.num_records, pi, pc)
   frame_rate.warn_once(cfg, source, pi)
   padding = tf.data.Dataset.from_tensors(_padding(cfg, source.heads)).repeat()
   if lo < hi:

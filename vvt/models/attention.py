@@ -11,9 +11,6 @@ groupings a block runs. Two schemes change more than the grouping, and are still
                           With `num_segments` < T the T frames are cut into consecutive segments of
                           num_segments frames that mix only among themselves (zeros at every segment end), as
                           the official code's TemporalShift(n_segment=NUM_SEGMENTS) does.
-
-The kernels' functions, the groupings and BATCH_AXES are re-exported here under the names callers import (the
-kernels' tile sizes are set in vvt.models.kernels).
 """
 from __future__ import annotations
 
@@ -24,12 +21,7 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-from vvt.models import groupings
-from vvt.models.axes import BATCH_AXES  # noqa: F401
-from vvt.models.groupings import STAGES, group, temporal_shift, ungroup  # noqa: F401
-from vvt.models.kernels import (  # noqa: F401
-    IMPLS, choose_impl, chunked_attention, cudnn_supports, dot_product_attention, einsum_attention, splash_attention,
-    traced_batch_axes, xla_dot_product_attention)
+from vvt.models import groupings, kernels, rope
 
 @dataclasses.dataclass(frozen=True)
 class Mixing:
@@ -50,7 +42,9 @@ class MultiHeadAttention(nn.Module):
   with its fields) turns on X-ViT's shift of keys and values. Projections are named like flax's
   MultiHeadDotProductAttention (query, key, value: (D, H, d_h); out: (H, d_h, D)). `key_bias` False leaves the key
   projection without its bias where `qkv_bias` (VideoMAE's q and v biases): softmax ignores the q.b_k that a key
-  bias adds to a whole row of logits, so only the parameter count differs.
+  bias adds to a whole row of logits, so only the parameter count differs. `rope` rotates the queries and keys
+  by their token's (t, h, w) in `grid` (V-JEPA 2's 3D RoPE, vvt/models/rope.py) before any grouping;
+  `logit_cap` caps the scores (VideoPrism, `kernels.dot_product_attention`). Both off by default.
   """
   num_heads: int
   qkv_bias: bool = True
@@ -59,8 +53,10 @@ class MultiHeadAttention(nn.Module):
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
   kernel_init: Any = nn.initializers.xavier_uniform()
-  impl: str = 'einsum'  # one of IMPLS: how `dot_product_attention` runs (per stage for 'auto')
+  impl: str = 'einsum'  # one of config.ATTENTION_IMPLS: how `kernels.dot_product_attention` runs (per stage: 'auto')
   backend: str | None = None  # the backend 'auto' chooses for (None: jax's default backend)
+  rope: bool = False  # V-JEPA 2's 3D rotary embedding of q and k (no class token)
+  logit_cap: float | None = None  # VideoPrism's tanh cap of the attention scores
 
   @nn.compact
   def __call__(self, x, cls, *, stage: str, grid, mixing=None, train: bool = False):
@@ -71,14 +67,19 @@ class MultiHeadAttention(nn.Module):
     proj = {name: dense(name=name, use_bias=self.qkv_bias and (self.key_bias or name != 'key'))
             for name in ('query', 'key', 'value')}
     q, k, v = (proj[name](x) for name in ('query', 'key', 'value'))  # (B, T, N, H, d_h)
+    if self.rope:
+      if cls is not None:
+        raise ValueError('rope rotates the patch tokens by their (t, h, w): a class token has no position')
+      q, k = rope.rotate(q, grid), rope.rotate(k, grid)
     cls_qkv = None if cls is None else tuple(proj[name](cls) for name in ('query', 'key', 'value'))  # (B, 1, H, d_h)
     extra_kv = None
     if mixing is not None:  # X-ViT space-time mixing of keys and values (eq. 9), within segments.
       k, v, extra_kv = _mix(x, k, v, proj, mixing)
 
     rng = self.make_rng('dropout') if train and self.dropout_rate > 0 else None
-    attend = functools.partial(dot_product_attention, dropout_rate=self.dropout_rate, dropout_rng=rng,
-                               deterministic=not train, impl=self.impl, backend=self.backend)
+    attend = functools.partial(kernels.dot_product_attention, dropout_rate=self.dropout_rate, dropout_rng=rng,
+                               deterministic=not train, impl=self.impl, backend=self.backend,
+                               logit_cap=self.logit_cap)
     parts = groupings.head_slices(stage, h)
     if cls_qkv is not None and len(parts) > 1:
       raise ValueError(f'{stage} attention splits its heads among {len(parts)} groupings and has no class token')
@@ -103,7 +104,8 @@ def _mix(x, k, v, proj, mixing):
   b, t, n, d = x.shape
   h, dh = k.shape[-2:]
   seg = getattr(mixing, 'num_segments', None) or t  # temporal indices per segment
-  shift = functools.partial(temporal_shift, window=mixing.window, shift_div=mixing.shift_div, num_segments=seg)
+  shift = functools.partial(groupings.temporal_shift, window=mixing.window, shift_div=mixing.shift_div,
+                            num_segments=seg)
   k = shift(k.reshape(b, t, n, d)).reshape(k.shape)
   v = shift(v.reshape(b, t, n, d)).reshape(v.shape)
   if not mixing.summary_token:
@@ -118,7 +120,7 @@ def _attend_grouping(attend, grouping, grid, q, k, v, cls_qkv, extra_kv):
   each) joins every group where the grouping takes it, its outputs averaged over the groups; extra_kv: keys and
   values every group also attends to (summary tokens, `space` only). Returns (y, cls_y or None)."""
   b, t, n = q.shape[:3]
-  gq, gk, gv = (group(a, grouping, grid) for a in (q, k, v))
+  gq, gk, gv = (groupings.group(a, grouping, grid) for a in (q, k, v))
   if extra_kv is not None:
     if grouping != 'space':
       raise ValueError('summary tokens are defined for space(-time mixing) attention only')
@@ -134,4 +136,4 @@ def _attend_grouping(attend, grouping, grid, q, k, v, cls_qkv, extra_kv):
   if with_cls:
     cls_out = out[:, :1].reshape(b, -1, *out.shape[2:]).mean(axis=1, keepdims=True)
     out = out[:, 1:]
-  return ungroup(out, grouping, grid, b, t, n), cls_out
+  return groupings.ungroup(out, grouping, grid, b, t, n), cls_out

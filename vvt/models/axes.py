@@ -101,6 +101,12 @@ def mesh_spec(logical_axes, rules=None) -> tuple:
 BATCH_AXES = mesh_axes(BATCH, DEFAULT_RULES)  # the default mesh axes of a batch (and of a group axis G, batch-major)
 
 
+def batch_axes(rules=None) -> tuple[str, ...]:
+  """The mesh axes that shard a batch (logical `batch`) under `rules` (None: the active rules; by default
+  BATCH_AXES)."""
+  return mesh_axes(BATCH, rules)
+
+
 def traced_axes(logical: str, size: int, rules=None) -> tuple[str, ...]:
   """The mesh axes of `logical` under `rules` (None: the active rules, `axis_rules`), those of > 1 device, that
   shard an axis of `size` under the mesh the caller is traced with (`jax.sharding.use_abstract_mesh`, as vvt's

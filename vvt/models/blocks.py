@@ -2,7 +2,7 @@
 
 Each stage is pre-norm and residual:  x <- x + DropPath(Proj(MSA_stage(LN(x))))  — Proj is TimeSformer's extra
 temporal projection (`temporal_fc`) where asked for, identity otherwise. Then x <- x + DropPath(MLP(LN(x))).
-The scheme of a model is just its tuple of stages (see `stages_of`).
+The scheme of a model is just its tuple of stages (`ModelSpec.stages`, from its record in vvt/models/schemes.py).
 
 `Encoder` stacks the blocks either unrolled (params `block_0`, `block_1`, ...) or, with `scan`, as one
 `nn.scan` over a block whose params carry a leading layer axis (`blocks`, each leaf (num_layers, ...)):
@@ -17,13 +17,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from vvt.models import schemes
-# BATCH_AXES (re-exported): the default mesh axes of logical `batch` (vvt/models/axes.py), those a trainer shards the
-# batch over unless a run's rules say otherwise. The model names no mesh: it reads the one its caller traces it
-# under, and the logical axis rules active then (`axes.axis_rules`).
+# The model names no mesh: it reads the one its caller traces it under, and the logical axis rules active then
+# (`axes.axis_rules`; by default the batch over `axes.BATCH_AXES`).
+from vvt.models import axes as logical_axes
+from vvt.models import norms
 from vvt.models.attention import MultiHeadAttention
-from vvt.models.axes import BATCH_AXES  # noqa: F401
-from vvt.models.kernels import traced_batch_axes
 
 
 def constrain_batch(x):
@@ -32,13 +30,8 @@ def constrain_batch(x):
   divide. Inside `nn.scan` XLA's sharding propagation loses the batch sharding of the carry (a ViViT-H Model 1
   step compiled for a TPU v3-32 replicated the whole batch in the loop: 137 GiB per core), so the scanned block
   states it."""
-  axes = () if x is None else traced_batch_axes(x.shape[0])
+  axes = () if x is None else logical_axes.traced_axes(logical_axes.BATCH, x.shape[0])
   return jax.lax.with_sharding_constraint(x, jax.sharding.PartitionSpec(axes)) if axes else x
-
-
-def stages_of(attention: str, attention_order: str = 'space_time') -> tuple[str, ...]:
-  """The attention stages of one block of scheme `attention`, in order (its record in vvt/models/schemes.py)."""
-  return schemes.get(attention).stages_for(attention_order)
 
 
 def remat_policy(remat):
@@ -119,12 +112,15 @@ class EncoderBlock(nn.Module):
   param_dtype: Any = jnp.float32
   attention_impl: str = 'einsum'
   backend: str | None = None
+  rope: bool = False  # V-JEPA 2's 3D RoPE on q and k (vvt/models/rope.py)
+  logit_cap: float | None = None  # VideoPrism's tanh cap of the attention scores
+  layer_norm_scale_offset: float = 0.0  # VideoPrism's LayerNorm: scale stored as an offset from 1 (vvt/models/norms.py)
 
   @nn.compact
   def __call__(self, x, cls, train: bool = False, droppath_rate=None):
     rate = self.droppath_rate if droppath_rate is None else droppath_rate
-    norm = lambda name: nn.LayerNorm(epsilon=self.layer_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype,
-                                     name=name)
+    norm = lambda name: norms.layer_norm(self.layer_norm_eps, self.dtype, self.param_dtype, name,
+                                         self.layer_norm_scale_offset)
     drop_path = DropPath()
     for stage, projected in zip(self.stages, self.projected):
       ln = norm(f'{stage}_norm')
@@ -132,7 +128,7 @@ class EncoderBlock(nn.Module):
           num_heads=self.num_heads, qkv_bias=self.qkv_bias, key_bias=self.key_bias,
           dropout_rate=self.attention_dropout_rate,
           dtype=self.dtype, param_dtype=self.param_dtype, impl=self.attention_impl, backend=self.backend,
-          name=f'{stage}_attention')(
+          rope=self.rope, logit_cap=self.logit_cap, name=f'{stage}_attention')(
               ln(x), None if cls is None else ln(cls), stage=stage, grid=self.grid, mixing=self.mixing,
               train=train)
       if projected:

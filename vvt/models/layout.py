@@ -9,7 +9,7 @@ or stacked for `nn.scan` (`model.scan_layers=True`): one tree whose every leaf c
 
     {'blocks': {'block': P}}     with P[...][l] = P_l[...], leaves (L, *shape)
 
-Both compute the same function. `to_model_layout(params, model_cfg)` is what a loader calls on a restored or
+Both compute the same function. `to_model_layout(params, model)` is what a loader calls on a restored or
 converted tree before use: it finds the layout of every encoder in the tree and converts it to the one the model
 config asks for (a no-op if it already has it). The conversion is pure, works on any nesting of dicts, tuples,
 lists and named tuples (an optimizer state that mirrors the params converts the same way), and on abstract
@@ -129,7 +129,8 @@ def layout_of(tree) -> str | None:
   return None if not found else found.pop() if len(found) == 1 else 'mixed'
 
 
-def to_model_layout(tree, model_cfg):
-  """`tree` (params, or any state mirroring them) in the layout `model_cfg` builds: stacked for
-  `model.scan_layers=True`, per layer otherwise. Pure; a tree already in that layout comes back equal."""
-  return to_stacked(tree) if model_cfg.get('scan_layers', False) else to_per_layer(tree)
+def to_model_layout(tree, model):
+  """`tree` (params, or any state mirroring them) in the layout `model` (a model config or its `ModelSpec`)
+  builds: stacked for `scan_layers=True`, per layer otherwise. Pure; a tree already in that layout comes back
+  equal."""
+  return to_stacked(tree) if model.scan_layers else to_per_layer(tree)

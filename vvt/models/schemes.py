@@ -15,10 +15,15 @@ A scheme is a sequence of attention stages per encoder block, each stage one gro
   local_global               TimeSformer Fig. 1 'L+G'           local, global
   axial                      TimeSformer Fig. 1 'T+W+H'         time, width, height
   space_time_mixing          X-ViT eq. 9-10                     space, keys and values shifted in time
+  space_then_time            VideoPrism (sec. 3.2)              a spatial encoder (joint within each temporal
+                                                               index), then a temporal encoder over the n_t
+                                                               tokens of every spatial position: all n_t * N
+                                                               tokens kept (ViViT Model 2 pools each frame to
+                                                               one token first)
 
 `SCHEME_TABLE` holds the records; `vvt.models.config.resolve` (class-token rules, classifiers, grid and head
-constraints), `vvt.models.blocks.stages_of`, `vvt.convert.image_init` (the stage that receives the image ViT's
-attention) and attention-map code (`stage_groups`: which tokens attend to which, in NumPy) read them. A scheme
+constraints), `vvt.models.spec.spec_of` (a block's stages), `vvt.convert.image_init` (the stage that receives the
+image ViT's attention) and the attention maps (`vvt.inspection.attention_maps`) read them. A scheme
 that only regroups tokens is one record here (with a new `groupings.GROUPINGS` row if it needs a new
 neighbourhood) and its neighbourhood test (tests/models/test_neighbourhoods.py).
 
@@ -29,12 +34,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
-
 from vvt.models import groupings
 
 FAMILIES = ('vivit', 'timesformer', 'xvit')
-CLASSIFIERS = ('token', 'gap')
+CLASSIFIERS = ('token', 'gap', 'attentive')  # attentive: the attentive pooler (vvt/models/poolers.py)
 CLASS_TOKENS = ('global', 'per_frame')
 ATTENTION_ORDERS = ('space_time', 'time_space')
 # The class token of a family where the scheme states none for it (X-ViT: one per frame, for its TA head).
@@ -55,6 +58,9 @@ class Scheme:
   image_stage: str | None = None  # the stage given the image ViT's attention at image-init (None: stages[-1])
   temporal_mixing: bool = False  # X-ViT: keys and values shifted in time (eq. 9) before `space` attention
   two_encoders: bool = False  # ViViT Model 2: spatial encoder, then temporal encoder (stages of each)
+  # two_encoders: the temporal encoder runs over the n_t tokens of every spatial position, keeping all tokens
+  # (VideoPrism), not over one pooled token per temporal index (ViViT Model 2)
+  temporal_over_positions: bool = False
 
   def stages_for(self, attention_order: str = 'space_time') -> tuple[str, ...]:
     """The stages of one block for `model.attention_order` (only a reorderable scheme reverses them)."""
@@ -64,7 +70,7 @@ class Scheme:
 
   @property
   def classifiers(self) -> tuple[str, ...]:
-    return CLASSIFIERS if self.class_token else ('gap',)
+    return CLASSIFIERS if self.class_token else tuple(c for c in CLASSIFIERS if c != 'token')
 
   @property
   def stage_for_image(self) -> str:
@@ -106,6 +112,8 @@ SCHEME_TABLE = {s.name: s for s in (
     Scheme('axial', ('timesformer',), "TimeSformer 'T+W+H'", ('time', 'width', 'height')),
     Scheme('space_time_mixing', ('xvit',), 'X-ViT eq. 9-10', ('space',), per_frame_class_token=True,
            temporal_mixing=True),
+    Scheme('space_then_time', ('vivit',), 'VideoPrism sec. 3.2', ('joint',), class_token=False, two_encoders=True,
+           temporal_over_positions=True),
 )}
 SCHEMES = tuple(SCHEME_TABLE)
 
@@ -124,54 +132,3 @@ def projected_stages(stages, temporal_projection: bool) -> tuple[bool, ...]:
   if not temporal_projection or len(stages) == 1:
     return (False,) * len(stages)
   return tuple(i < len(stages) - 1 for i in range(len(stages)))
-
-
-# ----------------------------------------------------------------------------- groups in NumPy
-
-
-@dataclasses.dataclass(frozen=True)
-class HeadGroups:
-  """The groups of one grouping, for the heads of a stage that attend within it.
-
-  index: (G, L) int token indices t * N + n (row-major over the (T, N) tokens): the L tokens of each of the G
-  groups attend to each other (and to a global class token where `class_token`)."""
-  grouping: str
-  heads: slice
-  index: np.ndarray
-  class_token: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class StageGroups:
-  """One stage of a block: its name (`{stage}_attention` in the params) and its groups per head slice."""
-  stage: str
-  parts: tuple[HeadGroups, ...]
-
-
-def stage_groups(scheme: Scheme, grid, num_heads: int, attention_order: str = 'space_time',
-                 tokens_per_index: int | None = None) -> tuple[StageGroups, ...]:
-  """Which tokens attend to which in each stage of one block of `scheme`, as NumPy indices (no JAX).
-
-  grid: (n_t, n_h, n_w) token grid of the encoder; tokens_per_index: N, the tokens per temporal index (default
-  n_h * n_w; 1 + n_h * n_w with a per-frame class token at n = 0). For ViViT Model 2 give each encoder's own
-  grid: (1, n_h, n_w) for the spatial encoder, (1, 1, n_t) for the temporal one, with stages ('joint',).
-  """
-  t, nh, nw = grid
-  n = nh * nw if tokens_per_index is None else tokens_per_index
-  ids = np.arange(t * n).reshape(1, t, n)
-  out = []
-  for stage in scheme.stages_for(attention_order):
-    parts = tuple(HeadGroups(g, heads, np.asarray(groupings.group(ids, g, grid)), groupings.joins_class_token(g))
-                  for g, heads in groupings.head_slices(stage, num_heads))
-    out.append(StageGroups(stage, parts))
-  return tuple(out)
-
-
-def neighbourhood(groups: StageGroups, num_tokens: int) -> np.ndarray:
-  """(H', M, M) bool per head part: [query, key] pairs of the M = T * N tokens that attend in the stage."""
-  masks = []
-  for part in groups.parts:
-    mask = np.zeros((num_tokens, num_tokens), bool)
-    mask[part.index[:, :, None], part.index[:, None, :]] = True
-    masks.append(mask)
-  return np.stack(masks)

@@ -20,7 +20,8 @@ import jax.extend
 import jax.numpy as jnp
 import ml_collections
 
-from vvt.models import build, resolve, token_grid
+from vvt.models import build
+from vvt.models.config import resolve, token_grid
 
 
 def _abstract_params(module, cfg, batch):

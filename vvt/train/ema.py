@@ -21,8 +21,6 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-WEIGHTS = ('ema', 'raw', 'params')
-
 
 def decay_of(optimizer_cfg) -> float:
   """`optimizer.ema_decay` as a float (None and a missing field: 0, off)."""

@@ -12,7 +12,7 @@ Under `dataset.on_error='skip'` a bad video's rows come with mask 0 and its
 index: it is left out of every metric and counted (`videos_skipped`, which also
 counts the records past the damage of a broken TFRecord file), and one line
 says how many, in which files and why (`skipped_files`, `data_skipped` in the
-results; `vvt.data.skips`).
+results; `vvt.data.reading.skips`).
 
 `write_results` stores, named by step, split and view protocol
 (`P = WORKDIR/checkpoints/eval_<step>_<split>_<clips>x<crops>`):
@@ -37,6 +37,7 @@ import numpy as np
 from etils import epath
 
 from vvt import fileio
+from vvt.config.sharding import logical_rules_of
 from vvt.train import checkpoints
 from vvt.train import eval_report
 from vvt.train import losses
@@ -192,7 +193,7 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
   protocol for `write_results`. `progress` (default: when `log` is set, on the chief)
   shows a bar with ETA.
   """
-  from vvt.data import names as names_lib  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
   heads = heads_of(config.model)
   batch_size = int(config.eval.batch_size)
@@ -208,7 +209,7 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
   bar = _progress(len(it), progress, f'eval {split} {protocol(config)}')
   try:
     n_batches = _aggregate(eval_step, params, it, mesh, batch_size, agg, on_batch=lambda: bar.update(1),
-                           rules=mesh_lib.logical_rules_of(config.get('mesh')))
+                           rules=logical_rules_of(config.get('mesh')))
   finally:
     bar.close()
   if jax.process_index() == 0:
@@ -229,7 +230,7 @@ def _add_skips(res: dict, dataset_config, split: str) -> Optional[str]:
   """Under on_error='skip': every skipped video in `res` (`videos_skipped` counts those the index holds and
   those past the damage of a broken TFRecord file; `skipped_files` and `data_skipped` say where and why);
   returns the console line naming them, or None when nothing was skipped."""
-  from vvt.data import skips  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import skips  # pylint: disable=g-import-not-at-top
   if dataset_config.on_error != 'skip':
     return None
   report = skips.skip_report(dataset_config, split, res['skipped_video_indices'])

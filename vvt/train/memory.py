@@ -268,7 +268,7 @@ NOMINAL_EPOCH_BATCHES = 100  # the schedule's epoch when the training set's size
 def training_set_size(config) -> tuple[Optional[int], str]:
   """(videos, how it is known): the size of `dataset.train_files` that `vvt train` would count, or
   (None, why) when they are not here (the schedule then assumes epochs of `NOMINAL_EPOCH_BATCHES`)."""
-  from vvt.data import patterns  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import patterns  # pylint: disable=g-import-not-at-top
   missing = patterns.missing_files(config.dataset, ('train_files',))
   if missing:
     return None, missing[0].split(';')[0]
@@ -344,7 +344,8 @@ def plan(config, topology: Topology, devices, eval_step: bool = False, log=None)
   does not fit the device memory gives a Report with `compiled` False and the compiler's figures.
   """
   import jax  # pylint: disable=g-import-not-at-top
-  from vvt.train import mesh as mesh_lib, validation  # pylint: disable=g-import-not-at-top
+  from vvt.config import validation  # pylint: disable=g-import-not-at-top
+  from vvt.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   num_processes = len({d.process_index for d in devices})
   devices = mesh_lib.mesh_devices(config.mesh, devices)
   validation.validate(config, len(devices), num_processes)

@@ -15,7 +15,8 @@ put `model`, then `fsdp`, last). `-1` = the devices the other axes leave. Known 
 Axes not named have size 1 and are still in the mesh, so rules and specs may always name all three.
 `config.mesh.logical_rules` may map the models' logical axes otherwise (`vvt.config.sharding`), e.g. the batch
 over `data` only; the batch functions below take those rules (`rules`: complete (name, mesh axes) pairs, as
-`logical_rules_of` gives them; None: the active ones, `vvt.models.axes.axis_rules`, by default the models').
+`vvt.config.sharding.logical_rules_of` gives them; None: the active ones, `vvt.models.axes.axis_rules`, by
+default the models').
 `mesh.num_devices` (-1 = all) uses only the first N devices. Each process feeds only its own rows;
 the global array is built with `jax.make_array_from_process_local_data`, so the same config runs on
 1 CPU device, 8 forced host devices, several hosts and a pod.
@@ -28,15 +29,9 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from vvt.config.sharding import MeshError, resolve_axes
 from vvt.models import axes as logical_axes
 from vvt.train import peers
-from vvt.train import sharding as sharding_lib
-
-DATA_AXIS, FSDP_AXIS, MODEL_AXIS = sharding_lib.DATA_AXIS, sharding_lib.FSDP_AXIS, sharding_lib.MODEL_AXIS
-AXES, DATA_AXES = sharding_lib.AXES, sharding_lib.DATA_AXES
-MeshError = sharding_lib.MeshError
-resolve_axes = sharding_lib.resolve_axes
-logical_rules_of = sharding_lib.logical_rules_of
 
 
 def slurm_step_tasks(environ=None) -> int:
@@ -87,7 +82,7 @@ def mesh_devices(mesh_cfg=None, devices: Optional[Sequence[Any]] = None) -> list
 
 
 def make_mesh(mesh_cfg=None, devices: Optional[Sequence[Any]] = None) -> Mesh:
-  """The mesh of `config.mesh` over `devices` (default: all), axes in `AXES` (sizes may be 1).
+  """The mesh of `config.mesh` over `devices` (default: all), axes in `vvt.config.sharding.AXES` (sizes may be 1).
 
   Built with `jax.make_mesh` (Auto axis types), so on a TPU pod the axes follow the physical
   topology. `mesh_cfg` may be None (one `data` axis over all devices), a ConfigDict with
@@ -107,23 +102,19 @@ def make_mesh(mesh_cfg=None, devices: Optional[Sequence[Any]] = None) -> Mesh:
 
 
 def axis_sizes(mesh: Mesh) -> dict:
-  return sharding_lib.mesh_sizes(mesh)
+  """{axis name: size} of `mesh`."""
+  return dict(zip(mesh.axis_names, mesh.devices.shape))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
-def batch_axes(mesh: Mesh, rules=None) -> tuple:
-  """The mesh axes the batch dimension is sharded over: those of logical `batch` under `rules` (None: the active
-  rules; by default ('data', 'fsdp')), in mesh order."""
-  wanted = logical_axes.mesh_axes(logical_axes.BATCH, rules)
-  return tuple(a for a in mesh.axis_names if a in wanted)
-
-
 def batch_spec(mesh: Mesh, leading: int = 0, rules=None) -> P:
-  """P(None * leading, ('data', 'fsdp')): the batch dimension after `leading` dimensions (`batch_axes`)."""
-  return P(*([None] * leading), batch_axes(mesh, rules))
+  """P(None * leading, ('data', 'fsdp')): the batch dimension after `leading` dimensions, over the mesh axes of
+  logical `batch` under `rules` (None: the active rules; `vvt.models.axes.batch_axes`) in mesh order."""
+  wanted = logical_axes.batch_axes(rules)
+  return P(*([None] * leading), tuple(a for a in mesh.axis_names if a in wanted))
 
 
 def batch_sharding(mesh: Mesh, rules=None) -> NamedSharding:
@@ -131,7 +122,7 @@ def batch_sharding(mesh: Mesh, rules=None) -> NamedSharding:
 
 
 def global_batch(batch: dict, mesh: Mesh, global_batch_size: int, rules=None) -> dict:
-  """Per-host numpy batch -> dict of global jax.Arrays sharded over the batch's axes (`batch_axes`)."""
+  """Per-host numpy batch -> dict of global jax.Arrays sharded over the batch's axes (`batch_spec`)."""
   sharding = batch_sharding(mesh, rules)
   out = {}
   for key, value in batch.items():

@@ -4,19 +4,16 @@ its rules, fsdp_min_size and logical axis rules).
   shardings = state_shardings(abstract_state, mesh, config.mesh)   # TrainState of NamedSharding
   params_shardings = param_shardings(params, mesh, config.mesh)
 
-The axes, the rules and each parameter's partition spec are computed without JAX in `vvt.config.sharding`
-(re-exported here); this module reads the parameter paths and shapes of a pytree and makes the NamedShardings.
+The axes, the rules and each parameter's partition spec are computed without JAX in `vvt.config.sharding`;
+this module reads the parameter paths and shapes of a pytree and makes the NamedShardings.
 """
 from typing import Any, Mapping
 
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from vvt.config.errors import ConfigError  # noqa: F401  pylint: disable=unused-import
-from vvt.config.sharding import (  # noqa: F401  pylint: disable=unused-import
-    AXES, DATA_AXES, DATA_AXIS, DEFAULT_AXES, DEFAULT_MIN_SIZE, FSDP, FSDP_AXIS, MODEL_AXIS, REPLICATE,
-    STACKED_LAYERS, TENSOR_PARALLEL, MeshError, axes_of, check_logical_rules, check_rules, data_axes, data_size,
-    default_spec, follow, fsdp_spec, logical_rules_of, param_specs, resolve_axes, tensor_parallel)
+from vvt.config.sharding import DEFAULT_MIN_SIZE, follow, logical_rules_of, param_specs
+from vvt.train import mesh as mesh_lib
 
 
 def path_str(path) -> str:
@@ -44,20 +41,16 @@ def tree_shardings(tree, mesh, specs: Mapping[str, tuple]) -> Any:
       lambda p, x: NamedSharding(mesh, P(*follow(path_str(p), len(x.shape), specs))), tree)
 
 
-def mesh_sizes(mesh) -> dict:
-  return dict(zip(mesh.axis_names, mesh.devices.shape))
-
-
 def param_shardings(params, mesh, mesh_cfg=None) -> Any:
   """NamedShardings of `params` (a pytree of arrays or shapes) on `mesh` by `config.mesh`'s rules."""
-  specs = param_specs(flat_shapes(params), mesh_sizes(mesh), **_options(mesh_cfg))
+  specs = param_specs(flat_shapes(params), mesh_lib.axis_sizes(mesh), **_options(mesh_cfg))
   return tree_shardings(params, mesh, specs)
 
 
 def state_shardings(abstract_state, mesh, mesh_cfg=None) -> Any:
   """A TrainState of NamedShardings: params by the rules, opt state and EMA params following them, the rest
   replicated."""
-  specs = param_specs(flat_shapes(abstract_state.params), mesh_sizes(mesh), **_options(mesh_cfg))
+  specs = param_specs(flat_shapes(abstract_state.params), mesh_lib.axis_sizes(mesh), **_options(mesh_cfg))
   rep = NamedSharding(mesh, P())
   return abstract_state.replace(
       step=rep, rng=rep, params=tree_shardings(abstract_state.params, mesh, specs),

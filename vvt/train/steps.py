@@ -6,7 +6,7 @@ the all-gathers of sharded params and the reduce-scatter / all-reduce of the gra
 constrained to their parameters' shardings. The run's logical axis rules (`config.mesh.logical_rules`: what the
 batch, heads and MLP units are sharded over) place the batch and are active while the steps are traced
 (`traced_under`), where the models read them. Batches carry uint8 pixels; both steps
-normalise them on the device (`vvt.data.normalization`). Per-step randomness is
+normalise them on the device (`vvt.data.transforms.normalization`). Per-step randomness is
 `fold_in(state.rng, state.step)`, so a resumed run draws exactly the same
 dropout / stochastic-depth / mixup masks as an uninterrupted one.
 
@@ -23,12 +23,12 @@ import optax
 from clu import metrics as clu_metrics
 from jax.sharding import NamedSharding
 
-from vvt.data import normalization
+from vvt.config.sharding import logical_rules_of
+from vvt.data.transforms import normalization
 from vvt.models import axes as logical_axes
 from vvt.train import ema as ema_lib
 from vvt.train import losses
 from vvt.train import mesh as mesh_lib
-from vvt.train import model_state
 from vvt.train.state import TrainState
 
 
@@ -53,14 +53,14 @@ class EvalSettings:
   heads: Mapping[str, int]  # {head: num_classes}, '' for a single head
   normalization: str        # dataset.normalization of the uint8 pixels
   average: str              # eval.average: 'logits' | 'softmax' (the scores returned)
-  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (mesh_lib.logical_rules_of)
+  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (logical_rules_of)
 
   @classmethod
   def of(cls, config) -> 'EvalSettings':
     if isinstance(config, cls):
       return config
     return cls(heads=heads_of(config.model), normalization=str(config.dataset.normalization),
-               average=str(config.eval.average), logical_rules=mesh_lib.logical_rules_of(config.get('mesh')))
+               average=str(config.eval.average), logical_rules=logical_rules_of(config.get('mesh')))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +73,7 @@ class TrainSettings:
   mixup_alpha: float        # loss.mixup_alpha (0: no mixup)
   cutmix_alpha: float       # loss.cutmix_alpha (0: no cutmix)
   mix_switch_prob: float    # loss.mix_switch_prob: cutmix's share when both are on
-  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (mesh_lib.logical_rules_of)
+  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (logical_rules_of)
   ema_decay: float = 0.0    # optimizer.ema_decay: the EMA of a state that has one (vvt.train.ema)
 
   @classmethod
@@ -85,7 +85,7 @@ class TrainSettings:
                label_smoothing=float(config.loss.label_smoothing),
                mixup_alpha=float(config.loss.mixup_alpha), cutmix_alpha=float(config.loss.cutmix_alpha),
                mix_switch_prob=float(config.loss.mix_switch_prob),
-               logical_rules=mesh_lib.logical_rules_of(config.get('mesh')),
+               logical_rules=logical_rules_of(config.get('mesh')),
                ema_decay=ema_lib.decay_of(config.optimizer))
 
   def mix_options(self) -> dict:
@@ -142,19 +142,6 @@ def jit_eval_step(eval_step: Callable, mesh, param_shardings, rules=None) -> Cal
   rules = logical_axes.active_rules() if rules is None else rules
   return jax.jit(traced_under(mesh, rules)(eval_step),
                  in_shardings=(param_shardings, mesh_lib.batch_sharding(mesh, rules)), out_shardings=(rep, rep))
-
-
-def make_train_step(module, tx, schedule, config, mesh, shardings=None):
-  """Returns jitted `train_step(state, batch) -> (state, metrics, status)` (`jit_train_step`).
-
-  `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf. `shardings` defaults to
-  `model_state.state_shardings` (the `config.mesh` rules). `vvt.train.program` builds the step of a run.
-  """
-  if shardings is None:
-    shardings = model_state.state_shardings(module, config, tx, mesh)
-  settings = TrainSettings.of(config)
-  return jit_train_step(train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings,
-                        settings.logical_rules)
 
 
 # ----------------------------------------------------------------------------- train step
@@ -237,7 +224,8 @@ def metric_outputs(heads, per_example_loss, correct, mask, learning_rate, grad_n
 
 
 def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
-  """`train_step(state, batch) -> (state, metrics, status)` before jit (see make_train_step).
+  """`train_step(state, batch) -> (state, metrics, status)` before jit (`jit_train_step`; `vvt.train.program`
+  builds the step of a run). `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf.
 
   settings: `TrainSettings` (or the run config they are read from). batch: 'inputs' uint8 or float
   (B, T, H, W, 3), 'label' (or 'label/<head>') int32 (B,), 'mask' float32 (B,). `mesh` places the inputs

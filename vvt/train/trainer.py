@@ -20,7 +20,7 @@ training saves a checkpoint at the step reached and raises `Interrupted` (exit 1
 
 `evaluate_checkpoint(config, workdir, step, split)` is `vvt eval`: an evaluation-only program (the
 model, its abstract params on this mesh's shardings, the jitted eval step). WORKDIR/config.json comes
-from `run_config`. Checkpoints are saved asynchronously (training goes on while they are written) and
+from `vvt.config.run_file`. Checkpoints are saved asynchronously (training goes on while they are written) and
 restore onto any mesh: the abstract state carries this run's shardings. The workdir may be a local
 path or a URL (`gs://`).
 """
@@ -32,7 +32,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from vvt.config import resume, run_file, validation
-from vvt.data import patterns as data_patterns
+from vvt.data.reading import patterns as data_patterns
 from vvt.train import checkpoints
 from vvt.train import ema as ema_lib
 from vvt.train import evaluate as evaluate_lib
@@ -41,7 +41,7 @@ from vvt.train import metrics as metrics_lib
 from vvt.train import peers
 from vvt.train import state as state_lib
 from vvt.train import storage
-from vvt.train.signals import Interrupted, StopSignals, signal_name  # noqa: F401  (vvt.train.trainer's names)
+from vvt.train.signals import Interrupted, StopSignals, signal_name
 from vvt.train.program import Program, build_program
 
 
@@ -114,7 +114,7 @@ def latest_kind(run: Run) -> Optional[str]:
 
 
 def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
-  """Before resuming a training state: the changes from WORKDIR/config.json (see run_config)."""
+  """Before resuming a training state: the changes from WORKDIR/config.json (see vvt.config.resume)."""
   if latest_kind(run) != 'train_state':
     return []
   return resume.check_resume(run_file.load_saved(run.workdir), run.config,
@@ -255,14 +255,14 @@ def train_one_step(run: Run, program: Program, state, batch, loop: LoopState):
 def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
                       progress: metrics_lib.Progress) -> None:
   """Writes the metrics merged since the last log (+ throughput, epoch, skipped records)."""
-  from vvt.data import pipeline, skips  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import errors, skips  # pylint: disable=g-import-not-at-top
   _check_pending(run, loop)
   scalars = {k: float(v) for k, v in jax.device_get(loop.metrics.compute()).items()}
   scalars.update(progress.rates(loop.step))
   scalars['epoch'] = loop.step / program.training.steps_per_epoch
   skipped_line = None
   if run.config.dataset.on_error == 'skip':  # bad records dropped so far, by reason (this process)
-    scalars.update({f'data_skipped_{k}': float(v) for k, v in pipeline.error_counts().items()})
+    scalars.update({f'data_skipped_{k}': float(v) for k, v in errors.error_counts().items()})
     skipped_line = skips.new_skips_line()  # the files and records newly skipped, once each
   train_writer.write_scalars(loop.step, scalars)
   progress.report(loop.step, scalars)
@@ -419,7 +419,7 @@ def train_and_evaluate(config, workdir: str, *, log: Callable = print,
 
   Returns the final multi-view evaluation metrics (plus `step`, `workdir`).
   Resuming with a config that differs from WORKDIR/config.json in a field that changes what
-  the run learns raises defaults.ConfigError unless `allow_config_change`.
+  the run learns raises ConfigError (vvt.config.resume) unless `allow_config_change`.
   `stop_after_step` (testing aid) stops the loop early without the final eval.
   A first SIGINT / SIGTERM saves a checkpoint at the step reached and raises Interrupted; a
   second exits at once (StopSignals).

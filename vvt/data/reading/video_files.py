@@ -1,0 +1,181 @@
+"""Video files and frame folders, decoded with PyAV (OpenCV for images): the one decoder of the readers.
+
+    find_inputs(paths)              -> [(name, kind 'video' | 'frames' | 'missing', path)]   (`vvt predict`)
+    frame_times(path)               -> int64 (N,): the presentation time of each of a video's N frames
+    read_frames(path, wanted, times) -> {index: uint8 (h, w, 3)} of the frames `wanted`
+
+A video's frames are its video stream's packets in presentation order: `frame_times` lists them from the
+container alone (packets are read, nothing is decoded), so counting costs no decoding. `read_frames` decodes only
+from the keyframe before the first wanted frame (a seek) to the last wanted one, and knows each decoded frame's
+index by its time; where times are unknown (packets without them), it decodes from the start and counts. The
+`video_folder` source and `vvt predict` read videos through these; `vvt data convert` and `vvt predict --window`
+stream every frame. A file that cannot be read raises `UnreadableVideo` naming it.
+"""
+import bisect
+import os
+from typing import Sequence
+
+import numpy as np
+
+VIDEO_EXTENSIONS = ('.mp4', '.webm', '.avi', '.mkv', '.mov', '.m4v', '.mpg', '.mpeg', '.ogv', '.gif')
+IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp')
+
+
+class UnreadableVideo(ValueError):
+  """A video file or frame folder that cannot be decoded (the message names it)."""
+
+
+def _has_ext(name: str, exts) -> bool:
+  return name.lower().endswith(exts)
+
+
+def find_inputs(paths: Sequence[str]) -> list:
+  """Each path: a video file; a folder of frames (images) = one video; or a folder of videos
+  and/or frame folders (one level). -> [(name, kind, path)] in the order given, folders sorted.
+  A path that does not exist (or a folder with nothing to read) is kept as kind 'missing'."""
+  out = []
+  for p in paths:
+    if os.path.isfile(p):
+      out.append((p, 'video', p))
+    elif os.path.isdir(p):
+      entries = sorted(os.listdir(p))
+      if any(_has_ext(e, IMAGE_EXTENSIONS) for e in entries) and not any(
+          _has_ext(e, VIDEO_EXTENSIONS) for e in entries):
+        out.append((p, 'frames', p))
+        continue
+      found = []
+      for e in entries:
+        q = os.path.join(p, e)
+        if os.path.isfile(q) and _has_ext(e, VIDEO_EXTENSIONS):
+          found.append((q, 'video', q))
+        elif os.path.isdir(q) and any(_has_ext(x, IMAGE_EXTENSIONS) for x in os.listdir(q)):
+          found.append((q, 'frames', q))
+      out.extend(found or [(p, 'missing', p)])
+    else:
+      out.append((p, 'missing', p))
+  return out
+
+
+def declared_frames(stream, container):
+  """Frames a video stream's container declares (0 when it does not say)."""
+  if stream.frames:
+    return int(stream.frames)
+  rate = stream.average_rate or stream.guessed_rate
+  if not rate:
+    return 0
+  if stream.duration and stream.time_base:
+    return int(round(float(stream.duration * stream.time_base * rate)))
+  if container.duration:
+    return int(round(container.duration / 1e6 * float(rate)))
+  return 0
+
+
+def _open(path: str):
+  """(container, its first video stream); UnreadableVideo naming `path` when it has none or cannot be opened."""
+  import av  # pylint: disable=g-import-not-at-top
+  try:
+    container = av.open(path)
+  except Exception as e:  # pylint: disable=broad-except  (PyAV / FFmpeg errors of every kind)
+    raise UnreadableVideo(f'{path}: cannot open ({type(e).__name__}: {e})') from e
+  if not container.streams.video:
+    container.close()
+    raise UnreadableVideo(f'{path}: no video stream')
+  return container, container.streams.video[0]
+
+
+def frame_times(path: str) -> np.ndarray:
+  """int64 (N,): the presentation time (in the stream's time base) of each frame of a video, in order, from its
+  packets alone (empty: no frames); all -1 when its packets carry no times (frames are then counted by decoding,
+  in `read_frames`). UnreadableVideo when it cannot be opened or read."""
+  container, stream = _open(path)
+  try:
+    with container:
+      times = [p.pts for p in container.demux(stream) if p.size]
+  except Exception as e:  # pylint: disable=broad-except
+    raise UnreadableVideo(f'{path}: cannot read its packets ({type(e).__name__}: {e})') from e
+  if any(t is None for t in times):
+    return np.full(len(times), -1, np.int64)
+  return np.sort(np.asarray(times, np.int64))
+
+
+def _decode(container, stream, times, wanted, seek):
+  """{index: uint8 (h, w, 3)} of `wanted` (a sorted list) decoded from the keyframe before wanted[0] (`seek`)
+  or from the start, and the index of the last frame decoded; None when a decoded frame's time is not one of
+  `times` or the seek landed past wanted[0] (the caller then decodes from the start, counting)."""
+  known = seek is not None
+  if known and seek > 0:
+    container.seek(int(times[seek]), stream=stream, backward=True, any_frame=False)
+  kept, index, todo = {}, -1, set(wanted)
+  for frame in container.decode(stream):
+    if known:
+      index = bisect.bisect_left(times, frame.pts) if frame.pts is not None else len(times)
+      if index >= len(times) or times[index] != frame.pts or (not kept and index > wanted[0]):
+        return None, index
+    else:
+      index += 1
+    if index in todo:
+      kept[index] = frame.to_ndarray(format='rgb24')
+      if len(kept) == len(wanted):
+        break
+  return kept, index
+
+
+def read_frames(path: str, wanted, times=None) -> dict:
+  """{index: uint8 (h, w, 3)} of the frames `wanted` (indices into `frame_times(path)`, which `times` are when
+  given). UnreadableVideo when it cannot be decoded or ends before a wanted frame."""
+  wanted = sorted({int(i) for i in wanted})
+  if not wanted:
+    return {}
+  times = frame_times(path) if times is None else np.asarray(times, np.int64)
+  if wanted[-1] >= len(times):
+    raise UnreadableVideo(f'{path}: frame {wanted[-1]} asked of a video of {len(times)} frames')
+  seek = wanted[0] if times[0] >= 0 else None
+  container, stream = _open(path)
+  decoded = -1
+  try:
+    with container:
+      stream.thread_type = 'AUTO'
+      kept, decoded = _decode(container, stream, times, wanted, seek)
+      if kept is None:  # times that do not match the decoded frames: count from the start
+        container.seek(0, stream=stream, backward=True, any_frame=False)
+        kept, decoded = _decode(container, stream, times, wanted, None)
+  except UnreadableVideo:
+    raise
+  except Exception as e:  # pylint: disable=broad-except  (PyAV / FFmpeg errors of every kind)
+    raise UnreadableVideo(f'{path}: decoding stopped near frame {max(decoded, 0)} ({type(e).__name__}: {e})') from e
+  if len(kept) < len(wanted):
+    missing = [i for i in wanted if i not in kept]
+    raise UnreadableVideo(f'{path}: decoding ended at frame {decoded + 1} of the {len(times)} it lists, before '
+                          f'frame {missing[0]}')
+  return kept
+
+
+def image_files(folder: str) -> list:
+  """The image files of a frame folder, sorted by name (one frame each); UnreadableVideo when there are none."""
+  files = sorted(f for f in os.listdir(folder) if _has_ext(f, IMAGE_EXTENSIONS))
+  if not files:
+    raise UnreadableVideo(f'{folder}: no image files ({", ".join(IMAGE_EXTENSIONS)})')
+  return [os.path.join(folder, f) for f in files]
+
+
+def check_jpeg_ends(files) -> None:
+  """Raises naming the first JPEG cut short (no end-of-image marker FF D9 at its end: OpenCV would fill the
+  missing rows) among every frame of a folder, sampled or not, as for a record's frames
+  (`image_frames.check_frame_ends`); reads the first and last 2 bytes of each."""
+  for path in files:
+    with open(path, 'rb') as f:
+      head = f.read(2)
+      size = f.seek(0, os.SEEK_END)
+      f.seek(max(size - 2, 0))
+      if head == b'\xff\xd8' and f.read(2) != b'\xff\xd9':
+        raise UnreadableVideo(f'{path}: JPEG cut short ({size} bytes; it does not end with the '
+                              'end-of-image marker FF D9)')
+
+
+def read_image(path: str) -> np.ndarray:
+  """uint8 (h, w, 3) RGB of one image file (OpenCV); UnreadableVideo naming it when it cannot be read."""
+  import cv2  # pylint: disable=g-import-not-at-top
+  image = cv2.imread(path, cv2.IMREAD_COLOR)
+  if image is None:
+    raise UnreadableVideo(f'{path}: cannot read the image')
+  return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)

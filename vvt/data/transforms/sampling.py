@@ -1,0 +1,78 @@
+"""Temporal sampling: which frame indices of a video make a clip.
+
+Two schemes (`dataset.sampling`):
+* 'stride' (rate sampling, ViViT / TimeSformer on Kinetics): `num_frames`
+  frames `stride` apart. Training takes a random start; evaluation takes
+  `num_clips` starts spread uniformly over the video (one clip: the centre).
+* 'segment' (TSN-style, TimeSformer / X-ViT on SSv2): the video is cut into
+  `num_frames` equal segments and one frame is taken from each, at a random
+  position for training and at position (c + 1/2) / num_clips of each segment
+  for evaluation clip c.
+
+Videos shorter than a 'stride' clip follow `policy`: 'loop' wraps the indices
+around (frame n follows frame n-1 ... 0), 'pad' repeats the last frame.
+All functions are TF ops on a scalar int frame count `n` (> 0) and return
+int32 indices; only these frames are decoded later.
+"""
+import tensorflow as tf
+
+from vvt.data import choices
+
+# Philox named explicitly: the random streams do not depend on TF's default
+# ('auto_select') generator.
+_ALG = 'philox'
+
+
+def _apply_policy(idx, n, policy):
+  if policy == 'loop':
+    return tf.math.floormod(idx, n)
+  if policy == 'pad':
+    return tf.minimum(idx, n - 1)
+  raise ValueError(f'dataset.short_video_policy must be one of {choices.SHORT_VIDEO_POLICIES}, '
+                   f'got {policy!r}')
+
+
+def _check(num_frames, stride, scheme):
+  if num_frames < 1 or stride < 1:
+    raise ValueError(f'num_frames ({num_frames}) and stride ({stride}) must be >= 1')
+  if scheme not in choices.SAMPLING_SCHEMES:
+    raise ValueError(f'dataset.sampling must be one of {choices.SAMPLING_SCHEMES}, got {scheme!r}')
+
+
+def train_indices(n, num_frames, stride, seed, policy='loop', scheme='stride'):
+  """Indices (num_frames,) of one random training clip; `seed` is a [2] tensor."""
+  _check(num_frames, stride, scheme)
+  n = tf.cast(n, tf.int32)
+  t = tf.range(num_frames, dtype=tf.int32)
+  if scheme == 'segment':
+    u = tf.random.stateless_uniform([num_frames], seed, alg=_ALG)
+    pos = (tf.cast(t, tf.float32) + u) * tf.cast(n, tf.float32) / num_frames
+    return tf.minimum(tf.cast(tf.floor(pos), tf.int32), n - 1)
+  span = (num_frames - 1) * stride + 1
+  max_start = tf.maximum(n - span, 0)
+  start = tf.random.stateless_uniform([], seed, 0, max_start + 1,
+                                    dtype=tf.int32, alg=_ALG)
+  return _apply_policy(start + t * stride, n, policy)
+
+
+def eval_indices(n, num_frames, stride, num_clips, policy='loop',
+                 scheme='stride'):
+  """Indices (num_clips, num_frames) of the evaluation clips of a video."""
+  _check(num_frames, stride, scheme)
+  if num_clips < 1:
+    raise ValueError(f'dataset.num_test_clips must be >= 1, got {num_clips}')
+  n = tf.cast(n, tf.int32)
+  t = tf.range(num_frames, dtype=tf.int32)
+  if scheme == 'segment':
+    c = (tf.range(num_clips, dtype=tf.float32) + 0.5) / num_clips
+    pos = ((tf.cast(t, tf.float32)[None, :] + c[:, None])
+           * tf.cast(n, tf.float32) / num_frames)
+    return tf.minimum(tf.cast(tf.floor(pos), tf.int32), n - 1)
+  span = (num_frames - 1) * stride + 1
+  max_start = tf.maximum(n - span, 0)
+  if num_clips == 1:
+    starts = tf.reshape(max_start // 2, [1])
+  else:
+    frac = tf.range(num_clips, dtype=tf.float32) / (num_clips - 1)
+    starts = tf.cast(tf.round(frac * tf.cast(max_start, tf.float32)), tf.int32)
+  return _apply_policy(starts[:, None] + t[None, :] * stride, n, policy)

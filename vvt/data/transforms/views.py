@@ -1,0 +1,64 @@
+"""Video files and frame folders -> the evaluation views of a config, in numpy (for `vvt predict`, `vvt attention`).
+
+    load_views(path, kind, cfg)   -> uint8 (V, T, S, S, 3), V = num_test_clips x num_spatial_crops
+
+The same views as evaluation (`vvt.data.transforms.clips.eval_views`), from the same functions: clip frame
+indices from `sampling.eval_indices`, crop windows from `crops.eval_crop_windows`, the resize of
+`augment.resize_frames` (OpenCV); view = clip * num_spatial_crops + crop. Only the sampled frames are decoded
+(`vvt.data.reading.video_files`). The difference to evaluation on TFRecords is the JPEG round trip of the
+records' frames. A file that cannot be read raises `video_files.UnreadableVideo` naming it.
+"""
+from typing import Callable
+
+import numpy as np
+
+from vvt.data.reading import video_files
+from vvt.data.transforms import augment
+from vvt.data.transforms import crops
+from vvt.data.transforms import sampling
+
+
+def frame_indices(num_frames_in_video: int, cfg) -> np.ndarray:
+  """int (num_test_clips, T) frame indices of the evaluation clips (`sampling.eval_indices`)."""
+  idx = sampling.eval_indices(int(num_frames_in_video), int(cfg.num_frames), int(cfg.stride),
+                              int(cfg.num_test_clips), cfg.short_video_policy, cfg.sampling)
+  return np.asarray(idx).astype(np.int64)
+
+
+def views_from_clips(video: np.ndarray, cfg) -> np.ndarray:
+  """uint8 (clips*T, h, w, 3) frames of the clips -> uint8 (clips*crops, T, S, S, 3) views."""
+  t, size = int(cfg.num_frames), int(cfg.image_size)
+  clips, num_crops = int(cfg.num_test_clips), int(cfg.num_spatial_crops)
+  h, w = video.shape[1:3]
+  windows = np.asarray(crops.eval_crop_windows(h, w, size, int(cfg.eval_resize), num_crops))
+  per_crop = np.stack([augment.resize_frames(np.ascontiguousarray(video[:, y:y + ch, x:x + cw]), size)
+                       for y, x, ch, cw in windows.tolist()])  # (crops, clips*T, S, S, 3)
+  v = per_crop.reshape(num_crops, clips, t, size, size, 3).transpose(1, 0, 2, 3, 4, 5)
+  return np.ascontiguousarray(v.reshape(clips * num_crops, t, size, size, 3))
+
+
+def _gather(indices: np.ndarray, frames: Callable, where: str) -> np.ndarray:
+  """uint8 (len(indices), h, w, 3) of `frames(set of indices) -> {index: frame}`; one frame size."""
+  got = frames(set(indices.tolist()))
+  shapes = {f.shape for f in got.values()}
+  if len(shapes) > 1:
+    raise video_files.UnreadableVideo(f'{where}: frames of different sizes {sorted(shapes)}')
+  return np.stack([got[int(i)] for i in indices])
+
+
+def load_views(path: str, kind: str, cfg) -> np.ndarray:
+  """uint8 (V, T, S, S, 3) evaluation views of a video file or frame folder (dataset config `cfg`)."""
+  if kind == 'missing':
+    raise video_files.UnreadableVideo(f'{path}: no such file, or a folder without videos or frames')
+  if kind == 'frames':
+    files = video_files.image_files(path)
+    video_files.check_jpeg_ends(files)
+    idx = frame_indices(len(files), cfg)
+    video = _gather(idx.reshape(-1), lambda want: {i: video_files.read_image(files[i]) for i in want}, path)
+  else:
+    times = video_files.frame_times(path)
+    if not len(times):
+      raise video_files.UnreadableVideo(f'{path}: no frames')
+    idx = frame_indices(len(times), cfg)
+    video = _gather(idx.reshape(-1), lambda want: video_files.read_frames(path, want, times), path)
+  return views_from_clips(video, cfg)

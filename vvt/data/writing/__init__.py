@@ -1,0 +1,1 @@
+"""Writing: datasets written to disk (videos -> DMVR TFRecords, the synthetic motion set, the record format)."""
