@@ -40,8 +40,8 @@ def _slice(*args):
   address of their trainers' coordinator, which every trainer's command line holds)."""
   port = _free_port_pair()
   procs = [start('sweep', *args, '--lease_s', '60', '--renew_s', '2', '--no_summary',
-                '--config.distributed.initialize=True', f'--config.distributed.coordinator_address=127.0.0.1:{port}',
-                '--config.distributed.num_processes=2', f'--config.distributed.process_id={p}') for p in range(2)]
+                 '--config.distributed.initialize=True', f'--config.distributed.coordinator_address=127.0.0.1:{port}',
+                 '--config.distributed.num_processes=2', f'--config.distributed.process_id={p}') for p in range(2)]
   return procs, f'127.0.0.1:{port + 1}'
 
 
