@@ -275,21 +275,24 @@ def _launch_slurm(args, workdir, spec, overrides, all_trials, trials, opts) -> i
   return 0
 
 
-def _launchable(all_trials, trials, sweep_dir: str, dry_run: bool) -> tuple[list[int], list[str]]:
-  """(the indices of the chosen trials to launch: not finished, not held by a live worker; the held ones, named).
-  A dry run that cannot read a sweep at a URL (no credentials, no network) lists every chosen trial, saying so."""
-  from vvt.studies import launch  # pylint: disable=g-import-not-at-top
+def _launchable(all_trials, trials, sweep_dir: str, dry_run: bool) -> tuple[list[int], list[str], int]:
+  """(the indices of the chosen trials to launch: not finished, not held by a live worker; the held ones, named;
+  the number of this launch of the sweep). A dry run that cannot read a sweep at a URL (no credentials, no network)
+  lists every chosen trial as a first launch, saying so."""
+  from vvt.studies import launch, xpk  # pylint: disable=g-import-not-at-top
   try:
     todo = launch.unfinished(all_trials, trials, sweep_dir)
     held = {i: claims.read(fileio.join(sweep_dir, all_trials[i].name)) for i in todo}
+    number = xpk.launch_number(sweep_dir) if fileio.exists(sweep_dir) else 1
   except Exception as e:  # pylint: disable=broad-except
     if not (dry_run and fileio.is_url(sweep_dir)):
       raise
     print(f'[sweep] could not read {sweep_dir} ({type(e).__name__}: {common.one_line(e)[:200]}): listing every '
           'chosen trial', file=sys.stderr)
-    return [i for i, t in enumerate(all_trials) if t in trials], []
+    return [i for i, t in enumerate(all_trials) if t in trials], [], 1
   live = [i for i, h in held.items() if h and h['state'] in claims.LIVE]
-  return [i for i in todo if i not in live], [f'{all_trials[i].name} ({claims.holder(held[i])})' for i in live]
+  return ([i for i in todo if i not in live], [f'{all_trials[i].name} ({claims.holder(held[i])})' for i in live],
+          number)
 
 
 def _launch_xpk(args, workdir, spec, overrides, dist, all_trials, trials, opts) -> int:
@@ -298,7 +301,7 @@ def _launch_xpk(args, workdir, spec, overrides, dist, all_trials, trials, opts) 
   from vvt.studies import runner, xpk  # pylint: disable=g-import-not-at-top
   opts = xpk.check(opts)
   sweep_dir = fileio.abspath(workdir)
-  todo, held = _launchable(all_trials, trials, sweep_dir, args.dry_run)
+  todo, held, number = _launchable(all_trials, trials, sweep_dir, args.dry_run)
   if held:
     print(f'[sweep] {len(held)} unfinished trials are held by running workers, not launched again: '
           f'{", ".join(held[:4])}{", ..." if len(held) > 4 else ""}')
@@ -306,7 +309,6 @@ def _launch_xpk(args, workdir, spec, overrides, dist, all_trials, trials, opts) 
     print(f'[sweep] all {len(trials)} trials in {workdir} are finished or running: nothing to launch')
     return 0
   header = f'vvt sweep --launch xpk: {spec}, {len(todo)} of {len(all_trials)} trials -> {sweep_dir}'
-  number = xpk.launch_number(sweep_dir) if fileio.exists(sweep_dir) or not args.dry_run else 1
   if opts.mode == 'batch':
     script_path = xpk.local_path(sweep_dir, xpk.SCRIPT)
     header += f'\nsubmitted with: {xpk.shell_line(xpk.batch_argv(opts, script_path))}'
