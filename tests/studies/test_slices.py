@@ -125,3 +125,14 @@ def test_a_process_killed_mid_trial_releases_the_trial_and_another_slice_resumes
   assert (state['status'], state['attempts'], state['requeues'], state['processes']) == ('finished', 2, 1, 2)
   assert state['previous']['status'] == 'released'
   assert (trial / 'train.process-1.log').read_text().count(SEP) == 2
+
+
+def test_a_slice_takes_no_parallel_and_slurm_no_distributed_fields(tiny_data, tmp_path, capsys):
+  from tests.cli.test_sweep_xpk import error_line  # pylint: disable=g-import-not-at-top
+  spec, out = study(tmp_path, tiny_data), tmp_path / 'sweep'
+  dist = ['--config.distributed.initialize=True', '--config.distributed.num_processes=2']
+  error_line(capsys, ['--config', spec, '--workdir', str(out), *dist, '--parallel', '2'],
+             'a multi-process worker trains one trial at a time on all its processes: no --parallel')
+  error_line(capsys, ['--config', spec, '--workdir', str(out), *dist, '--launch', 'slurm', '--dry-run'],
+             '--launch slurm sets up jax.distributed from SLURM\'s environment')
+  assert not out.exists()
