@@ -114,6 +114,21 @@ def test_launch_print_gives_one_train_command_per_trial(tiny_data, tmp_path):
   lines = res.stdout.splitlines()
   assert lines == [f'vvt train --config {spec} --config.batch_size=2 --config.model.attention={a} '
                    f'--workdir gs://bucket/sweep/attention={a}' for a in ('space', 'divided')]
+  # the fields a multi-host slice needs are named (stderr: the commands stay the whole of stdout)
+  assert '--config.distributed.initialize=True' in res.stderr and 'one sweep worker' in res.stderr
+
+
+def test_launch_print_gives_the_distributed_fields_to_every_command(tiny_data, tmp_path):
+  spec = study(tmp_path, tiny_data)
+  res = vvt('sweep', '--config', spec, '--workdir', 'gs://bucket/sweep', '--launch', 'print',
+            '--config.distributed.initialize=True', '--config.distributed.coordinator_address=host0:1234',
+            '--config.distributed.num_processes=4', '--config.distributed.heartbeat_timeout_seconds=300')
+  assert res.returncode == 0, res.stderr
+  fields = ('--config.distributed.initialize=True --config.distributed.coordinator_address=host0:1234 '
+            '--config.distributed.num_processes=4 --config.distributed.heartbeat_timeout_seconds=300')
+  assert res.stdout.splitlines() == [f'vvt train --config {spec} --config.model.attention={a} {fields} '
+                                     f'--workdir gs://bucket/sweep/attention={a}' for a in ('space', 'divided')]
+  assert not res.stderr.strip()
 
 
 @pytest.mark.parametrize('body,args,message', [
