@@ -169,8 +169,8 @@ def script(sweep_dir: str, commands: dict[int, tuple[str, Sequence[str]]], opts:
   sweep_dir = os.path.abspath(sweep_dir)
   cases = '\n'.join(f'  {i}) trial={shlex.quote(name)}; cmd=({" ".join(shlex.quote(a) for a in argv)}) ;;'
                     for i, (name, argv) in sorted(commands.items()))
-  launch = ('srun --ntasks-per-node=1 --kill-on-bad-exit=1 ' if opts.nodes > 1 else '')
-  body = _BODY % {'cases': cases, 'setup': f'{opts.setup}\n' if opts.setup else '', 'launch': launch}
+  srun = ('srun --ntasks-per-node=1 --kill-on-bad-exit=1 ' if opts.nodes > 1 else '')
+  body = _BODY % {'cases': cases, 'setup': f'{opts.setup}\n' if opts.setup else '', 'launch': srun}
   head = ['#!/bin/bash', *(f'# {line}' for line in header.splitlines()),
           *_directives(opts, sweep_dir, launch.array_spec(list(commands), throttle), cwd)]
   return '\n'.join(head) + '\n\n' + body
