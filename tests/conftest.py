@@ -45,6 +45,8 @@ def _quick_cpu_codegen():
 
 _session_compilation_cache()
 _quick_cpu_codegen()
+# No default profiler trace in the test runs (vvt.train.profile); a test that sets profile.steps still gets one.
+os.environ.setdefault('VVT_DEFAULT_PROFILE', '0')
 
 import jax  # noqa: E402
 

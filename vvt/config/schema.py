@@ -30,6 +30,8 @@ A run config is an `ml_collections.ConfigDict`:
                vvt.config.sharding, vvt.train.mesh and vvt.train.sharding
   distributed  initialize, coordinator_address, num_processes, process_id, heartbeat_timeout_seconds
                (a process that sends no heartbeat this long is lost: the others exit, naming it)
+  profile      steps: the optimiser steps whose `jax.profiler` trace process 0 writes to WORKDIR/tensorboard/
+               plugins/profile/ (None = a few early steps, () = none, (A, B) = steps A..B: vvt.train.profile)
   init_from    None or a section (`init_from_config`; fields: vvt.convert.init_options)
   runlocal     True: shrink any config to a few-minute CPU run on the synthetic data (vvt.config.runlocal)
 """
@@ -99,6 +101,8 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.distributed = ml_collections.ConfigDict(dict(
       initialize=False, coordinator_address='', num_processes=-1, process_id=-1,
       heartbeat_timeout_seconds=100))      # a process silent this long is lost: every other one exits
+  c.profile = ml_collections.ConfigDict(dict(
+      steps=flexible(None)))   # None: a few early steps traced on process 0; (): none; (A, B): steps A..B
   c.init_from = None
   c.runlocal = False
   return c

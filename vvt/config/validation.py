@@ -90,6 +90,7 @@ def validate(config, num_devices: int | None = None, num_processes: int = 1) -> 
   _check_data(config.dataset, config.image_size)
   _check_batch(config, _check_mesh(config.mesh, num_devices), num_processes)
   _check_schedule(config)
+  _check_profile(config.get('profile'))
   _validate_model(config.model)
   if config.init_from is not None:
     _validate_init_from(config.init_from)
@@ -306,6 +307,17 @@ def _check_schedule(config):
   if 0 < config.num_train_steps <= config.schedule.warmup_steps:
     raise ConfigError(f'schedule.warmup_steps={config.schedule.warmup_steps} does not fit in '
                       f'num_train_steps={config.num_train_steps}')
+
+
+def _check_profile(profile):
+  """profile.steps: None (a few early steps), () (none) or (A, B), optimiser steps 1 <= A <= B."""
+  steps = None if profile is None else profile.get('steps')
+  if steps is None or (isinstance(steps, (tuple, list)) and len(steps) == 0):
+    return
+  if not (isinstance(steps, (tuple, list)) and len(steps) == 2 and all(_is_int(s) for s in steps)
+          and 1 <= steps[0] <= steps[1]):
+    raise ConfigError(f'profile.steps must be None (a few early steps), () (no trace) or A,B with '
+                      f'1 <= A <= B (optimiser steps), got {steps!r}')
 
 
 # ----------------------------------------------------------------------------- model, init_from, files

@@ -10,7 +10,7 @@ import json
 import math
 import sys
 import time
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 import jax
 import numpy as np
@@ -122,8 +122,9 @@ class Progress:
   """Console progress lines with throughput and ETA (chief process only)."""
 
   def __init__(self, total_steps: int, start_step: int, batch_size: int,
-               enabled: bool = True, stream=None):
+               enabled: bool = True, stream=None, extra: Optional[Callable[[int], dict]] = None):
     self.total = total_steps
+    self.extra = extra  # step -> more scalars of the interval (vvt.train.profile: TFLOP/s, MFU, input wait)
     self.batch_size = batch_size
     self.enabled = enabled
     self.stream = stream or sys.stdout
@@ -144,8 +145,10 @@ class Progress:
     dt = now - self._last_t
     steps_per_sec = (step - self._last_s) / max(dt, 1e-9)
     self._last_t, self._last_s = now, step
-    return {'steps_per_sec': steps_per_sec,
-            'clips_per_sec': steps_per_sec * self.batch_size}
+    out = {'steps_per_sec': steps_per_sec, 'clips_per_sec': steps_per_sec * self.batch_size}
+    if self.extra is not None:
+      out.update(self.extra(step))
+    return out
 
   def eta(self, step: int) -> float:
     if self._t0 is None or step <= self._s0:

@@ -9,7 +9,8 @@
                                                   train-state checkpoint, params-only checkpoint,
                                                   `init_from`, or a fresh init
   train_loop(run, program, writers, state, ...)   steps, with hooks: NaN check, train metrics,
-                                                  checkpoints, periodic evaluation
+                                                  checkpoints, periodic evaluation, profile and
+                                                  performance scalars (vvt.train.profile)
   final_evaluation(run, program, writers, ...)    multi-view eval, results, training_curves.png
 
 Checkpoints are verified against their checksums when loaded: resuming (and `vvt eval` without
@@ -35,10 +36,12 @@ from vvt.config import resume, run_file, validation
 from vvt.data.reading import patterns as data_patterns
 from vvt.train import checkpoints
 from vvt.train import ema as ema_lib
+from vvt.train import flops as flops_lib
 from vvt.train import evaluate as evaluate_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
 from vvt.train import peers
+from vvt.train import profile as profile_lib
 from vvt.train import state as state_lib
 from vvt.train import storage
 from vvt.train.signals import Interrupted, StopSignals, signal_name
@@ -252,6 +255,12 @@ def train_one_step(run: Run, program: Program, state, batch, loop: LoopState):
   return state
 
 
+def count_flops(run: Run, program: Program, state, batch) -> float:
+  """FLOPs per device of the compiled train step (XLA's cost analysis; the executable comes from jax's cache)."""
+  gbatch = mesh_lib.global_batch(batch, run.mesh, run.config.batch_size, program.logical_rules)
+  return flops_lib.step_flops(program.training.step, state, gbatch)
+
+
 def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
                       progress: metrics_lib.Progress) -> None:
   """Writes the metrics merged since the last log (+ throughput, epoch, skipped records)."""
@@ -365,14 +374,20 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
   first = int(jax.device_get(state.step))
   loop = LoopState(step=first, data_position=data_position,
                    last_saved=first if data_position else None)
-  progress = metrics_lib.Progress(total, first, config.batch_size, enabled=run.is_chief)
+  perf = profile_lib.Performance.of(config, run.workdir, run.is_chief, first, total, run.log)
+  it = perf.timed(it)
+  progress = metrics_lib.Progress(total, first, config.batch_size, enabled=run.is_chief, extra=perf.scalars)
   if stop is not None:
     stop.deferred, stop.starting = True, False
   while loop.step < total:
-    state = train_one_step(run, program, state, next(it), loop)
+    batch = next(it)
+    perf.before_step(loop.step + 1)
+    state = train_one_step(run, program, state, batch, loop)
+    perf.after_step(loop.step, state)
     if loop.step == first + 1:
       _check_pending(run, loop)  # waits for compilation
       progress.start(loop.step)
+      perf.start(loop.step, count_flops(run, program, state, batch))
     if _due(loop.step, config.log_every_steps) or loop.step == total:
       log_train_metrics(run, program, loop, writers[0], progress)
     if _due(loop.step, config.checkpoint.every_steps) or loop.step == total:
@@ -380,6 +395,7 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
     if stop_requested(run, stop, loop.step):
       raise save_and_stop(run, state, loop, stop.signum)
     if 0 < stop_after_step <= loop.step:
+      perf.close()
       return state, loop.step, True
     if _due(loop.step, config.eval.every_steps) and loop.step != total:
       _interruptible_eval(run, program, state, loop, writers[1], stop)
