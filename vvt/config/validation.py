@@ -19,6 +19,7 @@ from vvt.convert import init_options
 from vvt.data import choices as dataset_choices
 from vvt.models import axes as logical_axes
 from vvt.models import config as model_config
+from vvt.tasks import registry as tasks_registry
 
 # Numeric ranges: path -> (lowest, highest, lowest excluded, highest excluded); None = unbounded.
 _POSITIVE = (0, None, True, False)
@@ -53,6 +54,7 @@ CHOICES = {
     'optimizer.name': schema.OPTIMIZERS,
     'schedule.name': schema.SCHEDULES,
     'eval.average': schema.EVAL_AVERAGES,
+    'task.name': tuple(tasks_registry.TASKS),
     **{f'dataset.{field}': choices for field, choices in dataset_choices.CHOICES.items()},
     **{f'dataset.{field}': choices for field, choices in dataset_choices.OPTIONAL_CHOICES.items()},
 }
