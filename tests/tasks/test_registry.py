@@ -67,3 +67,18 @@ def test_classification_metrics_and_scores():
   assert task.label_specs(5) == {'label/verb': ((5,), 'int32'), 'label/noun': ((5,), 'int32')}
   assert task.main_metric == 'video_top1_action'
   assert Classification(head_sizes=(('', 4),)).main_metric == 'video_top1'
+
+
+@pytest.mark.parametrize('fields, message', [
+    (dict(task='multilabel'), "task.name='multilabel' reads several labels per video: set dataset.multi_label=True"),
+    (dict(multi_label=True), "dataset.multi_label=True gives multi-hot labels, which task.name='classification'"),
+    (dict(task='multilabel', multi_label=True, name='tfds'), "only dataset.name='dmvr' records carry several"),
+    (dict(task='multilabel', multi_label=True, label_aware_flip=True), 'dataset.label_aware_flip mirrors one label'),
+])
+def test_the_task_and_its_data_must_agree(fields, message):
+  c = _config(name=fields.pop('task', 'classification'))
+  for k, v in fields.items():
+    c.dataset[k] = v
+  with pytest.raises(ConfigError) as e:
+    validation.validate(c)
+  assert message in str(e.value) and '\n' not in str(e.value)
