@@ -5,7 +5,6 @@ A task is what a run learns and how it is judged, on top of a video backbone (`v
   label_specs(batch_size)                   what a batch carries besides 'inputs', 'mask' (and, for evaluation,
                                             'video_index'): {batch key: (shape, dtype)}
   build_model(model_config, backend)        the flax module: the backbone with the head / outputs the task adds
-  trainable(params)                         the pytree of bools of what the optimiser updates (None: everything)
   prepare(batch, inputs, rng)               (inputs, targets, labels) of a train batch: normalised pixels
                                             (B, T, H, W, 3) (augmented by the task, e.g. mixup), the loss's
                                             targets and the labels the train metrics read
@@ -69,11 +68,6 @@ class Task(abc.ABC):
     """The flax module of `model_config` (`vvt.models.build`): the backbone and its classifier."""
     import vvt.models  # pylint: disable=g-import-not-at-top
     return vvt.models.build(model_config, backend=backend)
-
-  def trainable(self, params) -> Optional[Any]:
-    """What the optimiser updates: a pytree of bools like `params`, or None for everything."""
-    del params
-    return None
 
   @abc.abstractmethod
   def prepare(self, batch: Mapping, inputs, rng) -> tuple:
