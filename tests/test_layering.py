@@ -1,6 +1,7 @@
 """Dependencies between vvt's packages run one way, bottom to top:
 
-  vvt.fileio, vvt.progress (modules) <- models <- data <- convert <- config <- train <- {inspection, studies} <- cli
+  vvt.fileio, vvt.progress (modules) <- models <- tasks <- data <- convert <- config <- train
+    <- {inspection, studies} <- cli
 
 `inspection` and `studies` are siblings (neither imports the other). Config files (`configs/`) and studies
 (`experiments/`) build on vvt.config, vvt.studies and vvt.models, never on vvt.train or vvt.cli.
@@ -15,7 +16,7 @@ import pytest
 from tests.conftest import REPO
 
 # Each rank imports only lower ranks (and itself); packages of one rank are siblings.
-RANKS = (('models',), ('data',), ('convert',), ('config',), ('train',), ('inspection', 'studies'), ('cli',))
+RANKS = (('models',), ('tasks',), ('data',), ('convert',), ('config',), ('train',), ('inspection', 'studies'), ('cli',))
 LAYERS = tuple(layer for rank in RANKS for layer in rank)
 RANK = {layer: i for i, rank in enumerate(RANKS) for layer in rank}
 BOTTOM = ('fileio', 'progress')  # modules every package may import; they import no vvt module

@@ -131,7 +131,7 @@ def _score_videos(predict, items, heads, dataset_cfg, batch_size):
 
 def _records(items, sums, counts, failed, heads, names, average, top_k) -> list:
   """One record per predicted video: input, kind, views and the top classes of each head."""
-  from vvt.train import eval_report  # pylint: disable=g-import-not-at-top
+  from vvt.tasks import eval_report  # pylint: disable=g-import-not-at-top
   out = []
   for n, (name, kind, _) in enumerate(items):
     if n in failed or counts[n] == 0:
@@ -164,7 +164,7 @@ def _predict(argv):
   config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
   from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
   from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
-  from vvt.train.steps import heads_of  # pylint: disable=g-import-not-at-top
+  from vvt.tasks.classification import heads_of  # pylint: disable=g-import-not-at-top
   predict, step = _predictor(config, workdir, step)
   heads = heads_of(config.model)
   names = {h: names_lib.label_names(names_lib.class_names(config, h), c) for h, c in heads.items()}

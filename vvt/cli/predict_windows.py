@@ -96,7 +96,7 @@ def _report(item, got, heads, names, average, top_k, out_dir) -> dict:
   """The video's record (per head: windows' top classes, average, segments) and its CSV and PNG files."""
   from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
   from vvt.inspection import timeline  # pylint: disable=g-import-not-at-top
-  from vvt.train import eval_report  # pylint: disable=g-import-not-at-top
+  from vvt.tasks import eval_report  # pylint: disable=g-import-not-at-top
   rows = got['rows']
   rec = {'input': item[0], 'kind': item[1], 'fps': got['fps'], 'window_frames': got['window'],
          'stride_frames': got['stride'], 'windows': len(rows), 'heads': {}}

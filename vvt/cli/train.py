@@ -24,9 +24,14 @@ def _train(argv):
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
   res = trainer.train_and_evaluate(config, args.workdir,
                                    allow_config_change=args.allow_config_change)
-  key = 'video_top1' if 'video_top1' in res else 'video_top1_action'
+  key = _headline(res)
   print(f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}; '
         f'workdir {res["workdir"]}')
+
+
+def _headline(res: dict) -> str:
+  """The result the done line shows: top-1 (of actions for two heads), or mAP for a multi-label task."""
+  return next((k for k in ('video_top1', 'video_top1_action', 'video_map') if k in res), 'video_top1')
 
 
 def _eval(argv):
@@ -42,8 +47,8 @@ def _eval(argv):
     config.eval.raw_params = True
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
   res = trainer.evaluate_checkpoint(config, args.workdir, step=args.step, split=args.split)
-  key = 'video_top1' if 'video_top1' in res else 'video_top1_action'
-  print(f'[done] step {res["step"]}: {key} = {res[key]:.4f}')
+  key = _headline(res)
+  print(f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}')
 
 
 def train_main(argv) -> int:

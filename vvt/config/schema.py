@@ -17,6 +17,8 @@ A run config is an `ml_collections.ConfigDict`:
                of L (1..L) at lr x decay^(L + 1 - l), embeddings at decay^(L + 1), head 1 (vvt.train.layer_decay)
   schedule     name cosine|step|constant, base_lr, end_lr, warmup_epochs,
                warmup_steps (>=0 overrides epochs), decay_epochs, decay_factor
+  task         name: what the run learns and how it is judged (vvt.tasks.registry.TASKS; default
+               'classification', which a config.json written before tasks existed also gets)
   loss         label_smoothing, mixup_alpha, cutmix_alpha, mix_switch_prob
   eval         batch_size (global, views), average logits|softmax, every_steps
                (0 = only at the end), split, raw_params (True: evaluate the raw params even where a
@@ -42,6 +44,7 @@ from vvt.config import sharding
 from vvt.config.paths import plain
 from vvt.convert import init_options
 from vvt.data.writing import synthetic
+from vvt.tasks import registry as tasks_registry
 
 SHARED_FIELDS = ('num_frames', 'image_size', 'num_classes')
 SECTIONS_WITH_SHARED_FIELDS = ('model', 'dataset')
@@ -84,6 +87,7 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.schedule = ml_collections.ConfigDict(dict(
       name='cosine', base_lr=0.1, end_lr=0.0, warmup_epochs=0.0, warmup_steps=-1,
       decay_epochs=(), decay_factor=0.1))
+  c.task = ml_collections.ConfigDict(dict(name=tasks_registry.DEFAULT))
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
   c.eval = ml_collections.ConfigDict(dict(

@@ -19,6 +19,7 @@ from vvt.convert import init_options
 from vvt.data import choices as dataset_choices
 from vvt.models import axes as logical_axes
 from vvt.models import config as model_config
+from vvt.tasks import registry as tasks_registry
 
 # Numeric ranges: path -> (lowest, highest, lowest excluded, highest excluded); None = unbounded.
 _POSITIVE = (0, None, True, False)
@@ -53,9 +54,11 @@ CHOICES = {
     'optimizer.name': schema.OPTIMIZERS,
     'schedule.name': schema.SCHEDULES,
     'eval.average': schema.EVAL_AVERAGES,
+    'task.name': tuple(tasks_registry.TASKS),
     **{f'dataset.{field}': choices for field, choices in dataset_choices.CHOICES.items()},
     **{f'dataset.{field}': choices for field, choices in dataset_choices.OPTIONAL_CHOICES.items()},
 }
+MULTI_LABEL_TASKS = ('multilabel',)  # the tasks that read multi-hot labels (dataset.multi_label)
 # -1 means "all" / "from the epochs" / "unset" for these.
 _MINUS_ONE_OK = ('num_train_steps', 'schedule.warmup_steps', 'mesh.num_devices',
                  'distributed.num_processes', 'distributed.process_id')
@@ -91,9 +94,27 @@ def validate(config, num_devices: int | None = None, num_processes: int = 1) -> 
   _check_batch(config, _check_mesh(config.mesh, num_devices), num_processes)
   _check_schedule(config)
   _check_profile(config.get('profile'))
+  _check_task(config)
   _validate_model(config.model)
   if config.init_from is not None:
     _validate_init_from(config.init_from)
+
+
+def _check_task(config):
+  """The task and its data agree: multi-hot labels (`dataset.multi_label`, DMVR records) for a multi-label task,
+  for it only."""
+  name, data = config.task.name, config.dataset
+  multi = bool(data.get('multi_label', False))
+  if name == 'multilabel' and not multi:
+    raise ConfigError("task.name='multilabel' reads several labels per video: set dataset.multi_label=True")
+  if multi and name not in MULTI_LABEL_TASKS:
+    raise ConfigError(f"dataset.multi_label=True gives multi-hot labels, which task.name={name!r} does not read "
+                      f"(use one of {', '.join(MULTI_LABEL_TASKS)})")
+  if multi and data.name != 'dmvr':
+    raise ConfigError(f"dataset.multi_label: only dataset.name='dmvr' records carry several labels, "
+                      f"not {data.name!r}")
+  if multi and data.get('label_aware_flip', False):
+    raise ConfigError('dataset.label_aware_flip mirrors one label per clip: switch it off with dataset.multi_label')
 
 
 # ----------------------------------------------------------------------------- names and types

@@ -261,10 +261,9 @@ def is_oom(error: BaseException) -> bool:
 
 
 def abstract_batch(program, batch_size: int, eval_step: bool = False) -> dict:
-  """The step's batch as sharded ShapeDtypeStructs: uint8 pixels (B, T, S, S, 3), labels per head, mask."""
+  """The step's batch as sharded ShapeDtypeStructs: uint8 pixels (B, T, S, S, 3), the task's labels, mask."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from vvt.train import losses  # pylint: disable=g-import-not-at-top
   sharding = program.batch_sharding
   s, t = program.clip.image_size, program.clip.num_frames
 
@@ -273,8 +272,8 @@ def abstract_batch(program, batch_size: int, eval_step: bool = False) -> dict:
 
   batch = {'inputs': spec((batch_size, t, s, s, 3), jnp.uint8),
            'mask': spec((batch_size,), jnp.float32)}
-  for h in program.eval_settings.heads:
-    batch[losses.label_key(h)] = spec((batch_size,), jnp.int32)
+  for key, (shape, dtype) in program.task.label_specs(batch_size).items():
+    batch[key] = spec(shape, jnp.dtype(dtype))
   if eval_step:
     batch['video_index'] = spec((batch_size,), jnp.int32)
   return batch

@@ -201,11 +201,11 @@ def plot_curves(workdir: str, out_path: Optional[str] = None) -> Optional[str]:
   axes[0].plot(xs, ys, label='train loss')
   axes[0].set_title('training loss')
   axes[0].set_xlabel('step')
-  for key in sorted({k for r in train for k in r if k.startswith('accuracy')}):
+  for key in sorted({k for r in train for k in r if k.startswith(('accuracy', 'top1_positive'))}):
     xs, ys = series(train, key)
     axes[1].plot(xs, ys, label=f'train {key}')
   for key in sorted({k for r in evals for k in r
-                     if k.startswith(('top1', 'video_top1', 'clip_top1'))}):
+                     if k.startswith(('top1', 'video_top1', 'clip_top1', 'video_map', 'clip_map'))}):
     xs, ys = series(evals, key)
     axes[1].plot(xs, ys, 'o-', label=f'eval {key}')
   axes[1].set_title('accuracy')

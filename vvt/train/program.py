@@ -6,7 +6,8 @@
   program.training.step(state, batch) -> (state, metrics, status)
   program.abstract_params(), program.abstract_state(), program.init_state(rng)
 
-The run config is read here, once: the model (`vvt.models.build(config.model, backend=platform)`), the
+The run config is read here, once: the task (`vvt.tasks.registry.task_of(config)`, `config.task.name`) and
+the model it trains (`task.build_model(config.model, backend=platform)`: the backbone and the task's head), the
 input clip (`model_state.ClipShape`), the logical axis rules of `config.mesh.logical_rules` (what the batch,
 heads and MLP units are sharded over: the batch's sharding, the tensor-parallel specs, and the rules the steps are
 traced under, whenever jax traces them), the shardings of `config.mesh`'s rules on `mesh`, the steps'
@@ -58,6 +59,11 @@ class Program:
   eval_step: Callable       # jitted (params, batch) -> (scores, passthrough)
   logical_rules: tuple      # config.mesh.logical_rules, complete: ((logical name, mesh axes), ...)
   training: Optional[Training] = None
+
+  @property
+  def task(self):
+    """The run's task (`vvt.tasks`): what a batch carries, the outputs, loss, scores and aggregator."""
+    return self.eval_settings.task
 
   @property
   def batch_sharding(self) -> jax.sharding.NamedSharding:
@@ -128,7 +134,8 @@ def build_program(config, mesh, *, num_train_videos: Optional[int] = None,
   state shardings, train step), else it only evaluates. platform: what the steps are compiled for
   ('tpu', 'gpu', 'cpu'; None: jax's default backend), which `model.attention_impl='auto'` chooses for.
   """
-  module = model_state.build_model(config, backend=platform)
+  eval_settings = steps_lib.EvalSettings.of(config)
+  module = eval_settings.task.build_model(config.model, backend=platform)
   clip = model_state.ClipShape.of(config)
   training = None
   if num_train_videos is not None:
@@ -136,7 +143,6 @@ def build_program(config, mesh, *, num_train_videos: Optional[int] = None,
     param_shardings = training.shardings.params
   else:
     param_shardings = model_state.param_shardings(module, config, mesh)  # rule errors: here
-  eval_settings = steps_lib.EvalSettings.of(config)
   eval_step = steps_lib.jit_eval_step(steps_lib.eval_step_fn(module, eval_settings), mesh, param_shardings,
                                       eval_settings.logical_rules)
   return Program(module=module, mesh=mesh, clip=clip, param_shardings=param_shardings,

@@ -300,7 +300,7 @@ def run_eval(run: Run, program: Program, params, step: int, eval_writer, weights
   if weights != 'params':
     run.log(f'[eval] {weights} params')
   res, agg = evaluate_lib.evaluate(program.eval_step, params, run.config, run.mesh,
-                                   split=split, log=run.log)
+                                   split=split, log=run.log, task=program.task)
   res.update(weights=weights, **(extra or {}))
   if run.is_chief:
     path = evaluate_lib.write_results(run.workdir, step, ema_lib.results_split(split, weights), res, agg)
@@ -535,7 +535,8 @@ def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
       step=explicit, log=log)
   log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}'
       + ('' if weights == 'params' else f' ({weights} params)'))
-  res, agg = evaluate_lib.evaluate(program.eval_step, params, config, mesh, split=split, log=log)
+  res, agg = evaluate_lib.evaluate(program.eval_step, params, config, mesh, split=split, log=log,
+                                   task=program.task)
   res['weights'] = weights
   if jax.process_index() == 0:
     path = evaluate_lib.write_results(workdir, step, ema_lib.results_split(split, weights), res, agg)

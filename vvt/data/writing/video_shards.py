@@ -291,6 +291,13 @@ def _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_optio
   return jobs
 
 
+def _label_text(index, names) -> str:
+  """The class name of a label index, or the names of several joined by ';' (multi-label rows)."""
+  if isinstance(index, (list, tuple)):
+    return video_lists.LABEL_SEPARATOR.join(names[i] for i in index)
+  return names[index]
+
+
 class _Conversion:
   """The state of one conversion: per-row entries, shards written or kept, records waiting for their shard."""
 
@@ -343,7 +350,7 @@ class _Conversion:
       entry['fps'] = getattr(frames, 'fps', None)
       names = self.options['classes']
       self.records[entry['shard']][index] = dmvr_records.encode_sequence_example(
-          frames, entry['label_index'], video_id=entry['id'], label_text=names[entry['label_index']])
+          frames, entry['label_index'], video_id=entry['id'], label_text=_label_text(entry['label_index'], names))
     self.done.add(index)
 
   def finish_ready_shards(self):
