@@ -102,8 +102,23 @@ def _quiet_closed_loop(hook):
   return unraisable
 
 
+def _unquoted(text: str) -> str:
+  """`text` without quotes that wrap the whole of it (a message given as a repr); quotes inside it are kept."""
+  if len(text) >= 2 and text[0] == text[-1] and text[0] in '\'"' and text[0] not in text[1:-1]:
+    return text[1:-1]
+  return text
+
+
+def _one(text: str) -> str:
+  return ' '.join(l.strip() for l in text.splitlines() if l.strip())
+
+
 def one_line(error: BaseException) -> str:
-  text = str(error).strip().strip('"').strip("'") or type(error).__name__
+  """The error's message as one line; a ConfigError with several problems: its problems joined by '; '."""
+  problems = getattr(error, 'problems', None)
+  if problems and len(problems) > 1:
+    return '; '.join(_one(p) for p in problems)
+  text = _unquoted(str(error).strip()) or type(error).__name__
   if isinstance(error, KeyError) and error.args:
     text = str(error.args[0])
   lines = [l.strip() for l in text.splitlines() if l.strip()]
@@ -111,7 +126,7 @@ def one_line(error: BaseException) -> str:
 
 
 def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
-  """Runs a command: exit 0 on success, 2 with one line for a bad config or argument, 1 otherwise;
+  """Runs a command: exit 0 on success, 2 for a bad config or argument (one line per problem), 1 otherwise;
   interrupted: 130, or the exception's `exit_code` (128 + the signal: 143 for SIGTERM)."""
   argv = list(argv)
   verbose = '--verbose' in argv
@@ -128,7 +143,9 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
   except (ConfigError, UsageError) as e:
     if verbose:
       traceback.print_exc()
-    print(f'{prog}: error: {one_line(e)}', file=sys.stderr)
+    problems = getattr(e, 'problems', None)
+    for line in [_one(p) for p in problems] if problems else [one_line(e)]:  # a config's problems: one line each
+      print(f'{prog}: error: {line}', file=sys.stderr)
     return 2
   except Exception as e:  # pylint: disable=broad-except
     if verbose:
@@ -141,7 +158,8 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
 
 
 def run_config(spec, overrides, workdir: str | None = None, **load_args):
-  """The config of a command: --config SPEC, or else the run's own WORKDIR/config.json."""
+  """The config of a command: --config SPEC, or else the run's own WORKDIR/config.json (`load_args`: those of
+  `vvt.config.loader.load`, e.g. the command's `purpose`, which says the fields it validates)."""
   if not spec and workdir and fileio.exists(run_file.path(workdir)):
     spec = run_file.path(workdir)
   if not spec:

@@ -236,7 +236,7 @@ def _export(argv):
     raise common.UsageError('--import reads vvt safetensors files; a Hugging Face folder is read by '
                             '`vvt convert --source hf_timesformer|hf_vivit|hf_videomae`')
   if args.import_file:
-    config = common.run_config(spec, overrides, files=(), init=False) if spec else None
+    config = common.run_config(spec, overrides, purpose='summary') if spec else None
     path = import_safetensors(args.import_file, args.output, config)
     print(f'[export] {args.import_file} -> {path}')
   else:

@@ -161,7 +161,7 @@ def _predict(argv):
     from vvt.cli import predict_windows  # pylint: disable=g-import-not-at-top
     predict_windows.check_spans(args)
   workdir, step = _locate(args)
-  config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
+  config = common.run_config(spec, overrides, workdir, purpose='predict')  # needs no dataset files
   from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
   from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
   from vvt.train.steps import heads_of  # pylint: disable=g-import-not-at-top

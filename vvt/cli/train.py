@@ -37,11 +37,13 @@ def _eval(argv):
   p.add_argument('--raw_params', action='store_true',
                  help='evaluate the trained params even where the checkpoint has EMA ones (config.eval.raw_params)')
   args, spec, overrides = common.parse(p, argv)
-  config = common.run_config(spec, overrides, args.workdir, files=('eval_files',), init=False)
+  config = common.run_config(spec, overrides, args.workdir, purpose='eval')  # never refuses a training-only field
   if args.raw_params:
     config.eval.raw_params = True
+  from vvt.config import validation  # pylint: disable=g-import-not-at-top
   from vvt.train import trainer  # pylint: disable=g-import-not-at-top
-  res = trainer.evaluate_checkpoint(config, args.workdir, step=args.step, split=args.split)
+  with validation.for_command('eval'):  # the evaluation validates the config again, on its mesh
+    res = trainer.evaluate_checkpoint(config, args.workdir, step=args.step, split=args.split)
   key = 'video_top1' if 'video_top1' in res else 'video_top1_action'
   print(f'[done] step {res["step"]}: {key} = {res[key]:.4f}')
 

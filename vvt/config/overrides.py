@@ -179,12 +179,24 @@ def asks_runlocal(overrides: Sequence[tuple[str, str]]) -> bool:
   return any(path == 'runlocal' and parse_value(raw) is True for path, raw in overrides)
 
 
-def apply_overrides(config, overrides: Sequence[tuple[str, str]]) -> ml_collections.ConfigDict:
-  """Applies (path, raw value) pairs in order; `runlocal=True` among them is applied first."""
+def apply_overrides(config, overrides: Sequence[tuple[str, str]], problems: list | None = None
+                    ) -> ml_collections.ConfigDict:
+  """Applies (path, raw value) pairs in order; `runlocal=True` among them is applied first.
+
+  Every override is tried: those that fail are skipped, and their one-line problems raised together as one
+  ConfigError at the end, or added to `problems` where given (the loader reports them with the config's own)."""
   overrides = list(overrides)
   if asks_runlocal(overrides):
     overrides = [(p, r) for p, r in overrides if p != 'runlocal']
     runlocal.apply(config)
+  found = []
   for path, raw in overrides:
-    set_field(config, path, raw)
+    try:
+      set_field(config, path, raw)
+    except ConfigError as e:
+      found.extend(e.problems)
+  if problems is not None:
+    problems.extend(found)
+  elif found:
+    raise ConfigError(*found)
   return config
