@@ -27,14 +27,16 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
   """argparse with one-line errors; `--verbose` on every command."""
 
-  def __init__(self, prog: str | None = None, doc: str | None = None, config: bool = False, **kwargs):
+  def __init__(self, prog: str | None = None, doc: str | None = None, config: bool | str = False, **kwargs):
+    """config: True (--config is optional) or 'required' (--config must be given)."""
     kwargs.setdefault('formatter_class', argparse.RawDescriptionHelpFormatter)
     kwargs.setdefault('description', doc)
     super().__init__(prog=prog, **kwargs)
     self.add_argument('--verbose', action='store_true',
                       help='show library logs and, on an error, the traceback')
+    self.config_required = config == 'required'
     if config:
-      self.add_argument('--config', metavar='FILE[:ARG]',
+      self.add_argument('--config', metavar='FILE[:ARG]', required=self.config_required,
                         help='config file FILE.py[:ARG], a run\'s config.json, or a run directory; '
                              'then any field as --config.a.b=VALUE')
 
@@ -49,6 +51,8 @@ def parse(parser: Parser, argv: Sequence[str]):
     parser.print_help()
     raise SystemExit(0)
   spec, overrides, rest = overrides_lib.split_argv(argv)
+  if spec is not None and getattr(parser, 'config_required', False):
+    rest += ['--config', spec]  # argparse names every missing required argument together, --config among them
   args = parser.parse_args(rest)
   return args, spec, overrides
 
