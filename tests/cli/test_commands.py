@@ -97,6 +97,21 @@ def test_no_tpu_probe_noise_when_libtpu_is_installed_without_a_tpu():
   assert res.stderr.strip() == '', res.stderr
 
 
+def test_importing_vvt_keeps_jax_off_an_absent_tpu():
+  """Python use of vvt (not only the CLI) on a host with the test extra's libtpu and no TPU: JAX starts on the CPU
+  without libtpu's probe and its `E0000 ... INVALID_ARGUMENT` line."""
+  pytest.importorskip('libtpu')
+  import glob  # pylint: disable=g-import-not-at-top
+  if glob.glob('/dev/accel[0-9]*') or glob.glob('/dev/vfio/[0-9]*'):
+    pytest.skip('a TPU is present')
+  e = env()
+  e.pop('JAX_PLATFORMS')
+  code = 'import vvt, jax; print(jax.numpy.ones(2).sum(), jax.devices()[0].platform)'
+  res = subprocess.run([sys.executable, '-c', code], cwd=REPO, env=e, capture_output=True, text=True, timeout=300)
+  assert res.returncode == 0 and res.stdout.split() == ['2.0', 'cpu'], res.stderr
+  assert res.stderr.strip() == '', res.stderr
+
+
 def test_help_lists_every_command():
   res = vvt('--help')
   for command in ('train', 'eval', 'summary', 'data', 'convert', 'export', 'demo'):

@@ -9,6 +9,7 @@ import traceback
 import warnings
 from typing import Callable, Sequence
 
+import vvt
 from vvt import fileio
 from vvt.config import loader
 from vvt.config import overrides as overrides_lib
@@ -59,17 +60,9 @@ def parse(parser: Parser, argv: Sequence[str]):
 
 def skip_absent_tpu() -> None:
   """With libtpu installed (the `tpu` / `test` extras) but no TPU here, JAX's TPU probe prints several lines of
-  warnings: JAX_PLATFORMS=cpu skips it (unless JAX_PLATFORMS is set, a TPU device file exists, or a GPU plugin
-  is installed). `vvt memory` still compiles for TPU topologies: libtpu's deviceless compiler needs no backend."""
-  import glob  # pylint: disable=g-import-not-at-top
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  if 'JAX_PLATFORMS' in os.environ or importlib.util.find_spec('libtpu') is None:
-    return
-  if glob.glob('/dev/accel[0-9]*') or glob.glob('/dev/vfio/[0-9]*'):
-    return
-  if importlib.util.find_spec('jax_plugins') is not None:  # a GPU plugin (jax[cuda12], ...) is installed
-    return
-  os.environ['JAX_PLATFORMS'] = 'cpu'
+  warnings: JAX_PLATFORMS=cpu skips it (`vvt.cpu_without_tpu`, which importing vvt already ran; again here for a
+  process whose environment changed since)."""
+  vvt.cpu_without_tpu()
 
 
 def quiet_logs(verbose: bool) -> None:
