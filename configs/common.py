@@ -165,6 +165,7 @@ def scale_jitter(short_side: int, low: float, high: float) -> dict:
 # 2 CPU cores in minutes, in its paper's family (`vvt.models.schemes`), with the fields a scheme needs beyond it.
 SYNTHETIC_FIELDS = {
     'factorised_encoder': dict(temporal_layers=2),
+    'space_then_time': dict(temporal_layers=2),
     'space': dict(positional_embedding='spatial'),
     # No time table for X-ViT either: its mixing (t_w >= 1) is what orders the frames, so t_w = 0 is
     # space-only attention (order-free with 1-frame patches, TA head included); with the sinusoidal table

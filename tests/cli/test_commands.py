@@ -162,4 +162,4 @@ def test_convert_xvit_at_16_frames_with_its_8_row_time_table(tmp_path):
   config = loader.load(str(tmp_path / 'out'), files=(), init=False)
   params, _ = checkpoints.load_params(str(tmp_path / 'out'))
   out = build(config.model).apply({'params': params}, raw['input'], train=False)
-  assert np.abs(np.asarray(out) - raw['logits']).max() < 1e-5
+  assert np.abs(np.asarray(out) - raw['logits']).max() < 1e-5  # parity on logits |.| < ~2: > 10x margin

@@ -180,6 +180,7 @@ PAPER_STAGES = {
     'local_global': (('local',), ('global',)),
     'axial': (('time',), ('width',), ('height',)),
     'space_time_mixing': (('space',),),  # keys and values shifted in time (tests above)
+    'space_then_time': (('joint',),),  # each of its two encoders (VideoPrism: frames, then every position's times)
 }
 
 

@@ -79,7 +79,7 @@ def _ids(params):
   return {k: (np.asarray(v).tolist()) for k, v in _flat(layer_decay.layer_ids(params)).items()}
 
 
-@pytest.mark.parametrize('attention', [s for s in schemes.SCHEMES if s != 'factorised_encoder'])
+@pytest.mark.parametrize('attention', [s for s in schemes.SCHEMES if not schemes.get(s).two_encoders])
 @pytest.mark.parametrize('scan', [False, True], ids=['per_layer', 'scan_layers'])
 def test_layer_ids_of_every_single_encoder_scheme(attention, scan):
   family = schemes.get(attention).families[0]
@@ -96,11 +96,12 @@ def test_layer_ids_of_every_single_encoder_scheme(attention, scan):
   assert layer_decay.num_layers(params) == 2
 
 
+@pytest.mark.parametrize('attention', ['factorised_encoder', 'space_then_time'])
 @pytest.mark.parametrize('scan', [False, True], ids=['per_layer', 'scan_layers'])
-def test_factorised_encoder_numbers_spatial_then_temporal_blocks(scan):
-  """ViViT Model 2: L = L_s + L_t = 2 + 3; the spatial final norm and the temporal encoder's own inputs (class
-  token, position table) are layer L_s; the temporal final norm and the head L + 1."""
-  params = _params(_model_cfg('vivit', 'factorised_encoder', scan, num_layers=2, temporal_layers=3), abstract=True)
+def test_factorised_encoder_numbers_spatial_then_temporal_blocks(scan, attention):
+  """ViViT Model 2 and VideoPrism: L = L_s + L_t = 2 + 3; the spatial final norm and the temporal encoder's own
+  inputs (class token, position table) are layer L_s; the temporal final norm and the head L + 1."""
+  params = _params(_model_cfg('vivit', attention, scan, num_layers=2, temporal_layers=3), abstract=True)
   ids = _ids(params)
   assert layer_decay.encoder_depths(params) == [('spatial_encoder', 2), ('temporal_encoder', 3)]
   for name, i in ids.items():

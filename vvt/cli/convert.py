@@ -14,8 +14,10 @@ size at CONFIG's ratios (256 for 224-px crops -> 73 for 64), and `init_from` is 
 resulting run config, so `vvt eval --workdir DIR` and `vvt predict --checkpoint DIR` run the converted weights as
 they are. `DIR/convert_report.txt` lists what was loaded and how. Scenic ViViT Models 1,
 3 and 4 read their frames and frame size from the split of their T*N position table; where its rows do not tell
-the split, --num-frames or --image-size must. A checkpoint without a classifier (a VideoMAE backbone,
---source hf_videomae) gets a new head of CONFIG's model.num_classes.
+the split, --num-frames or --image-size must. A checkpoint without a classifier (a VideoMAE, V-JEPA 2 or VideoPrism
+backbone: --source hf_videomae, hf_vjepa2, hf_videoprism) gets a new head of CONFIG's model.num_classes. V-JEPA 2
+(RoPE) and VideoPrism (position tables resized at run time) run at any --num-frames / --image-size the tubelet
+divides. Each family's license: docs/weights.md.
 
 `vvt export --format hf` writes FOLDER/config.json and FOLDER/model.safetensors, which transformers'
 `<Class>.from_pretrained(FOLDER)` loads: TimeSformer divided and joint (TimesformerForVideoClassification), ViViT
@@ -216,6 +218,10 @@ BASE_CONFIGS = {  # source: (config, what else fits)
     'hf_vivit': ('configs/kinetics400/vivit_b_fe.py', 'its [-1, 1] inputs and 256-px test views are HF ViViT\'s'),
     'hf_videomae': ('configs/kinetics400/timesformer_b.py', 'its ImageNet normalisation and 224-px test views are '
                     'VideoMAE\'s'),
+    'hf_vjepa2': ('configs/kinetics400/timesformer_b.py', 'its ImageNet normalisation is V-JEPA 2\'s; '
+                  '--image-size 256 for the 256-px checkpoints'),
+    'hf_videoprism': ('configs/kinetics400/timesformer_b.py', 'VideoPrism reads [0, 1] pixels, which no '
+                      'dataset.normalization gives: evaluate its features with care'),
 }
 ANY_SOURCE = ('configs/synthetic.py', 'any source, on the synthetic data (tiny tests)')
 
@@ -239,8 +245,9 @@ def _convert(argv):
   p.add_argument('--num-frames', type=int, default=None,
                  help='clip length to run the weights at (X-ViT: a multiple of its 8-row time table, '
                       'e.g. 16 with the released 8-frame checkpoints; VideoMAE: any multiple of its tubelet '
-                      'length, its sine-cosine table is rebuilt for it; scenic Models 1/3/4: which split of '
-                      'the T*N position table is meant, where its rows do not tell)')
+                      'length, its sine-cosine table is rebuilt for it; V-JEPA 2 and VideoPrism: any the tubelet '
+                      'divides; scenic Models 1/3/4: which split of the T*N position table is meant, where its '
+                      'rows do not tell)')
   p.add_argument('--image-size', type=int, default=None,
                  help='frame size to run the weights at (X-ViT: its position grid resized; scenic Models '
                       '1/3/4: as --num-frames)')

@@ -8,6 +8,7 @@
       vvt params <-> safetensors with '/'-joined names; `vvt export` on top.
   hf_export.write(params, model_cfg, folder, class_names=None)
       vvt models -> Hugging Face transformers folders (config.json + model.safetensors); `vvt export --format hf`.
-Per-source modules: scenic (ViViT Models 1-4), timesformer (official + HF), xvit, hf_vivit, hf_videomae;
-image (readers); common (safe file loading, layout helpers both ways, the report).
+Per-source modules: scenic (ViViT Models 1-4), timesformer (official + HF), xvit, hf_vivit, hf_videomae, hf_vjepa2,
+hf_videoprism (each HF source also writes the Hugging Face format back: `to_hf`); image (readers); common (safe file
+loading, layout helpers both ways, the report).
 """

@@ -553,7 +553,7 @@ def strip_prefix(state: Mapping[str, np.ndarray], prefixes: Iterable[str]) -> di
 
 def gelu_approximate_of(hidden_act: str) -> bool:
   """Hugging Face `hidden_act` -> vvt gelu_approximate (exact erf GELU or the tanh formula)."""
-  if hidden_act == 'gelu':
+  if hidden_act in ('gelu', 'gelu_python'):  # gelu_python: the erf formula written out (VideoPrism)
     return False
   if hidden_act in ('gelu_fast', 'gelu_new', 'gelu_pytorch_tanh'):
     return True
@@ -665,3 +665,30 @@ def require(model_cfg, field: str, allowed, target: str, why: str = '') -> None:
   if value not in allowed:
     need = ' or '.join(repr(a) for a in allowed)
     raise NotExpressible(f'model.{field}={value!r}: {target} needs {need}' + (f' ({why})' if why else ''))
+
+
+def fresh_pooler(model_fields: dict, seed: int = 0) -> dict[str, np.ndarray]:
+  """The attentive pooler (classifier='attentive') of a model of `model_fields`, freshly initialised by vvt's own
+  initialisers (what training such a model from scratch starts from): flat names under `pooler/`. For a bare
+  encoder converted with a new classification head."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  from vvt.models import spec as spec_lib  # pylint: disable=g-import-not-at-top
+  from vvt.models import video_transformer  # pylint: disable=g-import-not-at-top
+  cfg = vvt.models.resolve(vvt.models.get_config(**model_fields))
+  pooler = video_transformer.attentive_pooler(spec_lib.spec_of(cfg))
+  tokens = jnp.zeros((1, 1, cfg.hidden_size), jnp.float32)
+  params = jax.jit(pooler.init)(jax.random.key(seed), tokens)['params']
+  return {f'pooler/{k}': np.asarray(v, np.float32) for k, v in flatten(params).items()}
+
+
+def new_classifier(w: Writer, hidden: int, num_classes, what: str) -> None:
+  """A new zero classifier (every fresh vvt head starts at zero) of `num_classes` (an int, or a dict of heads) on a
+  `hidden`-wide representation, reported as freshly initialised."""
+  heads = {'': num_classes} if isinstance(num_classes, int) else {f'_{k}': v for k, v in dict(num_classes).items()}
+  for suffix, n in heads.items():
+    for name, value in ((f'head/output_projection{suffix}/kernel', np.zeros((hidden, int(n)), np.float32)),
+                        (f'head/output_projection{suffix}/bias', np.zeros(int(n), np.float32))):
+      w.flat[name] = value
+      w.report.initialised.append((name, f'new classifier ({what})'))

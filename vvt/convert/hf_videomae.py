@@ -49,16 +49,17 @@ FC_NORM_EPS = 1e-5  # nn.LayerNorm(hidden_size): torch's default eps, not the co
 _LAYER = re.compile(r'^(?:videomae\.)?encoder\.layer\.(\d+)\.')
 
 
-def weights_file(checkpoint: str) -> str:
-  """The weight file of a VideoMAE folder or path: safetensors (or an npz of arrays), never a pickle. A
-  `pytorch_model.bin` (or any PyTorch pickle) is refused with one line naming it."""
+def weights_file(checkpoint: str, source: str = 'hf_videomae') -> str:
+  """The weight file of a Hugging Face folder or path (VideoMAE; V-JEPA 2 and VideoPrism too, `source` naming
+  the converter): safetensors (or an npz of arrays), never a pickle. A `pytorch_model.bin` (or any PyTorch
+  pickle) is refused with one line naming it."""
   if os.path.isdir(checkpoint):
     for name in ('model.safetensors', 'pytorch_model.bin'):
       if os.path.exists(os.path.join(checkpoint, name)):
-        return weights_file(os.path.join(checkpoint, name))
+        return weights_file(os.path.join(checkpoint, name), source)
     raise FileNotFoundError(f'{checkpoint} is a directory without model.safetensors')
   if os.path.exists(checkpoint) and common.format_of(checkpoint) not in ('safetensors', 'npz'):
-    raise common.WeightFileError(f'{checkpoint}: hf_videomae reads safetensors only, not a PyTorch pickle (save '
+    raise common.WeightFileError(f'{checkpoint}: {source} reads safetensors only, not a PyTorch pickle (save '
                                  'the model with save_pretrained(..., safe_serialization=True))')
   return checkpoint
 

@@ -241,7 +241,7 @@ def _initialise(params, init_from, model_cfg):
                f'central frame: index {t // 2} of {t}, zeros elsewhere (ViViT eq. 9)')
     init.load('embedding/conv/bias', 'embedding/bias')
 
-  if cfg.attention == 'factorised_encoder':
+  if schemes.get(cfg.attention).two_encoders:  # ViViT Model 2, VideoPrism: the image ViT is the spatial encoder
     enc, stages, layers, pos_kind, pos_nt = 'spatial_encoder', ('joint',), cfg.num_layers, 'joint', 1
     projected = (False,)
   else:
@@ -310,7 +310,7 @@ def _pos_table_resized(target, value, expected, cfg, method):
   if not target.endswith('posembed/pos_embedding') or target.startswith(('temporal_encoder/', 'temporal_head/')):
     return None
   nt, nh, nw = vvt.models.config.token_grid(cfg)
-  frames = nt if (cfg.attention != 'factorised_encoder' and cfg.positional_embedding == 'joint') else 1
+  frames = nt if (not schemes.get(cfg.attention).two_encoders and cfg.positional_embedding == 'joint') else 1
   extra = expected[1] - frames * nh * nw
   if extra not in (0, 1) or value.shape[0] != 1 or value.shape[2] != expected[2]:
     return None

@@ -9,13 +9,18 @@ Sources:
   hf_vivit         Hugging Face VivitForVideoClassification (old and new key names)
   hf_videomae      Hugging Face VideoMAEForVideoClassification, bare VideoMAEModel or VideoMAEForPreTraining
                    (a backbone gets a new head of the config's num_classes)
+  hf_vjepa2        Hugging Face VJEPA2ForVideoClassification or bare VJEPA2Model (3D RoPE, attentive pooler; the
+                   predictor unused; any clip length and frame size divisible by the tubelet)
+  hf_videoprism    Hugging Face VideoPrismForVideoClassification, bare VideoPrismVisionModel or the video tower of
+                   VideoPrismClipModel (space_then_time; its position tables resized at run time to the clip asked)
 
 What the weights do not say (heads of a fused torch qkv, frame size of X-ViT, Model 4 vs Model 1 in scenic,
 Model 3's attention order, X-ViT's shift_div and num_segments) is taken from `model_cfg` (a vvt model ConfigDict)
 when given. `num_frames` asks for a clip length: X-ViT runs at any multiple of its temporal embedding's rows
 (frame t gets row t mod rows, as the official code), VideoMAE at any multiple of its tubelet length (its fixed
-sine-cosine table is rebuilt for the clip); sources whose learned tables fix the clip length must agree
-(`FIXED_BY` says why, in the error).
+sine-cosine table is rebuilt for the clip), V-JEPA 2 at any multiple of its tubelet (RoPE), VideoPrism at any length
+(its tables resized at run time); sources whose learned tables fix the clip length must agree (`FIXED_BY` says why,
+in the error).
 `image_size` asks for a frame size the same way. Scenic Models 1, 3, 4 read both from the split of their T*N
 position table (`scenic.read_token_grid`); the config's values only choose where the table's rows do not tell.
 """
@@ -28,9 +33,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vvt.convert import common, hf_videomae, hf_vivit, scenic, timesformer, xvit
+from vvt.convert import common, hf_videomae, hf_videoprism, hf_vivit, hf_vjepa2, scenic, timesformer, xvit
 
-SOURCES = ('scenic_vivit', 'timesformer', 'xvit', 'hf_timesformer', 'hf_vivit', 'hf_videomae')
+SOURCES = ('scenic_vivit', 'timesformer', 'xvit', 'hf_timesformer', 'hf_vivit', 'hf_videomae', 'hf_vjepa2',
+           'hf_videoprism')
 # Why a source's weights fix its clip length and frame size: (frames, frame size). X-ViT runs at other clip
 # lengths and frame sizes (its converter checks them); VideoMAE at any clip length, not frame size.
 _NO_INTERPOLATION = 'vvt convert does not interpolate a learned table'
@@ -143,6 +149,10 @@ def _convert_state(source, state, model_cfg, hf_config, num_frames, image_size):
                                num_frames=None if hf_config else frames_hint,
                                image_size=None if hf_config else image_size or _hint(model_cfg, 'image_size'),
                                num_classes=_hint(model_cfg, 'num_classes'))
+  if source in ('hf_vjepa2', 'hf_videoprism'):
+    reader = hf_vjepa2 if source == 'hf_vjepa2' else hf_videoprism
+    return reader.convert(state, hf_config, num_frames=num_frames, image_size=image_size,
+                          num_classes=_hint(model_cfg, 'num_classes'))
   raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
 
 
@@ -158,7 +168,8 @@ def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check:
   if source not in SOURCES:
     raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
   hf_config = _hf_config(checkpoint, hf_config) if source.startswith('hf_') else None
-  state = common.load_state(hf_videomae.weights_file(checkpoint) if source == 'hf_videomae' else checkpoint)
+  safetensors_only = source in ('hf_videomae', 'hf_vjepa2', 'hf_videoprism')
+  state = common.load_state(hf_videomae.weights_file(checkpoint, source) if safetensors_only else checkpoint)
   result = convert_state(source, state, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
   if check:
     with common.naming_file(checkpoint, 'its weights do not fit the model'):

@@ -24,8 +24,11 @@ Maps (`Maps`, all normalised to sum 1 over the patch tokens of the clip):
                                (global; per-frame: the frames' maps averaged), else attention rollout
                                (Abnar & Zuidema 2020: per stage 0.5 * A + 0.5 * I, heads averaged, multiplied
                                over stages and layers; the representation's rows averaged: all tokens for
-                               GAP). ViViT Model 2: the spatial encoder's map per frame times the temporal
-                               encoder's map over frames.
+                               GAP and the attentive pooler). ViViT Model 2: the spatial encoder's map per frame
+                               times the temporal encoder's map over frames. VideoPrism (space_then_time): its
+                               spatial stages (within frames) and temporal stages (along positions) on the clip's
+                               tokens, rolled out as one encoder.
+  Queries and keys are those the model attends with: V-JEPA 2's RoPE applied, VideoPrism's logit cap applied.
   per_stage    {name: (B, H, T, nh, nw)} attention received per patch in each stage of each layer (mean over
                queries: which tokens the stage reads).
   frames       {name: (B, H, T, T)} frame-to-frame attention mass of each stage (row: query frame, sums to 1):
@@ -154,10 +157,13 @@ def _find_attention(tree, path=()):
 # --------------------------------------------------------------------------------------------- stages
 
 
-def _grouped_probs(q, k):
-  """softmax(q k^T / sqrt(d)) of grouped (G, Lq, H, d), (G, Lk, H, d) -> (G, H, Lq, Lk), float64."""
+def _grouped_probs(q, k, logit_cap=None):
+  """softmax(q k^T / sqrt(d)) of grouped (G, Lq, H, d), (G, Lk, H, d) -> (G, H, Lq, Lk), float64; with
+  `logit_cap` c the scores are c * tanh(scores / c) first (VideoPrism, as the model)."""
   q = np.asarray(q, np.float64) / math.sqrt(q.shape[-1])
   s = np.einsum('gqhd,gkhd->ghqk', q, np.asarray(k, np.float64))
+  if logit_cap is not None:
+    s = logit_cap * np.tanh(s / logit_cap)
   s = s - s.max(axis=-1, keepdims=True)
   e = np.exp(s)
   return e / e.sum(axis=-1, keepdims=True)
@@ -259,7 +265,7 @@ def _group_of(x, g: Grouping):
   return flat[:, g.groups].reshape(-1, g.groups.shape[1], *x.shape[3:])
 
 
-def _grouping_probs(g: Grouping, q, k, cls, summary_k, seg) -> np.ndarray:
+def _grouping_probs(g: Grouping, q, k, cls, summary_k, seg, logit_cap=None) -> np.ndarray:
   """(B, G, H', Lq, Lk): softmax(q k^T / sqrt(d_h)) in each group of `g`, for its heads H'.
 
   Queries: [class token,] the group's patches; keys: [class token,] the group's patches [, the summary tokens
@@ -277,7 +283,7 @@ def _grouping_probs(g: Grouping, q, k, cls, summary_k, seg) -> np.ndarray:
     rep = lambda a: np.repeat(a[..., g.heads, :], num_groups, axis=0)
     gq = np.concatenate([rep(cls[0]), gq], axis=1)
     gk = np.concatenate([rep(cls[1]), gk], axis=1)
-  return _grouped_probs(gq, gk).reshape(b, -1, hs, gq.shape[1], gk.shape[1])
+  return _grouped_probs(gq, gk, logit_cap).reshape(b, -1, hs, gq.shape[1], gk.shape[1])
 
 
 def _scatter_patches(attn, p, g: Grouping, nk: int) -> None:
@@ -319,6 +325,10 @@ def _stage_of(cfg, encoder, layer, stage_name, node):
   proj = _projections(node)
   b, t, n, h, _ = proj.q.shape
   grid, per_frame, mixing = _encoder_geometry(cfg, encoder, b, t, n)
+  if cfg.get('positional_embedding') == 'rope' and encoder == 'encoder':  # V-JEPA 2: q and k rotated as the model
+    from vvt.models import rope  # pylint: disable=g-import-not-at-top
+    proj.q, proj.k = rope.rotate(proj.q, grid, xp=np), rope.rotate(proj.k, grid, xp=np)
+  cap = cfg.get('attention_logit_cap')
   k_used, v_used = _mixed(proj.k, mixing), _mixed(proj.v, mixing)
   seg = mixing['num_segments'] if mixing is not None else t
   has_cls = proj.cls is not None
@@ -327,7 +337,7 @@ def _stage_of(cfg, encoder, layer, stage_name, node):
   summary = np.zeros((b, h, m, m)) if proj.summary_k is not None else None
   parts = groupings(stage_name, h, t, n, grid, has_cls)
   for g in parts:
-    p = _grouping_probs(g, proj.q, k_used, proj.cls, proj.summary_k, seg)
+    p = _grouping_probs(g, proj.q, k_used, proj.cls, proj.summary_k, seg, cap)
     nk = g.groups.shape[1]
     _scatter_patches(attn, p, g, nk)
     if g.with_cls:
@@ -475,13 +485,36 @@ def attention_maps(module, params, video, model_cfg) -> Maps:
       frames[s.name] = np.broadcast_to(per_stage_maps(s, (1, 1, nt))[:, :, 0, 0][:, :, None, :],
                                         (b, s.attn.shape[1], nt, nt)).copy()
   else:
-    final = _encoder_map(stages, use_cls, cfg.get('pooling') == 'first_token').reshape(b, nt, nh, nw)
-    for s in stages:
+    clip = _on_clip_tokens(stages, b, nt, nh * nw) if cfg.attention == 'space_then_time' else stages
+    final = _encoder_map(clip, use_cls, cfg.get('pooling') == 'first_token').reshape(b, nt, nh, nw)
+    for s in clip:
       per_stage[s.name] = per_stage_maps(s, grid)
       frames[s.name] = frame_attention(s)
   final = _normalise(final, (1, 2, 3))
   return Maps(scheme=cfg.attention, kind='class_token' if use_cls else 'rollout', grid=grid,
               tubelet_t=int(cfg.tubelet[0]), final=final, per_stage=per_stage, frames=frames, stages=stages)
+
+
+def _on_clip_tokens(stages: list, b: int, nt: int, n: int) -> list:
+  """VideoPrism's (space_then_time) stages on the clip's M = n_t * N tokens: a spatial stage's (B * n_t, H, N, N)
+  attention within each frame and a temporal stage's (B * N, H, n_t, n_t) attention along each position, both
+  scattered into (B, H, M, M) over tokens t * N + n, so that rollout and the maps read them as one encoder."""
+  out = []
+  for st in stages:
+    h = st.attn.shape[1]
+    attn = np.zeros((b, h, nt * n, nt * n))
+    ids = np.arange(nt * n).reshape(nt, n)
+    if st.encoder == 'spatial_encoder':  # st.attn: (B * n_t, H, N, N)
+      a = st.attn.reshape(b, nt, h, n, n)
+      for t in range(nt):
+        attn[:, :, ids[t][:, None], ids[t][None, :]] = a[:, t]
+    else:  # temporal_encoder, st.attn: (B * N, H, n_t, n_t)
+      a = st.attn.reshape(b, n, h, nt, nt)
+      for j in range(n):
+        attn[:, :, ids[:, j][:, None], ids[:, j][None, :]] = a[:, j]
+    out.append(dataclasses.replace(st, t=nt, n=n, per_frame_cls=False, has_cls=False, cls_joins=False, attn=attn,
+                                   summary=None, provenance=None))
+  return out
 
 
 def upsample(m: np.ndarray, tubelet_t: int, size: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""vvt models: `build(config.model)` returns the Flax module of any scheme of ViViT, TimeSformer and X-ViT.
+"""vvt models: `build(config.model)` returns the Flax module of any scheme of ViViT, TimeSformer, X-ViT and VideoPrism.
 
     module = vvt.models.build(cfg)                  # cfg = vvt.models.get_config(family=..., ...)
     variables = module.init(rngs, video, train=False)      # video (B, T, H, W, 3)
@@ -22,11 +22,15 @@ def build(cfg, backend: str | None = None):
   """
   import jax  # pylint: disable=g-import-not-at-top
   from vvt.models import kernels, spec  # pylint: disable=g-import-not-at-top
-  from vvt.models.video_transformer import FactorisedEncoder, VideoTransformer  # pylint: disable=g-import-not-at-top
+  from vvt.models.video_transformer import (  # pylint: disable=g-import-not-at-top
+      FactorisedEncoder, SpaceThenTime, VideoTransformer)
   cfg = resolve(cfg)
   backend = backend or jax.default_backend()
   kernels.check_backend(cfg.attention_impl, backend, field='model.attention_impl')
   model = spec.spec_of(cfg)
-  if schemes.get(cfg.attention).two_encoders:
+  scheme = schemes.get(cfg.attention)
+  if scheme.temporal_over_positions:
+    return SpaceThenTime(model, backend=backend)
+  if scheme.two_encoders:
     return FactorisedEncoder(model, backend=backend)
   return VideoTransformer(model, backend=backend)

@@ -21,8 +21,7 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-from vvt.models import groupings
-from vvt.models import kernels
+from vvt.models import groupings, kernels, rope
 
 @dataclasses.dataclass(frozen=True)
 class Mixing:
@@ -43,7 +42,9 @@ class MultiHeadAttention(nn.Module):
   with its fields) turns on X-ViT's shift of keys and values. Projections are named like flax's
   MultiHeadDotProductAttention (query, key, value: (D, H, d_h); out: (H, d_h, D)). `key_bias` False leaves the key
   projection without its bias where `qkv_bias` (VideoMAE's q and v biases): softmax ignores the q.b_k that a key
-  bias adds to a whole row of logits, so only the parameter count differs.
+  bias adds to a whole row of logits, so only the parameter count differs. `rope` rotates the queries and keys
+  by their token's (t, h, w) in `grid` (V-JEPA 2's 3D RoPE, vvt/models/rope.py) before any grouping;
+  `logit_cap` caps the scores (VideoPrism, `kernels.dot_product_attention`). Both off by default.
   """
   num_heads: int
   qkv_bias: bool = True
@@ -54,6 +55,8 @@ class MultiHeadAttention(nn.Module):
   kernel_init: Any = nn.initializers.xavier_uniform()
   impl: str = 'einsum'  # one of config.ATTENTION_IMPLS: how `kernels.dot_product_attention` runs (per stage: 'auto')
   backend: str | None = None  # the backend 'auto' chooses for (None: jax's default backend)
+  rope: bool = False  # V-JEPA 2's 3D rotary embedding of q and k (no class token)
+  logit_cap: float | None = None  # VideoPrism's tanh cap of the attention scores
 
   @nn.compact
   def __call__(self, x, cls, *, stage: str, grid, mixing=None, train: bool = False):
@@ -64,6 +67,10 @@ class MultiHeadAttention(nn.Module):
     proj = {name: dense(name=name, use_bias=self.qkv_bias and (self.key_bias or name != 'key'))
             for name in ('query', 'key', 'value')}
     q, k, v = (proj[name](x) for name in ('query', 'key', 'value'))  # (B, T, N, H, d_h)
+    if self.rope:
+      if cls is not None:
+        raise ValueError('rope rotates the patch tokens by their (t, h, w): a class token has no position')
+      q, k = rope.rotate(q, grid), rope.rotate(k, grid)
     cls_qkv = None if cls is None else tuple(proj[name](cls) for name in ('query', 'key', 'value'))  # (B, 1, H, d_h)
     extra_kv = None
     if mixing is not None:  # X-ViT space-time mixing of keys and values (eq. 9), within segments.
@@ -71,7 +78,8 @@ class MultiHeadAttention(nn.Module):
 
     rng = self.make_rng('dropout') if train and self.dropout_rate > 0 else None
     attend = functools.partial(kernels.dot_product_attention, dropout_rate=self.dropout_rate, dropout_rng=rng,
-                               deterministic=not train, impl=self.impl, backend=self.backend)
+                               deterministic=not train, impl=self.impl, backend=self.backend,
+                               logit_cap=self.logit_cap)
     parts = groupings.head_slices(stage, h)
     if cls_qkv is not None and len(parts) > 1:
       raise ValueError(f'{stage} attention splits its heads among {len(parts)} groupings and has no class token')

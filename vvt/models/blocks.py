@@ -20,6 +20,7 @@ import jax.numpy as jnp
 # The model names no mesh: it reads the one its caller traces it under, and the logical axis rules active then
 # (`axes.axis_rules`; by default the batch over `axes.BATCH_AXES`).
 from vvt.models import axes as logical_axes
+from vvt.models import norms
 from vvt.models.attention import MultiHeadAttention
 
 
@@ -111,12 +112,15 @@ class EncoderBlock(nn.Module):
   param_dtype: Any = jnp.float32
   attention_impl: str = 'einsum'
   backend: str | None = None
+  rope: bool = False  # V-JEPA 2's 3D RoPE on q and k (vvt/models/rope.py)
+  logit_cap: float | None = None  # VideoPrism's tanh cap of the attention scores
+  layer_norm_scale_offset: float = 0.0  # VideoPrism's LayerNorm: scale stored as an offset from 1 (vvt/models/norms.py)
 
   @nn.compact
   def __call__(self, x, cls, train: bool = False, droppath_rate=None):
     rate = self.droppath_rate if droppath_rate is None else droppath_rate
-    norm = lambda name: nn.LayerNorm(epsilon=self.layer_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype,
-                                     name=name)
+    norm = lambda name: norms.layer_norm(self.layer_norm_eps, self.dtype, self.param_dtype, name,
+                                         self.layer_norm_scale_offset)
     drop_path = DropPath()
     for stage, projected in zip(self.stages, self.projected):
       ln = norm(f'{stage}_norm')
@@ -124,7 +128,7 @@ class EncoderBlock(nn.Module):
           num_heads=self.num_heads, qkv_bias=self.qkv_bias, key_bias=self.key_bias,
           dropout_rate=self.attention_dropout_rate,
           dtype=self.dtype, param_dtype=self.param_dtype, impl=self.attention_impl, backend=self.backend,
-          name=f'{stage}_attention')(
+          rope=self.rope, logit_cap=self.logit_cap, name=f'{stage}_attention')(
               ln(x), None if cls is None else ln(cls), stage=stage, grid=self.grid, mixing=self.mixing,
               train=train)
       if projected:

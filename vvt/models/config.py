@@ -29,6 +29,26 @@ Field names follow the papers:
   key_bias        whether the key projection has a bias where qkv_bias (False: query and value biases only, as
                   VideoMAE / BEiT; a key bias adds the same q.b_k to every logit of a query row, so it never
                   changes attention)
+  classifier      'token' (the class token), 'gap' (the tokens pooled by `pooling`), 'attentive' (the attentive
+                  pooler: learned query tokens attend over all the normalised tokens, V-JEPA 2's attentive probe /
+                  VideoPrism's attention pooling; its fields in `attentive_pooler`)
+  attentive_pooler  with classifier='attentive' (vvt/models/poolers.py): num_queries (their outputs averaged),
+                  num_heads (None: num_heads), depth (self-attention blocks over the tokens before the queries
+                  attend: V-JEPA 2's num_pooler_layers), mlp_dim (those blocks' MLP and the 'block' cross-attention's;
+                  None: 4 * hidden_size), head_dim (per-head width of the cross-attention's q, k, v; None:
+                  hidden_size / num_heads; VideoPrism: intermediate_size / num_heads), cross_attention ('block':
+                  V-JEPA 2's pre-LN cross-attention without output projection, the queries as residual, then an MLP
+                  block; 'plain': VideoPrism's q/k/v/out attention followed by a LayerNorm), per_dim_scale
+                  (VideoPrism's learned per-dimension query scale: q * 1.4427 * softplus(s) / sqrt(d_h))
+  positional_embedding  joint | separable | spatial | sinusoidal | none, or rope: V-JEPA 2's 3D rotary embedding
+                  of queries and keys by their (t, h, w), no table, any clip length and frame size
+                  (vvt/models/rope.py; single-encoder schemes without a class token)
+  attention_logit_cap  None, or c > 0: the encoders' attention scores become c * tanh(scores / c) (VideoPrism: 50)
+  layer_norm_scale_offset  every LayerNorm multiplies by offset + scale (VideoPrism 1.0: its scales are stored as
+                  deviations from 1; default 0.0: flax's LayerNorm)
+  pos_table_grid  None, or the (t, h, w) token grid the learned tables of attention='space_then_time' were
+                  trained at: tables of that size are resized to the model's grid at run time (antialiased
+                  bilinear, as VideoPrism), so the same weights run other clip lengths and frame sizes
 
 Memory and speed (the same function whatever their values, up to float rounding):
   attention_impl  how the one attention primitive runs (vvt/models/kernels.py): 'auto' (default: per stage,
@@ -61,7 +81,8 @@ VIT_SIZES = {
     'H': dict(hidden_size=1280, num_layers=32, num_heads=16, mlp_dim=5120),
 }
 
-POSITIONAL_EMBEDDINGS = ('joint', 'separable', 'spatial', 'sinusoidal', 'none')
+POSITIONAL_EMBEDDINGS = ('joint', 'separable', 'spatial', 'sinusoidal', 'none', 'rope')
+CROSS_ATTENTIONS = ('block', 'plain')  # model.attentive_pooler.cross_attention
 ATTENTION_IMPLS = ('auto', 'einsum', 'dot_product', 'chunked', 'splash')
 # model.remat: 'none', 'full', or a policy of jax.checkpoint_policies (no jax import here: checked by a test).
 REMAT_POLICIES = ('none', 'full', 'dots_saveable', 'dots_with_no_batch_dims_saveable', 'nothing_saveable',
@@ -108,7 +129,11 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   c.num_layers = None
   c.num_heads = None
   c.mlp_dim = None
-  c.classifier = 'token'  # 'token' | 'gap'
+  c.classifier = 'token'  # 'token' | 'gap' | 'attentive'
+  # classifier='attentive': the attentive pooler's fields (module docstring; None: derived by resolve).
+  c.attentive_pooler = ml_collections.ConfigDict(dict(
+      num_queries=1, num_heads=None, depth=0, mlp_dim=None, head_dim=None, cross_attention='block',
+      per_dim_scale=False))
   c.pooling = 'mean'  # with classifier='gap': 'mean' | 'mean_then_norm' | 'first_token' (module docstring)
   c.class_token = None  # 'global' | 'per_frame'; None: derived from family and attention.
   c.positional_embedding = fam['positional_embedding']
@@ -140,6 +165,9 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   c.qkv_bias = True
   c.key_bias = True  # False: query and value biases only (VideoMAE); applies where qkv_bias
   c.encoder_norm_eps = None  # eps of the final LayerNorm; None: layer_norm_eps
+  c.layer_norm_scale_offset = 0.0  # every LayerNorm multiplies by offset + scale (VideoPrism: 1.0)
+  c.attention_logit_cap = None  # c * tanh(scores / c) in the encoders' attention (VideoPrism: 50.0)
+  c.pos_table_grid = None  # space_then_time: the (t, h, w) grid of the learned tables (resized at run time)
   c.dtype = 'float32'  # compute dtype
   c.param_dtype = 'float32'  # dtype of the parameters
   # Memory / speed: implementation of attention, rematerialisation policy, layers as one scan.
@@ -199,7 +227,8 @@ def _raise_if(problems: list) -> None:
 
 _DEFAULTS = get_config('vivit')
 _KNOWN_FIELDS = set(_DEFAULTS.keys())
-_NESTED_FIELDS = {'mixing': set(_DEFAULTS.mixing.keys()), 'temporal_head': set(_DEFAULTS.temporal_head.keys())}
+_NESTED_FIELDS = {'mixing': set(_DEFAULTS.mixing.keys()), 'temporal_head': set(_DEFAULTS.temporal_head.keys()),
+                  'attentive_pooler': set(_DEFAULTS.attentive_pooler.keys())}
 
 
 def _check_known(names, known, prefix: str) -> None:
@@ -292,6 +321,8 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _collect(problems, _resolve_mixing, c, scheme)
   _collect(problems, _resolve_time_embedding, c, scheme, grid[0])
   _collect(problems, _resolve_temporal_sizes, c, scheme)
+  _collect(problems, _resolve_encoder_fields, c, scheme, grid)
+  _collect(problems, _resolve_attentive_pooler, c)
   _raise_if(problems)
   return c
 
@@ -439,6 +470,75 @@ def _resolve_temporal_sizes(c, scheme: schemes.Scheme) -> None:
   for name, heads, in_use in used:
     if in_use and c.hidden_size % heads:
       raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.{name}={heads}')
+
+
+def _resolve_encoder_fields(c, scheme: schemes.Scheme, grid) -> None:
+  """V-JEPA 2's rope, VideoPrism's logit cap, LayerNorm scale offset and resized position tables."""
+  if c.positional_embedding == 'rope':
+    if c.classifier == 'token':
+      raise ValueError("model.positional_embedding='rope' rotates the patch tokens by their (t, h, w): a class "
+                       "token has none; set model.classifier to 'gap' or 'attentive'")
+    if scheme.two_encoders or scheme.temporal_mixing:
+      raise ValueError(f"model.positional_embedding='rope' needs a single-encoder scheme without X-ViT's mixing, "
+                       f'not attention={scheme.name!r}')
+    if (c.hidden_size // c.num_heads) % 2:
+      raise ValueError(f"model.positional_embedding='rope' rotates channel pairs: the head size "
+                       f'{c.hidden_size // c.num_heads} must be even')
+  cap = c.attention_logit_cap
+  if cap is not None:
+    if not _is_number(cap) or cap <= 0:
+      raise ValueError(f'model.attention_logit_cap must be a number > 0 or None, got {cap!r}')
+    if c.attention_impl not in ('auto', 'einsum'):
+      raise ValueError(f'model.attention_impl={c.attention_impl!r} has no logit cap: model.attention_logit_cap='
+                       f'{cap} needs attention_impl einsum or auto')
+    c.attention_logit_cap = float(cap)
+  if not _is_number(c.layer_norm_scale_offset):
+    raise ValueError(f'model.layer_norm_scale_offset must be a number, got {c.layer_norm_scale_offset!r}')
+  c.layer_norm_scale_offset = float(c.layer_norm_scale_offset)
+  table = c.pos_table_grid
+  if table is None:
+    return
+  if (not isinstance(table, (tuple, list)) or len(table) != 3
+      or not all(_is_int(x) and x >= 1 for x in table)):
+    raise ValueError(f'model.pos_table_grid must be three positive ints (t, h, w) or None, got {table!r}')
+  if not scheme.temporal_over_positions or c.positional_embedding != 'joint':
+    raise ValueError(f"model.pos_table_grid resizes the learned 'joint' tables of attention='space_then_time', not "
+                     f'positional_embedding={c.positional_embedding!r} with attention={scheme.name!r}')
+  c.pos_table_grid = tuple(table)
+
+
+def _resolve_attentive_pooler(c) -> None:
+  """attentive_pooler: types, and num_heads / mlp_dim / head_dim from the encoder where None."""
+  p = c.attentive_pooler
+  _positive_int('attentive_pooler.num_queries', p.num_queries)
+  for name in ('num_heads', 'mlp_dim', 'head_dim'):
+    _positive_int(f'attentive_pooler.{name}', p[name], optional=True)
+  if not _is_int(p.depth) or p.depth < 0:
+    raise ValueError(f'model.attentive_pooler.depth must be an int >= 0, got {p.depth!r}')
+  if p.cross_attention not in CROSS_ATTENTIONS:
+    raise ValueError(f"model.attentive_pooler.cross_attention must be 'block' or 'plain', got {p.cross_attention!r}")
+  if not isinstance(p.per_dim_scale, bool):
+    raise ValueError(f'model.attentive_pooler.per_dim_scale must be True or False, got {p.per_dim_scale!r}')
+  if p.num_heads is None:
+    p.num_heads = c.num_heads
+  if p.mlp_dim is None:
+    p.mlp_dim = 4 * c.hidden_size
+  if p.head_dim is None:
+    if c.hidden_size % p.num_heads:
+      raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.attentive_pooler.num_heads='
+                       f'{p.num_heads} (or set attentive_pooler.head_dim)')
+    p.head_dim = c.hidden_size // p.num_heads
+  used = c.classifier == 'attentive'
+  scheme = schemes.get(c.attention)
+  if used and scheme.two_encoders and not scheme.temporal_over_positions:
+    raise ValueError(f"model.classifier='attentive' pools the tokens of the last encoder: attention={c.attention!r} "
+                     "(ViViT Model 2) has pooled each frame to one token before it; use 'token' or 'gap'")
+  if used and p.cross_attention == 'block' and p.num_heads * p.head_dim != c.hidden_size:
+    raise ValueError(f"model.attentive_pooler.cross_attention='block' has no output projection: num_heads x "
+                     f'head_dim = {p.num_heads} x {p.head_dim} must be hidden_size={c.hidden_size}')
+  if used and p.depth and c.hidden_size % p.num_heads:
+    raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.attentive_pooler.num_heads='
+                     f'{p.num_heads} (its self-attention blocks)')
 
 
 def _check_memory_fields(c) -> None:

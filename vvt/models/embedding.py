@@ -5,6 +5,7 @@ Uniform frame sampling is the tubelet embedding with t = 1: one 3D convolution w
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import flax.linen as nn
@@ -50,19 +51,32 @@ class PositionalEmbedding(nn.Module):
                 interpolation.
     spatial     the space table only (TimeSformer space-only).
     sinusoidal  fixed sine-cosine table over the flattened token index (cls = row 0).
+    rope        nothing here: V-JEPA 2's 3D RoPE rotates queries and keys inside attention (vvt/models/rope.py).
     none        nothing.
+  `table_grid` (joint, no class token): the (t, h, w) token grid the learned table was trained at, when it is not
+  the grid of x (`grid`): the table keeps its trained shape and is resized to `grid` at run time by `resize_table`
+  (antialiased bilinear, as VideoPrism / transformers' `interpolate_pos_encoding`). None: the table has x's grid.
   """
   kind: str
   init_std: float = 0.02
   time_rows: int | None = None
   param_dtype: Any = jnp.float32
+  table_grid: tuple[int, int, int] | None = None
+  grid: tuple[int, int, int] | None = None  # the (t, h, w) grid of x's tokens, needed with table_grid
 
   @nn.compact
   def __call__(self, x, cls):
     b, t, n, d = x.shape
     extra = 0 if cls is None else 1
     init = nn.initializers.normal(stddev=self.init_std)
-    if self.kind in ('joint', 'sinusoidal'):
+    resized = self.kind == 'joint' and self.table_grid is not None and tuple(self.table_grid) != tuple(self.grid)
+    if resized:
+      if cls is not None or math.prod(self.grid) != t * n:
+        raise ValueError(f'a resized position table needs tokens of the grid {self.grid} and no class token')
+      table = self.param('pos_embedding', init, (1, math.prod(self.table_grid), d), self.param_dtype)
+      table = resize_table(table.reshape(*self.table_grid, d), self.grid).astype(x.dtype)
+      x = x + table.reshape(1, t, n, d)
+    elif self.kind in ('joint', 'sinusoidal'):
       rows = extra + t * n
       if self.kind == 'joint':
         table = self.param('pos_embedding', init, (1, rows, d), self.param_dtype)
@@ -83,6 +97,36 @@ class PositionalEmbedding(nn.Module):
           raise ValueError(f'time embedding of {rows} rows does not divide the {t} temporal indices')
         time = self.param('time_embedding', nn.initializers.zeros, (1, rows, d), self.param_dtype).astype(x.dtype)
         x = x + jnp.tile(time, (1, t // rows, 1))[:, :, None]  # temporal index t gets row t mod rows
-    elif self.kind != 'none':
+    elif self.kind not in ('none', 'rope'):
       raise ValueError(f'unknown positional embedding {self.kind!r}')
     return x, cls
+
+
+def resize_weights(in_size: int, out_size: int) -> np.ndarray:
+  """(out_size, in_size) float32 weights of a 1D antialiased linear resize, torch's
+  `interpolate(mode='bilinear', antialias=True, align_corners=False)` along one axis: output i is centred at
+  (i + 0.5) * in / out; the triangle filter is widened by in / out when shrinking; weights normalised per row."""
+  scale = in_size / out_size
+  support = scale if scale >= 1.0 else 1.0
+  inv = 1.0 / scale if scale >= 1.0 else 1.0
+  w = np.zeros((out_size, in_size), np.float64)
+  for i in range(out_size):
+    center = scale * (i + 0.5)
+    lo = max(int(center - support + 0.5), 0)
+    hi = min(int(center + support + 0.5), in_size)
+    for j in range(lo, hi):
+      w[i, j] = max(0.0, 1.0 - abs((j - center + 0.5) * inv))
+    total = w[i].sum()
+    if total:
+      w[i] /= total
+  return w.astype(np.float32)
+
+
+def resize_table(table, grid):
+  """A learned position table (t0, h0, w0, D) resized to grid (t, h, w): `resize_weights` along each axis whose
+  size changes, in the table's dtype at full matmul precision (an axis of unchanged size is left as it is)."""
+  for axis, size in enumerate(grid):
+    if table.shape[axis] != size:
+      w = jnp.asarray(resize_weights(table.shape[axis], size), table.dtype)
+      table = jnp.moveaxis(jnp.tensordot(w, table, axes=((1,), (axis,)), precision='highest'), 0, axis)
+  return table

@@ -14,8 +14,9 @@ its implementations (`model.attention_impl`; all compute the same function on gr
   splash       the Pallas TPU splash-attention kernel (TPU only): tokens padded to a multiple of 128, padded keys
                masked by segment ids.
   auto         per stage, from the stage's sequence length and the backend (`choose_impl`).
-Only `einsum` implements attention dropout; the config refuses attention_dropout_rate > 0 with the others, and
-`auto` then picks `einsum` everywhere. What each implementation asks of the backend is checked in one place each:
+Only `einsum` implements attention dropout and VideoPrism's logit cap (`logit_cap`: scores -> c * tanh(scores / c)
+before the softmax); the config refuses attention_dropout_rate > 0 or a cap with the others, and `auto` then picks
+`einsum` everywhere. What each implementation asks of the backend is checked in one place each:
 `check_backend` (splash: TPU only), `uses_cudnn` (cuDNN: GPU, half precision, head size), `check_dropout`.
 """
 from __future__ import annotations
@@ -52,20 +53,25 @@ def uses_cudnn(backend: str, head_dim: int, dtype) -> bool:
 
 
 def dot_product_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None, deterministic=True, impl='einsum',
-                          backend=None):
+                          backend=None, logit_cap=None):
   """Softmax(Q K^T / sqrt(d_h)) V, per head (ViViT eq. 7, TimeSformer eq. 5, X-ViT eq. 10).
 
   q: (G, Lq, H, d_h); k, v: (G, Lk, H, d_h) -> (G, Lq, H, d_h): G groups (batch x neighbourhoods) of tokens.
   The softmax is computed in float32 by every implementation. `impl` is one of ATTENTION_IMPLS (see the module
   docstring; 'auto' is resolved by `choose_impl` from Lq, Lk and `backend`, default: jax's default backend).
   Attention dropout (train mode, dropout_rate > 0) exists in 'einsum' only; the others raise ValueError.
+  logit_cap c (None: none): the scaled scores s become c * tanh(s / c) before the softmax (VideoPrism), 'einsum'
+  only (`auto` chooses it).
   """
   backend = backend or jax.default_backend()
   dropout = not deterministic and dropout_rate > 0.0
   impl = choose_impl(impl, backend=backend, q_len=q.shape[1], kv_len=k.shape[1], head_dim=q.shape[-1],
-                     dtype=q.dtype, dropout=dropout_rate > 0.0)
+                     dtype=q.dtype, dropout=dropout_rate > 0.0 or logit_cap is not None)
   if impl == 'einsum':
-    return einsum_attention(q, k, v, dropout_rate=dropout_rate if dropout else 0.0, dropout_rng=dropout_rng)
+    return einsum_attention(q, k, v, dropout_rate=dropout_rate if dropout else 0.0, dropout_rng=dropout_rng,
+                            logit_cap=logit_cap)
+  if logit_cap is not None:
+    raise ValueError(f'attention_impl={impl!r} has no logit cap (cap {logit_cap}): use einsum or auto')
   if dropout:
     check_dropout(impl, dropout_rate)
   if impl == 'chunked':
@@ -83,7 +89,8 @@ def choose_impl(impl: str, *, backend: str, q_len: int, kv_len: int, head_dim: i
 
   einsum when the stage's groups are short (max(Lq, Lk) < AUTO_MIN_LENGTH = 1024: ViViT's 8- or 16-token
   temporal and 197-token spatial stages, TimeSformer's divided / axial / local stages: their (Lq, Lk) scores
-  are small and einsum is the fastest) or when attention dropout is on (only einsum has it); for long groups
+  are small and einsum is the fastest) or when attention dropout or a logit cap is on (`dropout`: only einsum
+  has them); for long groups
   (ViViT Model 1 / TimeSformer joint: 1569-3137 tokens) splash on TPU, dot_product (cuDNN flash attention)
   on GPU where cuDNN takes the dtype and head size, chunked otherwise (CPU, float32 GPU).
   """
@@ -103,15 +110,18 @@ def cudnn_supports(head_dim: int, dtype) -> bool:
   return jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16) and head_dim <= 128 and head_dim % 8 == 0
 
 
-def einsum_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None):
-  """ViViT eq. 7 as two einsums: scores (G, H, Lq, Lk) in float32, dropout on the weights where rate > 0.
+def einsum_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None, logit_cap=None):
+  """ViViT eq. 7 as two einsums: scores (G, H, Lq, Lk) in float32, dropout on the weights where rate > 0; with
+  `logit_cap` c the scores become c * tanh(scores / c) first (VideoPrism's cap, in float32).
 
   q, k, v are put heads-first, (G, H, L, d_h), before the einsums and the output back after: the batched
   matmuls then contract the minor axis with (G, H) leading, which XLA's CPU dot runs 4x faster than on the
   (G, L, H, d_h) layout (BENCHMARKS.md, CPU attention); on GPU / TPU the transposes fold into the dots."""
   q = _heads_first(q / jnp.sqrt(q.shape[-1]).astype(q.dtype))
-  logits = jnp.einsum('ghqd,ghkd->ghqk', q, _heads_first(k))
-  weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(v.dtype)
+  logits = jnp.einsum('ghqd,ghkd->ghqk', q, _heads_first(k)).astype(jnp.float32)
+  if logit_cap is not None:
+    logits = logit_cap * jnp.tanh(logits / logit_cap)
+  weights = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
   if dropout_rate > 0.0:
     keep = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, weights.shape)
     weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0).astype(v.dtype)

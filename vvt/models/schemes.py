@@ -15,6 +15,11 @@ A scheme is a sequence of attention stages per encoder block, each stage one gro
   local_global               TimeSformer Fig. 1 'L+G'           local, global
   axial                      TimeSformer Fig. 1 'T+W+H'         time, width, height
   space_time_mixing          X-ViT eq. 9-10                     space, keys and values shifted in time
+  space_then_time            VideoPrism (sec. 3.2)              a spatial encoder (joint within each temporal
+                                                               index), then a temporal encoder over the n_t
+                                                               tokens of every spatial position: all n_t * N
+                                                               tokens kept (ViViT Model 2 pools each frame to
+                                                               one token first)
 
 `SCHEME_TABLE` holds the records; `vvt.models.config.resolve` (class-token rules, classifiers, grid and head
 constraints), `vvt.models.spec.spec_of` (a block's stages), `vvt.convert.image_init` (the stage that receives the
@@ -32,7 +37,7 @@ import math
 from vvt.models import groupings
 
 FAMILIES = ('vivit', 'timesformer', 'xvit')
-CLASSIFIERS = ('token', 'gap')
+CLASSIFIERS = ('token', 'gap', 'attentive')  # attentive: the attentive pooler (vvt/models/poolers.py)
 CLASS_TOKENS = ('global', 'per_frame')
 ATTENTION_ORDERS = ('space_time', 'time_space')
 # The class token of a family where the scheme states none for it (X-ViT: one per frame, for its TA head).
@@ -53,6 +58,9 @@ class Scheme:
   image_stage: str | None = None  # the stage given the image ViT's attention at image-init (None: stages[-1])
   temporal_mixing: bool = False  # X-ViT: keys and values shifted in time (eq. 9) before `space` attention
   two_encoders: bool = False  # ViViT Model 2: spatial encoder, then temporal encoder (stages of each)
+  # two_encoders: the temporal encoder runs over the n_t tokens of every spatial position, keeping all tokens
+  # (VideoPrism), not over one pooled token per temporal index (ViViT Model 2)
+  temporal_over_positions: bool = False
 
   def stages_for(self, attention_order: str = 'space_time') -> tuple[str, ...]:
     """The stages of one block for `model.attention_order` (only a reorderable scheme reverses them)."""
@@ -62,7 +70,7 @@ class Scheme:
 
   @property
   def classifiers(self) -> tuple[str, ...]:
-    return CLASSIFIERS if self.class_token else ('gap',)
+    return CLASSIFIERS if self.class_token else tuple(c for c in CLASSIFIERS if c != 'token')
 
   @property
   def stage_for_image(self) -> str:
@@ -104,6 +112,8 @@ SCHEME_TABLE = {s.name: s for s in (
     Scheme('axial', ('timesformer',), "TimeSformer 'T+W+H'", ('time', 'width', 'height')),
     Scheme('space_time_mixing', ('xvit',), 'X-ViT eq. 9-10', ('space',), per_frame_class_token=True,
            temporal_mixing=True),
+    Scheme('space_then_time', ('vivit',), 'VideoPrism sec. 3.2', ('joint',), class_token=False, two_encoders=True,
+           temporal_over_positions=True),
 )}
 SCHEMES = tuple(SCHEME_TABLE)
 

@@ -33,6 +33,18 @@ class TemporalHeadSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class PoolerSpec:
+  """The attentive pooler of classifier='attentive' (vvt/models/poolers.py; model.attentive_pooler)."""
+  num_queries: int
+  num_heads: int
+  head_dim: int  # per-head width of the cross-attention's q, k, v
+  depth: int  # self-attention blocks over the tokens before the queries attend
+  mlp_dim: int  # MLP width of those blocks and of the 'block' cross-attention
+  cross_attention: str  # 'block' (V-JEPA 2) | 'plain' (VideoPrism)
+  per_dim_scale: bool  # VideoPrism's learned per-dimension query scale
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelSpec:
   """Every field the modules of one model read (field names as in the model config where they are its own)."""
   family: str
@@ -73,6 +85,10 @@ class ModelSpec:
   attention_impl: str
   remat: str
   scan_layers: bool
+  attention_logit_cap: float | None  # VideoPrism's tanh cap of the encoders' attention scores (None: none)
+  layer_norm_scale_offset: float  # every LayerNorm multiplies by offset + scale (VideoPrism: 1)
+  pos_table_grid: tuple[int, int, int] | None  # the grid the learned tables were trained at (resized at run time)
+  attentive_pooler: PoolerSpec | None  # classifier='attentive' only
 
 
 def _num_classes(value):
@@ -86,6 +102,14 @@ def _mixing(cfg, scheme: schemes.Scheme) -> Mixing | None:
   frames_per_segment = cfg.mixing.num_segments or cfg.num_frames
   return Mixing(window=cfg.mixing.window, shift_div=cfg.mixing.shift_div, summary_token=bool(cfg.mixing.summary_token),
                 num_segments=frames_per_segment // cfg.tubelet[0])
+
+
+def _pooler(cfg) -> PoolerSpec | None:
+  if cfg.classifier != 'attentive':
+    return None
+  p = cfg.attentive_pooler
+  return PoolerSpec(num_queries=p.num_queries, num_heads=p.num_heads, head_dim=p.head_dim, depth=p.depth,
+                    mlp_dim=p.mlp_dim, cross_attention=p.cross_attention, per_dim_scale=bool(p.per_dim_scale))
 
 
 def spec_of(cfg) -> ModelSpec:
@@ -111,4 +135,6 @@ def spec_of(cfg) -> ModelSpec:
       layer_norm_eps=cfg.layer_norm_eps, gelu_approximate=cfg.gelu_approximate, qkv_bias=cfg.qkv_bias,
       key_bias=cfg.key_bias, encoder_norm_eps=cfg.encoder_norm_eps, dtype=_DTYPES[cfg.dtype],
       param_dtype=_DTYPES[cfg.param_dtype], attention_impl=cfg.attention_impl,
-      remat=cfg.remat, scan_layers=cfg.scan_layers)
+      remat=cfg.remat, scan_layers=cfg.scan_layers, attention_logit_cap=cfg.attention_logit_cap,
+      layer_norm_scale_offset=float(cfg.layer_norm_scale_offset),
+      pos_table_grid=None if cfg.pos_table_grid is None else tuple(cfg.pos_table_grid), attentive_pooler=_pooler(cfg))

@@ -5,6 +5,10 @@ VideoTransformer  (B, T, H, W, 3) -> tokens (B, n_t, N, D) -> Encoder(stages of 
   TimeSformer space / joint / divided / local_global / axial; X-ViT space_time_mixing.
 FactorisedEncoder (ViViT Model 2, sec. 3.3): a spatial encoder shared over the n_t temporal indices, then a
   temporal encoder over the n_t frame representations (temporal_layers = 0: average-pool baseline).
+SpaceThenTime     (VideoPrism, attention='space_then_time'): the same spatial encoder, then a temporal encoder over
+  the n_t tokens of every spatial position, all n_t * N tokens kept to the head.
+Any of them may classify with the attentive pooler (classifier='attentive', vvt/models/poolers.py) over all the
+normalised tokens.
 """
 from __future__ import annotations
 
@@ -14,9 +18,11 @@ import chex
 import flax.linen as nn
 import jax.numpy as jnp
 
+from vvt.models import norms
 from vvt.models.blocks import Encoder
 from vvt.models.embedding import PositionalEmbedding, TubeletEmbedding
 from vvt.models.heads import ClassifierHead, TemporalAttentionHead
+from vvt.models.poolers import AttentivePooler
 from vvt.models.spec import ModelSpec
 
 
@@ -30,15 +36,17 @@ def check_video(video, num_frames: int, image_size: int) -> None:
 
 
 def block_fields(spec: ModelSpec, stages, grid, *, num_heads=None, mlp_dim=None, mixing=None, projected=None,
-                 backend=None) -> dict:
-  """The EncoderBlock fields of one encoder of the model (projected: per stage, default none)."""
+                 backend=None, rope=False) -> dict:
+  """The EncoderBlock fields of one encoder of the model (projected: per stage, default none; rope: V-JEPA 2's
+  3D RoPE in its attention, the main encoder of positional_embedding='rope' only)."""
   return dict(
       stages=tuple(stages), projected=tuple(projected or (False,) * len(stages)), grid=tuple(grid),
       num_heads=num_heads or spec.num_heads, mlp_dim=mlp_dim or spec.mlp_dim, mixing=mixing,
       qkv_bias=spec.qkv_bias, key_bias=spec.key_bias, layer_norm_eps=spec.layer_norm_eps,
       gelu_approximate=spec.gelu_approximate,
       dropout_rate=spec.dropout_rate, attention_dropout_rate=spec.attention_dropout_rate, dtype=spec.dtype,
-      param_dtype=spec.param_dtype, attention_impl=spec.attention_impl, backend=backend)
+      param_dtype=spec.param_dtype, attention_impl=spec.attention_impl, backend=backend, rope=rope,
+      logit_cap=spec.attention_logit_cap, layer_norm_scale_offset=spec.layer_norm_scale_offset)
 
 
 class SpaceTimeEncoder(nn.Module):
@@ -60,6 +68,8 @@ class SpaceTimeEncoder(nn.Module):
   layer_norm_eps: float
   dtype: Any
   param_dtype: Any
+  layer_norm_scale_offset: float = 0.0  # VideoPrism's LayerNorm (vvt/models/norms.py)
+  pos_table_grid: tuple[int, int, int] | None = None  # grid of a learned table resized to block['grid']
 
   @nn.compact
   def __call__(self, x, train: bool = False):
@@ -72,22 +82,24 @@ class SpaceTimeEncoder(nn.Module):
       else:
         x = jnp.concatenate([jnp.broadcast_to(token[:, None], (b, t, 1, d)), x], axis=2)
     x, cls = PositionalEmbedding(self.positional_embedding, time_rows=self.time_embedding_rows,
-                                 param_dtype=self.param_dtype, name='posembed')(x, cls)
+                                 param_dtype=self.param_dtype, table_grid=self.pos_table_grid,
+                                 grid=tuple(self.block['grid']), name='posembed')(x, cls)
     x = nn.Dropout(self.dropout_rate)(x, deterministic=not train)
     x, cls = Encoder(self.num_layers, self.block, self.stochastic_depth, self.remat, self.scan_layers,
                      name='layers')(x, cls, train)
     self.sow('intermediates', 'tokens', x)  # (B, T, N, D) before the final norm: features, and FLOP counts.
-    norm = nn.LayerNorm(epsilon=self.layer_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype,
-                        name='encoder_norm')
+    norm = norms.layer_norm(self.layer_norm_eps, self.dtype, self.param_dtype, 'encoder_norm',
+                            self.layer_norm_scale_offset)
     return x, cls, norm
 
 
 def encoder(spec: ModelSpec, block: dict, num_layers: int, class_token, positional_embedding: str,
-            time_embedding_rows=None, *, name: str) -> SpaceTimeEncoder:
+            time_embedding_rows=None, *, name: str, pos_table_grid=None) -> SpaceTimeEncoder:
   """A SpaceTimeEncoder of the model, its regularisation, memory and numerics fields from `spec`."""
   return SpaceTimeEncoder(block, num_layers, class_token, positional_embedding, time_embedding_rows,
                           spec.dropout_rate, spec.stochastic_depth, spec.remat, spec.scan_layers,
-                          spec.encoder_norm_eps, spec.dtype, spec.param_dtype, name=name)
+                          spec.encoder_norm_eps, spec.dtype, spec.param_dtype, spec.layer_norm_scale_offset,
+                          pos_table_grid, name=name)
 
 
 def pool(x, cls, norm, classifier: str, pooling: str = 'mean'):
@@ -108,6 +120,25 @@ def classifier_head(spec: ModelSpec, **extra) -> ClassifierHead:
                         param_dtype=spec.param_dtype, name='head', **extra)
 
 
+def attentive_pooler(spec: ModelSpec, backend=None) -> AttentivePooler:
+  """The model's attentive pooler (classifier='attentive'), `pooler` in the params."""
+  p = spec.attentive_pooler
+  block = block_fields(spec, ('joint',), (1, 1, 1), num_heads=p.num_heads, mlp_dim=p.mlp_dim, backend=backend)
+  block.update(qkv_bias=True, key_bias=True, logit_cap=None)  # the pooler's projections all have biases, no cap
+  return AttentivePooler(num_queries=p.num_queries, num_heads=p.num_heads, head_dim=p.head_dim, depth=p.depth,
+                         mlp_dim=p.mlp_dim, cross_attention=p.cross_attention, per_dim_scale=p.per_dim_scale,
+                         block=block, remat=spec.remat, scan=spec.scan_layers, name='pooler')
+
+
+def classify_tokens(module: nn.Module, spec: ModelSpec, tokens, train: bool, backend=None):
+  """classifier='attentive': normalised tokens (B, T, N, D) -> the pooler -> the linear head. The tokens are
+  sown as `features` (intermediates): what a frozen-backbone probe or a feature extractor reads."""
+  b, t, n, d = tokens.shape
+  module.sow('intermediates', 'features', tokens)
+  rep = attentive_pooler(spec, backend)(tokens.reshape(b, t * n, d), train)
+  return classifier_head(spec)(rep, train)
+
+
 class VideoTransformer(nn.Module):
   """Every single-encoder scheme (see module docstring). Input (B, T, H, W, 3), output logits (B, C) or a dict."""
   spec: ModelSpec  # the resolved model (vvt.models.spec.spec_of)
@@ -119,9 +150,11 @@ class VideoTransformer(nn.Module):
     check_video(video, spec.num_frames, spec.image_size)
     x = TubeletEmbedding(spec.hidden_size, spec.tubelet, spec.dtype, spec.param_dtype, name='embedding')(video)
     block = block_fields(spec, spec.stages, spec.grid, mixing=spec.mixing, projected=spec.projected,
-                         backend=self.backend)
+                         backend=self.backend, rope=spec.positional_embedding == 'rope')
     x, cls, norm = encoder(spec, block, spec.num_layers, spec.class_token, spec.positional_embedding,
                            spec.time_embedding_rows, name='encoder')(x, train)
+    if spec.classifier == 'attentive':
+      return classify_tokens(self, spec, norm(x), train, self.backend)
     if spec.class_token == 'per_frame':
       frames = x[:, :, 0]  # (B, T, D): the per-frame class tokens.
       if spec.frame_aggregation == 'mean_before_norm':  # TimeSformer space-only: average frames, then norm.
@@ -173,3 +206,44 @@ class FactorisedEncoder(nn.Module):
     xt, cls, norm = encoder(spec, temporal, spec.temporal_layers, spec.class_token, pos, name='temporal_encoder')(
         frames, train)
     return classifier_head(spec)(pool(xt, cls, norm, spec.classifier, spec.pooling), train)
+
+
+class SpaceThenTime(nn.Module):
+  """VideoPrism's factorised encoder (attention='space_then_time'): tokens (B, n_t, N, D) -> a spatial encoder over
+  the N tokens of each temporal index (its learned table (1, N, D)) -> its final LayerNorm -> a temporal encoder
+  over the n_t tokens of each spatial position (its learned table (1, n_t, D)) -> its final LayerNorm: all
+  n_t * N tokens (B, n_t, N, D), pooled by the classifier ('attentive': VideoPrism's attention pooler; 'gap').
+
+  With `pos_table_grid` the two tables keep the size they were trained at, (1, h0 * w0, D) and (1, t0, D), and are
+  resized to the model's grid at run time (transformers' `interpolate_pos_encoding=True`).
+  """
+  spec: ModelSpec
+  backend: str | None = None
+
+  @property
+  def cfg(self) -> ModelSpec:
+    """The model's spec (reads like a resolved config: `get`)."""
+    return self.spec
+
+  @nn.compact
+  def __call__(self, video, train: bool = False):
+    spec = self.spec
+    check_video(video, spec.num_frames, spec.image_size)
+    x = TubeletEmbedding(spec.hidden_size, spec.tubelet, spec.dtype, spec.param_dtype, name='embedding')(video)
+    b, t, n, d = x.shape
+    _, nh, nw = spec.grid
+    pos = 'joint' if spec.positional_embedding in ('joint', 'separable', 'spatial') else spec.positional_embedding
+    table = spec.pos_table_grid
+    spatial = block_fields(spec, ('joint',), (1, nh, nw), backend=self.backend)
+    xs, _, norm = encoder(spec, spatial, spec.num_layers, None, pos, name='spatial_encoder',
+                          pos_table_grid=None if table is None else (1, table[1], table[2]))(
+                              x.reshape(b * t, 1, n, d), train)
+    xs = norm(xs).reshape(b, t, n, d).transpose(0, 2, 1, 3).reshape(b * n, 1, t, d)  # every position's n_t tokens
+    temporal = block_fields(spec, ('joint',), (1, 1, t), num_heads=spec.temporal_num_heads,
+                            mlp_dim=spec.temporal_mlp_dim, backend=self.backend)
+    xt, _, norm = encoder(spec, temporal, spec.temporal_layers, None, pos, name='temporal_encoder',
+                          pos_table_grid=None if table is None else (1, 1, table[0]))(xs, train)
+    tokens = xt.reshape(b, n, t, d).transpose(0, 2, 1, 3)  # (B, n_t, N, D), before the final norm
+    if spec.classifier == 'attentive':
+      return classify_tokens(self, spec, norm(tokens), train, self.backend)
+    return classifier_head(spec)(pool(tokens, None, norm, spec.classifier, spec.pooling), train)

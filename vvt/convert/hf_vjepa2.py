@@ -1,0 +1,282 @@
+"""Hugging Face V-JEPA 2 -> vvt, and back: joint space-time attention with 3D RoPE and the attentive pooler.
+
+Reads a folder written by `save_pretrained` (config.json + model.safetensors) of `VJEPA2ForVideoClassification`
+(`vjepa2.encoder.*`, `pooler.*`, `classifier`) or of the bare `VJEPA2Model` (`encoder.*`: a new classifier of the
+config's classes, and a new attentive pooler, both reported as freshly initialised). The predictor (`predictor.*`,
+the self-supervised training's) is no part of the video classifier: reported unused. Weights are read from
+safetensors only; a pickle is refused unopened.
+
+Key names (prefix `vjepa2.` in the classifier), layer i:
+  `encoder.embeddings.patch_embeddings.proj`   Conv3d (D, 3, tubelet_size, patch_size, patch_size), tokens in
+                                               (t, h, w) order as vvt's tubelet embedding
+  `encoder.layer.i.norm1`, `attention.{query, key, value, proj}`, `norm2`, `mlp.fc1`, `mlp.fc2`
+  `encoder.layernorm`                          the final LayerNorm of every token
+  `pooler.query_tokens` (1, 1, D); `pooler.self_attention_layers.j.{layer_norm1, self_attn.{q,k,v,out}_proj,
+  layer_norm2, mlp.fc1, mlp.fc2}`; `pooler.cross_attention_layer.{layer_norm1, cross_attn.{q,k,v}_proj,
+  layer_norm2, mlp.fc1, mlp.fc2}`; `classifier`
+
+What the model does and the vvt fields that say it:
+  * tokens: tubelets tubelet_size x patch_size x patch_size (2x16x16), no class token, no position table:
+    positional_embedding='rope' (vvt/models/rope.py: the head split into three parts of 2 * floor(d_h / 6)
+    channels rotated by t, h, w, frequencies exactly as transformers computes them), so any clip length and frame
+    size divisible by the tubelet run with the same weights (`num_frames` / `image_size` of `convert`).
+  * blocks: pre-LN, eps `layer_norm_eps` (1e-6), q/k/v biases `qkv_bias`, MLP int(hidden_size * mlp_ratio) wide,
+    `hidden_act` (exact 'gelu'); the final LayerNorm has the same eps.
+  * classifier: classifier='attentive' with the pooler of cross_attention='block' (vvt/models/poolers.py):
+    num_pooler_layers self-attention blocks over all the tokens, then the query token's cross-attention block;
+    its heads are num_attention_heads, its MLPs int(hidden_size * 4.0) wide whatever mlp_ratio (as transformers).
+What vvt cannot express is refused with one line naming the config field: another model_type, num_frames or
+image_size not divisible by the tubelet, non-square patches, in_chans other than 3, a hidden_act that is no GELU.
+transformers 5.23 computes the RoPE rows and columns from the config's crop_size whatever the frame size (a frame
+of another size gets wrapped positions); vvt and the released V-JEPA 2 code use the frame's own grid: the two agree
+whenever crop_size is the frame size.
+
+`to_hf(params, model_cfg)` writes the inverse: the config.json dict and the state dict of a
+`VJEPA2ForVideoClassification` (without the predictor, which vvt does not have: `from_pretrained` initialises it,
+and the classifier never runs it).
+"""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+import numpy as np
+
+from vvt.convert import common
+
+# transformers' VJEPA2Config defaults (absent from a diff-only config.json).
+HF_DEFAULTS = dict(model_type='vjepa2', patch_size=16, crop_size=256, frames_per_clip=64, tubelet_size=2,
+                   hidden_size=1024, in_chans=3, num_attention_heads=16, num_hidden_layers=24, mlp_ratio=4.0,
+                   layer_norm_eps=1e-6, qkv_bias=True, hidden_act='gelu', num_pooler_layers=3)
+POOLER_MLP_RATIO = 4.0  # VJEPA2MLP(config, hidden_size) in the pooler: its default ratio, not config.mlp_ratio
+_LAYER = re.compile(r'^(?:vjepa2\.)?encoder\.layer\.(\d+)\.')
+_POOLER_LAYER = re.compile(r'^pooler\.self_attention_layers\.(\d+)\.')
+
+
+def read_config(hf_config: Mapping | None) -> dict:
+  """config.json over transformers' defaults, its fields checked against what vvt expresses (ValueError naming
+  the field)."""
+  cfg = {**HF_DEFAULTS, **dict(hf_config or {})}
+  if cfg['model_type'] != 'vjepa2':
+    raise ValueError(f"hf_config.model_type is {cfg['model_type']!r}, not 'vjepa2'")
+  if isinstance(cfg['patch_size'], (list, tuple)):
+    if len(set(cfg['patch_size'])) != 1:
+      raise ValueError(f"hf_config.patch_size={list(cfg['patch_size'])}: vvt takes square patches")
+    cfg['patch_size'] = cfg['patch_size'][0]
+  for name in ('patch_size', 'crop_size', 'frames_per_clip', 'tubelet_size', 'hidden_size', 'num_attention_heads',
+               'num_hidden_layers', 'num_pooler_layers'):
+    value = cfg[name]
+    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == 'num_pooler_layers' else 1):
+      raise ValueError(f'hf_config.{name} must be a positive int, got {value!r}')
+  if cfg['in_chans'] != 3:
+    raise ValueError(f"hf_config.in_chans={cfg['in_chans']}: vvt models take RGB video (3 channels)")
+  if cfg['hidden_size'] % cfg['num_attention_heads']:
+    raise ValueError(f"hf_config.hidden_size={cfg['hidden_size']} is not divisible by "
+                     f"hf_config.num_attention_heads={cfg['num_attention_heads']}")
+  try:
+    cfg['gelu_approximate'] = common.gelu_approximate_of(cfg['hidden_act'])
+  except ValueError as e:
+    raise ValueError(f'hf_config.{e}') from None
+  return cfg
+
+
+def _check_clip(cfg: dict, num_frames: int, image_size: int) -> None:
+  if num_frames % cfg['tubelet_size']:
+    raise ValueError(f'num_frames={num_frames} is not a multiple of hf_config.tubelet_size={cfg["tubelet_size"]} '
+                     '(vvt tokenises whole tubelets only)')
+  if image_size % cfg['patch_size']:
+    raise ValueError(f'image_size={image_size} is not a multiple of hf_config.patch_size={cfg["patch_size"]}')
+
+
+def model_fields(cfg: dict, *, num_frames: int, image_size: int, num_classes, mlp_dim: int, pooler_mlp_dim: int,
+                 num_pooler_layers: int) -> dict:
+  """The vvt model fields of a V-JEPA 2 classifier of (read) config `cfg`."""
+  hidden, heads, p, tt = cfg['hidden_size'], cfg['num_attention_heads'], cfg['patch_size'], cfg['tubelet_size']
+  return dict(
+      family='vivit', attention='spatiotemporal', variant=common.variant_name(hidden, p, tt), tubelet=(tt, p, p),
+      num_frames=int(num_frames), image_size=int(image_size), num_classes=num_classes, hidden_size=hidden,
+      num_layers=cfg['num_hidden_layers'], num_heads=heads, mlp_dim=int(mlp_dim), classifier='attentive',
+      class_token=None, pooling='mean', positional_embedding='rope', time_embedding_rows=None,
+      representation_size=None, temporal_projection=False, layer_norm_eps=float(cfg['layer_norm_eps']),
+      encoder_norm_eps=float(cfg['layer_norm_eps']), gelu_approximate=cfg['gelu_approximate'],
+      qkv_bias=bool(cfg['qkv_bias']), key_bias=True, attention_logit_cap=None, layer_norm_scale_offset=0.0,
+      pos_table_grid=None,
+      attentive_pooler=dict(num_queries=1, num_heads=heads, depth=int(num_pooler_layers), mlp_dim=int(pooler_mlp_dim),
+                            head_dim=hidden // heads, cross_attention='block', per_dim_scale=False))
+
+
+def _block(w: common.Writer, name: str, key: str, heads: int, *, norms=('norm1', 'norm2'),
+           qkv=('attention.query', 'attention.key', 'attention.value'), out='attention.proj') -> bool:
+  """A pre-LN transformer block `key` (torch names) into the vvt EncoderBlock `name`; returns whether q/k/v have
+  biases."""
+  common.torch_layer_norm(w, f'{name}/joint_norm', f'{key}.{norms[0]}')
+  bias = common.torch_separate_qkv(w, f'{name}/joint_attention', tuple(f'{key}.{q}' for q in qkv), heads)
+  common.torch_attention_out(w, f'{name}/joint_attention/out', f'{key}.{out}', heads)
+  common.torch_layer_norm(w, f'{name}/mlp_norm', f'{key}.{norms[1]}')
+  common.torch_dense(w, f'{name}/mlp/Dense_0', f'{key}.mlp.fc1')
+  common.torch_dense(w, f'{name}/mlp/Dense_1', f'{key}.mlp.fc2')
+  return bias
+
+
+def _pooler(w: common.Writer, heads: int) -> int:
+  """VJEPA2AttentivePooler -> vvt `pooler` (cross_attention='block'); returns its number of self-attention layers."""
+  w.copy('pooler/query_tokens', 'pooler.query_tokens')
+  layers = sorted({int(m.group(1)) for k in w.src.keys() if (m := _POOLER_LAYER.match(k))})
+  if layers != list(range(len(layers))):
+    raise ValueError(f'V-JEPA 2 pooler: self-attention layers not numbered 0..n-1: {layers}')
+  for j in layers:
+    _block(w, f'pooler/layers/block_{j}', f'pooler.self_attention_layers.{j}', heads,
+           norms=('layer_norm1', 'layer_norm2'), qkv=('self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'),
+           out='self_attn.out_proj')
+  key = 'pooler.cross_attention_layer'
+  common.torch_layer_norm(w, 'pooler/cross_norm', f'{key}.layer_norm1')
+  common.torch_separate_qkv(w, 'pooler/cross_attention', tuple(f'{key}.cross_attn.{q}_proj' for q in 'qkv'), heads)
+  common.torch_layer_norm(w, 'pooler/mlp_norm', f'{key}.layer_norm2')
+  common.torch_dense(w, 'pooler/mlp/Dense_0', f'{key}.mlp.fc1')
+  common.torch_dense(w, 'pooler/mlp/Dense_1', f'{key}.mlp.fc2')
+  return len(layers)
+
+
+@common.names_its_file
+def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_frames: int | None = None,
+            image_size: int | None = None, num_classes=None) -> common.Converted:
+  """HF V-JEPA 2 state dict (+ config.json dict) -> vvt params + the exact model fields.
+
+  num_frames / image_size: the clip to run at (RoPE: any multiple of the tubelet; default the config's
+  frames_per_clip and crop_size); num_classes: the classes of a new head where the checkpoint has no classifier."""
+  cfg = read_config(hf_config)
+  num_frames = int(num_frames or cfg['frames_per_clip'])
+  image_size = int(image_size or cfg['crop_size'])
+  _check_clip(cfg, num_frames, image_size)
+  heads = cfg['num_attention_heads']
+  src = common.Source(state, 'Hugging Face V-JEPA 2 checkpoint')
+  w = common.Writer(src)
+  p = 'vjepa2.' if any(k.startswith('vjepa2.') for k in state) else ''
+  kernel = common.torch_patch_embedding(w, 'embedding/conv', f'{p}encoder.embeddings.patch_embeddings.proj')
+  if kernel.ndim != 5:
+    raise common.WeightFileError(f'{src.origin}: {p}encoder.embeddings.patch_embeddings.proj.weight has shape '
+                                 f'{kernel.shape}; V-JEPA 2 tokenises with a Conv3d (D, C, t, h, w)')
+  hidden, channels, tt, th, tw = kernel.shape
+  for field, want, got in (('in_chans', 3, channels), ('tubelet_size', cfg['tubelet_size'], tt),
+                           ('patch_size', cfg['patch_size'], th), ('patch_size', cfg['patch_size'], tw),
+                           ('hidden_size', cfg['hidden_size'], hidden)):
+    if want != got:
+      raise ValueError(f'hf_config.{field}={want} but the patch embedding kernel has shape {kernel.shape} '
+                       '(hidden_size, in_chans, tubelet_size, patch_size, patch_size)')
+  qkv_bias = True
+  for i in range(cfg['num_hidden_layers']):
+    qkv_bias &= _block(w, f'encoder/layers/block_{i}', f'{p}encoder.layer.{i}', heads)
+  extra = sorted({int(m.group(1)) for k in state if (m := _LAYER.match(k))} - set(range(cfg['num_hidden_layers'])))
+  if extra:
+    raise ValueError(f"hf_config.num_hidden_layers={cfg['num_hidden_layers']} but the checkpoint also has "
+                     f'layers {extra}')
+  common.torch_layer_norm(w, 'encoder/encoder_norm', f'{p}encoder.layernorm')
+  mlp_dim = w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]
+  if 'classifier.weight' in src:
+    depth = _pooler(w, heads)
+    if depth != cfg['num_pooler_layers']:
+      raise ValueError(f"hf_config.num_pooler_layers={cfg['num_pooler_layers']} but the checkpoint's pooler has "
+                       f'{depth} self-attention layers')
+    common.torch_dense(w, 'head/output_projection', 'classifier')
+    classes = int(src.state['classifier.weight'].shape[0])
+    fields = model_fields(cfg, num_frames=num_frames, image_size=image_size, num_classes=classes, mlp_dim=mlp_dim,
+                          pooler_mlp_dim=w.flat['pooler/mlp/Dense_0/kernel'].shape[1], num_pooler_layers=depth)
+  else:
+    if num_classes is None:
+      raise ValueError('the V-JEPA 2 checkpoint has no classifier (a VJEPA2Model): give the number of classes of '
+                       'the new head (model.num_classes of the config)')
+    fields = model_fields(cfg, num_frames=num_frames, image_size=image_size, num_classes=num_classes,
+                          mlp_dim=mlp_dim, pooler_mlp_dim=int(hidden * POOLER_MLP_RATIO),
+                          num_pooler_layers=cfg['num_pooler_layers'])
+    for name, value in common.fresh_pooler(fields).items():
+      w.flat[name] = value
+      w.report.initialised.append((name, "new attentive pooler (a VJEPA2Model has none): vvt's initialisation"))
+    common.new_classifier(w, hidden, num_classes, 'VJEPA2Model has none')
+  fields['qkv_bias'] = bool(qkv_bias)
+  return w.result(fields)
+
+
+# ------------------------------------------------------------------------------------------ vvt -> HF
+
+
+HF_CLASS = 'VJEPA2ForVideoClassification'
+
+
+def _mlp_ratio(hidden: int, mlp_dim: int) -> float:
+  """A float r with int(hidden * r) == mlp_dim, as transformers sizes the MLP."""
+  r = mlp_dim / hidden
+  while int(hidden * r) < mlp_dim:
+    r = float(np.nextafter(r, np.inf))
+  return r
+
+
+def _torch_block(w: common.TorchState, key: str, name: str, norms: tuple[str, str], qkv: tuple[str, str, str],
+           out: str, bias: bool) -> None:
+  """One pre-LN block `name` (vvt) -> torch `key`: norms, separate q/k/v, the output projection, the MLP."""
+  w.layer_norm(f'{key}.{norms[0]}', f'{name}/joint_norm')
+  for part, torch_name in zip(('query', 'key', 'value'), qkv):
+    weight, b = w.projection(f'{name}/joint_attention', part, True if bias else None)
+    w.put(f'{key}.{torch_name}.weight', weight)
+    if b is not None:
+      w.put(f'{key}.{torch_name}.bias', b)
+  w.attention_out(f'{key}.{out}', f'{name}/joint_attention/out')
+  w.layer_norm(f'{key}.{norms[1]}', f'{name}/mlp_norm')
+  w.dense(f'{key}.mlp.fc1', f'{name}/mlp/Dense_0')
+  w.dense(f'{key}.mlp.fc2', f'{name}/mlp/Dense_1')
+
+
+def check(m) -> None:
+  """NotExpressible (one line naming the field) for a resolved model config VJEPA2ForVideoClassification cannot
+  express."""
+  common.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS, 'joint space-time attention')
+  common.require(m, 'positional_embedding', 'rope', HF_CLASS, '3D rotary embeddings, no table')
+  common.require(m, 'classifier', 'attentive', HF_CLASS, 'its attentive pooler')
+  p = m.attentive_pooler
+  if not (p.cross_attention == 'block' and p.num_queries == 1 and not p.per_dim_scale and p.num_heads == m.num_heads
+          and p.mlp_dim == int(m.hidden_size * POOLER_MLP_RATIO)):
+    raise common.NotExpressible(
+        f'model.attentive_pooler={p.to_dict()!r}: {HF_CLASS} has one query, cross_attention block, the encoder\'s '
+        'heads, MLPs 4 x hidden_size wide, no per_dim_scale')
+  if m.tubelet[1] != m.tubelet[2]:
+    raise common.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs square patches (t, p, p)')
+  common.require(m, 'key_bias', True, HF_CLASS, 'its key projection has a bias when the query\'s has')
+  common.require(m, 'layer_norm_scale_offset', 0.0, HF_CLASS, 'LayerNorm weights used as they are')
+  common.require(m, 'attention_logit_cap', None, HF_CLASS, 'uncapped attention logits')
+  common.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
+
+
+def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
+  """vvt params (per-layer layout) of a V-JEPA 2-shaped model + its resolved config -> (config.json dict, state
+  dict) of a `VJEPA2ForVideoClassification`: the exact inverse of `convert` (tensors bit-identical), the predictor
+  left out. A model transformers cannot express is refused (NotExpressible naming the field)."""
+  m = model_cfg
+  check(m)
+  w = common.TorchState(params, HF_CLASS)
+  w.patch_embedding('vjepa2.encoder.embeddings.patch_embeddings.proj', 'embedding/conv')
+  for i in range(m.num_layers):
+    _torch_block(w, f'vjepa2.encoder.layer.{i}', f'encoder/layers/block_{i}', ('norm1', 'norm2'),
+           ('attention.query', 'attention.key', 'attention.value'), 'attention.proj', m.qkv_bias)
+  w.layer_norm('vjepa2.encoder.layernorm', 'encoder/encoder_norm')
+  for j in range(m.attentive_pooler.depth):
+    _torch_block(w, f'pooler.self_attention_layers.{j}', f'pooler/layers/block_{j}', ('layer_norm1', 'layer_norm2'),
+           ('self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'), 'self_attn.out_proj', True)
+  w.copy('pooler.query_tokens', 'pooler/query_tokens')
+  key = 'pooler.cross_attention_layer'
+  w.layer_norm(f'{key}.layer_norm1', 'pooler/cross_norm')
+  for part in ('query', 'key', 'value'):
+    weight, b = w.projection('pooler/cross_attention', part, True)
+    w.put(f'{key}.cross_attn.{part[0]}_proj.weight', weight)
+    w.put(f'{key}.cross_attn.{part[0]}_proj.bias', b)
+  w.layer_norm(f'{key}.layer_norm2', 'pooler/mlp_norm')
+  w.dense(f'{key}.mlp.fc1', 'pooler/mlp/Dense_0')
+  w.dense(f'{key}.mlp.fc2', 'pooler/mlp/Dense_1')
+  w.dense('classifier', 'head/output_projection')
+  hf = dict(
+      model_type='vjepa2', architectures=[HF_CLASS], patch_size=int(m.tubelet[1]),
+      crop_size=int(m.image_size), frames_per_clip=int(m.num_frames), tubelet_size=int(m.tubelet[0]),
+      hidden_size=int(m.hidden_size), in_chans=3, num_attention_heads=int(m.num_heads),
+      num_hidden_layers=int(m.num_layers), mlp_ratio=_mlp_ratio(m.hidden_size, m.mlp_dim),
+      layer_norm_eps=float(m.layer_norm_eps), qkv_bias=bool(m.qkv_bias),
+      hidden_act=common.hf_activation(m.gelu_approximate, 'gelu_pytorch_tanh'),
+      num_pooler_layers=int(m.attentive_pooler.depth))
+  return hf, w.result()
