@@ -169,12 +169,13 @@ FILES = {'train': ('train_files', 'eval_files'), 'eval': ('eval_files',)}
 
 
 def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validate: bool = True,
-         purpose: str = 'train', files: Sequence[str] | None = None, init: bool | None = None
-         ) -> ml_collections.ConfigDict:
+         purpose: str = 'train', files: Sequence[str] | None = None, init: bool | None = None,
+         adapt=None) -> ml_collections.ConfigDict:
   """Loads SPEC, applies the overrides, then (for a run config) validates the fields `purpose` reads ('train',
   'eval', 'predict', 'attention', 'summary': `vvt.config.validation.PURPOSES`) and checks that the files it needs
   exist: the dataset `files` fields (default: the purpose's, `FILES`) and, with `init` (default: for training),
-  the init checkpoint.
+  the init checkpoint. `adapt(config)`, where given, changes a run config before the overrides apply (`vvt train
+  --init`: the checkpoint's model and preprocessing, which the command line still overrides).
 
   Raises one ConfigError with every problem found (bad overrides, classes that disagree with the data, invalid
   fields, missing files), one line each naming the field or file.
@@ -187,6 +188,8 @@ def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validat
   local = config.get('runlocal') is True or overrides_lib.asks_runlocal(overrides)
   if config.get('runlocal') is True:
     runlocal.apply(config)
+  if adapt is not None and is_run_config(config):
+    adapt(config)
   problems = []
   overrides_lib.apply_overrides(config, overrides, problems)
   if not is_run_config(config):
