@@ -371,9 +371,9 @@ def write_results(workdir: str, step: int, split: str, results: dict,
       checkpoints.eval_results_path(workdir, step, split)[:-len('.json')]
   fileio.makedirs(str(epath.Path(prefix).parent))
   legacy = name is not None and name == results.get('protocol') and _writes_legacy(workdir, step, split, name)
-  # the data split evaluated ('test' for the raw params' results written under 'test_raw'), and the names' protocol
+  # the data split evaluated: 'test' for the raw params' results written under 'test_raw' (their `weights`: 'raw')
   data_split = split[:-len('_raw')] if results.get('weights') == 'raw' and split.endswith('_raw') else split
-  payload = {'step': step, 'split': data_split, **results, 'results_name': f'{split}_{name}' if name else split}
+  payload = {'step': step, 'split': data_split, **results}
   dump = lambda f: json.dump(payload, f, indent=2)  # pylint: disable=unnecessary-lambda-assignment
   paths = [prefix + '.json'] + ([checkpoints.eval_results_path(workdir, step, split)] if legacy else [])
   if agg is not None:
