@@ -99,12 +99,17 @@ def check_trial(spec, base_overrides, trial, files: bool):
 
 def check_schedules(configs: dict) -> None:
   """Every trial's learning-rate schedule over its steps on its training set (a warmup in epochs becomes steps only
-  then), before any trial starts: one ConfigError with a line per trial that would fail."""
+  then), before any trial starts: one ConfigError with a line per trial that would fail. A trial whose training
+  set cannot be read is left to fail (and be recorded) when it runs."""
   from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
   from vvt.train import optimizers, program  # pylint: disable=g-import-not-at-top
   problems = []
   for name, config in configs.items():
-    epoch = program.steps_per_epoch(pipeline.num_videos(config.dataset, 'train'), int(config.batch_size))
+    try:
+      videos = pipeline.num_videos(config.dataset, 'train')
+    except Exception:  # pylint: disable=broad-except  # unreadable data: the trial fails and is recorded, as before
+      continue
+    epoch = program.steps_per_epoch(videos, int(config.batch_size))
     total = program.total_steps(int(config.num_train_steps), float(config.num_epochs), epoch)
     try:
       optimizers.make_schedule(config.schedule, total, epoch)
