@@ -16,8 +16,7 @@ its error and the sweep goes on. At the end `vvt results WORKDIR` writes results
 --dry-run     list the trials (and the state of each in WORKDIR) without running anything
 --only REGEX  only the trials whose name matches (re.search)
 --parallel N  N trials at a time (separate processes)
---launch print  print one `vvt train` command per trial (to schedule them on TPU VMs or a cluster; --hosts N:
-              for a multi-host slice, with the distributed fields its hosts need)
+--launch print  print one `vvt train` command per trial (to schedule them on TPU VMs or a cluster)
 --launch slurm  submit the unfinished trials as one SLURM job array (task i runs trial i; --parallel N: at most
               N at once; --slurm.partition/account/qos/time/nodes/gpus/cpus/mem/signal/job_name/setup/python/
               extra=...; --dry-run prints the script). See docs/clusters.md.
@@ -195,9 +194,6 @@ def _arguments():
   p.add_argument('--launch', choices=('local', 'print', 'slurm'), default='local',
                  help='local: run the trials here; print: print one vvt train command per trial; '
                       'slurm: submit them as a SLURM job array')
-  p.add_argument('--hosts', type=int, default=1, metavar='N',
-                 help='with --launch print: each trial runs on the N hosts of a multi-host slice (its commands '
-                      'set distributed.initialize and num_processes; run each on every host)')
   p.add_argument('--no_summary', action='store_true', help='results without params / GFLOPs')
   p.add_argument('--status', action='store_true', help='print the state of every trial in DIR, run nothing')
   p.add_argument('--trial', metavar='NAME_OR_INDEX',
@@ -298,8 +294,6 @@ def _sweep(argv):
   if args.status:
     return status_cli.print_status(workdir)
   spec, overrides = _recorded(workdir, spec, overrides)
-  if args.hosts != 1 and (args.launch != 'print' or args.hosts < 1):
-    raise common.UsageError(f'--hosts {args.hosts}: a number >= 1 of hosts, for --launch print')
   if args.parallel is not None and args.parallel < 1:
     raise common.UsageError(f'--parallel must be >= 1, got {args.parallel}')
   if slurm_opts != slurm.Options() and args.launch != 'slurm':
@@ -323,14 +317,8 @@ def _sweep(argv):
     return _launch_slurm(args, workdir, spec, overrides, all_trials, trials, slurm_opts)
   if args.launch == 'print' and not args.dry_run:
     from vvt.studies import runner  # pylint: disable=g-import-not-at-top
-    multi = [('distributed.initialize', 'True'), ('distributed.num_processes', str(args.hosts))] \
-        if args.hosts > 1 else []
     for t in trials:
-      print(runner.shell_command(runner.train_argv(spec, [*overrides, *multi], t, fileio.join(workdir, t.name))))
-    if multi:
-      print(f'vvt sweep: run each command on all {args.hosts} hosts of the slice at once: on TPU VMs JAX reads the '
-            'coordinator and each process id itself; elsewhere add --config.distributed.coordinator_address=HOST:PORT '
-            'and --config.distributed.process_id=I (0..N-1) on each host', file=sys.stderr)
+      print(runner.shell_command(runner.train_argv(spec, overrides, t, fileio.join(workdir, t.name))))
     return 0
   if args.dry_run:
     return _dry_run(workdir, spec, trials, all_trials)
