@@ -180,3 +180,28 @@ def test_every_study_expands_in_a_dry_run(spec, tmp_path, capsys):
   captured = capsys.readouterr()
   assert rc == 0, captured.err
   assert f'trials of {spec} (valid configs)' in captured.out
+
+
+def test_every_trial_schedule_is_checked_before_any_trial_starts(tiny_data, tmp_path, capsys):
+  """A warmup in epochs is known in steps only with the training set's size: a trial whose warmup does not fit its
+  steps is refused, naming it, before any trial trains (here 10 epochs of 6 steps > the 6 steps of the run)."""
+  from vvt.cli import main as vvt_main  # pylint: disable=g-import-not-at-top
+  spec = study(tmp_path, tiny_data, body='return sweep.axis("schedule.warmup_epochs", [0.1, 10.0])')
+  out = tmp_path / 'sweep'
+  rc = vvt_main(['sweep', '--config', spec, '--workdir', str(out), '--config.schedule.warmup_steps=-1',
+                 '--config.schedule.name=cosine'])
+  lines = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+  assert rc == 2 and lines == ["vvt sweep: error: trial 'warmup_epochs=10': schedule: warmup of 60 steps does "
+                               'not fit in 6 training steps'], lines
+  assert not out.exists()
+
+
+def test_trials_left_out_by_only_are_not_missing(tmp_path):
+  from vvt.studies import results, runner, sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  trials = sweep_lib.trials(sweep_lib.axis('seed', [0, 1]))
+  runner.write_sweep_record(str(tmp_path), 'study.py', [], trials)
+  table = results.collect(str(tmp_path), with_summary=False, selected={'seed=0'})
+  assert [(r['trial'], r['status']) for r in table.rows] == [('seed=0', 'not started'), ('seed=1', 'not selected')]
+  assert [r['trial'] for r in table.missing] == ['seed=0']
+  assert 'Missing: 1 (listed below). Not selected by --only: 1.' in results.markdown(table)
+  assert [r['status'] for r in results.collect(str(tmp_path), with_summary=False).missing] == ['not started'] * 2

@@ -46,13 +46,16 @@ def _memory(argv):
   except memory.TopologyError as e:
     raise common.UsageError(str(e)) from None
   _prepare_backend(topology)
-  config = common.run_config(spec, overrides, files=(), init=False)
+  purpose = 'eval' if args.eval else 'train'  # the eval step never refuses a training-only field
+  config = common.run_config(spec, overrides, purpose=purpose, files=(), init=False)
   try:
     devices = memory.topology_devices(topology)
   except memory.TopologyError as e:
     raise common.UsageError(str(e)) from None
-  report = memory.plan(config, topology, devices, eval_step=args.eval,
-                       log=lambda m: print(m, file=sys.stderr))
+  from vvt.config import validation  # pylint: disable=g-import-not-at-top
+  with validation.for_command(purpose):  # the plan validates the config again, on the topology's devices
+    report = memory.plan(config, topology, devices, eval_step=args.eval,
+                         log=lambda m: print(m, file=sys.stderr))
   print('\n'.join(report.lines()))
   print(memory.to_json(report))
   if not report.fits:

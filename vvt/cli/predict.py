@@ -10,8 +10,9 @@ num_spatial_crops, same sampling, crops and normalisation as `vvt eval`; overrid
 `--config.dataset.num_test_clips=...`), views of many videos are batched, the scores are averaged per
 video as in evaluation (`eval.average`), and the top-k classes are printed with their probabilities
 (class names from the checkpoint's config, else the dataset's classes.txt). `--json`: one JSON list on
-stdout. A file that cannot be read is reported on stderr and skipped; the exit code is 1 if any was,
-after all the others were predicted.
+stdout. Paths that do not exist are refused at once, before the model loads (one line, exit 2); a file that
+cannot be read is reported on stderr and skipped; the exit code is 1 if any was, after all the others were
+predicted.
 
 `--window S [--stride S2]` (seconds, or frames as `15f`): every window of a video of any length, decoded as the
 windows advance (memory of one window), with a per-window CSV, a timeline PNG, the average over the windows and
@@ -38,9 +39,21 @@ def _locate(args) -> tuple:
   if os.path.basename(path) == 'checkpoints':
     return os.path.dirname(path), args.step
   if not os.path.isdir(os.path.join(path, 'checkpoints')):
-    raise FileNotFoundError(f'{args.checkpoint}: not a converted checkpoint directory '
+    raise common.UsageError(f'--checkpoint {args.checkpoint}: not a converted checkpoint directory '
                             '(no checkpoints/ in it; `vvt convert --output DIR` writes one)')
   return path, args.step
+
+
+def _inputs(paths) -> list:
+  """[(name, kind, path)] of the inputs (`video_files.find_inputs`), before any model is loaded: inputs that do
+  not exist, or folders with nothing to read, are one UsageError naming them all."""
+  from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
+  items = video_files.find_inputs(paths)
+  missing = [name for name, kind, _ in items if kind == 'missing']
+  if missing:
+    raise common.UsageError(f'no video file or frame folder at {", ".join(missing)} (a folder must hold videos, '
+                            'frames, or folders of frames)')
+  return items
 
 
 def _predictor(config, workdir, step):
@@ -161,14 +174,13 @@ def _predict(argv):
     from vvt.cli import predict_windows  # pylint: disable=g-import-not-at-top
     predict_windows.check_spans(args)
   workdir, step = _locate(args)
-  config = common.run_config(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
+  items = _inputs(args.inputs)  # every path checked before the model is loaded
+  config = common.run_config(spec, overrides, workdir, purpose='predict')  # needs no dataset files
   from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
-  from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
   from vvt.tasks.classification import heads_of  # pylint: disable=g-import-not-at-top
   predict, step = _predictor(config, workdir, step)
   heads = heads_of(config.model)
   names = {h: names_lib.label_names(names_lib.class_names(config, h), c) for h, c in heads.items()}
-  items = video_files.find_inputs(args.inputs)
   views = int(config.dataset.num_test_clips) * int(config.dataset.num_spatial_crops)
   batch_size = max(views, int(args.batch_size or config.eval.batch_size))
   if windowed:

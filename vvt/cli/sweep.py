@@ -107,6 +107,28 @@ def check_trial(spec, base_overrides, trial, files: bool):
     raise ConfigError(f'trial {trial.name!r}: {common.one_line(e)}') from None
 
 
+def check_schedules(configs: dict) -> None:
+  """Every trial's learning-rate schedule over its steps on its training set (a warmup in epochs becomes steps only
+  then), before any trial starts: one ConfigError with a line per trial that would fail. A trial whose training
+  set cannot be read is left to fail (and be recorded) when it runs."""
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.train import optimizers, program  # pylint: disable=g-import-not-at-top
+  problems = []
+  for name, config in configs.items():
+    try:
+      videos = pipeline.num_videos(config.dataset, 'train')
+    except Exception:  # pylint: disable=broad-except  # unreadable data: the trial fails and is recorded, as before
+      continue
+    epoch = program.steps_per_epoch(videos, int(config.batch_size))
+    total = program.total_steps(int(config.num_train_steps), float(config.num_epochs), epoch)
+    try:
+      optimizers.make_schedule(config.schedule, total, epoch)
+    except ValueError as e:
+      problems.append(f'trial {name!r}: {e}')
+  if problems:
+    raise ConfigError(*problems)
+
+
 def _ensure_data(config) -> None:
   """Writes the synthetic motion data the first time a miniature study needs it (as `vvt demo` does)."""
   from vvt.config import schema  # pylint: disable=g-import-not-at-top
@@ -400,6 +422,8 @@ def _sweep(argv):
   if running:
     _ensure_data(check_trial(spec, [*overrides, *dist], trials[0], files=False))
   configs = {t.name: check_trial(spec, [*overrides, *dist], t, files=running) for t in trials}
+  if running:
+    check_schedules(configs)
   if args.launch == 'slurm':
     return _launch_slurm(args, workdir, spec, overrides, all_trials, trials, slurm_opts)
   if args.launch == 'xpk':
@@ -458,7 +482,8 @@ def _run(args, workdir, spec, overrides, trials, all_trials, configs) -> int:
   failed = [n for n, s in status.items() if s == 'failed']
   if args.trial is None:
     from vvt.cli import results as results_cli  # pylint: disable=g-import-not-at-top
-    results_cli.report(workdir, with_summary=not args.no_summary)
+    results_cli.report(workdir, with_summary=not args.no_summary,
+                       selected={t.name for t in trials} if args.only else None)
   if failed:
     print(f'vvt sweep: {len(failed)} of {len(trials)} trials failed: {", ".join(failed)} '
           f'(errors in {fileio.join(workdir, "results.md" if args.trial is None else failed[0])})', file=sys.stderr)

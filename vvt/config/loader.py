@@ -164,35 +164,55 @@ def is_run_config(config) -> bool:
   return 'model' in config and 'dataset' in config
 
 
-def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validate: bool = True,
-         files: Sequence[str] = ('train_files', 'eval_files'), init: bool = True
-         ) -> ml_collections.ConfigDict:
-  """Loads SPEC, applies the overrides, then (for a run config) validates every field and checks
-  that the files it needs exist: the dataset `files` fields and, with `init`, the init checkpoint.
+# The dataset files each purpose reads (vvt.config.validation.PURPOSES); only training reads `init_from`.
+FILES = {'train': ('train_files', 'eval_files'), 'eval': ('eval_files',)}
 
-  Raises ConfigError with one line naming the field or file.
+
+def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validate: bool = True,
+         purpose: str = 'train', files: Sequence[str] | None = None, init: bool | None = None,
+         adapt=None) -> ml_collections.ConfigDict:
+  """Loads SPEC, applies the overrides, then (for a run config) validates the fields `purpose` reads ('train',
+  'eval', 'predict', 'attention', 'summary': `vvt.config.validation.PURPOSES`) and checks that the files it needs
+  exist: the dataset `files` fields (default: the purpose's, `FILES`) and, with `init` (default: for training),
+  the init checkpoint. `adapt(config)`, where given, changes a run config before the overrides apply (`vvt train
+  --init`: the checkpoint's model and preprocessing, which the command line still overrides).
+
+  Raises one ConfigError with every problem found (bad overrides, classes that disagree with the data, invalid
+  fields, missing files), one line each naming the field or file.
   """
   if not spec:
     raise ConfigError('missing --config FILE[:ARG] (or a run\'s config.json)')
+  files = FILES.get(purpose, ()) if files is None else tuple(files)
+  init = purpose == 'train' if init is None else init
   config = load_file(spec)
   local = config.get('runlocal') is True or overrides_lib.asks_runlocal(overrides)
   if config.get('runlocal') is True:
     runlocal.apply(config)
-  overrides_lib.apply_overrides(config, overrides)
+  if adapt is not None and is_run_config(config):
+    adapt(config)
+  problems = []
+  overrides_lib.apply_overrides(config, overrides, problems)
   if not is_run_config(config):
+    if problems:
+      raise ConfigError(*problems)
     return config
   # unset num_classes / class_names from the data's manifest; training refuses set ones that disagree
-  labels.resolve(config, check='train_files' in files)
-  if not config.get('num_classes') and files and _missing_data(config, files):
-    raise ConfigError(_missing_data(config, files)[0])  # no data: say that, not that it names no classes
+  try:
+    labels.resolve(config, check='train_files' in files)
+  except ConfigError as e:
+    problems.extend(e.problems)
+  # no data: say that, not that it names no classes
+  no_classes = not config.get('num_classes') and bool(files) and bool(_missing_data(config, files))
   if validate:
-    validation.validate(config)
-  if local and files and str(config.dataset.train_files).startswith(schema.SYNTHETIC_DIR):
+    problems += validation.problems(config, purpose=purpose, unset_classes_ok=no_classes)
+  synthetic_run = local and files and str(config.dataset.train_files).startswith(schema.SYNTHETIC_DIR)
+  if synthetic_run and not problems:
     ensure_synthetic(schema.SYNTHETIC_DIR)
-  problems = (validation.missing_files(config) if init else []) + (
-      _missing_data(config, files) if files else [])
+  problems += validation.missing_files(config) if init else []
+  if files and not (synthetic_run and problems):  # the synthetic data is written once the config is valid
+    problems += _missing_data(config, files)
   if problems:
-    raise ConfigError(problems[0])
+    raise ConfigError(*problems)
   return config
 
 

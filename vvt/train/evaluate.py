@@ -14,16 +14,17 @@ says how many, in which files and why (`skipped_files`, `data_skipped` in the
 results; `vvt.data.reading.skips`).
 
 `write_results` stores, named by step, split and view protocol
-(`P = WORKDIR/checkpoints/eval_<step>_<split>_<clips>x<crops>`):
+(`P = WORKDIR/checkpoints/eval_<step>_<split>_<clips>x<crops>`, then `_<frames>f_<size>px` where the clips'
+frames or frame size differ from the run's own):
 
     P.json                 the metrics, class names, skipped videos (and their files)
     P.npz                  per-video scores, labels, views per video, video ids
     P_*.csv / .png         the task's report files (classification: per video, per class, confusion matrix)
 
 and `eval_<step>_<split>.json` / `.npz` (what `vvt results`, sweeps and the tests
-read) when the protocol is the run's own (WORKDIR/config.json) or no
-evaluation of that step and split was written before: another protocol never
-overwrites the training run's results.
+read) when the views are the run's own (WORKDIR/config.json) or no
+evaluation of that step and split was written before, and the clips are the run's
+frames and frame size: another protocol never overwrites the training run's results.
 """
 import json
 import time
@@ -95,7 +96,8 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test', log=print,
   res = agg.result()
   res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=config.eval.average,
              num_test_clips=int(config.dataset.num_test_clips),
-             num_spatial_crops=int(config.dataset.num_spatial_crops), protocol=protocol(config))
+             num_spatial_crops=int(config.dataset.num_spatial_crops), protocol=protocol(config),
+             num_frames=int(config.num_frames), image_size=int(config.image_size))
   line = _add_skips(res, config.dataset, split)
   if log:
     log(_summary(split, res, batch_size, task.main_metric))
@@ -162,6 +164,16 @@ def results_prefix(workdir: str, step: int, split: str, protocol_name: str) -> s
   return base[:-len('.json')] + f'_{protocol_name}'
 
 
+def run_clip(workdir: str) -> Optional[tuple[int, int]]:
+  """(frames, frame size) of the run's own WORKDIR/config.json, or None without one."""
+  path = fileio.join(fileio.abspath(workdir), 'config.json')
+  try:
+    data = json.loads(fileio.read_text(path))
+    return int(data['num_frames']), int(data['image_size'])
+  except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    return None
+
+
 def _run_protocol(workdir: str) -> Optional[str]:
   """The view protocol of the run's own WORKDIR/config.json, or None without one."""
   path = fileio.join(fileio.abspath(workdir), 'config.json')
@@ -170,6 +182,17 @@ def _run_protocol(workdir: str) -> Optional[str]:
     return f'{int(data["num_test_clips"])}x{int(data["num_spatial_crops"])}'
   except (OSError, ValueError, KeyError, TypeError, AttributeError):
     return None
+
+
+def protocol_name(workdir: str, results: dict) -> Optional[str]:
+  """The results' protocol as the file names say it: '<clips>x<crops>', and '_<frames>f_<size>px' after it when
+  the clips' frames or frame size differ from the run's own (so that no evaluation overwrites another's)."""
+  name = results.get('protocol')
+  clip = (results.get('num_frames'), results.get('image_size'))
+  run = run_clip(workdir)
+  if name and None not in clip and run is not None and clip != run:
+    name += f'_{clip[0]}f_{clip[1]}px'
+  return name
 
 
 def _writes_legacy(workdir: str, step: int, split: str, protocol_name: Optional[str]) -> bool:
@@ -186,14 +209,19 @@ def write_results(workdir: str, step: int, split: str, results: dict, agg: Optio
   num_classes), `video_labels[_head]` int64 (num_videos,), `views_per_video` int64 (num_videos,),
   `video_ids` str (num_videos,), `skipped` bool (num_videos,) and `class_names[_head]` str (num_classes,)).
   eval_<step>_<split>.json/.npz are written too when the protocol is the run's own or none was written for this
-  step and split.
+  step and split, and the clips are the run's frames and frame size (other ones are named in the file names:
+  eval_<step>_<split>_<clips>x<crops>_<frames>f_<size>px.json). The JSON records the views, `num_frames` and
+  `image_size`; its `split` is the data split (the raw params' results of a run with an EMA: written under
+  `<split>_raw`, `weights` 'raw').
   """
-  name = results.get('protocol')
+  name = protocol_name(workdir, results)
   prefix = results_prefix(workdir, step, split, name) if name else \
       checkpoints.eval_results_path(workdir, step, split)[:-len('.json')]
   fileio.makedirs(str(epath.Path(prefix).parent))
-  legacy = name is not None and _writes_legacy(workdir, step, split, name)
-  payload = {'step': step, 'split': split, **results}
+  legacy = name is not None and name == results.get('protocol') and _writes_legacy(workdir, step, split, name)
+  # the data split evaluated: 'test' for the raw params' results written under 'test_raw' (their `weights`: 'raw')
+  data_split = split[:-len('_raw')] if results.get('weights') == 'raw' and split.endswith('_raw') else split
+  payload = {'step': step, 'split': data_split, **results}
   dump = lambda f: json.dump(payload, f, indent=2)  # pylint: disable=unnecessary-lambda-assignment
   paths = [prefix + '.json'] + ([checkpoints.eval_results_path(workdir, step, split)] if legacy else [])
   if agg is not None:

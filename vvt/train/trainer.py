@@ -150,9 +150,12 @@ def _init_from(run: Run, params):
   """`config.init_from` (image-ViT weights) applied to fresh `params`; the report is saved."""
   from vvt.convert import image_init  # pylint: disable=g-import-not-at-top
   params, report = image_init.initialise(params, run.config.init_from, run.config.model)
-  run.log(f'[train] init_from report:\n{report}')
+  path = checkpoints.join(run.workdir, 'init_from_report.txt')
   if run.is_chief:
-    checkpoints.write_text(checkpoints.join(run.workdir, 'init_from_report.txt'), str(report))
+    checkpoints.write_text(path, str(report))
+  run.log(f'[train] init_from {run.config.init_from.checkpoint}: {len(report.loaded)} loaded, '
+          f'{len(report.transformed)} transformed, {len(report.initialised)} freshly initialised, '
+          f'{len(report.unused)} unused in the file; every parameter: {path}')
   return params
 
 

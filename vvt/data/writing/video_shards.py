@@ -40,6 +40,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 
 import numpy as np
 
@@ -429,9 +430,22 @@ def convert(video_list, output, classes, num_shards=16, fps=0.0,
     result = shard_workers.assemble_if_complete(output, worker[1]) or result
   failures = result['failures']
   if check and failures:
-    first = failures[0]
-    raise ConversionFailures(
-        f'{len(failures)} of {len(videos)} videos failed or were partial and are '
-        f'in no shard (reasons in {manifest_path}); first: {first["path"]}: '
-        f'{first["reason"]}')
+    kinds = '; '.join(f'{n} x {reason} (first: {path})' for n, reason, path in failure_kinds(failures))
+    raise ConversionFailures(f'{len(failures)} of {len(videos)} videos failed or were partial and are in no shard '
+                             f'(reasons in {manifest_path}): {kinds}')
   return result
+
+
+def _kind(reason) -> str:
+  """A failure reason without what differs between files of one kind (quoted names, paths, numbers)."""
+  return re.sub(r'\d+', 'N', re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", str(reason)))
+
+
+def failure_kinds(failures) -> list[tuple[int, str, str]]:
+  """[(number of videos, the first one's reason, the first one's path)] per kind of reason (the same reason but for
+  file names and numbers), the commonest first (then in list order)."""
+  groups = {}
+  for f in failures:
+    groups.setdefault(_kind(f['reason']), []).append(f)
+  ranked = sorted(groups.values(), key=lambda g: -len(g))  # stable: ties keep the order of their first video
+  return [(len(g), str(g[0]['reason']), g[0]['path']) for g in ranked]
