@@ -5,6 +5,7 @@ import email.parser
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -104,6 +105,25 @@ def test_make_installs_the_tested_pins_and_lints():
   selected = ruff['lint']['select']
   assert 'F' in selected and 'E9' in selected
   assert not any(rule == 'E' or rule.startswith('E1') for rule in selected), 'E1 wants 4-space indentation'
+
+
+def test_make_demo_installs_no_test_extras(tmp_path):
+  """`make demo` from a fresh clone installs vvt and its runtime dependencies only; `make test` the test extras,
+  after which `make demo` installs nothing more (`make -n`: the commands it would run)."""
+  for name in ('Makefile', 'pyproject.toml', 'requirements.txt', 'requirements-test.txt'):
+    shutil.copy(REPO / name, tmp_path / name)
+  def planned(target):
+    return subprocess.run(['make', '-n', target], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+  demo = planned('demo')
+  assert '.venv/bin/pip install -q -c requirements.txt -e .\n' in demo
+  assert '[test]' not in demo and 'requirements-test.txt' not in demo and 'vvt demo' in demo
+  test = planned('test')
+  assert "-c requirements.txt -c requirements-test.txt -e '.[test]'" in test
+  assert 'touch .venv/.installed .venv/.installed-demo\n' in test  # the test install holds the demo's
+  (tmp_path / '.venv').mkdir()
+  for stamp in ('.installed', '.installed-demo'):
+    (tmp_path / '.venv' / stamp).touch()
+  assert 'pip install' not in planned('demo')
 
 
 # --- pip, offline: a fresh environment holding a newer JAX, and local wheels of every dependency ---------------

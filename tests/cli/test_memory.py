@@ -38,8 +38,11 @@ def test_a_config_compiled_for_a_tpu_v3_8_fits_and_reports_memory_and_flops():
   assert r['fits'] is True and 0 < r['per_device_bytes'] < r['device_memory_bytes'] == 16 * 2 ** 30
   assert r['params_bytes'] == 4 * r['num_params']  # replicated float32
   assert r['flops_per_step'] == 8 * r['flops_per_device'] > 0
-  for label in ('params', 'optimiser state', 'temporaries', 'total', 'FLOPs per step'):
+  for label in ('params', 'optimiser state', 'temporaries', 'total', 'FLOPs per step', 'at peak'):
     assert label in proc.stdout
+  # the step's FLOPs beside the plan, against a v3 TensorCore's bf16 peak (float32 dots run as one bf16 pass)
+  assert r['peak_tflops_per_device'] == 61.5
+  assert r['min_step_seconds'] == pytest.approx(r['flops_per_device'] / 61.5e12)
   assert 'Traceback' not in proc.stderr and 'TPU_WORKER_HOSTNAMES' not in proc.stderr  # libtpu kept quiet
 
 

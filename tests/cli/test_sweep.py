@@ -114,6 +114,21 @@ def test_launch_print_gives_one_train_command_per_trial(tiny_data, tmp_path):
   lines = res.stdout.splitlines()
   assert lines == [f'vvt train --config {spec} --config.batch_size=2 --config.model.attention={a} '
                    f'--workdir gs://bucket/sweep/attention={a}' for a in ('space', 'divided')]
+  # the fields a multi-host slice needs are named (stderr: the commands stay the whole of stdout)
+  assert '--config.distributed.initialize=True' in res.stderr and 'one sweep worker' in res.stderr
+
+
+def test_launch_print_gives_the_distributed_fields_to_every_command(tiny_data, tmp_path):
+  spec = study(tmp_path, tiny_data)
+  res = vvt('sweep', '--config', spec, '--workdir', 'gs://bucket/sweep', '--launch', 'print',
+            '--config.distributed.initialize=True', '--config.distributed.coordinator_address=host0:1234',
+            '--config.distributed.num_processes=4', '--config.distributed.heartbeat_timeout_seconds=300')
+  assert res.returncode == 0, res.stderr
+  fields = ('--config.distributed.initialize=True --config.distributed.coordinator_address=host0:1234 '
+            '--config.distributed.num_processes=4 --config.distributed.heartbeat_timeout_seconds=300')
+  assert res.stdout.splitlines() == [f'vvt train --config {spec} --config.model.attention={a} {fields} '
+                                     f'--workdir gs://bucket/sweep/attention={a}' for a in ('space', 'divided')]
+  assert not res.stderr.strip()
 
 
 @pytest.mark.parametrize('body,args,message', [
@@ -165,3 +180,28 @@ def test_every_study_expands_in_a_dry_run(spec, tmp_path, capsys):
   captured = capsys.readouterr()
   assert rc == 0, captured.err
   assert f'trials of {spec} (valid configs)' in captured.out
+
+
+def test_every_trial_schedule_is_checked_before_any_trial_starts(tiny_data, tmp_path, capsys):
+  """A warmup in epochs is known in steps only with the training set's size: a trial whose warmup does not fit its
+  steps is refused, naming it, before any trial trains (here 10 epochs of 6 steps > the 6 steps of the run)."""
+  from vvt.cli import main as vvt_main  # pylint: disable=g-import-not-at-top
+  spec = study(tmp_path, tiny_data, body='return sweep.axis("schedule.warmup_epochs", [0.1, 10.0])')
+  out = tmp_path / 'sweep'
+  rc = vvt_main(['sweep', '--config', spec, '--workdir', str(out), '--config.schedule.warmup_steps=-1',
+                 '--config.schedule.name=cosine'])
+  lines = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+  assert rc == 2 and lines == ["vvt sweep: error: trial 'warmup_epochs=10': schedule: warmup of 60 steps does "
+                               'not fit in 6 training steps'], lines
+  assert not out.exists()
+
+
+def test_trials_left_out_by_only_are_not_missing(tmp_path):
+  from vvt.studies import results, runner, sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  trials = sweep_lib.trials(sweep_lib.axis('seed', [0, 1]))
+  runner.write_sweep_record(str(tmp_path), 'study.py', [], trials)
+  table = results.collect(str(tmp_path), with_summary=False, selected={'seed=0'})
+  assert [(r['trial'], r['status']) for r in table.rows] == [('seed=0', 'not started'), ('seed=1', 'not selected')]
+  assert [r['trial'] for r in table.missing] == ['seed=0']
+  assert 'Missing: 1 (listed below). Not selected by --only: 1.' in results.markdown(table)
+  assert [r['status'] for r in results.collect(str(tmp_path), with_summary=False).missing] == ['not started'] * 2

@@ -194,8 +194,10 @@ def test_a_mesh_that_does_not_divide_the_devices_fails_before_compiling():
   with pytest.raises(ConfigError, match='needs 8 devices, but the mesh has 1'):
     run_spec.check_devices(run, 1)
   run_spec.check_devices(run, 8)
-  with pytest.raises(ConfigError, match='batch_size=8 and eval.batch_size=16 must be divisible by the 3 processes'):
+  with pytest.raises(ConfigError) as e:  # every problem at once, one line each
     run_spec.check_devices(run, 8, num_processes=3)
+  assert e.value.problems == ('batch_size=8 must be divisible by the 3 processes',
+                              'eval.batch_size=16 must be divisible by the 3 processes')
 
 
 def test_the_batch_divisibility_check_follows_the_batch_rule():

@@ -92,6 +92,7 @@ def test_a_run_without_ema_resumed_with_it_reports_raw_and_ema_and_eval_export_p
 
   final, final_raw = _results(wd, 4), _results(wd, 4, 'test_raw')
   assert final['weights'] == 'ema' and final_raw['weights'] == 'raw'
+  assert final['split'] == final_raw['split'] == 'test'  # the data split: test_raw only names the file
   assert res['weights'] == 'ema' and res['raw_video_top1'] == final_raw['video_top1']
   assert final['raw_clip_top1'] == final_raw['clip_top1'] and final['video_top1'] == res['video_top1']
   evals = [json.loads(l) for l in open(wd / 'metrics.jsonl') if '"eval"' in l]

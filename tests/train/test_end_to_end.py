@@ -16,9 +16,11 @@ def _eval_json(workdir, step, split='test'):
 def test_train_then_evaluate(tiny_data, tmp_path, capsys):
   """One real training run (subprocess CLI), then every check on it (one run, not one per test)."""
   wd = tmp_path / 'run'
-  proc = common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd))
+  proc = common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd),
+                    '--config.profile.steps=6,7')
   trained = (wd, proc)
   check_train_outputs(trained)
+  check_profile_and_performance(trained)
   check_eval_reproduces_final_results(trained, tiny_data, capsys)
   check_eval_missing_step_lists_existing_steps(trained, tiny_data, capsys)
   check_params_only_checkpoint(trained, tiny_data, tmp_path)
@@ -46,6 +48,21 @@ def check_train_outputs(trained):
   assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and png.stat().st_size > 5000
   assert any(f.startswith('events') for _, _, fs in os.walk(wd / 'tensorboard') for f in fs)
   assert json.load(open(wd / 'config.json'))['batch_size'] == 8
+
+
+def check_profile_and_performance(trained):
+  """profile.steps=6,7: one jax.profiler trace in the workdir; every train row has TFLOP/s per device, MFU (on a
+  CPU against a matmul rate measured at the start, which the log names) and the share of time waiting for input."""
+  wd, proc = trained
+  runs = sorted((wd / 'tensorboard' / 'plugins' / 'profile').iterdir())
+  assert len(runs) == 1
+  files = sorted(f.name for f in runs[0].iterdir())
+  assert 'perfetto_trace.json.gz' in files and any(f.endswith('.xplane.pb') for f in files), files
+  assert all((runs[0] / f).stat().st_size > 0 for f in files)
+  assert 'profile of steps 6-7' in proc.stdout and 'mfu against: no published CPU peak: measured' in proc.stdout
+  train = [json.loads(l) for l in open(wd / 'metrics.jsonl') if '"train"' in l]
+  for r in train:
+    assert r['tflops_per_device'] > 0 and r['mfu'] > 0 and 0 <= r['input_wait_fraction'] <= 1, r
 
 
 def check_eval_reproduces_final_results(trained, tiny_data, capsys):

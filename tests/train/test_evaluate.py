@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from vvt.train import eval_report
+from vvt.tasks import eval_report
 from vvt.train import evaluate as evaluate_lib
-from vvt.train.evaluate import MultiViewAggregator
+from vvt.tasks.multiview import MultiViewAggregator
 
 
 def _views(num_videos=7, views=6, classes=7, seed=0):

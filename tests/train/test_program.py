@@ -27,7 +27,7 @@ def test_an_evaluation_program_has_no_optimiser_and_shards_as_training_does():
   assert training.clip == model_state.ClipShape(num_frames=8, image_size=32)
   assert jax.tree.structure(training.abstract_state().params) == jax.tree.structure(evaluation.abstract_params())
   assert training.param_shardings == evaluation.param_shardings
-  assert training.eval_settings.heads == {'': 4} and training.eval_settings.average == 'logits'
+  assert training.task.heads == {'': 4} and training.task.average == 'logits' and training.task.name == 'classification'
 
 
 def test_memory_names_the_schedule_it_assumes_without_the_training_files(tiny_data):

@@ -30,7 +30,7 @@ def _attention(argv):
   p.add_argument('--out', required=True, help='output folder')
   args, spec, overrides = common.parse(p, argv)
   workdir, step = predict_cli._locate(args)  # pylint: disable=protected-access
-  run = common.run_spec(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
+  run = common.run_spec(spec, overrides, workdir, purpose='attention')  # needs no dataset files
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top

@@ -9,7 +9,9 @@ import traceback
 import warnings
 from typing import Callable, Sequence
 
+import vvt
 from vvt import fileio
+from vvt import progress
 from vvt.config import loader
 from vvt.config import overrides as overrides_lib
 from vvt.config import run_file
@@ -24,17 +26,32 @@ class UsageError(Exception):
   """A command-line argument is wrong (argparse's errors, as one line)."""
 
 
-class Parser(argparse.ArgumentParser):
-  """argparse with one-line errors; `--verbose` on every command."""
+class _NoProgress(argparse.Action):
+  """`--no-progress`: turns every progress bar off, in this process and the ones it starts (`vvt.progress`)."""
 
-  def __init__(self, prog: str | None = None, doc: str | None = None, config: bool = False, **kwargs):
+  def __init__(self, option_strings, dest, **kwargs):
+    super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    setattr(namespace, self.dest, True)
+    progress.disable()
+
+
+class Parser(argparse.ArgumentParser):
+  """argparse with one-line errors; `--verbose` and `--no-progress` on every command."""
+
+  def __init__(self, prog: str | None = None, doc: str | None = None, config: bool | str = False, **kwargs):
+    """config: True (--config is optional) or 'required' (--config must be given)."""
     kwargs.setdefault('formatter_class', argparse.RawDescriptionHelpFormatter)
     kwargs.setdefault('description', doc)
     super().__init__(prog=prog, **kwargs)
     self.add_argument('--verbose', action='store_true',
                       help='show library logs and, on an error, the traceback')
+    self.add_argument('--no-progress', action=_NoProgress,
+                      help=f'no progress bars (also for the processes it starts; or {progress.ENV}=1)')
+    self.config_required = config == 'required'
     if config:
-      self.add_argument('--config', metavar='FILE[:ARG]',
+      self.add_argument('--config', metavar='FILE[:ARG]', required=self.config_required,
                         help='config file FILE.py[:ARG], a run\'s config.json, or a run directory; '
                              'then any field as --config.a.b=VALUE')
 
@@ -49,23 +66,17 @@ def parse(parser: Parser, argv: Sequence[str]):
     parser.print_help()
     raise SystemExit(0)
   spec, overrides, rest = overrides_lib.split_argv(argv)
+  if spec is not None and getattr(parser, 'config_required', False):
+    rest += ['--config', spec]  # argparse names every missing required argument together, --config among them
   args = parser.parse_args(rest)
   return args, spec, overrides
 
 
 def skip_absent_tpu() -> None:
   """With libtpu installed (the `tpu` / `test` extras) but no TPU here, JAX's TPU probe prints several lines of
-  warnings: JAX_PLATFORMS=cpu skips it (unless JAX_PLATFORMS is set, a TPU device file exists, or a GPU plugin
-  is installed). `vvt memory` still compiles for TPU topologies: libtpu's deviceless compiler needs no backend."""
-  import glob  # pylint: disable=g-import-not-at-top
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  if 'JAX_PLATFORMS' in os.environ or importlib.util.find_spec('libtpu') is None:
-    return
-  if glob.glob('/dev/accel[0-9]*') or glob.glob('/dev/vfio/[0-9]*'):
-    return
-  if importlib.util.find_spec('jax_plugins') is not None:  # a GPU plugin (jax[cuda12], ...) is installed
-    return
-  os.environ['JAX_PLATFORMS'] = 'cpu'
+  warnings: JAX_PLATFORMS=cpu skips it (`vvt.cpu_without_tpu`, which importing vvt already ran; again here for a
+  process whose environment changed since)."""
+  vvt.cpu_without_tpu()
 
 
 def quiet_logs(verbose: bool) -> None:
@@ -102,8 +113,23 @@ def _quiet_closed_loop(hook):
   return unraisable
 
 
+def _unquoted(text: str) -> str:
+  """`text` without quotes that wrap the whole of it (a message given as a repr); quotes inside it are kept."""
+  if len(text) >= 2 and text[0] == text[-1] and text[0] in '\'"' and text[0] not in text[1:-1]:
+    return text[1:-1]
+  return text
+
+
+def _one(text: str) -> str:
+  return ' '.join(l.strip() for l in text.splitlines() if l.strip())
+
+
 def one_line(error: BaseException) -> str:
-  text = str(error).strip().strip('"').strip("'") or type(error).__name__
+  """The error's message as one line; a ConfigError with several problems: its problems joined by '; '."""
+  problems = getattr(error, 'problems', None)
+  if problems and len(problems) > 1:
+    return '; '.join(_one(p) for p in problems)
+  text = _unquoted(str(error).strip()) or type(error).__name__
   if isinstance(error, KeyError) and error.args:
     text = str(error.args[0])
   lines = [l.strip() for l in text.splitlines() if l.strip()]
@@ -111,7 +137,7 @@ def one_line(error: BaseException) -> str:
 
 
 def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
-  """Runs a command: exit 0 on success, 2 with one line for a bad config or argument, 1 otherwise;
+  """Runs a command: exit 0 on success, 2 for a bad config or argument (one line per problem), 1 otherwise;
   interrupted: 130, or the exception's `exit_code` (128 + the signal: 143 for SIGTERM)."""
   argv = list(argv)
   verbose = '--verbose' in argv
@@ -128,7 +154,9 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
   except (ConfigError, UsageError) as e:
     if verbose:
       traceback.print_exc()
-    print(f'{prog}: error: {one_line(e)}', file=sys.stderr)
+    problems = getattr(e, 'problems', None)
+    for line in [_one(p) for p in problems] if problems else [one_line(e)]:  # a config's problems: one line each
+      print(f'{prog}: error: {line}', file=sys.stderr)
     return 2
   except Exception as e:  # pylint: disable=broad-except
     if verbose:
@@ -150,11 +178,13 @@ def _config_spec(spec, workdir: str | None) -> str:
 
 
 def run_config(spec, overrides, workdir: str | None = None, **load_args):
-  """The config of a command (a ConfigDict): --config SPEC, or else the run's own WORKDIR/config.json."""
+  """The config of a command (a ConfigDict): --config SPEC, or else the run's own WORKDIR/config.json
+  (`load_args`: those of `vvt.config.loader.load`, e.g. the command's `purpose`, which says the fields it
+  validates)."""
   return loader.load(_config_spec(spec, workdir), overrides, **load_args)
 
 
 def run_spec(spec, overrides, workdir: str | None = None, **load_args):
   """The RunSpec of a command that runs a config (`vvt.config.run_spec`: resolved once), from --config SPEC, or
-  else the run's own WORKDIR/config.json."""
+  else the run's own WORKDIR/config.json (`load_args`: those of `vvt.config.loader.load_run`, e.g. `purpose`)."""
   return loader.load_run(_config_spec(spec, workdir), overrides, **load_args)

@@ -9,8 +9,10 @@
 `vvt convert` reads the checkpoint (never executing code from it), converts it, checks every parameter name and
 shape against the model, and writes `DIR/checkpoints/0/` (a params-only checkpoint). The model fields that
 express the reference exactly (LayerNorm eps, GELU flavour, class-token handling, frames, frame size, classes,
-...) replace those of CONFIG; `DIR/config.json` holds the resulting run config, so `vvt eval --workdir DIR`
-evaluates the converted weights. `DIR/convert_report.txt` lists what was loaded and how. Scenic ViViT Models 1,
+...) replace those of CONFIG (required: the table below says which to pass); the resize fields follow the frame
+size at CONFIG's ratios (256 for 224-px crops -> 73 for 64), and `init_from` is None. `DIR/config.json` holds the
+resulting run config, so `vvt eval --workdir DIR` and `vvt predict --checkpoint DIR` run the converted weights as
+they are. `DIR/convert_report.txt` lists what was loaded and how. Scenic ViViT Models 1,
 3 and 4 read their frames and frame size from the split of their T*N position table; where its rows do not tell
 the split, --num-frames or --image-size must. A checkpoint without a classifier (a VideoMAE, V-JEPA 2 or VideoPrism
 backbone: --source hf_videomae, hf_vjepa2, hf_videoprism) gets a new head of CONFIG's model.num_classes. V-JEPA 2
@@ -52,16 +54,23 @@ def _fields_diff(model_cfg, fields: dict) -> list[str]:
 
 
 def _with_model(run_config, model, class_names=None):
-  """The run config with `model` replacing its model; the shared fields follow the model.
+  """The run config with `model` replacing its model; the shared fields follow the model, and every field that
+  depends on them with them: the resize fields scale with the frame size at the base config's ratios
+  (`vvt.config.dataset.scaled_sizes`), and `init_from` is None (the converted weights are the run's).
 
   `class_names` (e.g. a Hugging Face config's id2label) replace the config's when they fit the classes;
   names of another number of classes than the converted head are dropped."""
-  from vvt.config import run_file, schema  # pylint: disable=g-import-not-at-top
+  from vvt.config import dataset, run_file, schema  # pylint: disable=g-import-not-at-top
   values = json.loads(run_config.to_json_best_effort())
   values['model'] = json.loads(model.to_json_best_effort())
+  base_size = values.get('image_size')
   for field in schema.SHARED_FIELDS:
     if field in values['model']:
       values[field] = values['model'][field]
+  new_size = values.get('image_size')
+  if isinstance(values.get('dataset'), dict) and base_size and new_size and base_size != new_size:
+    values['dataset'].update(dataset.scaled_sizes(values['dataset'], base_size, new_size))
+  values['init_from'] = None
   nc = values.get('num_classes')
   names = class_names if class_names is not None else values.get('class_names')
   values['class_names'] = list(names) if names is not None and isinstance(nc, int) and len(names) == nc else None
@@ -200,24 +209,52 @@ def import_safetensors(path: str, output: str, config=None, step: int = 0) -> st
   return checkpoints.save_params(output, params, step=step, config=values)
 
 
+# The base config (--config) of each source: its architecture's recipe, with the test views and normalisation the
+# checkpoint was trained with; `vvt convert` replaces the model fields and the sizes that follow them.
+BASE_CONFIGS = {  # source: (config, what else fits)
+    'scenic_vivit': ('configs/kinetics400/vivit_b_fe.py', 'ViViT-L: vivit_l_fe.py, ViViT-H: vivit_h.py, or the '
+                     'dataset\'s (kinetics600/, ssv2/, ...); Model 4: --config.model.attention=factorised_dot_product'),
+    'timesformer': ('configs/kinetics400/timesformer_b.py', ':hr for TimeSformer-HR, :l for -L; or ssv2/, '
+                    'diving48/, howto100m/'),
+    'xvit': ('configs/kinetics400/xvit_b.py', ':16 for 16 frames; or kinetics600/, ssv2/, epic_kitchens/'),
+    'hf_timesformer': ('configs/kinetics400/timesformer_b.py', 'or the dataset\'s timesformer_b.py'),
+    'hf_vivit': ('configs/kinetics400/vivit_b_fe.py', 'its [-1, 1] inputs and 256-px test views are HF ViViT\'s'),
+    'hf_videomae': ('configs/kinetics400/timesformer_b.py', 'its ImageNet normalisation and 224-px test views are '
+                    'VideoMAE\'s'),
+    'hf_vjepa2': ('configs/kinetics400/timesformer_b.py', 'its ImageNet normalisation is V-JEPA 2\'s; '
+                  '--image-size 256 for the 256-px checkpoints'),
+    'hf_videoprism': ('configs/kinetics400/timesformer_b.py', 'VideoPrism reads [0, 1] pixels, which no '
+                      'dataset.normalization gives: evaluate its features with care'),
+}
+ANY_SOURCE = ('configs/synthetic.py', 'any source, on the synthetic data (tiny tests)')
+
+
+def base_configs_help(sources) -> str:
+  """The --help table: which --config to pass for each source."""
+  rows = ['which --config to pass (its model fields, and the sizes that follow them, become the checkpoint\'s):']
+  for source in sources:
+    config, note = BASE_CONFIGS.get(source, ('a config of its architecture', ''))
+    rows += [f'  {source:<15} {config}'] + ([f'  {"":<15}   {note}'] if note else [])
+  return '\n'.join(rows + [f'  {"(any)":<15} {ANY_SOURCE[0]}', f'  {"":<15}   {ANY_SOURCE[1]}'])
+
+
 def _convert(argv):
-  p = common.Parser('vvt convert', __doc__, config=True)
   from vvt.convert.video import SOURCES  # pylint: disable=g-import-not-at-top
+  p = common.Parser('vvt convert', __doc__, config='required', epilog=base_configs_help(SOURCES))
   p.add_argument('--source', required=True, choices=SOURCES)
   p.add_argument('--checkpoint', required=True, help='checkpoint file (or Hugging Face model folder)')
   p.add_argument('--output', required=True, help='directory for the vvt checkpoint (the eval workdir)')
   p.add_argument('--hf-config', default=None, help='Hugging Face config.json (default: the folder\'s)')
   p.add_argument('--num-frames', type=int, default=None,
                  help='clip length to run the weights at (X-ViT: a multiple of its 8-row time table, '
-                      'e.g. 16 with the released 8-frame checkpoints; V-JEPA 2 and VideoPrism: any the tubelet '
+                      'e.g. 16 with the released 8-frame checkpoints; VideoMAE: any multiple of its tubelet '
+                      'length, its sine-cosine table is rebuilt for it; V-JEPA 2 and VideoPrism: any the tubelet '
                       'divides; scenic Models 1/3/4: which split of the T*N position table is meant, where its '
                       'rows do not tell)')
   p.add_argument('--image-size', type=int, default=None,
                  help='frame size to run the weights at (X-ViT: its position grid resized; scenic Models '
                       '1/3/4: as --num-frames)')
   args, spec, overrides = common.parse(p, argv)
-  if not spec:
-    raise common.UsageError('missing --config FILE[:ARG] (a run or model config)')
   config = common.run_config(spec, overrides, validate=False, files=(), init=False)
   convert_to_checkpoint(args.source, args.checkpoint, config, args.output, args.hf_config,
                         num_frames=args.num_frames, image_size=args.image_size)
@@ -242,7 +279,7 @@ def _export(argv):
     raise common.UsageError('--import reads vvt safetensors files; a Hugging Face folder is read by '
                             '`vvt convert --source hf_timesformer|hf_vivit|hf_videomae`')
   if args.import_file:
-    config = common.run_config(spec, overrides, files=(), init=False) if spec else None
+    config = common.run_config(spec, overrides, purpose='summary') if spec else None
     path = import_safetensors(args.import_file, args.output, config)
     print(f'[export] {args.import_file} -> {path}')
   else:

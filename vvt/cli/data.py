@@ -19,7 +19,7 @@ def _synthetic(args):
       train_clips=args.train_clips,
       test_clips=args.test_clips, num_frames=args.frames,
       frame_size=args.frame_size, seed=args.seed,
-      train_shards=args.train_shards, test_shards=args.test_shards)
+      train_shards=args.train_shards, test_shards=args.test_shards, multi_label=args.multi_label)
   print(json.dumps(info, indent=1))
   return 0
 
@@ -75,6 +75,8 @@ def build_parser():
   s.add_argument('--seed', type=int, default=0)
   s.add_argument('--train-shards', type=int, default=8)
   s.add_argument('--test-shards', type=int, default=2)
+  s.add_argument('--multi-label', action='store_true',
+                 help='half the clips show a second object of another class and carry both labels')
   s.set_defaults(func=_synthetic)
 
   c = sub.add_parser('convert', help='videos listed in a CSV/TSV -> TFRecords')
@@ -97,7 +99,6 @@ def build_parser():
   c.add_argument('--workers', type=int, default=0, help='processes (0 = CPU count)')
   c.add_argument('--overwrite', action='store_true',
                  help='rewrite shards that already exist')
-  c.add_argument('--no-progress', action='store_true')
   c.add_argument('--worker', default='', metavar='I/N',
                  help='convert only the shards of worker I of N (s %% N == I); default in a SLURM job array: '
                       'the task\'s place in the array; the last worker to finish writes the one manifest')

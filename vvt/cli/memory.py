@@ -46,7 +46,8 @@ def _memory(argv):
   except memory.TopologyError as e:
     raise common.UsageError(str(e)) from None
   _prepare_backend(topology)
-  run = common.run_spec(spec, overrides, files=(), init=False)
+  purpose = 'eval' if args.eval else 'train'  # the eval step never refuses a training-only field
+  run = common.run_spec(spec, overrides, purpose=purpose, files=(), init=False)
   try:
     devices = memory.topology_devices(topology)
   except memory.TopologyError as e:

@@ -10,8 +10,9 @@ num_spatial_crops, same sampling, crops and normalisation as `vvt eval`; overrid
 `--config.dataset.num_test_clips=...`), views of many videos are batched, the scores are averaged per
 video as in evaluation (`eval.average`), and the top-k classes are printed with their probabilities
 (class names from the checkpoint's config, else the dataset's classes.txt). `--json`: one JSON list on
-stdout. A file that cannot be read is reported on stderr and skipped; the exit code is 1 if any was,
-after all the others were predicted.
+stdout. Paths that do not exist are refused at once, before the model loads (one line, exit 2); a file that
+cannot be read is reported on stderr and skipped; the exit code is 1 if any was, after all the others were
+predicted.
 
 `--window S [--stride S2]` (seconds, or frames as `15f`): every window of a video of any length, decoded as the
 windows advance (memory of one window), with a per-window CSV, a timeline PNG, the average over the windows and
@@ -38,9 +39,21 @@ def _locate(args) -> tuple:
   if os.path.basename(path) == 'checkpoints':
     return os.path.dirname(path), args.step
   if not os.path.isdir(os.path.join(path, 'checkpoints')):
-    raise FileNotFoundError(f'{args.checkpoint}: not a converted checkpoint directory '
+    raise common.UsageError(f'--checkpoint {args.checkpoint}: not a converted checkpoint directory '
                             '(no checkpoints/ in it; `vvt convert --output DIR` writes one)')
   return path, args.step
+
+
+def _inputs(paths) -> list:
+  """[(name, kind, path)] of the inputs (`video_files.find_inputs`), before any model is loaded: inputs that do
+  not exist, or folders with nothing to read, are one UsageError naming them all."""
+  from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
+  items = video_files.find_inputs(paths)
+  missing = [name for name, kind, _ in items if kind == 'missing']
+  if missing:
+    raise common.UsageError(f'no video file or frame folder at {", ".join(missing)} (a folder must hold videos, '
+                            'frames, or folders of frames)')
+  return items
 
 
 def _predictor(run, workdir, step):
@@ -105,12 +118,12 @@ def _score_videos(predict, items, heads, data, batch_size):
   """(sums {head: (N, C) float64}, views per video (N,), {item number: error}): the views' scores of every
   readable input summed per video; unreadable inputs are reported on stderr and skipped."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+  from vvt import progress  # pylint: disable=g-import-not-at-top
   from vvt.data.transforms import views  # pylint: disable=g-import-not-at-top
   sums = {h: np.zeros((len(items), c)) for h, c in heads.items()}
   counts = np.zeros(len(items), np.int64)
   failed = {}
-  bar = tqdm(total=len(items), desc='predict', unit='video', disable=len(items) < 2, file=sys.stderr)
+  bar = progress.bar(len(items), 'predict', 'video', disable=len(items) < 2, file=sys.stderr)
 
   def log_error(n, text):
     failed[n] = text
@@ -132,7 +145,7 @@ def _score_videos(predict, items, heads, data, batch_size):
 
 def _records(items, sums, counts, failed, heads, names, average, top_k) -> list:
   """One record per predicted video: input, kind, views and the top classes of each head."""
-  from vvt.train import eval_report  # pylint: disable=g-import-not-at-top
+  from vvt.tasks import eval_report  # pylint: disable=g-import-not-at-top
   out = []
   for n, (name, kind, _) in enumerate(items):
     if n in failed or counts[n] == 0:
@@ -162,14 +175,13 @@ def _predict(argv):
     from vvt.cli import predict_windows  # pylint: disable=g-import-not-at-top
     predict_windows.check_spans(args)
   workdir, step = _locate(args)
-  run = common.run_spec(spec, overrides, workdir, files=(), init=False)  # needs no dataset files
+  items = _inputs(args.inputs)  # every path checked before the model is loaded
+  run = common.run_spec(spec, overrides, workdir, purpose='predict')  # needs no dataset files
   from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
-  from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
-  from vvt.train.steps import heads_of  # pylint: disable=g-import-not-at-top
+  from vvt.tasks.classification import heads_of  # pylint: disable=g-import-not-at-top
   predict, step = _predictor(run, workdir, step)
   heads = heads_of(run.model)
   names = {h: names_lib.label_names(names_lib.class_names(run.data, h), c) for h, c in heads.items()}
-  items = video_files.find_inputs(args.inputs)
   views = int(run.data.num_test_clips) * int(run.data.num_spatial_crops)
   batch_size = max(views, int(args.batch_size or run.eval.batch_size))
   if windowed:

@@ -14,10 +14,11 @@ from vvt import fileio
 from vvt.cli import common
 
 
-def report(sweep_dir: str, with_summary: bool = True, out=print) -> int:
-  """Writes the results files, prints the grouped table; 1 (and a one-line message) if nothing finished."""
+def report(sweep_dir: str, with_summary: bool = True, out=print, selected=None) -> int:
+  """Writes the results files, prints the grouped table; 1 (and a one-line message) if nothing finished.
+  `selected`: the trials `vvt sweep --only` ran (the others not started are not counted as missing)."""
   from vvt.studies import results  # pylint: disable=g-import-not-at-top
-  table = results.collect(sweep_dir, with_summary=with_summary)
+  table = results.collect(sweep_dir, with_summary=with_summary, selected=selected)
   paths = results.write(table)
   out(results.markdown(table))
   out(f'[results] {paths["csv"]}, {paths["md"]}' + (f', {paths["png"]}' if paths['png'] else ''))

@@ -13,7 +13,7 @@ def _summary(argv):
   p = common.Parser('vvt summary', __doc__, config=True)
   args, spec, overrides = common.parse(p, argv)
   del args
-  config = common.run_config(spec, overrides, files=(), init=False)
+  config = common.run_config(spec, overrides, purpose='summary')
   from vvt.models import summary  # pylint: disable=g-import-not-at-top
   model = config.model if 'model' in config else config
   print(summary.format_summary(spec, summary.summarise(model)))

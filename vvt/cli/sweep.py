@@ -20,8 +20,12 @@ its error and the sweep goes on. At the end `vvt results WORKDIR` writes results
 --launch slurm  submit the unfinished trials as one SLURM job array (task i runs trial i; --parallel N: at most
               N at once; --slurm.partition/account/qos/time/nodes/gpus/cpus/mem/signal/job_name/setup/python/
               extra=...; --dry-run prints the script). See docs/clusters.md.
+--launch xpk  one XPK workload per unfinished trial on GKE (a TPU slice each: --xpk.cluster=C --xpk.tpu_type=v4-32
+              --xpk.docker_image=IMG; also num_slices/device_type/num_nodes/base_docker_image/project/zone/
+              workload_prefix/priority/max_restarts/setup/python/env/extra), or --xpk.mode=batch: one `xpk batch`
+              array script (cpus/gpus/mem/time); --dry-run prints the commands or the script.
 
-Many workers, one sweep (see README: several hosts, TPU VMs, job arrays):
+Many workers, one sweep (see docs/sweeps.md and docs/clusters.md: several hosts, TPU VMs, job arrays):
   vvt sweep --config experiments/synthetic_schemes.py --workdir gs://b/s    (on every host: one worker each)
   vvt sweep gs://b/s                         (a worker that joins: the config comes from DIR/sweep.json)
   vvt sweep DIR --trial 3                    (claim and run one trial, by name or index 0..N-1: an array task)
@@ -32,8 +36,14 @@ renews the claim's lease (--lease_s, default 180 s) every --renew_s (default lea
 a trial whose worker died (its lease expired) is taken over by another worker and resumed from its
 checkpoints; a finished trial is never trained again. Ctrl-C / SIGTERM: the running trials save a checkpoint
 and their claims are released.
+
+A multi-host slice is one worker: run `vvt sweep DIR --config.distributed.initialize=True` on every host (the
+`distributed.*` fields of `vvt train`, or none under `srun`): process 0 claims each trial, all processes train it
+together as one program (vvt.studies.slice). `--config.distributed.*` are this process's settings, not the
+sweep's: they are not recorded in DIR/sweep.json, and a worker that joins may give them.
 """
 import os
+import re
 import sys
 import time
 
@@ -43,6 +53,7 @@ from vvt.cli import sweep_status as status_cli
 from vvt.config import loader as config_lib
 from vvt.config.errors import ConfigError
 from vvt.studies import claims
+from vvt.studies import launch as launch_lib
 
 
 def _split(spec: str) -> tuple[str, str | None]:
@@ -94,6 +105,28 @@ def check_trial(spec, base_overrides, trial, files: bool):
                            **({} if files else {'files': (), 'init': False}))
   except ConfigError as e:
     raise ConfigError(f'trial {trial.name!r}: {common.one_line(e)}') from None
+
+
+def check_schedules(configs: dict) -> None:
+  """Every trial's learning-rate schedule over its steps on its training set (a warmup in epochs becomes steps only
+  then), before any trial starts: one ConfigError with a line per trial that would fail. A trial whose training
+  set cannot be read is left to fail (and be recorded) when it runs."""
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.train import optimizers, program  # pylint: disable=g-import-not-at-top
+  problems = []
+  for name, config in configs.items():
+    try:
+      videos = pipeline.num_videos(config.dataset, 'train')
+    except Exception:  # pylint: disable=broad-except  # unreadable data: the trial fails and is recorded, as before
+      continue
+    epoch = program.steps_per_epoch(videos, int(config.batch_size))
+    total = program.total_steps(int(config.num_train_steps), float(config.num_epochs), epoch)
+    try:
+      optimizers.make_schedule(config.schedule, total, epoch)
+    except ValueError as e:
+      problems.append(f'trial {name!r}: {e}')
+  if problems:
+    raise ConfigError(*problems)
 
 
 def _ensure_data(config) -> None:
@@ -169,9 +202,9 @@ def _arguments():
   p.add_argument('--only', metavar='REGEX', help='run only the trials whose name matches')
   p.add_argument('--parallel', type=int, default=None, metavar='N',
                  help='trials run at the same time (default 1; with --launch slurm: no limit)')
-  p.add_argument('--launch', choices=('local', 'print', 'slurm'), default='local',
+  p.add_argument('--launch', choices=('local', 'print', 'slurm', 'xpk'), default='local',
                  help='local: run the trials here; print: print one vvt train command per trial; '
-                      'slurm: submit them as a SLURM job array')
+                      'slurm: submit them as a SLURM job array; xpk: one XPK workload per trial on GKE')
   p.add_argument('--no_summary', action='store_true', help='results without params / GFLOPs')
   p.add_argument('--status', action='store_true', help='print the state of every trial in DIR, run nothing')
   p.add_argument('--trial', metavar='NAME_OR_INDEX',
@@ -234,7 +267,7 @@ def _launch_slurm(args, workdir, spec, overrides, all_trials, trials, opts) -> i
     raise common.UsageError(f'--launch slurm: the sweep directory {workdir} must be a folder the nodes share, '
                             'not a URL')
   sweep_dir = os.path.abspath(workdir)
-  todo = slurm.unfinished(all_trials, trials, sweep_dir)
+  todo = launch_lib.unfinished(all_trials, trials, sweep_dir)
   waiting = slurm.queued(sweep_dir)
   if any(all_trials[i].name in waiting for i in todo):
     held = [f'{all_trials[i].name} ({waiting[all_trials[i].name]})' for i in todo if all_trials[i].name in waiting]
@@ -257,27 +290,127 @@ def _launch_slurm(args, workdir, spec, overrides, all_trials, trials, opts) -> i
   job = slurm.submit(path)
   slurm.record_job(sweep_dir, job, todo, [all_trials[i].name for i in todo])
   at_once = f', {args.parallel} at a time' if args.parallel else ''
-  print(f'[sweep] submitted job {job}: array {slurm.array_spec(todo, args.parallel or 0)} '
+  print(f'[sweep] submitted job {job}: array {launch_lib.array_spec(todo, args.parallel or 0)} '
         f'({len(todo)} of {len(all_trials)} trials{at_once}; script {path}). Follow it with:')
   for line in slurm.follow_lines(workdir, job):
     print(line)
   return 0
 
 
+def _launchable(all_trials, trials, sweep_dir: str, dry_run: bool) -> tuple[list[int], list[str], int]:
+  """(the indices of the chosen trials to launch: not finished, not held by a live worker; the held ones, named;
+  the number of this launch of the sweep). A dry run that cannot read a sweep at a URL (no credentials, no network)
+  lists every chosen trial as a first launch, saying so."""
+  from vvt.studies import launch, xpk  # pylint: disable=g-import-not-at-top
+  try:
+    todo = launch.unfinished(all_trials, trials, sweep_dir)
+    held = {i: claims.read(fileio.join(sweep_dir, all_trials[i].name)) for i in todo}
+    number = xpk.launch_number(sweep_dir) if fileio.exists(sweep_dir) else 1
+  except Exception as e:  # pylint: disable=broad-except
+    if not (dry_run and fileio.is_url(sweep_dir)):
+      raise
+    print(f'[sweep] could not read {sweep_dir} ({type(e).__name__}: {common.one_line(e)[:200]}): listing every '
+          'chosen trial', file=sys.stderr)
+    return [i for i, t in enumerate(all_trials) if t in trials], [], 1
+  live = [i for i, h in held.items() if h and h['state'] in claims.LIVE]
+  return ([i for i in todo if i not in live], [f'{all_trials[i].name} ({claims.holder(held[i])})' for i in live],
+          number)
+
+
+def _launch_xpk(args, workdir, spec, overrides, dist, all_trials, trials, opts) -> int:
+  """The unfinished trials as XPK workloads (one per trial) or one `xpk batch` script: printed (--dry-run), or
+  written to SWEEP/xpk/ and run."""
+  from vvt.studies import runner, xpk  # pylint: disable=g-import-not-at-top
+  opts = xpk.check(opts)
+  sweep_dir = fileio.abspath(workdir)
+  todo, held, number = _launchable(all_trials, trials, sweep_dir, args.dry_run)
+  if held:
+    print(f'[sweep] {len(held)} unfinished trials are held by running workers, not launched again: '
+          f'{", ".join(held[:4])}{", ..." if len(held) > 4 else ""}')
+  if not todo:
+    print(f'[sweep] all {len(trials)} trials in {workdir} are finished or running: nothing to launch')
+    return 0
+  header = f'vvt sweep --launch xpk: {spec}, {len(todo)} of {len(all_trials)} trials -> {sweep_dir}'
+  if opts.mode == 'batch':
+    script_path = xpk.local_path(sweep_dir, xpk.SCRIPT)
+    header += f'\nsubmitted with: {xpk.shell_line(xpk.batch_argv(opts, script_path))}'
+    text = xpk.batch_script(opts, sweep_dir, todo, args.lease_s, throttle=args.parallel or 0, header=header,
+                            distributed=dist)
+    if args.dry_run:
+      print(text, end='')
+      return 0
+    runner.write_sweep_record(workdir, spec, overrides, all_trials)
+    xpk.local_copy(sweep_dir, xpk.SCRIPT, text)
+    out = xpk.run_xpk(xpk.batch_argv(opts, script_path), f'the script {script_path}')
+    job = (re.findall(r'Job name: (\S+)', out) or ['?'])[-1]
+    xpk.record(sweep_dir, {'mode': 'batch', 'job': job, 'tasks': {str(i): all_trials[i].name for i in todo}})
+    print(f'[sweep] submitted {job}: array {launch_lib.array_spec(todo, args.parallel or 0)} ({len(todo)} of '
+          f'{len(all_trials)} trials; script {script_path}). Follow it with:')
+    for line in xpk.follow_lines(opts, workdir)[-2:]:
+      print(line)
+    return 0
+  names = xpk.workload_names(opts, sweep_dir, todo, number)
+  commands = {i: xpk.workload_argv(opts, names[i], xpk.container_command(opts, sweep_dir, str(i), args.lease_s, dist))
+              for i in todo}
+  text = ''.join(f'# {line}\n' for line in header.splitlines())
+  text += f'# one workload per trial: workload {names[todo[0]]} runs trial {todo[0]} ({all_trials[todo[0]].name})\n'
+  text += ''.join(xpk.shell_line(commands[i]) + '\n' for i in todo)
+  if args.dry_run:
+    print(text, end='')
+    return 0
+  runner.write_sweep_record(workdir, spec, overrides, all_trials)
+  xpk.local_copy(sweep_dir, xpk.COMMANDS, text)
+  created = {}
+  try:
+    for i in todo:
+      xpk.run_xpk(commands[i], f'workload {names[i]} (trial {i}, {all_trials[i].name})')
+      created[names[i]] = all_trials[i].name
+      print(f'[sweep] created workload {names[i]}: trial {i} ({all_trials[i].name})', flush=True)
+  finally:
+    if created:
+      xpk.record(sweep_dir, {'mode': 'workload', 'workloads': created})
+  print(f'[sweep] {len(created)} workloads on cluster {opts.cluster} ({len(todo)} of {len(all_trials)} trials; '
+        f'commands in {fileio.join(sweep_dir, xpk.FOLDER, xpk.COMMANDS)}). Follow them with:')
+  for line in xpk.follow_lines(opts, workdir, list(created)):
+    print(line)
+  return 0
+
+
+def _print_commands(workdir, spec, overrides, dist, trials) -> int:
+  """--launch print: one `vvt train` per trial, with the `distributed.*` fields given (a multi-host slice needs
+  them on every host); without any, a note on stderr says which."""
+  from vvt.studies import runner  # pylint: disable=g-import-not-at-top
+  for t in trials:
+    argv = runner.train_argv(spec, overrides, t, fileio.join(workdir, t.name))
+    print(runner.shell_command([*argv[:-2], *(f'--config.{k}={v}' for k, v in dist), *argv[-2:]]))
+  if not dist:
+    print('[sweep] on a multi-host slice run each command on every host with --config.distributed.initialize=True '
+          '(jax finds the hosts on Cloud TPU, GKE and SLURM; elsewhere add --config.distributed.coordinator_address='
+          'HOST0:PORT, num_processes=N and process_id=I), or run `vvt sweep DIR --config.distributed.initialize=True` '
+          'on every host: the slice is then one sweep worker', file=sys.stderr)
+  return 0
+
+
 def _sweep(argv):
-  from vvt.studies import slurm  # pylint: disable=g-import-not-at-top
+  from vvt.studies import slice as slice_lib, slurm, xpk  # pylint: disable=g-import-not-at-top
   slurm_opts, argv = slurm.split_options(argv)
+  xpk_opts, argv = xpk.split_options(argv)
   args, spec, overrides = common.parse(_arguments(), argv)
   workdir = _workdir(args)
   if args.status:
     return status_cli.print_status(workdir)
+  dist, overrides = slice_lib.distributed_overrides(overrides)
   spec, overrides = _recorded(workdir, spec, overrides)
   if args.parallel is not None and args.parallel < 1:
     raise common.UsageError(f'--parallel must be >= 1, got {args.parallel}')
-  if slurm_opts != slurm.Options() and args.launch != 'slurm':
-    raise common.UsageError('--slurm.* options need --launch slurm')
-  if args.trial is not None and args.launch == 'slurm':
-    raise common.UsageError('--launch slurm submits the unfinished trials; --trial runs one (in an array task)')
+  for name, opts, default in (('slurm', slurm_opts, slurm.Options()), ('xpk', xpk_opts, xpk.Options())):
+    if opts != default and args.launch != name:
+      raise common.UsageError(f'--{name}.* options need --launch {name}')
+  if args.trial is not None and args.launch in ('slurm', 'xpk'):
+    raise common.UsageError(f'--launch {args.launch} launches the unfinished trials; --trial runs one (in a task)')
+  if dist and args.launch == 'slurm':
+    raise common.UsageError('--launch slurm sets up jax.distributed from SLURM\'s environment (--slurm.nodes): '
+                            'no --config.distributed.* with it')
   _check_lease(args)
   if args.trial is not None and (args.only or (args.parallel or 1) != 1):
     raise common.UsageError('--trial runs one trial: no --only or --parallel with it')
@@ -287,15 +420,16 @@ def _sweep(argv):
                                                                                                 args.only)
   running = not args.dry_run and args.launch in ('local', 'slurm')
   if running:
-    _ensure_data(check_trial(spec, overrides, trials[0], files=False))
-  configs = {t.name: check_trial(spec, overrides, t, files=running) for t in trials}
+    _ensure_data(check_trial(spec, [*overrides, *dist], trials[0], files=False))
+  configs = {t.name: check_trial(spec, [*overrides, *dist], t, files=running) for t in trials}
+  if running:
+    check_schedules(configs)
   if args.launch == 'slurm':
     return _launch_slurm(args, workdir, spec, overrides, all_trials, trials, slurm_opts)
+  if args.launch == 'xpk':
+    return _launch_xpk(args, workdir, spec, overrides, dist, all_trials, trials, xpk_opts)
   if args.launch == 'print' and not args.dry_run:
-    from vvt.studies import runner  # pylint: disable=g-import-not-at-top
-    for t in trials:
-      print(runner.shell_command(runner.train_argv(spec, overrides, t, fileio.join(workdir, t.name))))
-    return 0
+    return _print_commands(workdir, spec, overrides, dist, trials)
   if args.dry_run:
     return _dry_run(workdir, spec, trials, all_trials)
   return _run(args, workdir, spec, overrides, trials, all_trials, configs)
@@ -314,22 +448,42 @@ def _dry_run(workdir, spec, trials, all_trials) -> int:
 
 
 def _run(args, workdir, spec, overrides, trials, all_trials, configs) -> int:
-  from vvt.studies import runner  # pylint: disable=g-import-not-at-top
+  from vvt.studies import runner, slice as slice_lib  # pylint: disable=g-import-not-at-top
   say = lambda msg: print(msg, flush=True)  # pylint: disable=unnecessary-lambda-assignment
+  dist_cfg = configs[trials[0].name].distributed
+  group = None
+  if slice_lib.wanted(dist_cfg):
+    if (args.parallel or 1) > 1:
+      raise common.UsageError('a multi-process worker trains one trial at a time on all its processes: no --parallel')
+    group = slice_lib.join(dist_cfg, say)
+    if not group.leader:
+      try:
+        runner.follow(group, workdir, say)
+      except slice_lib.SliceLost as e:
+        slice_lib.abandon(f'{e}; {group.name()} stops')
+      group.close()
+      return 0
   claims.store_for(fileio.join(workdir, trials[0].name))  # before anything is written: gs:// needs the gcs extra
   runner.write_sweep_record(workdir, spec, overrides, all_trials)
   for t in trials:
     if _state(workdir, t) == 'finished':
       _warn_changed(workdir, t, configs[t.name], say)
   what = f'trial {trials[0].name}' if args.trial is not None else f'{len(trials)} trials'
-  say(f'[sweep] {what} of {spec} in {workdir} ({args.parallel or 1} at a time; a worker on '
+  who = f'{group.processes} processes, one trial' if group else f'{args.parallel or 1}'
+  say(f'[sweep] {what} of {spec} in {workdir} ({who} at a time; a worker on '
       f'{claims.Worker.here().host} pid {os.getpid()})')
-  status = runner.run(trials, spec, overrides, workdir, parallel=args.parallel or 1, say=say, lease_s=args.lease_s,
-                      renew_s=args.renew_s)
+  try:
+    status = runner.run(trials, spec, overrides, workdir, parallel=args.parallel or 1, say=say,
+                        lease_s=args.lease_s, renew_s=args.renew_s, group=group)
+  except slice_lib.SliceLost as e:
+    slice_lib.abandon(str(e))
+  if group:
+    group.close()
   failed = [n for n, s in status.items() if s == 'failed']
   if args.trial is None:
     from vvt.cli import results as results_cli  # pylint: disable=g-import-not-at-top
-    results_cli.report(workdir, with_summary=not args.no_summary)
+    results_cli.report(workdir, with_summary=not args.no_summary,
+                       selected={t.name for t in trials} if args.only else None)
   if failed:
     print(f'vvt sweep: {len(failed)} of {len(trials)} trials failed: {", ".join(failed)} '
           f'(errors in {fileio.join(workdir, "results.md" if args.trial is None else failed[0])})', file=sys.stderr)

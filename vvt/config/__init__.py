@@ -2,10 +2,10 @@
 
 Modules (none imports JAX, Flax or TensorFlow, so a command reports a bad config before loading them):
   schema      the run-level fields and defaults, the shared fields, `make_config`
-  errors      `ConfigError`: the one error of a bad run config, its message one line naming the field
+  errors      `ConfigError`: the error of a bad run config, one line per problem, each naming its field
   dataset     the `dataset` section's fields and defaults (its choices: vvt.data.choices)
   paths       dotted field paths ('optimizer.name'): the one spelling of a field everywhere
-  validation  every field checked before any work, one line naming the field
+  validation  every field a command reads checked before any work, every problem at once (one line each)
   loader      `--config FILE.py[:ARG] | config.json | run dir`, then `overrides` (`--config.a.b=VALUE`)
   runlocal    any config as a few-minute CPU run on the synthetic data
   labels      unset num_classes / class_names from the training data's manifest (checked against it in training)

@@ -2,7 +2,8 @@
 
 `schema.make_config(model, get_config())` puts it in a run config, and `configs/common.paper_config` sets a config
 file's dataset fields on it. Every field is documented in docs/data.md; the comment beside each field here is the
-short version. The choices of the choice fields are the pipeline's own (`vvt.data.choices`).
+short version. The choices of the choice fields are the pipeline's own (`vvt.data.choices`). `scaled_sizes`: the
+resize fields for another crop size, at the same ratios (`vvt convert` writes them for the converted frame size).
 """
 import ml_collections
 
@@ -27,6 +28,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.label_keys = flexible(('clip/label/index',))
   c.video_id_key = 'video_id'     # context bytes feature (optional in records)
   c.num_classes = flexible(0)     # int, or dict head->int; must be set (> 0)
+  c.multi_label = False           # several label values per record -> a multi-hot 'label' (C,) (task multilabel)
   # --- temporal sampling ------------------------------------------------------
   c.num_frames = 16               # frames per clip
   c.stride = 2                    # frame step within a clip ('stride' sampling)
@@ -58,3 +60,13 @@ def get_config() -> ml_collections.ConfigDict:
   c.on_error = 'raise'            # bad record: 'raise' (name file+record) | 'skip' (count)
   c.seed = 0                      # data seed (combined with the iterator's seed)
   return c
+
+
+# The fields in pixels that go with the crop size `image_size`: the shorter side a frame is resized to.
+SIZE_FIELDS = ('train_min_resize', 'train_max_resize', 'eval_resize')
+
+
+def scaled_sizes(d, image_size: int, new_size: int) -> dict:
+  """{field: value} of SIZE_FIELDS for crops of `new_size` instead of `image_size`, each keeping its ratio to the
+  crop (a 256-px shorter side for 224-px crops -> 73 for 64-px crops), and never smaller than the crop."""
+  return {f: max(int(new_size), round(d[f] * new_size / image_size)) for f in SIZE_FIELDS}

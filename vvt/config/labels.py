@@ -54,7 +54,7 @@ def _read_names(path: str):
 
 def data_class_names(cfg):
   """(tuple of class names, the file that names them) of the dataset section `cfg`, or (None, None)."""
-  if cfg is None or not registry.reads_files(cfg.get('name')):
+  if cfg is None or not registry.reads_files(getattr(cfg, 'name', None)):
     return None, None
   pats = _local_patterns(cfg)
   for pattern in pats:
@@ -86,13 +86,15 @@ def resolve(config, check: bool = False):
   if not nc:
     config.num_classes = nc = len(names)
   elif check and int(nc) != len(names):
+    both = ' --config.class_names=None' if config.get('class_names') else ''
     raise ConfigError(f'num_classes={nc} but the training data has {len(names)} classes {_shown(names)} '
-                      f'({where}): leave num_classes unset to take the data\'s, or point the config at other data')
+                      f'({where}): add --config.num_classes=0{both} to take the data\'s (0: unset), or point the '
+                      'config at other data')
   set_names = config.get('class_names')
   if not set_names:
     if int(nc) == len(names):
       config.class_names = names
   elif check and tuple(set_names) != names:
     raise ConfigError(f'class_names {_shown(set_names)} differ from the training data\'s {_shown(names)} '
-                      f'({where}): leave class_names unset to take the data\'s, or give the data\'s')
+                      f'({where}): add --config.class_names=None to take the data\'s, or give the data\'s')
   return config

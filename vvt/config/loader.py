@@ -166,49 +166,80 @@ def is_run_config(config) -> bool:
   return 'model' in config and 'dataset' in config
 
 
+# The dataset files each purpose reads (vvt.config.validation.PURPOSES); only training reads `init_from`.
+FILES = {'train': ('train_files', 'eval_files'), 'eval': ('eval_files',)}
+
+
 def load(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, validate: bool = True,
-         files: Sequence[str] = ('train_files', 'eval_files'), init: bool = True
-         ) -> ml_collections.ConfigDict:
-  """Loads SPEC, applies the overrides, then (for a run config) validates every field and checks
-  that the files it needs exist: the dataset `files` fields and, with `init`, the init checkpoint.
+         purpose: str = 'train', files: Sequence[str] | None = None, init: bool | None = None,
+         adapt=None, finish=None) -> ml_collections.ConfigDict:
+  """Loads SPEC, applies the overrides, then (for a run config) validates the fields `purpose` reads ('train',
+  'eval', 'predict', 'attention', 'summary': `vvt.config.validation.PURPOSES`) and checks that the files it needs
+  exist: the dataset `files` fields (default: the purpose's, `FILES`) and, with `init` (default: for training),
+  the init checkpoint. `adapt(config)`, where given, changes a run config before the overrides apply (`vvt train
+  --init`: the checkpoint's model and preprocessing, which the command line still overrides); `finish(config)`,
+  where given, changes a valid run config before it is resolved (`vvt train --init`: whether the checkpoint's
+  classifier is kept, once the data named the classes); it changes no field that the validation checked.
 
-  Raises ConfigError with one line naming the field or file.
+  Raises one ConfigError with every problem found (bad overrides, classes that disagree with the data, invalid
+  fields, missing files), one line each naming the field or file.
   """
-  return _load(spec, overrides, validate, files, init)[0]
+  return _load(spec, overrides, validate, purpose, files, init, adapt, finish)[0]
 
 
-def load_run(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *,
-             files: Sequence[str] = ('train_files', 'eval_files'), init: bool = True) -> run_spec.RunSpec:
-  """As `load`, for a command that runs the config: its RunSpec (`vvt.config.run_spec`: validated and resolved
-  once, the model's `vvt.models.resolve` included). ConfigError for a config that is not a run config."""
-  _, run = _load(spec, overrides, True, files, init)
+def load_run(spec: str | None, overrides: Sequence[tuple[str, str]] = (), *, purpose: str = 'train',
+             files: Sequence[str] | None = None, init: bool | None = None, adapt=None,
+             finish=None) -> run_spec.RunSpec:
+  """As `load`, for a command that runs the config: its RunSpec (`vvt.config.run_spec`: validated for `purpose`
+  and resolved once, the model's `vvt.models.resolve` included). ConfigError for a config that is not a run
+  config."""
+  _, run = _load(spec, overrides, True, purpose, files, init, adapt, finish)
   if run is None:
     raise ConfigError(f'--config {spec}: not a run config (it has no model and dataset sections)')
   return run
 
 
-def _load(spec, overrides, validate, files, init) -> tuple[ml_collections.ConfigDict, run_spec.RunSpec | None]:
+def _load(spec, overrides, validate, purpose, files, init, adapt, finish=None
+          ) -> tuple[ml_collections.ConfigDict, run_spec.RunSpec | None]:
   """(config, its RunSpec when it is a validated run config, else None): see `load`."""
   if not spec:
     raise ConfigError('missing --config FILE[:ARG] (or a run\'s config.json)')
+  files = FILES.get(purpose, ()) if files is None else tuple(files)
+  init = purpose == 'train' if init is None else init
   config = load_file(spec)
   local = config.get('runlocal') is True or overrides_lib.asks_runlocal(overrides)
   if config.get('runlocal') is True:
     runlocal.apply(config)
-  overrides_lib.apply_overrides(config, overrides)
+  if adapt is not None and is_run_config(config):
+    adapt(config)
+  problems = []
+  overrides_lib.apply_overrides(config, overrides, problems)
   if not is_run_config(config):
+    if problems:
+      raise ConfigError(*problems)
     return config, None
   # unset num_classes / class_names from the data's manifest; training refuses set ones that disagree
-  labels.resolve(config, check='train_files' in files)
-  if not config.get('num_classes') and files and _missing_data(config, files):
-    raise ConfigError(_missing_data(config, files)[0])  # no data: say that, not that it names no classes
-  run = run_spec.resolve(config) if validate else None  # validation: every field, one line naming it
-  if local and files and str(config.dataset.train_files).startswith(schema.SYNTHETIC_DIR):
+  try:
+    labels.resolve(config, check='train_files' in files)
+  except ConfigError as e:
+    problems.extend(e.problems)
+  # no data: say that, not that it names no classes
+  no_classes = not config.get('num_classes') and bool(files) and bool(_missing_data(config, files))
+  model = None
+  if validate:  # validation: every field the purpose reads, one line each; the model resolved once
+    lines, model = validation.check(config, purpose=purpose, unset_classes_ok=no_classes)
+    problems += lines
+  synthetic_run = local and files and str(config.dataset.train_files).startswith(schema.SYNTHETIC_DIR)
+  if synthetic_run and not problems:
     ensure_synthetic(schema.SYNTHETIC_DIR)
-  problems = (validation.missing_files(config) if init else []) + (
-      _missing_data(config, files) if files else [])
+  problems += validation.missing_files(config) if init else []
+  if files and not (synthetic_run and problems):  # the synthetic data is written once the config is valid
+    problems += _missing_data(config, files)
   if problems:
-    raise ConfigError(problems[0])
+    raise ConfigError(*problems)
+  if finish is not None:
+    finish(config)
+  run = run_spec.resolve(config, purpose=purpose, model=model) if validate else None
   return config, run
 
 

@@ -17,11 +17,14 @@ from vvt.config import paths
 from vvt.config import runlocal
 from vvt.config import schema
 from vvt.config.errors import ConfigError
+from vvt.convert import init_options
 
 _NONE = ('none', 'null')
 _TRUE, _FALSE = ('true', 'yes', 'on'), ('false', 'no', 'off')
 # Sections that are None by default and whose fields can be set one by one (created from their defaults).
 _SECTION_DEFAULTS = {'init_from': schema.init_from_config}
+# Other spellings of their fields, set as the field they name.
+_SECTION_ALIASES = {'init_from': init_options.ALIASES}
 
 
 def split_argv(argv: Sequence[str]) -> tuple[str | None, list[tuple[str, str]], list[str]]:
@@ -157,6 +160,9 @@ def set_field(config: ml_collections.ConfigDict, path: str, raw: str) -> None:
   node, prefix = _section(config, path)
   leaf = path.split('.')[-1]
   defaults = _section_defaults(prefix.rstrip('.'))
+  alias = _SECTION_ALIASES.get(prefix.rstrip('.'), {}).get(leaf)
+  if alias is not None and leaf not in node:  # `init_from.path` sets `init_from.checkpoint`
+    leaf = alias
   if leaf not in node and defaults is not None and leaf in defaults:  # a field the file left at its default
     node[leaf] = defaults[leaf]
   if leaf not in node:
@@ -179,12 +185,24 @@ def asks_runlocal(overrides: Sequence[tuple[str, str]]) -> bool:
   return any(path == 'runlocal' and parse_value(raw) is True for path, raw in overrides)
 
 
-def apply_overrides(config, overrides: Sequence[tuple[str, str]]) -> ml_collections.ConfigDict:
-  """Applies (path, raw value) pairs in order; `runlocal=True` among them is applied first."""
+def apply_overrides(config, overrides: Sequence[tuple[str, str]], problems: list | None = None
+                    ) -> ml_collections.ConfigDict:
+  """Applies (path, raw value) pairs in order; `runlocal=True` among them is applied first.
+
+  Every override is tried: those that fail are skipped, and their one-line problems raised together as one
+  ConfigError at the end, or added to `problems` where given (the loader reports them with the config's own)."""
   overrides = list(overrides)
   if asks_runlocal(overrides):
     overrides = [(p, r) for p, r in overrides if p != 'runlocal']
     runlocal.apply(config)
+  found = []
   for path, raw in overrides:
-    set_field(config, path, raw)
+    try:
+      set_field(config, path, raw)
+    except ConfigError as e:
+      found.extend(e.problems)
+  if problems is not None:
+    problems.extend(found)
+  elif found:
+    raise ConfigError(*found)
   return config

@@ -27,7 +27,7 @@ SAFE_ON_RESUME = ('eval.batch_size', 'eval.every_steps', 'eval.split', 'eval.ave
                   'dataset.num_test_clips', 'dataset.num_spatial_crops', 'dataset.eval_resize',
                   'mesh', 'distributed.initialize', 'distributed.coordinator_address',
                   'distributed.num_processes', 'distributed.process_id',
-                  'distributed.heartbeat_timeout_seconds', 'init_from',
+                  'distributed.heartbeat_timeout_seconds', 'init_from', 'profile',
                   'class_names',
                   # how the same function is computed: the checkpoint converts between layer layouts
                   'model.scan_layers', 'model.remat', 'model.attention_impl')

@@ -7,6 +7,7 @@
                                      the class names)
   run.optimizer    OptimizerSpec     run.schedule  ScheduleSpec     run.loss  LossSpec
   run.eval         EvalSpec          run.checkpoint  CheckpointSpec
+  run.task         TaskSpec          run.profile  ProfileSpec
   run.mesh         MeshSpec          (vvt.config.sharding: axes, rules, logical rules, fsdp_min_size, num_devices)
   run.distributed  DistributedSpec   run.init_from  InitSpec or None (vvt.convert.init_options)
   run.seed, batch_size, num_epochs, num_train_steps, log_every_steps, num_frames, image_size, class_names
@@ -37,6 +38,8 @@ import ml_collections
 from vvt.config import run_file
 from vvt.config import sharding
 from vvt.config import validation
+from vvt.config.errors import ConfigError
+from vvt.config.errors import problems_of
 from vvt.convert import init_options
 from vvt.data.spec import DataSpec
 from vvt.models import spec as model_spec
@@ -129,6 +132,23 @@ class DistributedSpec(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class TaskSpec(_Section):
+  """`config.task`: what the run learns and how it is judged (vvt.tasks.registry.task_of reads the RunSpec)."""
+  name: str                  # a name of vvt.tasks.registry.TASKS
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileSpec(_Section):
+  """`config.profile`: the optimiser steps traced (vvt.train.profile)."""
+  steps: Optional[tuple]     # None: a few early steps; (): none; (A, B): steps A..B
+
+  @classmethod
+  def of(cls, section, **given):
+    steps = section.steps
+    return super().of(section, **{'steps': None if steps is None else tuple(int(s) for s in steps), **given})
+
+
+@dataclasses.dataclass(frozen=True)
 class RunSpec:
   """A run config, resolved (see the module doc)."""
   model: model_spec.ModelSpec
@@ -138,6 +158,8 @@ class RunSpec:
   loss: LossSpec
   eval: EvalSpec
   checkpoint: CheckpointSpec
+  task: TaskSpec
+  profile: ProfileSpec
   mesh: sharding.MeshSpec
   distributed: DistributedSpec
   init_from: Optional[init_options.InitSpec]
@@ -157,10 +179,13 @@ class RunSpec:
     return json.loads(self.config)
 
 
-def resolve(config: ml_collections.ConfigDict) -> RunSpec:
-  """The RunSpec of run config `config`: validated (ConfigError, one line naming the field), then every field
-  read once. The model is resolved here, once (`vvt.models.resolve`, the model's check)."""
-  model = validation.validate(config)
+def resolve(config: ml_collections.ConfigDict, purpose: Optional[str] = None, *, model=None) -> RunSpec:
+  """The RunSpec of run config `config`: validated for `purpose` (`vvt.config.validation`: one ConfigError with
+  every problem, one line each naming the field), then every field read once. The model is resolved there, once
+  (`vvt.models.resolve`, the model's check); `model`: a caller that validated the config already gives the
+  resolved model it got (`validation.check`), and the config is not validated again."""
+  if model is None:
+    model = validation.validate(config, purpose=purpose)
   return RunSpec(
       model=model_spec.spec_of(model),
       data=DataSpec.of(config.dataset, class_names=config.class_names),
@@ -169,6 +194,8 @@ def resolve(config: ml_collections.ConfigDict) -> RunSpec:
       loss=LossSpec.of(config.loss),
       eval=EvalSpec.of(config.eval),
       checkpoint=CheckpointSpec.of(config.checkpoint),
+      task=TaskSpec.of(config.task),
+      profile=ProfileSpec.of(config.profile),
       mesh=sharding.mesh_spec(config.mesh),
       distributed=DistributedSpec.of(config.distributed),
       init_from=None if config.init_from is None else init_options.validate(config.init_from),
@@ -181,8 +208,12 @@ def resolve(config: ml_collections.ConfigDict) -> RunSpec:
 
 def check_devices(run: RunSpec, num_devices: int, num_processes: int = 1) -> None:
   """What `resolve` could not check before the devices were known: the mesh's axes over `num_devices` and the
-  batches over the batch shards and `num_processes` processes. ConfigError naming the field."""
-  axes = sharding.resolve_axes(run.mesh.axes, num_devices)
+  batches over the batch shards and `num_processes` processes. One ConfigError with every problem, one line each
+  naming the field."""
+  try:
+    axes = sharding.resolve_axes(run.mesh.axes, num_devices)
+  except ValueError as e:
+    raise ConfigError(*problems_of(e)) from None
   validation.check_batch_split(run.batch_size, run.optimizer.accumulation_steps, run.eval.batch_size,
                                int(run.data.repeated_augmentation),
                                validation.batch_shards(axes, run.mesh.logical_rules), num_processes)

@@ -8,7 +8,9 @@ from vvt.config import schema
 def apply(config, data_dir: str = schema.SYNTHETIC_DIR):
   """Shrinks any run config to a few-minute CPU run on the synthetic motion data (big_vision's
   `runlocal`): same family, scheme, classifier and head layout; a 2-layer width-64 model on
-  8 frames of 32^2; 200 steps of batch 8; no init checkpoint. Returns `config`, changed."""
+  8 frames of 32^2; 200 steps of batch 8; no init checkpoint. The classes are left unset: the config loader takes
+  the data's (`vvt.config.labels`), so `--config.dataset.train_files=...` points it at other data as it is.
+  Returns `config`, changed."""
   config.num_frames, config.image_size = 8, 32
   _synthetic_labels(config)
   _tiny_model(config.model)
@@ -28,17 +30,16 @@ def apply(config, data_dir: str = schema.SYNTHETIC_DIR):
 
 
 def _synthetic_labels(config):
-  """The synthetic data's classes; multi-head data: every head reads the one label."""
-  n = schema.SYNTHETIC['num_classes']
+  """The classes are left to the data (`vvt.config.labels`: the synthetic data's, or those of the data the later
+  overrides point at); multi-head data: every head reads the synthetic data's one label."""
+  config.class_names = None
   if hasattr(config.num_classes, 'items'):
     heads = list(paths.plain(config.num_classes))
-    config.num_classes = {h: n for h in heads}
+    config.num_classes = {h: schema.SYNTHETIC['num_classes'] for h in heads}
     config.dataset.label_keys = {h: 'clip/label/index' for h in heads}
-    config.class_names = None
   else:
-    config.num_classes = n
+    config.num_classes = 0  # unset: the data's
     config.dataset.label_keys = ('clip/label/index',)
-    config.class_names = schema.SYNTHETIC_CLASS_NAMES
 
 
 def _tiny_model(m):

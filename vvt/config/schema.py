@@ -17,6 +17,8 @@ A run config is an `ml_collections.ConfigDict`:
                of L (1..L) at lr x decay^(L + 1 - l), embeddings at decay^(L + 1), head 1 (vvt.train.layer_decay)
   schedule     name cosine|step|constant, base_lr, end_lr, warmup_epochs,
                warmup_steps (>=0 overrides epochs), decay_epochs, decay_factor
+  task         name: what the run learns and how it is judged (vvt.tasks.registry.TASKS; default
+               'classification', which a config.json written before tasks existed also gets)
   loss         label_smoothing, mixup_alpha, cutmix_alpha, mix_switch_prob
   eval         batch_size (global, views), average logits|softmax, every_steps
                (0 = only at the end), split, raw_params (True: evaluate the raw params even where a
@@ -30,6 +32,8 @@ A run config is an `ml_collections.ConfigDict`:
                vvt.config.sharding, vvt.train.mesh and vvt.train.sharding
   distributed  initialize, coordinator_address, num_processes, process_id, heartbeat_timeout_seconds
                (a process that sends no heartbeat this long is lost: the others exit, naming it)
+  profile      steps: the optimiser steps whose `jax.profiler` trace process 0 writes to WORKDIR/tensorboard/
+               plugins/profile/ (None = a few early steps, () = none, (A, B) = steps A..B: vvt.train.profile)
   init_from    None or a section (`init_from_config`; fields: vvt.convert.init_options)
   runlocal     True: shrink any config to a few-minute CPU run on the synthetic data (vvt.config.runlocal)
 """
@@ -40,6 +44,7 @@ from vvt.config import sharding
 from vvt.config.paths import plain
 from vvt.convert import init_options
 from vvt.data.writing import synthetic
+from vvt.tasks import registry as tasks_registry
 
 SHARED_FIELDS = ('num_frames', 'image_size', 'num_classes')
 SECTIONS_WITH_SHARED_FIELDS = ('model', 'dataset')
@@ -82,6 +87,7 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.schedule = ml_collections.ConfigDict(dict(
       name='cosine', base_lr=0.1, end_lr=0.0, warmup_epochs=0.0, warmup_steps=-1,
       decay_epochs=(), decay_factor=0.1))
+  c.task = ml_collections.ConfigDict(dict(name=tasks_registry.DEFAULT))
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
   c.eval = ml_collections.ConfigDict(dict(
@@ -99,6 +105,8 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.distributed = ml_collections.ConfigDict(dict(
       initialize=False, coordinator_address='', num_processes=-1, process_id=-1,
       heartbeat_timeout_seconds=100))      # a process silent this long is lost: every other one exits
+  c.profile = ml_collections.ConfigDict(dict(
+      steps=flexible(None)))   # None: a few early steps traced on process 0; (): none; (A, B): steps A..B
   c.init_from = None
   c.runlocal = False
   return c

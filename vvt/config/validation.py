@@ -1,10 +1,29 @@
 """Validation of a run config before any work: names, types, ranges, choices, consistency, files.
 
-`validate(config)` raises `ConfigError`, one line naming the field, for unknown fields (with the
-closest valid name), values of the wrong type, numbers out of range (`RANGES`), values not among the
-choices (`CHOICES`), an impossible batch split, inconsistent shared fields, a bad model (`vvt.models.resolve`)
-or `init_from` section. It imports neither JAX nor TensorFlow, so a command reports a bad config at once.
+`validate(config, purpose=...)` raises one `ConfigError` carrying every problem it finds (`problems`, one line
+each naming the field, in a stable order: names, types, choices, ranges, then the checks across fields, the model
+(`vvt.models.resolve`) and the `init_from` section), so a command reports them all in one run. It imports neither
+JAX nor TensorFlow, so a command reports a bad config at once.
+
+Each command checks only the fields it reads. Every field of a run config belongs to one group (`GROUPS`: the
+longest prefix that names it), and each purpose (`PURPOSES`: train, eval, predict, attention, summary) names the
+groups it uses, so `vvt eval` and `vvt predict` never refuse a training-only field (the crop range, the
+optimiser, the schedule, the loss, the training files, the checkpoint cadence). A check across fields declares the
+groups of the fields it reads and runs only where the purpose uses them all. Unknown field names are refused
+whatever the purpose (a misspelt field is wrong everywhere).
+
+A problem that makes the checks after it meaningless stops them and says so: an empty `model` or `dataset` section
+(nothing else is checked), a section that is not one (its fields' checks are skipped), a field of the wrong type or
+out of range (the checks that read it are skipped). A command whose config is validated again later gives its
+purpose by `for_command(purpose)`.
+
+`validate` returns the resolved model config (`vvt.models.resolve`, the model's check), from which
+`vvt.config.run_spec.resolve` builds the run's ModelSpec, so the model is resolved once. Once the devices are
+known, `vvt.config.run_spec.check_devices` checks the resolved run's mesh and batches (`check_batch_split`),
+reporting every problem at once as well.
 """
+import contextlib
+import contextvars
 import os
 
 import ml_collections
@@ -15,10 +34,12 @@ from vvt.config import paths
 from vvt.config import schema
 from vvt.config import sharding
 from vvt.config.errors import ConfigError
+from vvt.config.errors import problems_of
 from vvt.convert import init_options
 from vvt.data import choices as dataset_choices
 from vvt.models import axes as logical_axes
 from vvt.models import config as model_config
+from vvt.tasks import registry as tasks_registry
 
 # Numeric ranges: path -> (lowest, highest, lowest excluded, highest excluded); None = unbounded.
 _POSITIVE = (0, None, True, False)
@@ -53,9 +74,11 @@ CHOICES = {
     'optimizer.name': schema.OPTIMIZERS,
     'schedule.name': schema.SCHEDULES,
     'eval.average': schema.EVAL_AVERAGES,
+    'task.name': tuple(tasks_registry.TASKS),
     **{f'dataset.{field}': choices for field, choices in dataset_choices.CHOICES.items()},
     **{f'dataset.{field}': choices for field, choices in dataset_choices.OPTIONAL_CHOICES.items()},
 }
+MULTI_LABEL_TASKS = ('multilabel',)  # the tasks that read multi-hot labels (dataset.multi_label)
 # -1 means "all" / "from the epochs" / "unset" for these.
 _MINUS_ONE_OK = ('num_train_steps', 'schedule.warmup_steps', 'mesh.num_devices',
                  'distributed.num_processes', 'distributed.process_id')
@@ -65,6 +88,108 @@ _NONE_OK = ('optimizer.ema_decay',)
 _OWN_CHECKS = ('model', 'num_classes', 'class_names')
 
 
+
+# ----------------------------------------------------------------------------- field groups, purposes
+
+# The fields of each group: dotted paths; a section stands for all its fields (a field's group is its longest
+# prefix's).
+GROUPS = {
+    'model': ('model', 'num_frames', 'image_size', 'task'),
+    'classes': ('num_classes', 'class_names', 'dataset.num_classes', 'dataset.multi_label'),
+    # how a video becomes the model's evaluation views (eval, predict, attention)
+    'views': ('dataset.num_frames', 'dataset.image_size', 'dataset.stride', 'dataset.sampling',
+              'dataset.short_video_policy', 'dataset.fps', 'dataset.num_test_clips', 'dataset.eval_resize',
+              'dataset.num_spatial_crops', 'dataset.normalization'),
+    # reading the evaluation records
+    'eval_data': ('dataset.name', 'dataset.data_dir', 'dataset.eval_files', 'dataset.tfds_name',
+                  'dataset.tfds_video_key', 'dataset.tfds_label_keys', 'dataset.frames_key', 'dataset.label_keys',
+                  'dataset.video_id_key', 'dataset.cycle_length', 'dataset.prefetch', 'dataset.on_error'),
+    # the training data and its augmentation
+    'train_data': ('dataset.train_files', 'dataset.tfds_train_split', 'dataset.train_min_resize',
+                   'dataset.train_max_resize', 'dataset.horizontal_flip', 'dataset.label_aware_flip',
+                   'dataset.color_jitter', 'dataset.color_jitter_prob', 'dataset.randaugment', 'dataset.autoaugment',
+                   'dataset.random_erasing', 'dataset.repeated_augmentation', 'dataset.shuffle_buffer',
+                   'dataset.cache', 'dataset.seed'),
+    'evaluation': ('eval',),  # batch_size, average, split, raw_params
+    'training': ('seed', 'batch_size', 'num_epochs', 'num_train_steps', 'optimizer', 'schedule', 'loss',
+                 'checkpoint', 'log_every_steps', 'eval.every_steps', 'init_from', 'runlocal', 'profile'),
+    'devices': ('mesh', 'distributed'),
+}
+# The groups each command reads.
+PURPOSES = {
+    'train': tuple(GROUPS),                                                        # vvt train, sweep, memory, demo
+    'eval': ('model', 'classes', 'views', 'eval_data', 'evaluation', 'devices'),   # vvt eval
+    'predict': ('model', 'classes', 'views', 'evaluation'),                        # vvt predict (one device)
+    'attention': ('model', 'classes', 'views'),                                    # vvt attention
+    'summary': ('model', 'classes'),                                               # vvt summary, export --import
+}
+_GROUP_OF = {prefix: group for group, prefixes in GROUPS.items() for prefix in prefixes}
+_PURPOSE = contextvars.ContextVar('vvt_config_purpose', default='train')
+
+
+def group_of(path: str) -> str | None:
+  """The group of the field `path` ('optimizer.name' -> 'training'): its longest prefix's in GROUPS."""
+  parts = path.split('.')
+  for n in range(len(parts), 0, -1):
+    group = _GROUP_OF.get('.'.join(parts[:n]))
+    if group is not None:
+      return group
+  return None
+
+
+def groups_of(purpose: str | None = None) -> frozenset:
+  """The groups `purpose` checks (None: the command's, `for_command`, else 'train')."""
+  purpose = purpose or _PURPOSE.get()
+  if purpose not in PURPOSES:
+    raise ValueError(f'unknown validation purpose {purpose!r}; one of {", ".join(PURPOSES)}')
+  return frozenset(PURPOSES[purpose])
+
+
+@contextlib.contextmanager
+def for_command(purpose: str):
+  """Within it, `validate` without a purpose checks the fields of `purpose` (e.g. `vvt eval`'s config, which the
+  evaluation validates again against the mesh's devices)."""
+  groups_of(purpose)
+  token = _PURPOSE.set(purpose)
+  try:
+    yield
+  finally:
+    _PURPOSE.reset(token)
+
+
+class _Problems:
+  """The problems found so far (one line each, in order) and the fields they make unusable for later checks."""
+
+  def __init__(self, groups: frozenset):
+    self.groups, self.lines, self.bad = groups, [], set()
+    self.model = None  # the resolved model config, once `_check_model` resolved it
+
+  def add(self, line: str, *fields: str) -> None:
+    self.lines.append(line)
+    self.bad.update(fields)
+
+  def uses(self, path: str) -> bool:
+    """Whether the command reads the field `path`."""
+    return group_of(path) in self.groups
+
+  def good(self, *fields: str) -> bool:
+    """Whether no problem so far made one of `fields` (or a section above it) unusable."""
+    return not any(f == b or f.startswith(b + '.') for f in fields for b in self.bad)
+
+  def runs(self, groups, *fields: str) -> bool:
+    """Whether a check reading `fields` of `groups` runs: the command reads the groups and the fields are good."""
+    return set(groups) <= self.groups and self.good(*fields)
+
+  def collect(self, check, *args, fields=()):
+    """`check(*args)`, or None after adding the lines of the ValueError it raised (marking `fields` bad)."""
+    try:
+      return check(*args)
+    except ValueError as e:
+      for line in problems_of(e):
+        self.add(line, *fields)
+      return None
+
+
 def schema_config() -> ml_collections.ConfigDict:
   """The full default tree used to check names and types: the run-level defaults and the dataset's."""
   c = schema.get_base_config()
@@ -72,68 +197,123 @@ def schema_config() -> ml_collections.ConfigDict:
   return c
 
 
-def validate(config, num_devices: int | None = None, num_processes: int = 1):
-  """Raises ConfigError naming the field for anything wrong in a run config, before any work; returns the
-  resolved model config (`vvt.models.resolve`, the model's check), which `vvt.config.run_spec.resolve` builds
-  the run's ModelSpec from.
+def validate(config, num_devices: int | None = None, num_processes: int = 1, purpose: str | None = None,
+             *, unset_classes_ok: bool = False):
+  """Raises one ConfigError with every problem of a run config (`problems`, one line each naming the field);
+  returns the resolved model config (None where `unset_classes_ok` left num_classes unset).
 
-  Checks unknown fields (with the closest valid name), types, choices and ranges of every run-level
-  and dataset field, the shared fields, the model, the `init_from` section, and cross-field consistency (the
-  mesh's axes over the devices, batch splits over the data axes, processes and accumulation steps).
-  `num_devices=None` (not known yet, e.g. when a command loads its config): the mesh and the batch are checked
-  against the axes' fixed sizes only (`run_spec.check_devices` checks a resolved run on its devices).
+  purpose: 'train' | 'eval' | 'predict' | 'attention' | 'summary' (None: the command's, `for_command`, else
+  'train'): only the fields of its groups are checked (`PURPOSES`). Checks unknown fields (with the closest valid
+  name), types, choices and ranges, the shared fields, the model (`vvt.models.resolve`), the `init_from` section,
+  and cross-field consistency (the mesh's axes over the devices, batch splits over the data axes, processes and
+  accumulation steps). `num_devices=None` (not known yet, e.g. when a command loads its config): the mesh and the
+  batch are checked against the axes' fixed sizes only. `unset_classes_ok`: an unset num_classes is left to the
+  caller (the loader then reports the missing data that would name the classes).
   """
+  p = _collect(config, num_devices, num_processes, purpose, unset_classes_ok)
+  if p.lines:
+    raise ConfigError(*p.lines)
+  return p.model
+
+
+def problems(config, num_devices: int | None = None, num_processes: int = 1, purpose: str | None = None,
+             *, unset_classes_ok: bool = False) -> list[str]:
+  """Every problem `validate` raises, one line each, in a stable order (empty: valid for `purpose`)."""
+  return _collect(config, num_devices, num_processes, purpose, unset_classes_ok).lines
+
+
+def check(config, num_devices: int | None = None, num_processes: int = 1, purpose: str | None = None,
+          *, unset_classes_ok: bool = False) -> tuple[list[str], object]:
+  """(`problems`, the resolved model config or None): for a caller that gathers problems of its own before it
+  raises them all (`vvt.config.loader`), and then resolves the run with this model (`run_spec.resolve`)."""
+  p = _collect(config, num_devices, num_processes, purpose, unset_classes_ok)
+  return p.lines, p.model
+
+
+def _collect(config, num_devices, num_processes, purpose, unset_classes_ok) -> _Problems:
+  p = _Problems(groups_of(purpose))
   reference = schema_config()
-  _check_names(config, reference)
-  _check_sections(config)
-  _check_complete(config, reference)
-  _check_types(config, reference)
-  _check_values(config)
-  _check_shared(config)
-  _check_data(config.dataset, config.image_size)
-  _check_batch(config, _check_mesh(config.mesh, num_devices), num_processes)
-  _check_schedule(config)
-  model = _validate_model(config.model)
-  if config.init_from is not None:
-    _validate_init_from(config.init_from)
-  return model
+  _check_names(p, config, reference)
+  if _empty_sections(p, config):
+    return p
+  _check_complete(p, config, reference)
+  _check_types(p, config, reference)
+  _check_values(p, config)
+  _check_shared(p, config, unset_classes_ok)
+  _check_data(p, config)
+  shards = _check_mesh(p, config.mesh, num_devices)
+  _check_batch(p, config, shards, num_processes)
+  _check_schedule(p, config)
+  _check_profile(p, config)
+  _check_task(p, config)
+  _check_model(p, config)
+  _check_init_from(p, config)
+  return p
+
+
+def _check_task(p: _Problems, config):
+  """The task and its data agree: multi-hot labels (`dataset.multi_label`, DMVR records) for a multi-label task,
+  for it only."""
+  if not p.runs(('model', 'classes'), 'task', 'dataset.multi_label'):
+    return
+  name, data = config.task.name, config.dataset
+  multi = bool(data.get('multi_label', False))
+  if name == 'multilabel' and not multi:
+    p.add("task.name='multilabel' reads several labels per video: set dataset.multi_label=True")
+  if multi and name not in MULTI_LABEL_TASKS:
+    p.add(f"dataset.multi_label=True gives multi-hot labels, which task.name={name!r} does not read "
+          f"(use one of {', '.join(MULTI_LABEL_TASKS)})")
+  if multi and p.good('dataset.name') and data.name != 'dmvr':
+    p.add(f"dataset.multi_label: only dataset.name='dmvr' records carry several labels, not {data.name!r}")
+  if multi and p.uses('dataset.label_aware_flip') and data.get('label_aware_flip', False):
+    p.add('dataset.label_aware_flip mirrors one label per clip: switch it off with dataset.multi_label')
 
 
 # ----------------------------------------------------------------------------- names and types
 
 
-def _check_names(config, reference, prefix=''):
+def _check_names(p: _Problems, config, reference, prefix=''):
   """Every field of `config` is one of `reference` (the model's own fields are checked by the model)."""
   for key in config.keys():
     path = f'{prefix}{key}'
     if key not in reference:
+      section = isinstance(config[key], ml_collections.ConfigDict)
       hint = paths.hint(key, reference.keys(), prefix) or (
           f'; known fields of {prefix.rstrip(".") or "the config"}: {", ".join(sorted(reference.keys()))}')
-      raise ConfigError(f'unknown config field {path!r}{hint}')
+      p.add(f'unknown config {"section" if section else "field"} {path!r}{hint}'
+            + ('; its fields are not checked' if section else ''))
+      continue
     ref = reference[key]
     if isinstance(ref, ml_collections.ConfigDict) and ref.keys() and key != 'model':
       if not isinstance(config[key], ml_collections.ConfigDict):
-        raise ConfigError(f'config field {path!r} must be a section, got {config[key]!r}')
-      _check_names(config[key], ref, path + '.')
+        p.add(f'config field {path!r} must be a section, got {config[key]!r} (the checks of its fields are skipped)',
+              path)
+        continue
+      _check_names(p, config[key], ref, path + '.')
 
 
-def _check_complete(config, reference, prefix=''):
+def _check_complete(p: _Problems, config, reference, prefix=''):
   """Every field of the schema is in `config`: the specs read each field as it is, never a default of their own
   (a config file builds on `schema.make_config`; `run_file` gives an older config.json the fields added since)."""
   for key in reference.keys():
     path = f'{prefix}{key}'
     if key not in config:
-      raise ConfigError(f'config field {path!r} is missing: build the config on vvt.config.schema.make_config, '
-                        'which sets every field')
+      p.add(f'config field {path!r} is missing: build the config on vvt.config.schema.make_config, '
+            'which sets every field', path)
+      continue
     ref = reference[key]
     if isinstance(ref, ml_collections.ConfigDict) and ref.keys() and isinstance(config[key], ml_collections.ConfigDict):
-      _check_complete(config[key], ref, path + '.')
+      _check_complete(p, config[key], ref, path + '.')
 
 
-def _check_sections(config):
+def _empty_sections(p: _Problems, config) -> bool:
+  """An empty model or dataset section: said, and nothing else is checked (every other check reads them)."""
+  empty = False
   for section, source in (('model', 'vvt.models.get_config'), ('dataset', 'vvt.config.dataset.get_config')):
     if not isinstance(config.get(section), ml_collections.ConfigDict) or not config[section]:
-      raise ConfigError(f'config.{section} is empty: set it from {source}')
+      p.add(f'config.{section} is empty: set it from {source} (the other checks need it)')
+      empty = True
+  return empty
 
 
 def _is_int(v):
@@ -160,48 +340,53 @@ def _type_name(ref) -> str:
           else 'True or False' if isinstance(ref, bool) else 'a string' if isinstance(ref, str) else 'a tuple')
 
 
-def _check_types(config, reference, prefix=''):
-  """Each value has its default's type (ints where ints are expected, floats accept ints, ...)."""
+def _check_types(p: _Problems, config, reference, prefix=''):
+  """Each value the command reads has its default's type (ints where ints are expected, floats accept ints, ...)."""
   for key in reference.keys():
     if key not in config or key in _OWN_CHECKS or reference.get_type(key) is object:  # object: a flexible field
       continue
     ref, value, path = reference[key], config[key], f'{prefix}{key}'
     if isinstance(ref, ml_collections.ConfigDict):
       if isinstance(value, ml_collections.ConfigDict):
-        _check_types(value, ref, path + '.')
-    elif ref is not None and not _type_ok(ref, value) and not (value is None and path in _NONE_OK):
-      raise ConfigError(f'config field {path!r} must be {_type_name(ref)}, got {value!r}')
+        _check_types(p, value, ref, path + '.')
+    elif p.uses(path) and ref is not None and not _type_ok(ref, value) and not (value is None and path in _NONE_OK):
+      p.add(f'config field {path!r} must be {_type_name(ref)}, got {value!r}', path)
 
 
 # ----------------------------------------------------------------------------- values
 
 
-def _check_values(config):
-  """Choices and ranges of the fields in CHOICES, RANGES and _MINUS_ONE_OK."""
+def _check_values(p: _Problems, config):
+  """Choices and ranges of the fields in CHOICES, RANGES and _MINUS_ONE_OK that the command reads."""
+  def read(path):
+    return p.uses(path) and p.good(path)
   for path, choices in CHOICES.items():
-    value = paths.get(config, path)
+    value = paths.get(config, path) if read(path) else None
     if value is not None and value not in choices:
       hint = paths.hint(str(value), map(str, choices))
-      raise ConfigError(f'{path} must be one of {", ".join(map(repr, choices))}, got {value!r}{hint}')
+      p.add(f'{path} must be one of {", ".join(map(repr, choices))}, got {value!r}{hint}', path)
   for path in RANGES:
-    _check_range(path, paths.get(config, path))
+    problem = _range_problem(path, paths.get(config, path)) if read(path) else None
+    if problem:
+      p.add(problem, path)
   for path in _MINUS_ONE_OK:
-    value = paths.get(config, path)
+    value = paths.get(config, path) if read(path) else None
     if value is not None and (value < -1 or value == 0 and path == 'mesh.num_devices'):
-      raise ConfigError(f'{path} must be -1 or {"positive" if value == 0 else ">= 0"}, got {value}')
+      p.add(f'{path} must be -1 or {"positive" if value == 0 else ">= 0"}, got {value}', path)
 
 
-def _check_range(path, value):
+def _range_problem(path, value) -> str | None:
   if value is None or (path in _MINUS_ONE_OK and value == -1):
-    return
+    return None
   lo, hi, lo_open, hi_open = RANGES[path]
   bad = (lo is not None and (value <= lo if lo_open else value < lo)) or (
       hi is not None and (value >= hi if hi_open else value > hi))
-  if bad:
-    interval = (f'{"(" if lo_open else "["}{lo if lo is not None else "-inf"}, '
-                f'{hi if hi is not None else "inf"}{")" if hi_open or hi is None else "]"}')
-    what = 'positive' if (lo, hi, lo_open) == (0, None, True) else f'in {interval}'
-    raise ConfigError(f'{path} must be {what}, got {value!r}')
+  if not bad:
+    return None
+  interval = (f'{"(" if lo_open else "["}{lo if lo is not None else "-inf"}, '
+              f'{hi if hi is not None else "inf"}{")" if hi_open or hi is None else "]"}')
+  what = 'positive' if (lo, hi, lo_open) == (0, None, True) else f'in {interval}'
+  return f'{path} must be {what}, got {value!r}'
 
 
 def _num_classes(nc):
@@ -215,67 +400,77 @@ def _check_num_classes(value):
   if value in (0, None):
     raise ConfigError('num_classes is not set and the data names no classes (no manifest.json or classes.txt '
                       'beside the training files, as `vvt data convert --classes` writes): set --config.num_classes=N')
+  bad = []
   for head, n in items:
     if not _is_int(n) or n < 1:
       where = 'num_classes' if head is None else f'num_classes[{head!r}]'
-      raise ConfigError(f'{where} must be a positive integer, got {n!r}')
+      bad.append(f'{where} must be a positive integer, got {n!r}')
+  if bad:
+    raise ConfigError(*bad)
 
 
-def _check_shared(config):
+def _check_shared(p: _Problems, config, unset_classes_ok: bool):
   """The shared fields: valid, and read (not overwritten) by the model and the data."""
-  _check_num_classes(config.num_classes)
+  if p.runs(('classes',)):
+    if unset_classes_ok and config.num_classes in (0, None):
+      p.bad.add('num_classes')  # the caller says why (no data); the model is checked without its head's size
+    else:
+      p.collect(_check_num_classes, config.num_classes, fields=('num_classes',))
   for field in schema.SHARED_FIELDS:
     for section in schema.SECTIONS_WITH_SHARED_FIELDS:
-      sub = config[section]
-      if field in sub and _num_classes(sub[field]) != _num_classes(config[field]):
-        raise ConfigError(f'{section}.{field}={_num_classes(sub[field])} differs from '
-                          f'{field}={_num_classes(config[field])}: set the top-level {field} '
-                          f'(model and dataset read it)')
-  if config.class_names is not None:
-    names, nc = tuple(config.class_names), config.num_classes
-    if _is_int(nc) and len(names) != nc:
-      raise ConfigError(f'class_names has {len(names)} names but num_classes={nc}')
+      path, sub = f'{section}.{field}', config[section]
+      if field in sub and p.uses(path) and p.good(field, path) and _num_classes(sub[field]) != _num_classes(
+          config[field]):
+        p.add(f'{path}={_num_classes(sub[field])} differs from {field}={_num_classes(config[field])}: set the '
+              f'top-level {field} (model and dataset read it)', path)
+  names, nc = config.class_names, config.num_classes
+  if p.runs(('classes',), 'num_classes') and names is not None and _is_int(nc) and len(tuple(names)) != nc:
+    p.add(f'class_names has {len(tuple(names))} names but num_classes={nc}', 'class_names')
 
 
-def _check_data(d, image_size):
+def _check_data(p: _Problems, config):
+  """The dataset's fields across each other and the crop: the training ones, and the evaluation views'."""
+  d, size = config.dataset, config.image_size
   ra = d.get('randaugment')
-  if ra is not None and hasattr(ra, 'get') and not 0 <= float(ra.get('magnitude', 9)) <= 10:
-    raise ConfigError(f'dataset.randaugment.magnitude must be in [0, 10] (vvt\'s RandAugment scale, '
-                      f'where 10 is the strongest), got {ra.get("magnitude")}')
-  _check_recipe_fields(d)
-  if d.train_min_resize > d.train_max_resize:
-    raise ConfigError(f'dataset.train_min_resize={d.train_min_resize} is larger than '
-                      f'dataset.train_max_resize={d.train_max_resize}')
-  for field in ('train_min_resize', 'eval_resize'):
-    if d[field] < image_size:
-      raise ConfigError(f'dataset.{field}={d[field]} is smaller than the crop image_size={image_size}')
-
-
-def _check_recipe_fields(d):
-  """dataset.fps, autoaugment (not with randaugment) and label_aware_flip (needs the flip)."""
+  if p.runs(('train_data',)) and ra is not None and hasattr(ra, 'get') and not 0 <= float(ra.get('magnitude', 9)) <= 10:
+    p.add(f'dataset.randaugment.magnitude must be in [0, 10] (vvt\'s RandAugment scale, where 10 is the '
+          f'strongest), got {ra.get("magnitude")}', 'dataset.randaugment')
   fps = d.get('fps')
-  if fps is not None and (isinstance(fps, bool) or not isinstance(fps, (int, float)) or fps <= 0):
-    raise ConfigError(f'dataset.fps must be a positive number of frames per second, or None, got {fps!r}')
-  if d.get('autoaugment') is not None and d.get('randaugment') is not None:
-    raise ConfigError(f'dataset.autoaugment={d.autoaugment!r} and dataset.randaugment are both set: choose one')
-  if d.get('label_aware_flip') and not d.horizontal_flip:
-    raise ConfigError('dataset.label_aware_flip needs dataset.horizontal_flip=True (it swaps the labels of '
-                      'flipped clips)')
+  if p.runs(('views',)) and fps is not None and (isinstance(fps, bool) or not isinstance(fps, (int, float))
+                                                 or fps <= 0):
+    p.add(f'dataset.fps must be a positive number of frames per second, or None, got {fps!r}', 'dataset.fps')
+  if p.runs(('train_data',)) and d.get('autoaugment') is not None and ra is not None:
+    p.add(f'dataset.autoaugment={d.autoaugment!r} and dataset.randaugment are both set: choose one')
+  if p.runs(('train_data',), 'dataset.horizontal_flip') and d.get('label_aware_flip') and not d.horizontal_flip:
+    p.add('dataset.label_aware_flip needs dataset.horizontal_flip=True (it swaps the labels of flipped clips)')
+  lo, hi = 'dataset.train_min_resize', 'dataset.train_max_resize'
+  if p.runs(('train_data',), lo, hi) and d.train_min_resize > d.train_max_resize:
+    p.add(f'{lo}={d.train_min_resize} is larger than {hi}={d.train_max_resize}')
+  for field, group in ((lo, 'train_data'), ('dataset.eval_resize', 'views')):
+    value = paths.get(config, field)
+    if p.runs((group, 'model'), field, 'image_size') and value < size:
+      p.add(f'{field}={value} is smaller than the crop image_size={size}')
 
 
 # ----------------------------------------------------------------------------- mesh, batch, schedule
 
 
-def _check_mesh(mesh_cfg, num_devices):
+def _check_mesh(p: _Problems, mesh_cfg, num_devices):
   """`mesh.axes`, `mesh.rules` and `mesh.logical_rules` well formed and, with `num_devices`, dividing the devices.
 
-  Returns `batch_shards` for the batch checks: the batch's mesh axes are those of the logical rules' `batch`.
+  Returns (number of batch shards, what they are) for the batch checks, None where the mesh is not checked or
+  is wrong: the batch's mesh axes are those of the logical rules' `batch`.
   """
-  axes = sharding.axes_of(mesh_cfg.axes)
-  if num_devices is not None:
-    axes = sharding.resolve_axes(axes, num_devices)
-  _check_rules(mesh_cfg.rules)
-  return batch_shards(axes, sharding.check_logical_rules(mesh_cfg.logical_rules))
+  if not p.runs(('devices',), 'mesh'):
+    return None
+  axes = p.collect(sharding.axes_of, mesh_cfg.axes, fields=('mesh.axes',))
+  if axes is not None and num_devices is not None:
+    axes = p.collect(sharding.resolve_axes, axes, num_devices, fields=('mesh.axes',))
+  p.collect(_check_rules, mesh_cfg.rules, fields=('mesh.rules',))
+  logical = p.collect(sharding.check_logical_rules, mesh_cfg.get('logical_rules'), fields=('mesh.logical_rules',))
+  if axes is None or logical is None:
+    return None
+  return batch_shards(axes, logical)
 
 
 def batch_shards(axes, logical_rules) -> tuple[int, str]:
@@ -296,65 +491,99 @@ def _check_rules(rules):
   sharding.check_rules(rules)
 
 
-def _check_batch(config, shards, num_processes):
-  check_batch_split(config.batch_size, config.optimizer.accumulation_steps, config.eval.batch_size,
-                    int(config.dataset.repeated_augmentation), shards, num_processes)
+def _check_batch(p: _Problems, config, shards, num_processes):
+  """The training batch over accumulation steps, repeated augmentation, batch shards and processes; the
+  evaluation batch over the batch shards and processes."""
+  _batch_problems(p, config.batch_size, paths.get(config, 'optimizer.accumulation_steps'),
+                  paths.get(config, 'eval.batch_size'), int(config.dataset.get('repeated_augmentation', 1)),
+                  shards, num_processes)
 
 
 def check_batch_split(bs: int, accum: int, eval_bs: int, repeats: int, shards: tuple[int, str],
                       num_processes: int) -> None:
   """The global batch `bs` (of `accum` micro-batches, `repeats` augmented copies of each video) and the eval batch
-  `eval_bs` split over the batch shards (`batch_shards`) and the processes; ConfigError naming the fields."""
-  n, what = shards
-  if bs % accum:
-    raise ConfigError(f'batch_size={bs} is not divisible by optimizer.accumulation_steps={accum}')
-  _check_repeats(bs, repeats, num_processes)
-  if (bs // accum) % n:
-    raise ConfigError(f'the micro-batch batch_size/accumulation_steps={bs // accum} '
-                      f'is not divisible by the {n} batch shards of the {what}')
-  if bs % num_processes or eval_bs % num_processes:
-    raise ConfigError(f'batch_size={bs} and eval.batch_size={eval_bs} '
-                      f'must be divisible by the {num_processes} processes')
-  if eval_bs % n:
-    raise ConfigError(f'eval.batch_size={eval_bs} must be a multiple of the {n} batch shards of the {what}')
+  `eval_bs` split over the batch shards (`batch_shards`) and the processes: one ConfigError with every problem."""
+  p = _Problems(groups_of('train'))
+  _batch_problems(p, bs, accum, eval_bs, repeats, shards, num_processes)
+  if p.lines:
+    raise ConfigError(*p.lines)
 
 
-def _check_repeats(bs, repeats, num_processes):
+def _batch_problems(p: _Problems, bs, accum, eval_bs, repeats, shards, num_processes):
+  batch = 'batch_size'
+  if p.runs(('training',), batch, 'optimizer.accumulation_steps'):
+    if bs % accum:
+      p.add(f'batch_size={bs} is not divisible by optimizer.accumulation_steps={accum}')
+    elif shards is not None and (bs // accum) % shards[0]:
+      p.add(f'the micro-batch batch_size/accumulation_steps={bs // accum} '
+            f'is not divisible by the {shards[0]} batch shards of the {shards[1]}')
+  if p.runs(('training', 'train_data'), batch, 'dataset.repeated_augmentation'):
+    _check_repeats(p, bs, repeats, num_processes)
+  if p.runs(('training',), batch) and bs % num_processes:
+    p.add(f'batch_size={bs} must be divisible by the {num_processes} processes')
+  if p.runs(('evaluation',), 'eval.batch_size') and eval_bs % num_processes:
+    p.add(f'eval.batch_size={eval_bs} must be divisible by the {num_processes} processes')
+  if p.runs(('evaluation',), 'eval.batch_size') and shards is not None and eval_bs % shards[0]:
+    p.add(f'eval.batch_size={eval_bs} must be a multiple of the {shards[0]} batch shards of the {shards[1]}')
+
+
+def _check_repeats(p: _Problems, bs, repeats, num_processes):
   """dataset.repeated_augmentation: every process's part of the batch holds whole groups of N copies."""
   if repeats > 1 and bs % repeats:
-    raise ConfigError(f'batch_size={bs} is not divisible by dataset.repeated_augmentation={repeats}')
-  if repeats > 1 and bs % num_processes == 0 and (bs // num_processes) % repeats:
-    raise ConfigError(f'the per-process batch batch_size/processes={bs // num_processes} is not divisible by '
-                      f'dataset.repeated_augmentation={repeats}')
+    p.add(f'batch_size={bs} is not divisible by dataset.repeated_augmentation={repeats}')
+  elif repeats > 1 and bs % num_processes == 0 and (bs // num_processes) % repeats:
+    p.add(f'the per-process batch batch_size/processes={bs // num_processes} is not divisible by '
+          f'dataset.repeated_augmentation={repeats}')
 
 
-def _check_schedule(config):
-  if config.num_train_steps <= 0 and config.num_epochs <= 0:
-    raise ConfigError('set num_epochs > 0 or num_train_steps > 0')
-  if 0 < config.num_train_steps <= config.schedule.warmup_steps:
-    raise ConfigError(f'schedule.warmup_steps={config.schedule.warmup_steps} does not fit in '
-                      f'num_train_steps={config.num_train_steps}')
+def _check_schedule(p: _Problems, config):
+  steps, warmup = config.num_train_steps, config.schedule.warmup_steps
+  if p.runs(('training',), 'num_train_steps', 'num_epochs') and steps <= 0 and config.num_epochs <= 0:
+    p.add('set num_epochs > 0 or num_train_steps > 0')
+  if p.runs(('training',), 'num_train_steps', 'schedule.warmup_steps') and 0 < steps <= warmup:
+    p.add(f'schedule.warmup_steps={warmup} does not fit in num_train_steps={steps}')
+
+
+def _check_profile(p: _Problems, config):
+  """profile.steps: None (a few early steps), () (none) or (A, B), optimiser steps 1 <= A <= B."""
+  profile = config.get('profile')
+  if not p.runs(('training',), 'profile'):
+    return
+  steps = None if profile is None else profile.get('steps')
+  if steps is None or (isinstance(steps, (tuple, list)) and len(steps) == 0):
+    return
+  if not (isinstance(steps, (tuple, list)) and len(steps) == 2 and all(_is_int(s) for s in steps)
+          and 1 <= steps[0] <= steps[1]):
+    p.add(f'profile.steps must be None (a few early steps), () (no trace) or A,B with '
+          f'1 <= A <= B (optimiser steps), got {steps!r}', 'profile')
 
 
 # ----------------------------------------------------------------------------- model, init_from, files
 
 
-def _validate_model(model):
-  try:
-    return model_config.resolve(model)
-  except ConfigError:
-    raise
-  except ValueError as e:
-    raise ConfigError(str(e)) from None
+def _check_model(p: _Problems, config):
+  """The model (`vvt.models.resolve`: every problem it finds). Where the top-level num_classes is not usable
+  (reported above), the model is checked with a one-class head; with a bad num_frames or image_size (also
+  reported above) its sizes mean nothing and it is not checked."""
+  if not p.runs(('model',), 'model', 'num_frames', 'image_size'):
+    return
+  model = config.model
+  if not p.good('num_classes'):
+    model = ml_collections.ConfigDict(model.to_dict())
+    model.num_classes = 1
+  resolved = p.collect(model_config.resolve, model, fields=('model',))
+  if p.good('num_classes'):
+    p.model = resolved
 
 
-def _validate_init_from(init_from):
+def _check_init_from(p: _Problems, config):
+  init_from = config.init_from
+  if not p.runs(('training',), 'init_from') or init_from is None:
+    return
   if not isinstance(init_from, ml_collections.ConfigDict):
-    raise ConfigError(f'init_from must be None or a section, got {init_from!r}')
-  try:
-    init_options.validate(init_from)
-  except ValueError as e:
-    raise ConfigError(str(e)) from None
+    p.add(f'init_from must be None or a section, got {init_from!r}')
+    return
+  p.collect(init_options.validate, init_from)
 
 
 def missing_files(config) -> list[str]:

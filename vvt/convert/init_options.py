@@ -44,24 +44,28 @@ def get_config(**overrides) -> ml_collections.ConfigDict:
 
 def validate(init_from) -> InitSpec:
   """Checks an `init_from` section (a ConfigDict or dict: unknown fields, choices; aliases `path` = checkpoint,
-  `tubelet_init` = tubelet) and returns its InitSpec, the defaults filled in. Does not read the checkpoint."""
+  `tubelet_init` = tubelet) and returns its InitSpec, the defaults filled in. Does not read the checkpoint.
+  ValueError: every problem, one line each."""
   opts = dict(init_from.to_dict() if hasattr(init_from, 'to_dict') else init_from)
+  problems = []
   for alias, field in ALIASES.items():
     if alias in opts:
       value = opts.pop(alias)
       if field in opts and opts[field] != value:
-        raise ValueError(f'init_from.{alias} and init_from.{field} are the same field and disagree: '
-                         f'{value!r} vs {opts[field]!r}')
+        problems.append(f'init_from.{alias} and init_from.{field} are the same field and disagree: '
+                        f'{value!r} vs {opts[field]!r}')
       opts[field] = value
   for name in sorted(set(opts) - set(FIELDS)):
     match = difflib.get_close_matches(name, list(FIELDS) + list(ALIASES), n=1, cutoff=0.6)
     hint = f' (did you mean init_from.{match[0]}?)' if match else ''
-    raise ValueError(f'unknown config field \'init_from.{name}\'{hint}; known fields of init_from: '
-                     f'{", ".join(sorted(FIELDS))}')
+    problems.append(f'unknown config field \'init_from.{name}\'{hint}; known fields of init_from: '
+                    f'{", ".join(sorted(FIELDS))}')
   opts = {**FIELDS, **opts}
   if not opts['checkpoint']:
-    raise ValueError('init_from.checkpoint is not set (set it, or --config.init_from=None to train from scratch)')
+    problems.append('init_from.checkpoint is not set (set it, or --config.init_from=None to train from scratch)')
   for field, choices in CHOICES.items():
     if opts[field] not in choices:
-      raise ValueError(f'init_from.{field} must be one of {choices}, got {opts[field]!r}')
+      problems.append(f'init_from.{field} must be one of {choices}, got {opts[field]!r}')
+  if problems:
+    raise ValueError('\n'.join(problems))
   return InitSpec(**opts)

@@ -17,8 +17,10 @@ Sources:
 What the weights do not say (heads of a fused torch qkv, frame size of X-ViT, Model 4 vs Model 1 in scenic,
 Model 3's attention order, X-ViT's shift_div and num_segments) is taken from `model_cfg` (a vvt model ConfigDict)
 when given. `num_frames` asks for a clip length: X-ViT runs at any multiple of its temporal embedding's rows
-(frame t gets row t mod rows, as the official code), V-JEPA 2 at any multiple of its tubelet (RoPE), VideoPrism at
-any length (its tables resized at run time); sources whose weights fix the clip length must agree.
+(frame t gets row t mod rows, as the official code), VideoMAE at any multiple of its tubelet length (its fixed
+sine-cosine table is rebuilt for the clip), V-JEPA 2 at any multiple of its tubelet (RoPE), VideoPrism at any length
+(its tables resized at run time); sources whose learned tables fix the clip length must agree (`FIXED_BY` says why,
+in the error).
 `image_size` asks for a frame size the same way. Scenic Models 1, 3, 4 read both from the split of their T*N
 position table (`scenic.read_token_grid`); the config's values only choose where the table's rows do not tell.
 """
@@ -35,6 +37,20 @@ from vvt.convert import common, hf_videomae, hf_videoprism, hf_vivit, hf_vjepa2,
 
 SOURCES = ('scenic_vivit', 'timesformer', 'xvit', 'hf_timesformer', 'hf_vivit', 'hf_videomae', 'hf_vjepa2',
            'hf_videoprism')
+# Why a source's weights fix its clip length and frame size: (frames, frame size). X-ViT runs at other clip
+# lengths and frame sizes (its converter checks them); VideoMAE at any clip length, not frame size.
+_NO_INTERPOLATION = 'vvt convert does not interpolate a learned table'
+FIXED_BY = {
+    'scenic_vivit': (f'its learned position table has rows for that many frames ({_NO_INTERPOLATION})',
+                     f'its learned position table has rows for that grid ({_NO_INTERPOLATION})'),
+    'timesformer': (f'its learned time table has one row per frame ({_NO_INTERPOLATION})',
+                    f'its learned space table has one row per patch ({_NO_INTERPOLATION})'),
+    'hf_vivit': (f'its learned position table has rows for that many frames ({_NO_INTERPOLATION})',
+                 f'its learned position table has rows for that grid ({_NO_INTERPOLATION})'),
+    'hf_videomae': ('', 'its sine-cosine table numbers the tokens in one flat sequence, so at another frame size '
+                        'each number falls on another place of the frame'),
+}
+FIXED_BY['hf_timesformer'] = FIXED_BY['timesformer']
 
 
 def _hint(model_cfg, field):
@@ -79,13 +95,19 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames
   """
   result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
   got = result.model_fields.get('num_frames')
+  if num_frames is not None and got != num_frames and source == 'hf_videomae':
+    tt = result.model_fields['tubelet'][0]
+    if num_frames % tt:
+      raise ValueError(f'hf_videomae: num_frames={num_frames} is not a multiple of its tubelet length {tt}')
+    result.model_fields['num_frames'] = num_frames  # its sine-cosine table is rebuilt for the clip, as VideoMAE's
+    got = num_frames
   if num_frames is not None and got != num_frames:
-    raise ValueError(f'{source} checkpoint is for {got} frames and cannot run at num_frames={num_frames} '
-                     '(only X-ViT repeats its temporal embedding over a longer clip)')
+    raise ValueError(f'{source} checkpoint is for {got} frames and cannot run at num_frames={num_frames}: '
+                     f'{FIXED_BY[source][0] if source in FIXED_BY else "its position table fixes them"}')
   got = result.model_fields.get('image_size')
   if image_size is not None and got != image_size:
-    raise ValueError(f'{source} checkpoint is for {got}px frames and cannot run at image_size={image_size} '
-                     '(only X-ViT resizes its position grid)')
+    raise ValueError(f'{source} checkpoint is for {got}px frames and cannot run at image_size={image_size}: '
+                     f'{FIXED_BY[source][1] if source in FIXED_BY else "its position table fixes it"}')
   return result
 
 

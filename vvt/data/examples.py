@@ -93,8 +93,8 @@ def _example(mode, inputs, labels, index):
   if mode.views is None:
     out.update(labels, mask=tf.constant(1.0, tf.float32))
     return out
-  out.update({field: tf.fill([mode.views], label)
-              for field, label in labels.items()})
+  out.update({field: tf.fill([mode.views], label) if label.shape.rank == 0 else
+              tf.tile(label[None], [mode.views, 1]) for field, label in labels.items()})
   out.update(video_index=tf.fill([mode.views], tf.cast(index, tf.int32)),
              view_index=tf.range(mode.views, dtype=tf.int32),
              mask=tf.ones([mode.views], tf.float32))
@@ -122,7 +122,7 @@ def build(source, lo, hi, classes, mode, on_error):
     detail = tf.where(unread == '', detail, unread)
     seed = tf.stack([tf.constant(mode.seed, tf.int64), position])
     inputs = make_inputs(frames, seed)
-    labels = labels_lib.labels(parsed, heads)
+    labels = labels_lib.labels(parsed, heads, classes)
     if mode.labels is not None:
       labels = mode.labels(labels, seed)
     out = _example(mode, inputs, labels, index)
@@ -131,7 +131,7 @@ def build(source, lo, hi, classes, mode, on_error):
 
   def fallback(position, src, rec, index, raw, unread):
     del position, raw, unread
-    zeros = {field: tf.constant(0, tf.int32) for field in heads}
+    zeros = labels_lib.zeros(heads, classes, getattr(source, 'multi_label', False))
     out = _example(mode, tf.zeros(mode.shape, tf.uint8), zeros, index)
     out.update(code=tf.constant(errors.CORRUPT, tf.int32), source=src,
                record=rec, detail=tf.constant(''))

@@ -218,14 +218,14 @@ def eval_layout(num_records, num_views, global_batch_size, process_count):
   return local_batch, math.ceil(most * num_views / local_batch)
 
 
-def _padding(spec, heads):
-  """One padding view: zero inputs and labels, index -1, mask 0."""
+def _padding(spec, heads, classes):
+  """One padding view: zero inputs and labels (`labels.zeros`), index -1, mask 0."""
   size = int(spec.image_size)
   out = {'inputs': tf.zeros([int(spec.num_frames), size, size, 3], tf.uint8),
          'video_index': tf.constant(-1, tf.int32),
          'view_index': tf.constant(-1, tf.int32),
          'mask': tf.constant(0.0, tf.float32)}
-  out.update({field: tf.constant(0, tf.int32) for field in heads})
+  out.update(labels.zeros(heads, classes, bool(spec.multi_label)))
   return out
 
 
@@ -249,7 +249,7 @@ def make_eval_iterator(spec, split='test', global_batch_size=1,
                                          global_batch_size, pc)
   lo, hi = streams.host_range(source.num_records, pi, pc)
   frame_rate.warn_once(spec, source, pi)
-  padding = tf.data.Dataset.from_tensors(_padding(spec, source.heads)).repeat()
+  padding = tf.data.Dataset.from_tensors(_padding(spec, source.heads, classes)).repeat()
   if lo < hi:
     mode = examples.eval_mode(spec)
     ds = examples.build(source, lo, hi, classes, mode, spec.on_error)

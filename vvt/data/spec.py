@@ -34,6 +34,7 @@ class DataSpec:
   label_keys: Any            # a key (or a 1-tuple), or head -> key
   video_id_key: str
   num_classes: Any           # int, or head -> int
+  multi_label: bool          # several labels per record -> a multi-hot 'label' (C,) (task 'multilabel')
   # temporal sampling
   num_frames: int
   stride: int

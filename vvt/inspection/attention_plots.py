@@ -4,7 +4,7 @@
                                    received per patch, heads averaged), the final map (class token / rollout)
   heads_png(frames, maps, path)    rows: frames; columns: the heads of the last layer's stages
   frames_png(maps, path)           the temporal part: frame-to-frame attention (query frame -> key frame) of
-                                   every stage, heads averaged
+                                   every stage, heads averaged (integer ticks, a colour bar per stage)
   gif(frames, maps, path)          the final map overlaid on the frames, animated
 
 One colour scale per column (the column's maximum), so a column shows which frames as well as where.
@@ -82,21 +82,33 @@ def heads_png(frames, maps: am.Maps, path: str, example: int = 0) -> None:
   _panel_grid(frames, cols, path, f'{maps.scheme}: last layer, per head')
 
 
-def frames_png(maps: am.Maps, path: str, example: int = 0) -> None:
-  """PNG: the frame-to-frame attention (temporal part) of every stage, heads averaged."""
+def frames_figure(maps: am.Maps, example: int = 0):
+  """The figure of `frames_png`: one panel per stage, integer ticks (temporal indices), each with its colour bar."""
   plt = _pyplot()
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
   items = list(maps.frames.items())
-  fig, axes = plt.subplots(1, len(items), figsize=(1.9 * len(items) + 0.4, 2.4), squeeze=False)
+  fig, axes = plt.subplots(1, len(items), figsize=(2.4 * len(items) + 0.4, 2.5), squeeze=False)
   for ax, (name, m) in zip(axes[0], items):
-    ax.imshow(m[example].mean(axis=0), vmin=0, vmax=1, cmap='viridis')
+    image = ax.imshow(m[example].mean(axis=0), vmin=0, vmax=1, cmap='viridis')
     ax.set_title(name, fontsize=7)
     ax.set_xlabel('key index', fontsize=7)
     ax.set_ylabel('query index', fontsize=7)
+    for axis in (ax.xaxis, ax.yaxis):
+      axis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.tick_params(labelsize=6)
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    bar.ax.tick_params(labelsize=6)
+    bar.set_label('attention (heads averaged)', fontsize=6)
   fig.suptitle(f'{maps.scheme}: which temporal indices a token attends to', fontsize=9)
   fig.tight_layout()
+  return fig
+
+
+def frames_png(maps: am.Maps, path: str, example: int = 0) -> None:
+  """PNG: the frame-to-frame attention (temporal part) of every stage, heads averaged (`frames_figure`)."""
+  fig = frames_figure(maps, example)
   fig.savefig(path, dpi=110)
-  plt.close(fig)
+  _pyplot().close(fig)
 
 
 def gif(frames, maps: am.Maps, path: str, example: int = 0, scale: int = 4, duration_ms: int = 250) -> None:

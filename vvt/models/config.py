@@ -204,6 +204,27 @@ def parse_variant(variant: str) -> tuple[str, int, int | None]:
     raise ValueError(f"model.variant must look like 'B/16' or 'B/16x2', got {variant!r}") from None
 
 
+class ModelConfigError(ValueError):
+  """Every problem found in a model config, one line each (`problems`, in the order `resolve` checks them)."""
+
+  def __init__(self, problems):
+    self.problems = tuple(problems)
+    super().__init__('\n'.join(self.problems))
+
+
+def _collect(problems: list, check, *args) -> None:
+  """Runs `check(*args)`, adding the lines of the ValueError it raises (if any) to `problems`."""
+  try:
+    check(*args)
+  except ValueError as e:
+    problems.extend(getattr(e, 'problems', None) or [str(e)])
+
+
+def _raise_if(problems: list) -> None:
+  if problems:
+    raise ModelConfigError(problems)
+
+
 _DEFAULTS = get_config('vivit')
 _KNOWN_FIELDS = set(_DEFAULTS.keys())
 _NESTED_FIELDS = {'mixing': set(_DEFAULTS.mixing.keys()), 'temporal_head': set(_DEFAULTS.temporal_head.keys()),
@@ -211,11 +232,13 @@ _NESTED_FIELDS = {'mixing': set(_DEFAULTS.mixing.keys()), 'temporal_head': set(_
 
 
 def _check_known(names, known, prefix: str) -> None:
-  """ValueError naming the first unknown field, with the closest valid name as a hint."""
+  """ModelConfigError naming every unknown field, each with the closest valid name as a hint."""
+  problems = []
   for name in sorted(set(names) - set(known)):
     close = difflib.get_close_matches(name, sorted(known), n=1)
     hint = f' (did you mean {prefix}{close[0]}?)' if close else ''
-    raise ValueError(f'unknown model config field {prefix}{name}{hint}')
+    problems.append(f'unknown model config field {prefix}{name}{hint}')
+  _raise_if(problems)
 
 
 def _is_int(v) -> bool:
@@ -239,77 +262,98 @@ def _rate(name: str, v) -> None:
 
 
 def _check_ranges(c) -> None:
-  """Types and ranges of every numeric field (before anything divides by them)."""
+  """Types and ranges of every numeric field (before anything divides by them): every bad one named."""
+  p = []
   for name in ('dropout_rate', 'attention_dropout_rate', 'stochastic_depth'):
-    _rate(name, c[name])
+    _collect(p, _rate, name, c[name])
   for name in ('num_frames', 'image_size'):
-    _positive_int(name, c[name])
+    _collect(p, _positive_int, name, c[name])
   for name in ('hidden_size', 'num_layers', 'num_heads', 'mlp_dim',  # None: from the variant
                'temporal_num_heads', 'temporal_mlp_dim', 'representation_size', 'time_embedding_rows'):
-    _positive_int(name, c[name], optional=True)
+    _collect(p, _positive_int, name, c[name], True)
   if not _is_int(c.temporal_layers) or c.temporal_layers < 0:
-    raise ValueError(f'model.temporal_layers must be an int >= 0 (0 is the average-pool baseline), '
-                     f'got {c.temporal_layers!r}')
+    p.append(f'model.temporal_layers must be an int >= 0 (0 is the average-pool baseline), '
+             f'got {c.temporal_layers!r}')
   head = c.temporal_head
-  for name, v in (('layer_norm_eps', c.layer_norm_eps), ('temporal_head.layer_norm_eps', head.layer_norm_eps),
-                  ('encoder_norm_eps', c.layer_norm_eps if c.encoder_norm_eps is None else c.encoder_norm_eps)):
-    if not _is_number(v) or v <= 0:
-      raise ValueError(f'model.{name} must be a number > 0, got {v!r}')
+  eps = (('layer_norm_eps', c.layer_norm_eps), ('temporal_head.layer_norm_eps', head.layer_norm_eps),
+         ('encoder_norm_eps', c.encoder_norm_eps))  # None: layer_norm_eps's
+  for name, v in eps:
+    if not (v is None and name == 'encoder_norm_eps') and (not _is_number(v) or v <= 0):
+      p.append(f'model.{name} must be a number > 0, got {v!r}')
   for name in ('num_layers', 'mlp_ratio'):
-    _positive_int(f'temporal_head.{name}', head[name])
+    _collect(p, _positive_int, f'temporal_head.{name}', head[name])
   for name in ('num_heads', 'mlp_dim'):
-    _positive_int(f'temporal_head.{name}', head[name], optional=True)
+    _collect(p, _positive_int, f'temporal_head.{name}', head[name], True)
   if not _is_int(c.mixing.window) or c.mixing.window < 0:
-    raise ValueError(f'model.mixing.window must be an int >= 0, got {c.mixing.window!r}')
+    p.append(f'model.mixing.window must be an int >= 0, got {c.mixing.window!r}')
   if not _is_int(c.mixing.shift_div) or c.mixing.shift_div < 1:
-    raise ValueError(f'model.mixing.shift_div must be an int >= 1, got {c.mixing.shift_div!r}')
-  _positive_int('mixing.num_segments', c.mixing.num_segments, optional=True)
+    p.append(f'model.mixing.shift_div must be an int >= 1, got {c.mixing.shift_div!r}')
+  _collect(p, _positive_int, 'mixing.num_segments', c.mixing.num_segments, True)
+  _raise_if(p)
 
 
 def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """Checks a model config and returns a copy with every derived field filled in.
 
-  Raises ValueError naming the field (one line) for unknown fields (with the closest valid name), wrong types
-  and ranges, and impossible combinations, before anything is traced or compiled. The scheme's rules (class
+  Raises ModelConfigError (a ValueError), one line per problem (`problems`), for unknown fields (with the closest
+  valid name), wrong types and ranges, and impossible combinations, before anything is traced or compiled. The
+  checks run in three stages, every problem of a stage reported together: the names (and the family, whose
+  defaults the others need), then each field on its own (ranges, choices, sizes from the variant), then the
+  combinations of fields, which only mean something once every field is valid. The scheme's rules (class
   token, classifiers, grid and head constraints) come from its record in `vvt.models.schemes`.
   """
-  c = _merged_with_family_defaults(cfg)
-  _check_ranges(c)
+  problems = []
+  c = _merged_with_family_defaults(cfg, problems)
+  _collect(problems, _check_ranges, c)
+  _collect(problems, _check_choices, c)
+  _collect(problems, _check_memory_fields, c)
+  _collect(problems, _check_num_classes, c.num_classes)
+  _collect(problems, schemes.get, c.attention)
+  _collect(problems, _check_variant, c.variant)
+  _raise_if(problems)
   scheme = schemes.get(c.attention)
-  _fill_sizes(c)
-  _check_choices(c)
-  _check_memory_fields(c)
-  _check_num_classes(c.num_classes)
+  _collect(problems, _fill_sizes, c)
+  _raise_if(problems)  # the combinations below need the token grid
   grid = token_grid(c)
-  _resolve_class_token(c, scheme)
-  _resolve_pooling(c)
-  _check_scheme_constraints(c, scheme, grid)
-  _resolve_mixing(c, scheme)
-  _resolve_time_embedding(c, scheme, grid[0])
-  _resolve_temporal_sizes(c, scheme)
-  _resolve_encoder_fields(c, scheme, grid)
-  _resolve_attentive_pooler(c)
+  _collect(problems, _resolve_class_token, c, scheme)
+  _collect(problems, _resolve_pooling, c)
+  _collect(problems, _check_scheme_constraints, c, scheme, grid)
+  _collect(problems, _resolve_mixing, c, scheme)
+  _collect(problems, _resolve_time_embedding, c, scheme, grid[0])
+  _collect(problems, _resolve_temporal_sizes, c, scheme)
+  _collect(problems, _resolve_encoder_fields, c, scheme, grid)
+  _collect(problems, _resolve_attentive_pooler, c)
+  _raise_if(problems)
   return c
 
 
-def _merged_with_family_defaults(cfg) -> ml_collections.ConfigDict:
-  """cfg over its family's defaults, after checking the field names (nested ones included) and the family."""
-  _check_known(cfg.keys(), _KNOWN_FIELDS, 'model.')
-  if cfg.family not in schemes.FAMILIES:
-    raise ValueError(f'model.family must be one of {schemes.FAMILIES}, got {cfg.family!r}')
+def _merged_with_family_defaults(cfg, problems: list) -> ml_collections.ConfigDict:
+  """cfg over its family's defaults; unknown field names (nested ones included) added to `problems`. A bad family
+  (whose defaults every other check needs) or a nested section that is not one raises at once."""
+  _collect(problems, _check_known, cfg.keys(), _KNOWN_FIELDS, 'model.')
+  if cfg.get('family') not in schemes.FAMILIES:
+    problems.append(f'model.family must be one of {schemes.FAMILIES}, got {cfg.get("family")!r} '
+                    '(the other model fields are checked once it is one)')
+    raise ModelConfigError(problems)
   c = _merge(get_config(cfg.family).to_dict(), cfg)
   for name, known in _NESTED_FIELDS.items():
     if not isinstance(c[name], (dict, ml_collections.ConfigDict)):
-      raise ValueError(f'model.{name} must be a dict of {sorted(known)}, got {c[name]!r}')
-    _check_known(c[name].keys(), known, f'model.{name}.')
+      problems.append(f'model.{name} must be a dict of {sorted(known)}, got {c[name]!r} '
+                      '(the other model fields are checked once it is one)')
+      raise ModelConfigError(problems)
+    _collect(problems, _check_known, c[name].keys(), known, f'model.{name}.')
   return c
+
+
+def _check_variant(variant) -> None:
+  size, _, _ = parse_variant(variant)
+  if size not in VIT_SIZES:
+    raise ValueError(f'model.variant size must be one of {tuple(VIT_SIZES)}, got {size!r}')
 
 
 def _fill_sizes(c) -> None:
   """ViT sizes and the tubelet from `variant` where None; the token grid and heads must divide."""
   size, patch, t = parse_variant(c.variant)
-  if size not in VIT_SIZES:
-    raise ValueError(f'model.variant size must be one of {tuple(VIT_SIZES)}, got {size!r}')
   for k, v in VIT_SIZES[size].items():
     if c[k] is None:
       c[k] = v
@@ -320,24 +364,28 @@ def _fill_sizes(c) -> None:
     raise ValueError(f'model.tubelet must be three positive ints (t, h, w), got {c.tubelet!r}')
   c.tubelet = tuple(c.tubelet)
   tt, th, tw = c.tubelet
+  problems = []
   if c.num_frames % tt:
-    raise ValueError(f'model.num_frames={c.num_frames} is not divisible by the tubelet length {tt}')
+    problems.append(f'model.num_frames={c.num_frames} is not divisible by the tubelet length {tt}')
   if c.image_size % th or c.image_size % tw:
-    raise ValueError(f'model.image_size={c.image_size} is not divisible by the tubelet ({th}, {tw})')
+    problems.append(f'model.image_size={c.image_size} is not divisible by the tubelet ({th}, {tw})')
   if c.hidden_size % c.num_heads:
-    raise ValueError(f'model.hidden_size={c.hidden_size} is not divisible by model.num_heads={c.num_heads}')
+    problems.append(f'model.hidden_size={c.hidden_size} is not divisible by model.num_heads={c.num_heads}')
+  _raise_if(problems)
 
 
 def _check_choices(c) -> None:
-  """The fields that take one of a list of names."""
+  """The fields that take one of a list of names: every bad one named."""
   choices = (('classifier', schemes.CLASSIFIERS), ('positional_embedding', POSITIONAL_EMBEDDINGS),
              ('frame_aggregation', FRAME_AGGREGATIONS), ('pooling', POOLINGS),
              ('attention_order', schemes.ATTENTION_ORDERS),
              ('dtype', DTYPES), ('param_dtype', DTYPES))
+  problems = []
   for name, allowed in choices:
     if c[name] not in allowed:
       expected = f'{allowed[0]!r} or {allowed[1]!r}' if len(allowed) == 2 else f'one of {allowed}'
-      raise ValueError(f'model.{name} must be {expected}, got {c[name]!r}')
+      problems.append(f'model.{name} must be {expected}, got {c[name]!r}')
+  _raise_if(problems)
 
 
 def _resolve_class_token(c, scheme: schemes.Scheme) -> None:
@@ -494,14 +542,16 @@ def _resolve_attentive_pooler(c) -> None:
 
 
 def _check_memory_fields(c) -> None:
-  """attention_impl, remat (normalised to a policy name), scan_layers."""
+  """attention_impl, remat (normalised to a policy name), scan_layers: every bad one named."""
+  problems = []
   if c.attention_impl not in ATTENTION_IMPLS:
     close = difflib.get_close_matches(str(c.attention_impl), ATTENTION_IMPLS, n=1)
     hint = f' (did you mean {close[0]!r}?)' if close else ''
-    raise ValueError(f'model.attention_impl must be one of {ATTENTION_IMPLS}, got {c.attention_impl!r}{hint}')
-  if c.attention_impl not in ('auto', 'einsum') and c.attention_dropout_rate > 0:
-    raise ValueError(f'model.attention_impl={c.attention_impl!r} has no attention dropout: '
-                     f'model.attention_dropout_rate={c.attention_dropout_rate} needs attention_impl einsum or auto')
+    problems.append(f'model.attention_impl must be one of {ATTENTION_IMPLS}, got {c.attention_impl!r}{hint}')
+  elif c.attention_impl not in ('auto', 'einsum') and _is_number(c.attention_dropout_rate) and (
+      c.attention_dropout_rate > 0):
+    problems.append(f'model.attention_impl={c.attention_impl!r} has no attention dropout: model.attention_dropout_rate='
+                    f'{c.attention_dropout_rate} needs attention_impl einsum or auto')
   remat = c.remat
   if isinstance(remat, str) and remat.lower() in ('true', 'false'):  # --config.model.remat=True on a str field
     remat = remat.lower() == 'true'
@@ -510,10 +560,12 @@ def _check_memory_fields(c) -> None:
   if remat not in REMAT_POLICIES:
     close = difflib.get_close_matches(str(remat), REMAT_POLICIES, n=1)
     hint = f' (did you mean {close[0]!r}?)' if close else ''
-    raise ValueError(f'model.remat must be True, False or one of {REMAT_POLICIES}, got {c.remat!r}{hint}')
-  c.remat = remat
+    problems.append(f'model.remat must be True, False or one of {REMAT_POLICIES}, got {c.remat!r}{hint}')
+  else:
+    c.remat = remat
   if not isinstance(c.scan_layers, bool):
-    raise ValueError(f'model.scan_layers must be True or False, got {c.scan_layers!r}')
+    problems.append(f'model.scan_layers must be True or False, got {c.scan_layers!r}')
+  _raise_if(problems)
 
 
 def _check_num_classes(num_classes):

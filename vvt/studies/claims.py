@@ -6,7 +6,7 @@ only by compare-and-swap: a write names the generation it replaces (0: none yet)
 writer got there first. So exactly one worker wins a free trial, and an owner's renewal fails as soon as
 someone else has taken the trial over.
 
-  record: {trial, status, token, host, pid, since, lease_until, lease_s, attempts, requeues, slurm, error}
+  record: {trial, status, token, host, pid, since, lease_until, lease_s, attempts, requeues, slurm, processes, error}
   status: claimed (taken, the trainer starting) | running | finished | failed | released (stopped by its
           owner: Ctrl-C, SIGTERM) ; read back, a claimed / running record past `lease_until` is
           `lease expired` (its host died, or the worker was killed) and may be taken over.
@@ -231,15 +231,17 @@ def slurm_ids(environ=None) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class Worker:
-  """Who claims: a token unique to this worker, its host, process and SLURM job."""
+  """Who claims: a token unique to this worker, its host, process and SLURM job; `processes` > 1: process 0 of a
+  multi-process job that trains each trial on all its processes (`vvt.studies.slice`)."""
   token: str
   host: str
   pid: int
   slurm: dict
+  processes: int = 1
 
   @classmethod
-  def here(cls) -> 'Worker':
-    return cls(uuid.uuid4().hex, socket.gethostname(), os.getpid(), slurm_ids())
+  def here(cls, processes: int = 1) -> 'Worker':
+    return cls(uuid.uuid4().hex, socket.gethostname(), os.getpid(), slurm_ids(), processes)
 
 
 def status_of(record: Optional[dict], now: Optional[float] = None) -> str:
@@ -281,7 +283,8 @@ def holder(record: dict) -> str:
   slurm = record.get('slurm') or {}
   job = (f'{slurm["array_job_id"]}_{slurm.get("array_task_id", "")}' if slurm.get('array_job_id')
          else slurm.get('job_id'))
-  return f'{record.get("host", "?")} pid {record.get("pid", "?")}' + (f' (SLURM job {job})' if job else '')
+  slice_of = f' (process 0 of {record["processes"]})' if record.get('processes', 1) > 1 else ''
+  return f'{record.get("host", "?")} pid {record.get("pid", "?")}{slice_of}' + (f' (SLURM job {job})' if job else '')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,8 +302,8 @@ def _new_record(trial: str, me: Worker, lease_s: float, old: Optional[dict], now
           'since': now, 'lease_until': now + lease_s, 'lease_s': lease_s,
           'attempts': int(old.get('attempts', 0)) + 1,
           'requeues': int(old.get('requeues', 0)) + (1 if taken_over else 0),
-          'slurm': me.slurm, 'error': None, 'previous': {k: old.get(k) for k in ('status', 'host', 'pid')}
-          if old else None}
+          'slurm': me.slurm, 'processes': me.processes, 'error': None,
+          'previous': {k: old.get(k) for k in ('status', 'host', 'pid')} if old else None}
 
 
 def take(workdir: str, trial: str, me: Worker, lease_s: float = LEASE_S,

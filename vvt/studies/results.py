@@ -217,7 +217,11 @@ class Table:
 
   @property
   def missing(self) -> list[dict]:
-    return [r for r in self.rows if r['status'] != 'finished']
+    return [r for r in self.rows if r['status'] not in ('finished', NOT_SELECTED)]
+
+  @property
+  def not_selected(self) -> list[dict]:
+    return [r for r in self.rows if r['status'] == NOT_SELECTED]
 
   def group_key(self, row: dict) -> str:
     return json.dumps([row['labels'].get(f) for f in self.fields], default=str)
@@ -253,8 +257,12 @@ def sweep_trials(sweep_dir: str) -> tuple[list[tuple[str, dict]], str]:
   return [(d, overrides[d]) for d in runs], ''
 
 
-def collect(sweep_dir: str, with_summary: bool = True) -> Table:
-  """The results Table of a sweep directory (raises FileNotFoundError if it holds no trials)."""
+NOT_SELECTED = 'not selected'  # a trial never started that `vvt sweep --only` left out
+
+
+def collect(sweep_dir: str, with_summary: bool = True, selected=None) -> Table:
+  """The results Table of a sweep directory (raises FileNotFoundError if it holds no trials). `selected`: the
+  trials a `vvt sweep --only REGEX` ran; the others that never started are NOT_SELECTED, not missing."""
   if not _is_dir(sweep_dir):
     raise FileNotFoundError(f'no such sweep directory: {sweep_dir}')
   listed, spec = sweep_trials(sweep_dir)
@@ -264,6 +272,8 @@ def collect(sweep_dir: str, with_summary: bool = True) -> Table:
   rows = []
   for name, labels in listed:
     row = trial_row(fileio.join(sweep_dir, name), with_summary=with_summary)
+    if selected is not None and name not in selected and row['status'] == 'not started':
+      row['status'] = NOT_SELECTED
     rows.append({'trial': name, 'labels': labels, **row})
   fields = []
   for _, labels in listed:
@@ -322,7 +332,8 @@ def markdown(table: Table) -> str:
   if table.spec:
     lines += [f'Sweep of `{table.spec}`.', '']
   lines += [f'{n_done} of {len(table.rows)} trials finished.'
-            + (f' Missing: {len(table.missing)} (listed below).' if table.missing else ''), '']
+            + (f' Missing: {len(table.missing)} (listed below).' if table.missing else '')
+            + (f' Not selected by --only: {len(table.not_selected)}.' if table.not_selected else ''), '']
   header = [short_field(f) for f in table.fields] + [
       'seeds', f'{h} (mean ± std)', f'best {h}', 'clip_top1', 'params (M)', 'GFLOPs/view', 'steps/s']
   body = []

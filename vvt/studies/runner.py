@@ -43,6 +43,7 @@ from typing import Callable, Optional, Sequence
 from vvt import fileio
 from vvt.studies import claims
 from vvt.studies import results as results_lib
+from vvt.studies import slice as slice_lib
 from vvt.studies import sweep as sweep_lib
 from vvt.train import metrics as metrics_lib
 
@@ -99,20 +100,25 @@ def _refuse_other_overrides(sweep_dir: str, old: Optional[dict], base: Sequence[
           f'same overrides, or as `vvt sweep {sweep_dir}` (no --config: the recorded ones)')
 
 
-def local_log_path(sweep_dir: str, trial_name: str) -> str:
+def log_name(process: int = 0) -> str:
+  """train.log of a trial's process 0, train.process-<p>.log of the other processes of a slice."""
+  return LOG if process == 0 else f'train.process-{process}.log'
+
+
+def local_log_path(sweep_dir: str, trial_name: str, process: int = 0) -> str:
   """Where the trial's process writes its output: SWEEP/<trial>/train.log, or for a URL sweep a local file
   (one folder per sweep URL under the temporary directory) that is copied there when the trial ends."""
   if not fileio.is_url(sweep_dir):
-    return os.path.join(sweep_dir, trial_name, LOG)
+    return os.path.join(sweep_dir, trial_name, log_name(process))
   folder = 'vvt_sweep_' + hashlib.sha1(fileio.abspath(sweep_dir).encode()).hexdigest()[:12]
-  return os.path.join(tempfile.gettempdir(), folder, trial_name, LOG)
+  return os.path.join(tempfile.gettempdir(), folder, trial_name, log_name(process))
 
 
-def _keep_log(r: _Running, workdir: str) -> None:
-  """Copies a URL sweep's local trial output to SWEEP/<trial>/train.log (a local sweep writes it there)."""
+def _keep_log(log_path: str, workdir: str) -> None:
+  """Copies a URL sweep's local trial output to SWEEP/<trial>/ (a local sweep writes it there)."""
   if fileio.is_url(workdir):
-    with open(r.log_path, errors='replace') as f:
-      fileio.atomic_write_text(fileio.join(workdir, LOG), f.read())
+    with open(log_path, errors='replace') as f:
+      fileio.atomic_write_text(fileio.join(workdir, os.path.basename(log_path)), f.read())
 
 
 def _last_error(log_path: str) -> str:
@@ -137,6 +143,7 @@ class _Running:
   claim: claims.Claim
   offset: int = 0
   training: bool = False
+  ended_here: bool = False  # ended by this worker (a process of its slice failed), not by itself
 
 
 def _record(workdir: str, **fields) -> None:
@@ -160,22 +167,33 @@ runpy.run_module('vvt', run_name='__main__', alter_sys=True)
 """
 
 
-def _start(trial, index, spec, base, sweep_dir, env, claim) -> _Running:
-  workdir = fileio.join(sweep_dir, trial.name)
-  fileio.makedirs(workdir)
-  argv = train_argv(spec, base, trial, workdir)
-  log_path = local_log_path(sweep_dir, trial.name)
+def _open_log(log_path: str, header: str):
+  """The trial's output file (appended to), its header line written; (file, offset of the new output)."""
   os.makedirs(os.path.dirname(log_path), exist_ok=True)
   log = open(log_path, 'a')  # pylint: disable=consider-using-with
   offset = log.tell()
-  log.write(f'\n===== vvt sweep: {time.strftime("%Y-%m-%d %H:%M:%S")}: attempt {claim.record["attempts"]} on '
-            f'{claims.holder(claim.record)}: {shell_command(argv)}\n')
+  log.write(f'\n===== vvt sweep: {time.strftime("%Y-%m-%d %H:%M:%S")}: {header}\n')
   log.flush()
-  _record(workdir, name=trial.name, overrides=trial.overrides, command=shell_command(argv),
-          status='running', error=None, started=time.strftime('%Y-%m-%d %H:%M:%S'))
-  proc = subprocess.Popen([sys.executable, '-c', _CHILD, str(os.getpid()), *argv], stdout=log,
+  return log, offset
+
+
+def _spawn(argv: Sequence[str], log, env: dict) -> subprocess.Popen:
+  """`python -m vvt ARGV` in a child that dies with this worker (`_CHILD`), its output to `log`."""
+  return subprocess.Popen([sys.executable, '-c', _CHILD, str(os.getpid()), *argv], stdout=log,
                           stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
-  return _Running(trial, index, proc, log, log_path, time.time(), claim, offset)
+
+
+def _start(trial, index, spec, base, sweep_dir, env, claim, slice_args: Sequence[str] = ()) -> _Running:
+  workdir = fileio.join(sweep_dir, trial.name)
+  fileio.makedirs(workdir)
+  argv = [*train_argv(spec, base, trial, workdir), *slice_args]
+  log_path = local_log_path(sweep_dir, trial.name)
+  log, offset = _open_log(log_path, f'attempt {claim.record["attempts"]} on {claims.holder(claim.record)}: '
+                                    f'{shell_command(argv)}')
+  _record(workdir, name=trial.name, overrides=trial.overrides, command=shell_command(argv),
+          status='running', error=None, started=time.strftime('%Y-%m-%d %H:%M:%S'),
+          **({'processes': claim.record['processes']} if claim.record.get('processes', 1) > 1 else {}))
+  return _Running(trial, index, _spawn(argv, log, env), log, log_path, time.time(), claim, offset)
 
 
 def _echo_progress(run: _Running, total: int, say: Callable) -> None:
@@ -207,6 +225,19 @@ def _on_sigterm(signum, frame):
   raise Stopped('stopped (SIGTERM): the running trials saved a checkpoint and were released')
 
 
+class _SigtermStops:
+  """SIGTERM raises Stopped while inside (in the main thread only: signals are not set elsewhere)."""
+
+  def __enter__(self):
+    self.main = threading.current_thread() is threading.main_thread()
+    self.previous = signal.signal(signal.SIGTERM, _on_sigterm) if self.main else None
+    return self
+
+  def __exit__(self, *exc):
+    if self.main:
+      signal.signal(signal.SIGTERM, self.previous)
+
+
 @dataclasses.dataclass
 class _Worker:
   """One `vvt sweep` worker's loop: its trials to do, those running here, those held by other workers."""
@@ -220,6 +251,7 @@ class _Worker:
   lease_s: float
   check_s: float
   me: claims.Worker = dataclasses.field(default_factory=claims.Worker.here)
+  group: Optional[slice_lib.Slice] = None  # process 0 of a slice: the others train each trial with it
   t0: float = dataclasses.field(default_factory=time.time)
   todo: list = dataclasses.field(default_factory=list)
   running: list = dataclasses.field(default_factory=list)
@@ -239,7 +271,7 @@ class _Worker:
 
 def run(trials: Sequence[sweep_lib.Trial], spec: str, base: Sequence[tuple[str, str]], sweep_dir: str,
         parallel: int = 1, say: Callable = print, env: Optional[dict] = None, lease_s: float = claims.LEASE_S,
-        renew_s: Optional[float] = None) -> dict[str, str]:
+        renew_s: Optional[float] = None, group: Optional[slice_lib.Slice] = None) -> dict[str, str]:
   """Runs the trials that are not finished, `parallel` at a time, as one worker among any number on
   `sweep_dir`; returns {trial: finished|failed|skipped}.
 
@@ -250,11 +282,16 @@ def run(trials: Sequence[sweep_lib.Trial], spec: str, base: Sequence[tuple[str, 
   worker returns when every trial is finished or failed. It shows which trial runs (n of N), its progress
   lines and the elapsed time. Ctrl-C or SIGTERM stops the running trials (they save a checkpoint, their
   claims are released for another worker or the next run) and raises KeyboardInterrupt.
+
+  With `group` (process 0 of a multi-process job, `vvt.studies.slice`) the worker is the whole slice: it runs one
+  trial at a time, each on every process of the slice (the others run `follow`), and ends the others' loop when
+  it returns; a lost process of the slice releases the running trial and raises SliceLost.
   """
   renew_s = renew_s or claims.default_renew_s(lease_s)
-  w = _Worker(trials, spec, base, sweep_dir, max(1, parallel), say,
+  me = claims.Worker.here(processes=group.processes if group else 1)
+  w = _Worker(trials, spec, base, sweep_dir, 1 if group else max(1, parallel), say,
               dict(os.environ if env is None else env, PYTHONUNBUFFERED='1'), lease_s,
-              max(POLL_S, min(renew_s, 10.0)))
+              max(POLL_S, min(renew_s, 10.0)), me=me, group=group)
   for i, t in enumerate(trials, 1):
     if results_lib.final_eval_path(fileio.join(sweep_dir, t.name)):
       w.status[t.name] = 'skipped'
@@ -262,21 +299,25 @@ def run(trials: Sequence[sweep_lib.Trial], spec: str, base: Sequence[tuple[str, 
     else:
       w.todo.append((i, t))
   leases = claims.Leases(renew_s)
-  in_main = threading.current_thread() is threading.main_thread()
-  previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
   try:
-    while w.todo or w.running:
-      _fill(w, leases)
-      time.sleep(POLL_S)
-      for r in list(w.running):
-        _poll(w, r, leases)
-      _say_waiting(w)
+    with _SigtermStops():
+      while w.todo or w.running:
+        _fill(w, leases)
+        time.sleep(POLL_S)
+        for r in list(w.running):
+          _poll(w, r, leases)
+        _say_waiting(w)
+      if group:
+        group.end()
   except KeyboardInterrupt:
     _stop_all(w)
+    if group:
+      group.end(stopped=True)
     raise
+  except slice_lib.SliceLost as e:
+    _release_all(w, str(e))
+    raise slice_lib.SliceLost(f'{e}; {_released(w)}') from None
   finally:
-    if in_main:
-      signal.signal(signal.SIGTERM, previous)
     leases.stop()
   return w.status
 
@@ -295,7 +336,11 @@ def _fill(w: _Worker, leases: claims.Leases) -> None:
       w.todo.remove((i, t))
       w.held.pop(t.name, None)
       _say_start(w, i, t, out.claim)
-      w.running.append(_start(t, i, w.spec, w.base, w.sweep_dir, w.env, out.claim))
+      if w.group:  # the other processes start their trainers as this one does
+        w.group.publish({'trial': t.name, 'index': i, 'total': w.total, 'attempt': out.claim.record['attempts'],
+                         'argv': train_argv(w.spec, w.base, t, fileio.join(w.sweep_dir, t.name))})
+      w.running.append(_start(t, i, w.spec, w.base, w.sweep_dir, w.env, out.claim,
+                              w.group.trainer_args() if w.group else ()))
       leases.add(out.claim)
     elif out.status in ('finished', 'failed'):
       w.todo.remove((i, t))
@@ -342,11 +387,15 @@ def _say_start(w: _Worker, i: int, t: sweep_lib.Trial, claim: claims.Claim) -> N
 
 
 def _poll(w: _Worker, r: _Running, leases: claims.Leases) -> None:
-  """Progress of a running trial; stops it if its claim was lost; records it when its process ends."""
+  """Progress of a running trial; stops it if its claim was lost; records it when its process ends (in a slice:
+  once every process's trainer has ended)."""
   _echo_progress(r, w.total, w.say)
+  if w.group:
+    w.group.check()
   if not claims.check(r.claim):
     r.proc.kill()  # at once: the trial's new owner writes its checkpoints now
     r.proc.wait()
+    _gather(w)  # the slice's other trainers end with this one (their coordinator is gone)
     r.log.close()
     w.running.remove(r)
     leases.remove(r.claim)
@@ -356,11 +405,45 @@ def _poll(w: _Worker, r: _Running, leases: claims.Leases) -> None:
           f'(elapsed {w.elapsed()})')
     return
   if r.proc.poll() is None:
-    return
+    if not (w.group and any(res['returncode'] for res in w.group.reported().values())):
+      return
+    r.proc.kill()  # another process's trainer failed: this one would wait for it
+    r.proc.wait()
+    r.ended_here = True
+  others = _gather(w)
   w.running.remove(r)
   leases.remove(r.claim)
   r.log.close()
-  _finish(r, w.sweep_dir, w.total, w.status, w.say, w.t0)
+  _finish(r, w.sweep_dir, w.total, w.status, w.say, w.t0, others)
+
+
+def _gather(w: _Worker) -> dict[int, dict]:
+  """In a slice: every other process's outcome of this round, waiting for all of them; {} for a lone worker."""
+  if not w.group:
+    return {}
+  others = w.group.gather()
+  w.group.next_round()
+  return others
+
+
+def _release_all(w: _Worker, why: str) -> None:
+  """A process of the slice was lost: the running trials end at once, their claims released for another worker."""
+  for r in w.running:
+    r.proc.kill()
+  for r in w.running:
+    r.proc.wait()
+    r.log.close()
+    workdir = fileio.join(w.sweep_dir, r.trial.name)
+    _keep_log(r.log_path, workdir)
+    _record(workdir, status='interrupted', error=why)
+    if not r.claim.lost:
+      claims.set_status(r.claim, 'released', f'interrupted: {why}')
+
+
+def _released(w: _Worker) -> str:
+  names = [r.trial.name for r in w.running]
+  return (f'trial {", ".join(names)} released for another worker (it resumes from its checkpoint)' if names
+          else 'no trial was running')
 
 
 def _say_waiting(w: _Worker) -> None:
@@ -387,18 +470,27 @@ def _stop_all(w: _Worker) -> None:
     r.log.close()
     workdir = fileio.join(w.sweep_dir, r.trial.name)
     if not r.claim.lost:
-      _keep_log(r, workdir)
+      _keep_log(r.log_path, workdir)
       _record(workdir, status='interrupted')
       claims.set_status(r.claim, 'released', 'interrupted')
 
 
-def _finish(r: _Running, sweep_dir: str, total: int, status: dict, say: Callable, t0: float) -> None:
+def _errors(r: _Running, others: dict[int, dict]) -> list[str]:
+  """The trial's errors: process 0's (unless this worker ended it), then those of the slice's other processes."""
+  out = [] if r.ended_here or not r.proc.returncode else [_last_error(r.log_path)]
+  return out + [f'process {p}: ' + (res.get('error') or f'exit status {res["returncode"]}')
+                for p, res in sorted(others.items()) if res.get('returncode')]
+
+
+def _finish(r: _Running, sweep_dir: str, total: int, status: dict, say: Callable, t0: float,
+            others: Optional[dict] = None) -> None:
   workdir = fileio.join(sweep_dir, r.trial.name)
-  _keep_log(r, workdir)
+  _keep_log(r.log_path, workdir)
   wall = time.time() - r.started
   final = results_lib.final_eval_path(workdir)
   elapsed = metrics_lib.format_duration(time.time() - t0)
-  if r.proc.returncode == 0 and final:
+  errors = _errors(r, others or {})
+  if not errors and r.proc.returncode == 0 and final:
     res = results_lib.read_json(final, {}) or {}
     key = next((h for h in results_lib.HEADLINES if h in res), None)
     score = f': {key} {res[key]:.4f}' if key else ''
@@ -408,9 +500,58 @@ def _finish(r: _Running, sweep_dir: str, total: int, status: dict, say: Callable
     say(f'[sweep] ({r.index}/{total}) finished {r.trial.name} in {metrics_lib.format_duration(wall)}{score} '
         f'(elapsed {elapsed})')
     return
-  error = _last_error(r.log_path) if r.proc.returncode else 'exited 0 without a final evaluation'
+  error = errors[0] if errors else 'exited 0 without a final evaluation'
   _record(workdir, status='failed', returncode=r.proc.returncode, error=error, wall_s=wall)
   claims.set_status(r.claim, 'failed', error)
   status[r.trial.name] = 'failed'
   say(f'[sweep] ({r.index}/{total}) FAILED {r.trial.name} after {metrics_lib.format_duration(wall)}: {error} '
       f'(log: {r.log_path}; elapsed {elapsed})')
+
+
+def follow(group: slice_lib.Slice, sweep_dir: str, say: Callable = print, env: Optional[dict] = None) -> int:
+  """A process other than 0 of a slice: trains each trial that process 0 announces, with it, until process 0 says
+  that none is left; the number of trials it took part in. Its trainer's output goes to
+  SWEEP/<trial>/train.process-<p>.log. A lost process of the slice ends its trainer and raises SliceLost; SIGTERM
+  stops its trainer (the slice's trainers save together) and raises Stopped."""
+  env = dict(os.environ if env is None else env, PYTHONUNBUFFERED='1')
+  done = 0
+  with _SigtermStops():
+    while True:
+      message = group.receive()
+      if message.get('end'):
+        if message.get('stopped'):
+          say(f'[sweep] {group.name()}: process 0 was stopped; the trial saved a checkpoint')
+        return done
+      result = _follow_one(group, message, sweep_dir, say, env)
+      group.report(result)
+      group.next_round()
+      done += 1
+
+
+def _follow_one(group: slice_lib.Slice, message: dict, sweep_dir: str, say: Callable, env: dict) -> dict:
+  """Runs this process's trainer of the announced trial to its end; {returncode, error}."""
+  name, argv = message['trial'], [*message['argv'], *group.trainer_args()]
+  log_path = local_log_path(sweep_dir, name, group.process)
+  log, _ = _open_log(log_path, f'attempt {message["attempt"]}, {group.name()}: {shell_command(argv)}')
+  say(f'[sweep] ({message["index"]}/{message["total"]}) {name}: {group.name()} trains it with process 0 '
+      f'(attempt {message["attempt"]})')
+  proc = _spawn(argv, log, env)
+  try:
+    while proc.poll() is None:
+      group.check()
+      time.sleep(POLL_S)
+  except slice_lib.SliceLost:
+    proc.kill()
+    proc.wait()
+    raise
+  except KeyboardInterrupt:
+    proc.terminate()
+    proc.wait()
+    raise
+  finally:
+    log.close()
+    _keep_log(log_path, fileio.join(sweep_dir, name))
+  error = _last_error(log_path) if proc.returncode else None
+  say(f'[sweep] ({message["index"]}/{message["total"]}) {name}: {group.name()} done'
+      + (f' (exit status {proc.returncode}: {error})' if proc.returncode else ''))
+  return {'returncode': proc.returncode, 'error': error}

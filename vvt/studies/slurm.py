@@ -34,7 +34,7 @@ import time
 from typing import Optional, Sequence
 
 from vvt import fileio
-from vvt.studies import sweep as sweep_lib
+from vvt.studies import launch
 
 PREFIX = '--slurm.'
 FOLDER = 'slurm'          # SWEEP/slurm/: the script, the jobs submitted, the tasks' output
@@ -42,13 +42,12 @@ SCRIPT = 'job.sbatch'
 JOBS = 'jobs.jsonl'
 
 
-class SlurmOptionError(sweep_lib.SweepError):
+class SlurmOptionError(launch.OptionError):
   """A `--slurm.*` option is unknown or its value wrong: one line naming it (exit 2, like any bad argument)."""
 
 
-class SlurmError(RuntimeError):
+class SlurmError(launch.LaunchError):
   """`sbatch` is missing, refuses the script or gives no job id: one line saying which (exit 1)."""
-  user_error = True
 
 
 # name: (type, default, what it sets)
@@ -89,39 +88,13 @@ class Options:
 def split_options(argv: Sequence[str]) -> tuple[Options, list[str]]:
   """(the `--slurm.NAME=VALUE` / `--slurm.NAME VALUE` options, the other arguments). An unknown name or a
   value of the wrong type raises SlurmOptionError naming it."""
-  fields, rest, argv = {}, [], list(argv)
-  while argv:
-    arg = argv.pop(0)
-    if not arg.startswith(PREFIX):
-      rest.append(arg)
-      continue
-    name, eq, value = arg[len(PREFIX):].partition('=')
-    name = name.replace('-', '_')
-    if name not in OPTIONS:
-      raise SlurmOptionError(f'unknown option {PREFIX}{name} (known: {", ".join(PREFIX + k for k in OPTIONS)})')
-    if not eq:
-      if not argv:
-        raise SlurmOptionError(f'{PREFIX}{name} needs a value')
-      value = argv.pop(0)
-    kind = OPTIONS[name][0]
-    if kind is list:
-      fields[name] = (*fields.get(name, ()), value)
-    elif kind is int:
-      try:
-        fields[name] = int(value)
-      except ValueError:
-        raise SlurmOptionError(f'{PREFIX}{name}={value}: not an integer') from None
-    else:
-      fields[name] = value
-  return _checked(Options(**fields)), rest
+  opts, rest = launch.split_options(argv, PREFIX, OPTIONS, Options, SlurmOptionError)
+  return _checked(opts), rest
 
 
 def _checked(opts: Options) -> Options:
-  if opts.nodes < 1:
-    raise SlurmOptionError(f'{PREFIX}nodes={opts.nodes}: must be >= 1')
-  for name in ('gpus', 'cpus', 'signal'):
-    if getattr(opts, name) < 0:
-      raise SlurmOptionError(f'{PREFIX}{name}={getattr(opts, name)}: must be >= 0')
+  launch.check_non_negative(opts, PREFIX, ('nodes',), SlurmOptionError, minimum=1)
+  launch.check_non_negative(opts, PREFIX, ('gpus', 'cpus', 'signal'), SlurmOptionError)
   for line in opts.extra:
     if '\n' in line or not line.strip().startswith('-'):
       raise SlurmOptionError(f'{PREFIX}extra={line!r}: one sbatch option such as --constraint=a100')
@@ -129,22 +102,6 @@ def _checked(opts: Options) -> Options:
 
 
 # ----------------------------------------------------------------------------- the script
-
-
-def array_spec(indices: Sequence[int], throttle: int = 0) -> str:
-  """`--array` of these task indices, runs compressed: [0, 1, 2, 5] -> '0-2,5'; with throttle 2: '0-2,5%2'."""
-  if not indices:
-    raise SlurmError('no trials to submit')
-  parts, ordered = [], sorted(set(indices))
-  start = prev = ordered[0]
-  for i in [*ordered[1:], None]:
-    if i is not None and i == prev + 1:
-      prev = i
-      continue
-    parts.append(str(start) if start == prev else f'{start}-{prev}')
-    if i is not None:
-      start = prev = i
-  return ','.join(parts) + (f'%{throttle}' if throttle else '')
 
 
 def _directives(opts: Options, sweep_dir: str, array: str, cwd: str) -> list[str]:
@@ -212,10 +169,10 @@ def script(sweep_dir: str, commands: dict[int, tuple[str, Sequence[str]]], opts:
   sweep_dir = os.path.abspath(sweep_dir)
   cases = '\n'.join(f'  {i}) trial={shlex.quote(name)}; cmd=({" ".join(shlex.quote(a) for a in argv)}) ;;'
                     for i, (name, argv) in sorted(commands.items()))
-  launch = ('srun --ntasks-per-node=1 --kill-on-bad-exit=1 ' if opts.nodes > 1 else '')
-  body = _BODY % {'cases': cases, 'setup': f'{opts.setup}\n' if opts.setup else '', 'launch': launch}
+  srun = ('srun --ntasks-per-node=1 --kill-on-bad-exit=1 ' if opts.nodes > 1 else '')
+  body = _BODY % {'cases': cases, 'setup': f'{opts.setup}\n' if opts.setup else '', 'launch': srun}
   head = ['#!/bin/bash', *(f'# {line}' for line in header.splitlines()),
-          *_directives(opts, sweep_dir, array_spec(list(commands), throttle), cwd)]
+          *_directives(opts, sweep_dir, launch.array_spec(list(commands), throttle), cwd)]
   return '\n'.join(head) + '\n\n' + body
 
 
@@ -226,15 +183,7 @@ def task_argv(opts: Options, sweep_dir: str, index: int, train_argv: Sequence[st
   python = opts.python or sys.executable
   if opts.nodes > 1:
     return [python, '-m', 'vvt', *train_argv]
-  return [python, '-m', 'vvt', 'sweep', sweep_dir, '--trial', str(index), '--lease_s', f'{lease_s:g}']
-
-
-def unfinished(all_trials: Sequence[sweep_lib.Trial], chosen: Sequence[sweep_lib.Trial], sweep_dir: str) -> list[int]:
-  """The task indices (positions in the sweep's list of trials) of the chosen trials not finished yet."""
-  from vvt.studies import results as results_lib  # pylint: disable=g-import-not-at-top
-  names = {t.name for t in chosen}
-  return [i for i, t in enumerate(all_trials)
-          if t.name in names and not results_lib.final_eval_path(fileio.join(sweep_dir, t.name))]
+  return launch.sweep_task_argv([python], sweep_dir, str(index), lease_s)
 
 
 # ----------------------------------------------------------------------------- submitting
@@ -251,20 +200,11 @@ def write_script(sweep_dir: str, text: str) -> str:
 
 def submit(script_path: str, env: Optional[dict] = None) -> str:
   """Submits the script with `sbatch --parsable`; the job id. SlurmError when sbatch is missing or refuses."""
-  sbatch = shutil.which('sbatch', path=(env or os.environ).get('PATH'))
-  if sbatch is None:
-    raise SlurmError(f'sbatch not found on PATH: run this on a SLURM login node (the script: {script_path})')
-  try:
-    res = subprocess.run([sbatch, '--parsable', script_path], capture_output=True, text=True, env=env,
-                         timeout=120, stdin=subprocess.DEVNULL)
-  except subprocess.TimeoutExpired:
-    raise SlurmError(f'sbatch did not answer in 120 s ({script_path})') from None
-  if res.returncode:
-    said = ' '.join((res.stderr or res.stdout).split()) or f'exit status {res.returncode}'
-    raise SlurmError(f'sbatch refused {script_path}: {said}')
-  m = re.match(r'\s*(\d+)', res.stdout)
+  out = launch.run_tool(['sbatch', '--parsable', script_path], script_path, env, error=SlurmError,
+                        where=f'run this on a SLURM login node (the script: {script_path})')
+  m = re.match(r'\s*(\d+)', out)
   if not m:
-    raise SlurmError(f'sbatch gave no job id for {script_path}: {res.stdout.strip()!r}')
+    raise SlurmError(f'sbatch gave no job id for {script_path}: {out.strip()!r}')
   return m.group(1)
 
 

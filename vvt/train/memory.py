@@ -24,6 +24,9 @@ import os
 import re
 from typing import Optional
 
+from vvt.train import flops as flops_lib
+from vvt.train import peaks
+
 GIB = 2 ** 30
 
 # Per device (a TensorCore on v2/v3, a chip elsewhere: v4 / v5p run as megacore), nominal HBM.
@@ -172,6 +175,7 @@ class Report:
   compiled: bool = True
   reason: str = ''
   num_params: int = 0
+  peak: Optional[peaks.Peak] = None  # the device's peak rate for the step's dtype (vvt.train.peaks), if known
 
   @property
   def fits(self) -> bool:
@@ -186,8 +190,17 @@ class Report:
             'device_memory_bytes', 'params_bytes', 'opt_state_bytes', 'batch_bytes', 'temp_bytes',
             'output_bytes', 'alias_bytes', 'code_bytes', 'flops_per_device', 'num_params', 'reason')
     out = {k: getattr(self, k) for k in keys}
-    out.update(fits=self.fits, flops_per_step=self.flops_per_step)
+    out.update(fits=self.fits, flops_per_step=self.flops_per_step,
+               peak_tflops_per_device=self.peak.tflops if self.peak else None,
+               min_step_seconds=self.min_step_seconds)
     return out
+
+  @property
+  def min_step_seconds(self) -> Optional[float]:
+    """The step's time at the device's peak rate (100% MFU): a lower bound; None without a peak."""
+    if not self.peak or not self.flops_per_device:
+      return None
+    return self.flops_per_device / (self.peak.tflops * 1e12)
 
   def lines(self) -> list[str]:
     g = lambda b: f'{b / GIB:8.2f} GiB'  # pylint: disable=unnecessary-lambda-assignment
@@ -204,6 +217,11 @@ class Report:
     if self.flops_per_device:
       out.append(f'FLOPs per step    {self.flops_per_step:.4g} ({self.flops_per_device:.4g} per '
                  'device; XLA counts a multiply-add as 2)')
+      if self.min_step_seconds is not None:
+        out.append(f'at peak            {self.min_step_seconds * 1e3:.1f} ms per step at 100% MFU '
+                   f'({self.peak.basis}); at 40% MFU {self.min_step_seconds / 0.4 * 1e3:.1f} ms')
+      else:
+        out.append('at peak            no peak rate known for this device (vvt.train.peaks)')
     out.append('fits' if self.fits else f'does not fit: {self.reason}')
     return out
 
@@ -243,10 +261,9 @@ def is_oom(error: BaseException) -> bool:
 
 
 def abstract_batch(program, batch_size: int, eval_step: bool = False) -> dict:
-  """The step's batch as sharded ShapeDtypeStructs: uint8 pixels (B, T, S, S, 3), labels per head, mask."""
+  """The step's batch as sharded ShapeDtypeStructs: uint8 pixels (B, T, S, S, 3), the task's labels, mask."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from vvt.train import losses  # pylint: disable=g-import-not-at-top
   sharding = program.batch_sharding
   s, t = program.clip.image_size, program.clip.num_frames
 
@@ -255,8 +272,8 @@ def abstract_batch(program, batch_size: int, eval_step: bool = False) -> dict:
 
   batch = {'inputs': spec((batch_size, t, s, s, 3), jnp.uint8),
            'mask': spec((batch_size,), jnp.float32)}
-  for h in program.eval_settings.heads:
-    batch[losses.label_key(h)] = spec((batch_size,), jnp.int32)
+  for key, (shape, dtype) in program.task.label_specs(batch_size).items():
+    batch[key] = spec(shape, jnp.dtype(dtype))
   if eval_step:
     batch['video_index'] = spec((batch_size,), jnp.int32)
   return batch
@@ -314,9 +331,7 @@ def _read_compiled(report: Report, compiled) -> Report:
   report.per_device_bytes = int(mem.argument_size_in_bytes + mem.output_size_in_bytes
                                 - mem.alias_size_in_bytes + mem.temp_size_in_bytes
                                 + mem.generated_code_size_in_bytes)
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  report.flops_per_device = float((cost or {}).get('flops', 0.0))
+  report.flops_per_device = flops_lib.compiled_flops(compiled)
   if not report.fits:
     report.reason = (f'{report.per_device_bytes / GIB:.2f} GiB per device > '
                      f'{report.device_memory_bytes / GIB:.2f} GiB of device memory')
@@ -364,7 +379,9 @@ def plan(run, topology: Topology, devices, eval_step: bool = False, log=None) ->
                   params_bytes=shard_bytes(params),
                   opt_state_bytes=0 if opt_state is None else shard_bytes(opt_state),
                   batch_bytes=shard_bytes(batch),
-                  num_params=sum(int(x.size) for x in jax.tree.leaves(params)))
+                  num_params=sum(int(x.size) for x in jax.tree.leaves(params)),
+                  peak=peaks.peak_for(getattr(devices[0], 'device_kind', ''), run.model.dtype,
+                                      peaks.matmul_precision()) if topology.platform != 'cpu' else None)
   if log:
     log(f'[memory] compiling the {report.step} step for {topology.accelerator} '
         f'({len(devices)} devices, mesh {report.mesh}) ...')

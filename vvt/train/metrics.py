@@ -10,7 +10,7 @@ import json
 import math
 import sys
 import time
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 import jax
 import numpy as np
@@ -122,8 +122,9 @@ class Progress:
   """Console progress lines with throughput and ETA (chief process only)."""
 
   def __init__(self, total_steps: int, start_step: int, batch_size: int,
-               enabled: bool = True, stream=None):
+               enabled: bool = True, stream=None, extra: Optional[Callable[[int], dict]] = None):
     self.total = total_steps
+    self.extra = extra  # step -> more scalars of the interval (vvt.train.profile: TFLOP/s, MFU, input wait)
     self.batch_size = batch_size
     self.enabled = enabled
     self.stream = stream or sys.stdout
@@ -144,8 +145,10 @@ class Progress:
     dt = now - self._last_t
     steps_per_sec = (step - self._last_s) / max(dt, 1e-9)
     self._last_t, self._last_s = now, step
-    return {'steps_per_sec': steps_per_sec,
-            'clips_per_sec': steps_per_sec * self.batch_size}
+    out = {'steps_per_sec': steps_per_sec, 'clips_per_sec': steps_per_sec * self.batch_size}
+    if self.extra is not None:
+      out.update(self.extra(step))
+    return out
 
   def eta(self, step: int) -> float:
     if self._t0 is None or step <= self._s0:
@@ -198,11 +201,11 @@ def plot_curves(workdir: str, out_path: Optional[str] = None) -> Optional[str]:
   axes[0].plot(xs, ys, label='train loss')
   axes[0].set_title('training loss')
   axes[0].set_xlabel('step')
-  for key in sorted({k for r in train for k in r if k.startswith('accuracy')}):
+  for key in sorted({k for r in train for k in r if k.startswith(('accuracy', 'top1_positive'))}):
     xs, ys = series(train, key)
     axes[1].plot(xs, ys, label=f'train {key}')
   for key in sorted({k for r in evals for k in r
-                     if k.startswith(('top1', 'video_top1', 'clip_top1'))}):
+                     if k.startswith(('top1', 'video_top1', 'clip_top1', 'video_map', 'clip_map'))}):
     xs, ys = series(evals, key)
     axes[1].plot(xs, ys, 'o-', label=f'eval {key}')
   axes[1].set_title('accuracy')

@@ -6,9 +6,10 @@
   program.training.step(state, batch) -> (state, metrics, status)
   program.abstract_params(), program.abstract_state(), program.init_state(rng)
 
-`run` is the run's RunSpec (`vvt.config.run_spec`: the config resolved once). From it: the model
-(`vvt.models.build(run.model, backend=platform)`), the input clip (`model_state.ClipShape`), the logical axis rules
-of `run.mesh` (what the batch, heads and MLP units are sharded over: the batch's sharding, the tensor-parallel
+`run` is the run's RunSpec (`vvt.config.run_spec`: the config resolved once). From it: the task
+(`vvt.tasks.registry.task_of(run)`, `run.task.name`) and the model it trains (`task.build_model(run.model,
+backend=platform)`: the backbone and the task's head), the input clip (`model_state.ClipShape`), the logical axis
+rules of `run.mesh` (what the batch, heads and MLP units are sharded over: the batch's sharding, the tensor-parallel
 specs, and the rules the steps are traced under, whenever jax traces them), the shardings of its rules on `mesh`,
 the steps' settings (`steps.TrainSettings` / `steps.EvalSettings`) and, for training, the optimiser and its
 schedule over `steps_per_epoch = ceil(num_train_videos / batch_size)` (also with `dataset.repeated_augmentation` =
@@ -60,6 +61,11 @@ class Program:
   training: Optional[Training] = None
 
   @property
+  def task(self):
+    """The run's task (`vvt.tasks`): what a batch carries, the outputs, loss, scores and aggregator."""
+    return self.eval_settings.task
+
+  @property
   def batch_sharding(self) -> jax.sharding.NamedSharding:
     """The steps' batch sharding: the batch dimension over the axes of logical `batch` (`logical_rules`)."""
     return mesh_lib.batch_sharding(self.mesh, self.logical_rules)
@@ -105,13 +111,14 @@ def total_steps(num_train_steps: int, num_epochs: float, epoch_steps: int) -> in
   return max(1, int(math.ceil(num_epochs * epoch_steps)))
 
 
-def build_training(run, module, clip: model_state.ClipShape, mesh, num_train_videos: int) -> Training:
-  """The optimiser and schedule of RunSpec `run` for a training set of `num_train_videos`, and the train step."""
+def build_training(run, module, clip: model_state.ClipShape, mesh, num_train_videos: int, task=None) -> Training:
+  """The optimiser and schedule of RunSpec `run` for a training set of `num_train_videos`, and the train step
+  (`task`: the run's, where built already)."""
   epoch_steps = steps_per_epoch(num_train_videos, run.batch_size)
   total = total_steps(run.num_train_steps, run.num_epochs, epoch_steps)
   schedule = optimizers.make_schedule(run.schedule, total, epoch_steps)
   tx = optimizers.make_optimizer(run.optimizer, schedule)
-  settings = steps_lib.TrainSettings.of(run)
+  settings = steps_lib.TrainSettings.of(run, task)
   ema = settings.ema_decay > 0
   shardings = model_state.state_shardings(module, clip, tx, mesh, run.mesh, ema=ema)  # rule errors: here
   step = steps_lib.jit_train_step(
@@ -129,15 +136,15 @@ def build_program(run, mesh, *, num_train_videos: Optional[int] = None,
   state shardings, train step), else it only evaluates. platform: what the steps are compiled for
   ('tpu', 'gpu', 'cpu'; None: jax's default backend), which `model.attention_impl='auto'` chooses for.
   """
-  module = model_state.build_model(run.model, backend=platform)
+  eval_settings = steps_lib.EvalSettings.of(run)
+  module = eval_settings.task.build_model(run.model, backend=platform)
   clip = model_state.ClipShape.of(run)
   training = None
   if num_train_videos is not None:
-    training = build_training(run, module, clip, mesh, num_train_videos)
+    training = build_training(run, module, clip, mesh, num_train_videos, eval_settings.task)
     param_shardings = training.shardings.params
   else:
     param_shardings = model_state.param_shardings(module, clip, mesh, run.mesh)  # rule errors: here
-  eval_settings = steps_lib.EvalSettings.of(run)
   eval_step = steps_lib.jit_eval_step(steps_lib.eval_step_fn(module, eval_settings), mesh, param_shardings,
                                       eval_settings.logical_rules)
   return Program(module=module, mesh=mesh, clip=clip, param_shardings=param_shardings,

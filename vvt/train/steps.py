@@ -11,11 +11,12 @@ normalise them on the device (`vvt.data.transforms.normalization`). Per-step ran
 dropout / stochastic-depth / mixup masks as an uninterrupted one.
 
 The steps read a run's specs (`vvt.config.run_spec.RunSpec`) through `TrainSettings` / `EvalSettings` (the fields
-they use); `vvt.train.program` builds and jits them for every command.
+they use), among them the run's task (`vvt.tasks`, built from `run.task`: what a batch carries, the model's
+outputs, the loss, the train metrics, the eval scores); `vvt.train.program` builds and jits them for every command.
 """
 import dataclasses
 import functools
-from typing import Callable, Mapping
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -25,21 +26,11 @@ from jax.sharding import NamedSharding
 
 from vvt.data.transforms import normalization
 from vvt.models import axes as logical_axes
+from vvt.tasks import registry as task_registry
+from vvt.tasks.base import Task
 from vvt.train import ema as ema_lib
-from vvt.train import losses
 from vvt.train import mesh as mesh_lib
 from vvt.train.state import TrainState
-
-
-def heads_of(model) -> dict:
-  """{head: num_classes} of a ModelSpec (its num_classes: an int, or (head, classes) pairs); a single-head model
-  has the head ''."""
-  nc = model.num_classes
-  return {'': nc} if isinstance(nc, int) else dict(nc)
-
-
-def metric_name(head: str, base: str = 'accuracy') -> str:
-  return base if head == '' else f'{base}_{head}'
 
 
 # ----------------------------------------------------------------------------- settings
@@ -48,55 +39,47 @@ def metric_name(head: str, base: str = 'accuracy') -> str:
 @dataclasses.dataclass(frozen=True)
 class EvalSettings:
   """What the eval step reads of a run's specs."""
-  heads: Mapping[str, int]  # {head: num_classes}, '' for a single head
+  task: Task                # the run's task (run.task, vvt.tasks): outputs and scores
   normalization: str        # dataset.normalization of the uint8 pixels
-  average: str              # eval.average: 'logits' | 'softmax' (the scores returned)
-  logical_rules: tuple      # mesh.logical_rules, complete (a MeshSpec's)
+  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (a MeshSpec's)
 
   @classmethod
-  def of(cls, run) -> 'EvalSettings':
-    """The settings of a RunSpec."""
-    return cls(heads=heads_of(run.model), normalization=run.data.normalization, average=run.eval.average,
+  def of(cls, run, task: Task | None = None) -> 'EvalSettings':
+    """The settings of a RunSpec (`task`: its task, where built already)."""
+    if isinstance(run, cls):
+      return run
+    return cls(task=task_registry.task_of(run) if task is None else task, normalization=run.data.normalization,
                logical_rules=run.mesh.logical_rules)
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainSettings:
   """What the train step reads of a run's specs."""
-  heads: Mapping[str, int]  # {head: num_classes}, '' for a single head
+  task: Task                # the run's task (run.task, vvt.tasks): targets, outputs, loss, metrics
   normalization: str        # dataset.normalization of the uint8 pixels
   accumulation_steps: int   # optimizer.accumulation_steps: micro-batches per update
-  label_smoothing: float    # loss.label_smoothing
-  mixup_alpha: float        # loss.mixup_alpha (0: no mixup)
-  cutmix_alpha: float       # loss.cutmix_alpha (0: no cutmix)
-  mix_switch_prob: float    # loss.mix_switch_prob: cutmix's share when both are on
-  logical_rules: tuple      # mesh.logical_rules, complete (a MeshSpec's)
-  ema_decay: float          # optimizer.ema_decay: the EMA of a state that has one (vvt.train.ema; 0: none)
+  logical_rules: tuple = logical_axes.DEFAULT_RULES  # mesh.logical_rules, complete (a MeshSpec's)
+  ema_decay: float = 0.0    # optimizer.ema_decay: the EMA of a state that has one (vvt.train.ema; 0: none)
 
   @classmethod
-  def of(cls, run) -> 'TrainSettings':
-    """The settings of a RunSpec."""
-    loss = run.loss
-    return cls(heads=heads_of(run.model), normalization=run.data.normalization,
-               accumulation_steps=run.optimizer.accumulation_steps, label_smoothing=loss.label_smoothing,
-               mixup_alpha=loss.mixup_alpha, cutmix_alpha=loss.cutmix_alpha, mix_switch_prob=loss.mix_switch_prob,
-               logical_rules=run.mesh.logical_rules, ema_decay=run.optimizer.ema_decay)
-
-  def mix_options(self) -> dict:
-    return dict(mixup_alpha=self.mixup_alpha, cutmix_alpha=self.cutmix_alpha,
-                switch_prob=self.mix_switch_prob)
+  def of(cls, run, task: Task | None = None) -> 'TrainSettings':
+    """The settings of a RunSpec (`task`: its task, where built already)."""
+    if isinstance(run, cls):
+      return run
+    return cls(task=task_registry.task_of(run) if task is None else task, normalization=run.data.normalization,
+               accumulation_steps=run.optimizer.accumulation_steps, logical_rules=run.mesh.logical_rules,
+               ema_decay=run.optimizer.ema_decay)
 
 
-def train_metrics_class(heads: dict):
+def train_metrics_class(task: Task):
+  """The clu metrics of the train step: loss, learning rate, gradient norm and the task's `metric_names`."""
   fields = {
       'loss': clu_metrics.Average.from_output('loss'),
       'learning_rate': clu_metrics.LastValue.from_output('learning_rate'),
       'grad_norm': clu_metrics.LastValue.from_output('grad_norm'),
   }
-  for h in heads:
-    fields[metric_name(h)] = clu_metrics.Average.from_output(metric_name(h))
-  if len(heads) > 1:
-    fields['accuracy_action'] = clu_metrics.Average.from_output('accuracy_action')
+  for name in task.metric_names:
+    fields[name] = clu_metrics.Average.from_output(name)
   return clu_metrics.Collection.create(**fields)
 
 
@@ -142,40 +125,31 @@ def jit_eval_step(eval_step: Callable, mesh, param_shardings, rules=None) -> Cal
 
 
 def prepare_batch(batch, rng, settings: TrainSettings, batch_sharding):
-  """(inputs, targets, labels, mask) of a batch: normalised pixels (B, T, H, W, 3) mixed (mixup / cutmix)
-  with their soft targets {head: (B, C)}, the integer labels {head: (B,)} and the float mask (B,)."""
-  heads = settings.heads
+  """(inputs, targets, labels, mask) of a batch: normalised pixels (B, T, H, W, 3) as the task prepares them
+  (classification: mixup / cutmix) with its targets and labels (`Task.prepare`), and the float mask (B,)."""
   mask = batch['mask'].astype(jnp.float32)
-  labels = {h: batch[losses.label_key(h)] for h in heads}
-  targets = {h: losses.one_hot_targets(labels[h], n, settings.label_smoothing) for h, n in heads.items()}
   inputs = normalization.normalize(batch['inputs'], settings.normalization)
-  inputs, targets, _ = losses.mix_batch(rng, inputs, targets, **settings.mix_options())
+  inputs, targets, labels = settings.task.prepare(batch, inputs, rng)
   return jax.lax.with_sharding_constraint(inputs, batch_sharding), targets, labels, mask
 
 
-def make_loss_fn(module, heads):
-  """`loss(params, inputs, targets, mask, denom, rng) -> (loss, (per_example_loss (B,), logits))`: the
-  heads' summed cross-entropy, masked, over `denom` (the global batch's valid rows)."""
+def make_loss_fn(module, task: Task):
+  """`loss(params, inputs, targets, mask, denom, rng) -> (loss, (per_example_loss (B,), outputs))`: the task's
+  per-example loss of the module's outputs, masked, over `denom` (the global batch's valid rows)."""
   def loss_fn(params, inputs, targets, mask, denom, rng):
-    logits = losses.as_head_dict(module.apply({'params': params}, inputs, train=True, rngs={'dropout': rng}))
-    logits = {h: logits[h] for h in heads}
-    per_example_loss = losses.multi_head_loss(logits, targets)
-    return jnp.sum(per_example_loss * mask) / denom, (per_example_loss, logits)
+    outputs = task.outputs(module, params, inputs, train=True, rng=rng)
+    per_example_loss = task.loss(outputs, targets)
+    return jnp.sum(per_example_loss * mask) / denom, (per_example_loss, outputs)
   return loss_fn
 
 
-def correct_of(logits, labels) -> dict:
-  """{head: float (B,)}: 1 where the top-1 class is the label."""
-  return {h: (jnp.argmax(logits[h], -1) == labels[h]).astype(jnp.float32) for h in labels}
+def full_batch_gradients(grad_fn, task, params, inputs, targets, labels, mask, denom, rng):
+  """(loss, per-example loss (B,), the task's train metrics {name: (B,)}, grads) of the whole batch at once."""
+  (loss, (per_example_loss, outputs)), grads = grad_fn(params, inputs, targets, mask, denom, rng)
+  return loss, per_example_loss, task.train_metrics(outputs, labels), grads
 
 
-def full_batch_gradients(grad_fn, params, inputs, targets, labels, mask, denom, rng):
-  """(loss, per-example loss (B,), correct {head: (B,)}, grads) of the whole batch at once."""
-  (loss, (per_example_loss, logits)), grads = grad_fn(params, inputs, targets, mask, denom, rng)
-  return loss, per_example_loss, correct_of(logits, labels), grads
-
-
-def accumulated_gradients(grad_fn, params, inputs, targets, labels, mask, denom, rng, *, accumulation_steps,
+def accumulated_gradients(grad_fn, task, params, inputs, targets, labels, mask, denom, rng, *, accumulation_steps,
                           micro_sharding, constrain_grads):
   """As `full_batch_gradients`, over `accumulation_steps` micro-batches scanned one after the other.
 
@@ -192,28 +166,25 @@ def accumulated_gradients(grad_fn, params, inputs, targets, labels, mask, denom,
   def micro_step(carry, micro_batch):
     grads_sum, index = carry
     micro_inputs, micro_targets, micro_mask, micro_labels = micro_batch
-    (loss, (per_example_loss, logits)), grads = grad_fn(params, micro_inputs, micro_targets, micro_mask, denom,
-                                                        jax.random.fold_in(rng, index))
+    (loss, (per_example_loss, outputs)), grads = grad_fn(params, micro_inputs, micro_targets, micro_mask, denom,
+                                                         jax.random.fold_in(rng, index))
     grads_sum = constrain_grads(jax.tree.map(jnp.add, grads_sum, grads))
-    return (grads_sum, index + 1), (loss, per_example_loss, correct_of(logits, micro_labels))
+    return (grads_sum, index + 1), (loss, per_example_loss, task.train_metrics(outputs, micro_labels))
 
   zeros = constrain_grads(jax.tree.map(jnp.zeros_like, params))
   micro_batches = jax.tree.map(split, (inputs, targets, mask, labels))
-  (grads, _), (micro_losses, per_example_loss, correct) = jax.lax.scan(
+  (grads, _), (micro_losses, per_example_loss, task_metrics) = jax.lax.scan(
       micro_step, (zeros, jnp.zeros((), jnp.int32)), micro_batches)
-  return (jnp.sum(micro_losses), unsplit(per_example_loss), {h: unsplit(c) for h, c in correct.items()},
+  return (jnp.sum(micro_losses), unsplit(per_example_loss), {k: unsplit(v) for k, v in task_metrics.items()},
           grads)
 
 
-def metric_outputs(heads, per_example_loss, correct, mask, learning_rate, grad_norm) -> dict:
+def metric_outputs(per_example_loss, task_metrics, mask, learning_rate, grad_norm) -> dict:
   """The per-example model outputs the train metrics (`train_metrics_class`) average."""
   ones = jnp.ones_like(mask)
   outputs = {'loss': per_example_loss, 'mask': mask, 'learning_rate': learning_rate * ones,
              'grad_norm': grad_norm * ones}
-  for h in heads:
-    outputs[metric_name(h)] = correct[h]
-  if len(heads) > 1:
-    outputs['accuracy_action'] = jnp.prod(jnp.stack([correct[h] for h in heads]), axis=0)
+  outputs.update(task_metrics)
   return outputs
 
 
@@ -221,16 +192,18 @@ def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
   """`train_step(state, batch) -> (state, metrics, status)` before jit (`jit_train_step`; `vvt.train.program`
   builds the step of a run). `status` = {'loss', 'param_norm'}: scalars the loop checks for NaN / inf.
 
-  settings: `TrainSettings` (of the run's specs). batch: 'inputs' uint8 or float
-  (B, T, H, W, 3), 'label' (or 'label/<head>') int32 (B,), 'mask' float32 (B,). `mesh` places the inputs
+  settings: `TrainSettings` (or the RunSpec they are read from). batch: 'inputs' uint8 or float
+  (B, T, H, W, 3), 'mask' float32 (B,) and the task's targets (`Task.label_specs`; classification: 'label' (or
+  'label/<head>') int32 (B,)). `mesh` places the inputs
   and the micro-batches of gradient accumulation (batch dimension over the axes of logical `batch` under
   `settings.logical_rules`, which the step is traced under); `param_shardings` (optional) those of the gradients.
   """
-  heads = settings.heads
+  settings = TrainSettings.of(settings)
+  task = settings.task
   rules = settings.logical_rules
-  metrics_cls = train_metrics_class(heads)
+  metrics_cls = train_metrics_class(task)
   batch_sharding = mesh_lib.batch_sharding(mesh, rules)
-  grad_fn = jax.value_and_grad(make_loss_fn(module, heads), has_aux=True)
+  grad_fn = jax.value_and_grad(make_loss_fn(module, task), has_aux=True)
 
   def constrain_grads(grads):
     return grads if param_shardings is None else jax.lax.with_sharding_constraint(grads, param_shardings)
@@ -247,13 +220,13 @@ def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
     rng_mix, rng_dropout = jax.random.split(jax.random.fold_in(state.rng, state.step))
     inputs, targets, labels, mask = prepare_batch(batch, rng_mix, settings, batch_sharding)
     denom = jnp.maximum(jnp.sum(mask), 1.0)
-    loss, per_example_loss, correct, grads = gradients(grad_fn, state.params, inputs, targets, labels, mask,
-                                                       denom, rng_dropout)
+    loss, per_example_loss, task_metrics, grads = gradients(grad_fn, task, state.params, inputs, targets, labels,
+                                                            mask, denom, rng_dropout)
     grads = constrain_grads(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = metrics_cls.single_from_model_output(**metric_outputs(
-        heads, per_example_loss, correct, mask, schedule(state.step), optax.tree.norm(grads)))
+        per_example_loss, task_metrics, mask, schedule(state.step), optax.tree.norm(grads)))
     ema_params = state.ema_params
     if ema_params is not None:  # a state with an EMA: ema = decay * ema + (1 - decay) * params
       ema_params = ema_lib.update(ema_params, params, settings.ema_decay)
@@ -269,17 +242,16 @@ def train_step_fn(module, tx, schedule, settings, mesh, param_shardings=None):
 def eval_step_fn(module, settings):
   """`eval_step(params, batch) -> (scores, passthrough)` before jit (see jit_eval_step).
 
-  settings: `EvalSettings` (of the run's specs). scores: {head: float32
-  (B, num_classes)}, per-view logits (or softmax probabilities when `average == 'softmax'`);
-  passthrough: the batch without 'inputs'.
+  settings: `EvalSettings` (or the RunSpec they are read from). scores: the task's per-view scores
+  (`Task.scores`; classification: {head: float32 (B, num_classes)}, logits or softmax probabilities under
+  `eval.average='softmax'`); passthrough: the batch without 'inputs'.
   """
+  settings = EvalSettings.of(settings)
+  task = settings.task
+
   def eval_step(params, batch):
     inputs = normalization.normalize(batch['inputs'], settings.normalization)
-    logits = losses.as_head_dict(module.apply({'params': params}, inputs, train=False))
-    scores = {}
-    for h in settings.heads:
-      head_logits = logits[h].astype(jnp.float32)
-      scores[h] = jax.nn.softmax(head_logits, axis=-1) if settings.average == 'softmax' else head_logits
+    scores = task.scores(task.outputs(module, params, inputs, train=False))
     passthrough = {k: v for k, v in batch.items() if k != 'inputs'}
     return scores, passthrough
 

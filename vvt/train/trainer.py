@@ -9,7 +9,8 @@
                                                   train-state checkpoint, params-only checkpoint,
                                                   `init_from`, or a fresh init
   train_loop(run, program, writers, state, ...)   steps, with hooks: NaN check, train metrics,
-                                                  checkpoints, periodic evaluation
+                                                  checkpoints, periodic evaluation, profile and
+                                                  performance scalars (vvt.train.profile)
   final_evaluation(run, program, writers, ...)    multi-view eval, results, training_curves.png
 
 Checkpoints are verified against their checksums when loaded: resuming (and `vvt eval` without
@@ -37,10 +38,12 @@ from vvt.config import resume, run_file, run_spec
 from vvt.data.reading import patterns as data_patterns
 from vvt.train import checkpoints
 from vvt.train import ema as ema_lib
+from vvt.train import flops as flops_lib
 from vvt.train import evaluate as evaluate_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
 from vvt.train import peers
+from vvt.train import profile as profile_lib
 from vvt.train import state as state_lib
 from vvt.train import storage
 from vvt.train.signals import Interrupted, StopSignals, signal_name
@@ -148,9 +151,12 @@ def _init_from(run: Run, params):
   """`init_from` (image-ViT weights) applied to fresh `params`; the report is saved."""
   from vvt.convert import image_init  # pylint: disable=g-import-not-at-top
   params, report = image_init.initialise(params, run.spec.init_from, run.spec.model)
-  run.log(f'[train] init_from report:\n{report}')
+  path = checkpoints.join(run.workdir, 'init_from_report.txt')
   if run.is_chief:
-    checkpoints.write_text(checkpoints.join(run.workdir, 'init_from_report.txt'), str(report))
+    checkpoints.write_text(path, str(report))
+  run.log(f'[train] init_from {run.spec.init_from.checkpoint}: {len(report.loaded)} loaded, '
+          f'{len(report.transformed)} transformed, {len(report.initialised)} freshly initialised, '
+          f'{len(report.unused)} unused in the file; every parameter: {path}')
   return params
 
 
@@ -251,6 +257,12 @@ def train_one_step(run: Run, program: Program, state, batch, loop: LoopState):
   loop.pending = (loop.step, status)
   loop.metrics = metrics if loop.metrics is None else loop.metrics.merge(metrics)
   return state
+
+
+def count_flops(run: Run, program: Program, state, batch) -> float:
+  """FLOPs per device of the compiled train step (XLA's cost analysis; the executable comes from jax's cache)."""
+  gbatch = mesh_lib.global_batch(batch, run.mesh, run.spec.batch_size, program.logical_rules)
+  return flops_lib.step_flops(program.training.step, state, gbatch)
 
 
 def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
@@ -365,14 +377,20 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
   first = int(jax.device_get(state.step))
   loop = LoopState(step=first, data_position=data_position,
                    last_saved=first if data_position else None)
-  progress = metrics_lib.Progress(total, first, spec.batch_size, enabled=run.is_chief)
+  perf = profile_lib.Performance.of(spec, run.workdir, run.is_chief, first, total, run.log)
+  it = perf.timed(it)
+  progress = metrics_lib.Progress(total, first, spec.batch_size, enabled=run.is_chief, extra=perf.scalars)
   if stop is not None:
     stop.deferred, stop.starting = True, False
   while loop.step < total:
-    state = train_one_step(run, program, state, next(it), loop)
+    batch = next(it)
+    perf.before_step(loop.step + 1)
+    state = train_one_step(run, program, state, batch, loop)
+    perf.after_step(loop.step, state)
     if loop.step == first + 1:
       _check_pending(run, loop)  # waits for compilation
       progress.start(loop.step)
+      perf.start(loop.step, count_flops(run, program, state, batch))
     if _due(loop.step, spec.log_every_steps) or loop.step == total:
       log_train_metrics(run, program, loop, writers[0], progress)
     if _due(loop.step, spec.checkpoint.every_steps) or loop.step == total:
@@ -380,6 +398,7 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
     if stop_requested(run, stop, loop.step):
       raise save_and_stop(run, state, loop, stop.signum)
     if 0 < stop_after_step <= loop.step:
+      perf.close()
       return state, loop.step, True
     if _due(loop.step, spec.eval.every_steps) and loop.step != total:
       _interruptible_eval(run, program, state, loop, writers[1], stop)

@@ -87,3 +87,18 @@ def test_convert_cli_and_bad_lists(video_dir, capsys):
 def _write(path, text):
   path.write_text(text)
   return str(path)
+
+
+def test_the_failure_summary_counts_every_kind_of_reason_and_names_its_first_file(video_dir, capsys):
+  with open(video_dir / 'videos.csv', 'a') as f:
+    f.write('missing_b.mp4,red,p0\nv2.mp4,orange,p1\n')
+  code = vvt_main(['data', 'convert', '--input', str(video_dir / 'videos.csv'), '--classes',
+                   str(video_dir / 'classes.txt'), '--output', str(video_dir / 'out' / 'train'), '--shards', '1',
+                   '--short-side', '24', '--workers', '1', '--no-progress'])
+  assert code == 1
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and '5 of 12 videos failed or were partial' in err[0], err
+  kinds = err[0].split('.manifest.json): ')[1].split('; ')
+  assert kinds[:2] == ['2 x FileNotFoundError: file not found (first: missing.mp4)',
+                       "2 x label 'purple' is not in the class list (3 classes) (first: v0.mp4)"]
+  assert len(kinds) == 3 and kinds[2].startswith('1 x ') and kinds[2].endswith('(first: corrupt.mp4)'), kinds

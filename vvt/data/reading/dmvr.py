@@ -42,6 +42,7 @@ class DmvrSource:
     self.class_names = names.dataset_class_names(spec)
     self._frames_key = spec.frames_key
     self._video_id_key = spec.video_id_key
+    self.multi_label = bool(spec.multi_label)
     self._cycle_length = max(1, int(spec.cycle_length))
 
   def records(self, lo, hi, shuffle_seed=None):
@@ -92,19 +93,20 @@ class DmvrSource:
     return self.index.locate(index)
 
   def parse(self, raw):
-    return parse_record(raw, self._frames_key, self.heads, self._video_id_key)
+    return parse_record(raw, self._frames_key, self.heads, self._video_id_key, self.multi_label)
 
 
-def parse_record(serialized, frames_key, label_keys, video_id_key):
+def parse_record(serialized, frames_key, label_keys, video_id_key, multi_label=False):
   """tf.data: serialized SequenceExample -> {'frames', 'labels', 'video_id'}.
 
   `label_keys` maps batch field -> context key. A missing label becomes -1 and
   a missing frame list an empty one, so `check_record` can name the problem
-  instead of the parse failing here.
+  instead of the parse failing here. `multi_label`: a label is the int64 vector
+  of all the key's values (empty when missing).
   """
-  context_features = {
-      key: tf.io.FixedLenFeature([], tf.int64, default_value=-1)
-      for key in label_keys.values()}
+  label_feature = (tf.io.VarLenFeature(tf.int64) if multi_label else
+                   tf.io.FixedLenFeature([], tf.int64, default_value=-1))
+  context_features = {key: label_feature for key in label_keys.values()}
   if video_id_key:
     context_features[video_id_key] = tf.io.FixedLenFeature(
         [], tf.string, default_value='')
@@ -115,7 +117,8 @@ def parse_record(serialized, frames_key, label_keys, video_id_key):
           [], tf.string, allow_missing=True)})
   return {
       'frames': sequence[frames_key],
-      'labels': {head: context[key] for head, key in label_keys.items()},
+      'labels': {head: (tf.sparse.to_dense(context[key]) if multi_label else context[key])
+                 for head, key in label_keys.items()},
       'video_id': context[video_id_key] if video_id_key else tf.constant(''),
   }
 

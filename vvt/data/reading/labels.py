@@ -59,14 +59,34 @@ def check(parsed, classes, heads):
   details = []
   for field, key in heads.items():
     label = parsed['labels'][field]
+    if label.shape.rank == 1:  # multi-label: every value in range, at least one
+      ok &= (tf.size(label) > 0) & tf.reduce_all((label >= 0) & (label < classes[field]))
+      shown = tf.strings.reduce_join(tf.strings.as_string(label), separator=',')
+      details.append(tf.strings.join([f'{key}=[', shown, f'] (num_classes={classes[field]})']))
+      continue
     ok &= (label >= 0) & (label < classes[field])
     details.append(tf.strings.join(
         [f'{key}=', tf.strings.as_string(label), f' (num_classes={classes[field]})']))
   return ok, tf.strings.reduce_join(details, separator=', ')
 
 
-def labels(parsed, heads):
+def labels(parsed, heads, classes=None):
   """dict field -> int32 scalar label (a missing label, -1, becomes 0; the
-  record is dropped or raised by its code anyway)."""
-  return {field: tf.cast(tf.maximum(parsed['labels'][field], 0), tf.int32)
-          for field in heads}
+  record is dropped or raised by its code anyway); a multi-label record's
+  (a vector of values) -> int32 multi-hot (classes[field],)."""
+  out = {}
+  for field in heads:
+    label = parsed['labels'][field]
+    if label.shape.rank == 1:
+      hot = tf.one_hot(tf.clip_by_value(label, 0, classes[field] - 1), classes[field], dtype=tf.int32)
+      out[field] = tf.reduce_max(tf.concat([hot, tf.zeros([1, classes[field]], tf.int32)], 0), axis=0)
+    else:
+      out[field] = tf.cast(tf.maximum(label, 0), tf.int32)
+  return out
+
+
+def zeros(heads, classes, multi_label: bool):
+  """dict field -> the zero label of a padding or unreadable row: 0, or (classes[field],) zeros."""
+  if multi_label:
+    return {field: tf.zeros([classes[field]], tf.int32) for field in heads}
+  return {field: tf.constant(0, tf.int32) for field in heads}

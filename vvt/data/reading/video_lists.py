@@ -3,7 +3,8 @@
 What `vvt data convert --input train.csv --classes classes.txt` reads and what the `video_folder` source reads
 at training time. A header line whose first field is `path` is allowed (its other column names then name the
 extra columns); a label is a class name or an integer index into the class list (one name per line, line i =
-label i). Relative video paths are taken from a root, by default the list's folder.
+label i); several labels of one video (multi-label data) are separated by ';' (`path,label1;label2`). Relative
+video paths are taken from a root, by default the list's folder.
 
 Without a class list, the classes are the labels' set: sorted names, or, when every label is an integer, the
 labels themselves (no names).
@@ -49,8 +50,14 @@ def read_video_list(path):
   return out
 
 
+LABEL_SEPARATOR = ';'  # several labels of one video (multi-label data): `path,label1;label2`
+
+
 def label_index(label, classes):
-  """Index of `label` (a class name or an int) or raises ValueError."""
+  """Index of `label` (a class name or an int), or a tuple of indices for several labels `a;b` (multi-label
+  data); raises ValueError naming a label not in the class list."""
+  if LABEL_SEPARATOR in label and label not in classes:
+    return tuple(label_index(part.strip(), classes) for part in label.split(LABEL_SEPARATOR))
   if label in classes:
     return classes.index(label)
   try:
@@ -95,4 +102,5 @@ def list_class_names(list_path: str) -> Optional[tuple]:
   beside = class_list_beside(list_path)
   if beside:
     return tuple(read_class_list(beside))
-  return labels_set(label for _, label, _ in read_video_list(list_path))
+  return labels_set(part.strip() for _, label, _ in read_video_list(list_path)
+                    for part in label.split(LABEL_SEPARATOR))

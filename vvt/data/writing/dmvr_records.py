@@ -1,8 +1,9 @@
 """The DMVR record format: one `tf.train.SequenceExample` per video.
 
 * feature list `image/encoded` (configurable): one encoded JPEG per frame;
-* context `clip/label/index` (int64; configurable, several for multi-head
-  datasets), `clip/label/text` (bytes, optional), `video_id` (bytes, optional).
+* context `clip/label/index` (int64; configurable, several keys for multi-head
+  datasets, several values for multi-label ones, `dataset.multi_label`),
+  `clip/label/text` (bytes, optional), `video_id` (bytes, optional).
 
 Records live in TFRecord files. This module writes them; the readers parse them
 (`vvt.data.reading.dmvr`) and walk the files' framing (`vvt.data.reading.tfrecord_framing`).
@@ -23,7 +24,8 @@ def encode_sequence_example(frames, labels, video_id=None, label_text=None,
 
   Args:
     frames: sequence of encoded images (bytes), one per frame.
-    labels: int (stored under LABEL_KEY) or dict key -> int.
+    labels: int (stored under LABEL_KEY) or dict key -> int; a list of ints stores several values (the labels
+      of a multi-label video).
     video_id: optional str.
     label_text: optional str stored under LABEL_TEXT_KEY.
     frames_key: feature-list key of the frames.
@@ -36,7 +38,7 @@ def encode_sequence_example(frames, labels, video_id=None, label_text=None,
   if not isinstance(labels, dict):
     labels = {LABEL_KEY: labels}
   for key, value in labels.items():
-    ctx[key].int64_list.value.append(int(value))
+    ctx[key].int64_list.value.extend(int(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
   if video_id is not None:
     ctx[VIDEO_ID_KEY].bytes_list.value.append(str(video_id).encode())
   if label_text is not None:

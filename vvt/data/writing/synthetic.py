@@ -147,14 +147,23 @@ def _encode_jpeg(frame, quality=90):
   return buf.getvalue()
 
 
+def second_labels(rng, labels, num_classes):
+  """The multi-label variant's second label of each clip: another class for half the clips (drawn from `rng`),
+  -1 for the others."""
+  other = (labels + rng.integers(1, num_classes, size=labels.shape)) % num_classes
+  return np.where(rng.uniform(size=labels.shape) < 0.5, other, -1)
+
+
 def _write_split(out_dir, split, num_clips, num_shards, class_ids, num_frames,
-                 frame_size, seed):
-  """Label i of the split is motion class `class_ids[i]` (an index of CLASS_NAMES)."""
+                 frame_size, seed, multi_label=False):
+  """Label i of the split is motion class `class_ids[i]` (an index of CLASS_NAMES); `multi_label`: half the
+  clips also show a second object of another class (the two renderings' brighter pixels), labelled with both."""
   from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top  (TensorFlow: only to write the files)
   num_classes = len(class_ids)
   rng = np.random.default_rng([seed, 0 if split == 'train' else 1])
   labels = rng.permutation(np.arange(num_clips) % num_classes)
   clip_seeds = rng.integers(0, 2 ** 63 - 1, size=num_clips)
+  second = second_labels(rng, labels, num_classes) if multi_label else np.full(num_clips, -1)
   files, shard_info = [], []
   bounds = np.linspace(0, num_clips, num_shards + 1).astype(int)
   for shard in range(num_shards):
@@ -163,11 +172,16 @@ def _write_split(out_dir, split, num_clips, num_shards, class_ids, num_frames,
     records = []
     for i in range(bounds[shard], bounds[shard + 1]):
       motion = class_ids[labels[i]]
-      clip = render_clip(motion, np.random.default_rng(clip_seeds[i]),
-                         num_frames, frame_size)
+      clip_rng = np.random.default_rng(clip_seeds[i])
+      clip = render_clip(motion, clip_rng, num_frames, frame_size)
+      label, text = int(labels[i]), CLASS_NAMES[motion]
+      if second[i] >= 0:
+        other = class_ids[second[i]]
+        clip = np.maximum(clip, render_clip(other, clip_rng, num_frames, frame_size))
+        label, text = [label, int(second[i])], f'{text};{CLASS_NAMES[other]}'
       records.append(dmvr_records.encode_sequence_example(
-          [_encode_jpeg(frame) for frame in clip], int(labels[i]),
-          video_id=f'{split}_{i:06d}', label_text=CLASS_NAMES[motion]))
+          [_encode_jpeg(frame) for frame in clip], label,
+          video_id=f'{split}_{i:06d}', label_text=text))
     dmvr_records.write_records(path, records)
     with open(path, 'rb') as f:
       digest = hashlib.sha256(f.read()).hexdigest()
@@ -175,18 +189,22 @@ def _write_split(out_dir, split, num_clips, num_shards, class_ids, num_frames,
     shard_info.append({'file': os.path.basename(path),
                        'videos': int(bounds[shard + 1] - bounds[shard]),
                        'sha256': digest})
-  return files, shard_info, np.bincount(labels, minlength=num_classes)
+  every = np.concatenate([labels, second[second >= 0]])
+  return files, shard_info, np.bincount(every, minlength=num_classes)
 
 
 def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
                     num_frames=16, frame_size=64, seed=0, train_shards=8,
-                    test_shards=2, classes=None):
+                    test_shards=2, classes=None, multi_label=False):
   """Writes the synthetic motion dataset; returns its description.
 
   classes: names of CLASS_NAMES to use, in label order (default: the first
   `num_classes`). E.g. ('down_and_back', 'up_and_back') differ only in the
   order of the same local motions: a model that sees motion only within a
   tubelet (space-only attention) is at chance on them.
+
+  multi_label: the multi-label variant (`dataset.multi_label`, task 'multilabel'): half the clips show a second
+  object moving as another class and carry both labels (`videos_per_class` counts every label).
 
   Files: out_dir/{train,test}-XXXXX-of-YYYYY.tfrecord, classes.txt (one class
   name per line, line i = label i), manifest.json.
@@ -217,7 +235,7 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
                       ('test', test_clips, test_shards)):
     k = max(1, min(k, n))
     _, shards[split], per_class = _write_split(
-        out_dir, split, n, k, class_ids, num_frames, frame_size, seed)
+        out_dir, split, n, k, class_ids, num_frames, frame_size, seed, multi_label)
     counts[split] = per_class.tolist()
   with open(os.path.join(out_dir, 'classes.txt'), 'w') as f:
     f.write('\n'.join(names) + '\n')
@@ -230,7 +248,7 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
   }
   from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
   manifest = dict(info, format='dmvr', seed=seed, frames_key=dmvr_records.FRAMES_KEY,
-                  label_key=dmvr_records.LABEL_KEY, videos_per_class=counts,
+                  label_key=dmvr_records.LABEL_KEY, videos_per_class=counts, multi_label=bool(multi_label),
                   shards=shards)
   path = os.path.join(out_dir, 'manifest.json')
   with open(path, 'w') as f:

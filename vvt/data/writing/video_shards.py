@@ -40,6 +40,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 
 import numpy as np
 
@@ -291,6 +292,13 @@ def _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_optio
   return jobs
 
 
+def _label_text(index, names) -> str:
+  """The class name of a label index, or the names of several joined by ';' (multi-label rows)."""
+  if isinstance(index, (list, tuple)):
+    return video_lists.LABEL_SEPARATOR.join(names[i] for i in index)
+  return names[index]
+
+
 class _Conversion:
   """The state of one conversion: per-row entries, shards written or kept, records waiting for their shard."""
 
@@ -343,7 +351,7 @@ class _Conversion:
       entry['fps'] = getattr(frames, 'fps', None)
       names = self.options['classes']
       self.records[entry['shard']][index] = dmvr_records.encode_sequence_example(
-          frames, entry['label_index'], video_id=entry['id'], label_text=names[entry['label_index']])
+          frames, entry['label_index'], video_id=entry['id'], label_text=_label_text(entry['label_index'], names))
     self.done.add(index)
 
   def finish_ready_shards(self):
@@ -406,9 +414,9 @@ def convert(video_list, output, classes, num_shards=16, fps=0.0,
   jobs = _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_options)
   run = _Conversion(video_list, output, num_shards, options, entries, videos, bounds, kept, worker)
   jobs = [j for j in jobs if shard_of[j[0]] in run.mine]
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-  with tqdm(total=len(jobs), desc=f'convert {os.path.basename(video_list)}', unit='video',
-            disable=not progress) as bar, _decoded(jobs, workers) as stream:
+  from vvt import progress as progress_lib  # pylint: disable=g-import-not-at-top
+  with progress_lib.bar(len(jobs), f'convert {os.path.basename(video_list)}', 'video',
+                        disable=not progress) as bar, _decoded(jobs, workers) as stream:
     run.finish_ready_shards()
     for decoded in stream:
       run.add(*decoded)
@@ -422,9 +430,22 @@ def convert(video_list, output, classes, num_shards=16, fps=0.0,
     result = shard_workers.assemble_if_complete(output, worker[1]) or result
   failures = result['failures']
   if check and failures:
-    first = failures[0]
-    raise ConversionFailures(
-        f'{len(failures)} of {len(videos)} videos failed or were partial and are '
-        f'in no shard (reasons in {manifest_path}); first: {first["path"]}: '
-        f'{first["reason"]}')
+    kinds = '; '.join(f'{n} x {reason} (first: {path})' for n, reason, path in failure_kinds(failures))
+    raise ConversionFailures(f'{len(failures)} of {len(videos)} videos failed or were partial and are in no shard '
+                             f'(reasons in {manifest_path}): {kinds}')
   return result
+
+
+def _kind(reason) -> str:
+  """A failure reason without what differs between files of one kind (quoted names, paths, numbers)."""
+  return re.sub(r'\d+', 'N', re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", str(reason)))
+
+
+def failure_kinds(failures) -> list[tuple[int, str, str]]:
+  """[(number of videos, the first one's reason, the first one's path)] per kind of reason (the same reason but for
+  file names and numbers), the commonest first (then in list order)."""
+  groups = {}
+  for f in failures:
+    groups.setdefault(_kind(f['reason']), []).append(f)
+  ranked = sorted(groups.values(), key=lambda g: -len(g))  # stable: ties keep the order of their first video
+  return [(len(g), str(g[0]['reason']), g[0]['path']) for g in ranked]

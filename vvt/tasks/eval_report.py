@@ -1,6 +1,6 @@
 """What an evaluation says per class and per video: confusion matrices, per-class accuracy, tables.
 
-Pure functions on the per-video averaged scores of `vvt.train.evaluate.MultiViewAggregator`:
+Pure functions on the per-video averaged scores of `vvt.tasks.multiview.MultiViewAggregator`:
 
     topk_classes(scores (N, C), k)          -> (N, k) class indices, best first
     probabilities(scores (N, C), average)   -> (N, C) softmax of averaged logits (or the averaged softmax)

@@ -5,7 +5,7 @@ import numpy as np
 import optax
 import pytest
 
-from vvt.train import losses
+from vvt.tasks import losses
 
 
 def test_cross_entropy_matches_optax_and_smoothing_formula():
