@@ -31,8 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vvt.convert import common, hf_videomae, hf_videoprism, hf_vivit, hf_vjepa2, scenic, timesformer, xvit
+from vvt.convert import common, hf_videomae, hf_videoprism, hf_vivit, hf_vjepa2, retarget, scenic, timesformer, xvit
 
+# Sources that run at another clip length / frame size themselves (X-ViT's periodic time table and resized
+# space grid, V-JEPA 2's RoPE, VideoPrism's run-time resize); the others are converted, then `resized`.
+NATIVE_SIZES = ('xvit', 'hf_vjepa2', 'hf_videoprism')
 SOURCES = ('scenic_vivit', 'timesformer', 'xvit', 'hf_timesformer', 'hf_vivit', 'hf_videomae', 'hf_vjepa2',
            'hf_videoprism')
 
@@ -77,16 +80,46 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames
   table is meant when its rows do not tell). image_size: the frame size, likewise (X-ViT: its 224-px position
   grid resized as the official code does).
   """
-  result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
-  got = result.model_fields.get('num_frames')
-  if num_frames is not None and got != num_frames:
-    raise ValueError(f'{source} checkpoint is for {got} frames and cannot run at num_frames={num_frames} '
-                     '(only X-ViT repeats its temporal embedding over a longer clip)')
-  got = result.model_fields.get('image_size')
-  if image_size is not None and got != image_size:
-    raise ValueError(f'{source} checkpoint is for {got}px frames and cannot run at image_size={image_size} '
-                     '(only X-ViT resizes its position grid)')
+  native = source in NATIVE_SIZES or (num_frames is None and image_size is None)
+  try:
+    result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
+  except ValueError:
+    if native:
+      raise
+    result = None  # the tables cannot be read at the sizes asked: read at their own, then resized below
+  if result is None or not native:
+    if result is None:
+      result = _convert_state(source, state, model_cfg, hf_config, None, None)
+    result = resized(result, num_frames, image_size)
+  for name, value in (('num_frames', num_frames), ('image_size', image_size)):
+    got = result.model_fields.get(name)
+    if value is not None and got != value:
+      raise ValueError(f'{source} checkpoint: internal error: converted for {name}={got}, asked {value}')
   return result
+
+
+def resized(result: common.Converted, num_frames: int | None, image_size: int | None) -> common.Converted:
+  """A conversion moved to another clip length / frame size (`vvt.convert.retarget`): the resized tables reported
+  as transformed (how, and from which file tensor), the clip change as a note of the report."""
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  model = vvt.models.resolve(vvt.models.get_config(**result.model_fields))
+  params, fields, notes = retarget.retarget(result.params, model, num_frames, image_size)
+  if (fields['num_frames'], fields['image_size']) == (model.num_frames, model.image_size):
+    return result
+  report = result.report
+  for name, how in notes:
+    loaded = dict(report.loaded)
+    if name in loaded:
+      report.loaded = [(a, b) for a, b in report.loaded if a != name]
+      report.transformed.append((name, f'{how} of {loaded[name]}'))
+    else:
+      report.transformed = [(a, f'{how} of ({b})' if a == name else b) for a, b in report.transformed]
+  report.notes.append(f'clip {retarget.describe(model, fields)}: '
+                      + ('no position table to resize' if not notes else f'{len(notes)} position table(s) resized'))
+  out = dict(result.model_fields, num_frames=fields['num_frames'], image_size=fields['image_size'])
+  if fields.get('time_embedding_rows') != model.time_embedding_rows:
+    out['time_embedding_rows'] = fields['time_embedding_rows']
+  return common.Converted(params, out, report)
 
 
 def _convert_state(source, state, model_cfg, hf_config, num_frames, image_size):
