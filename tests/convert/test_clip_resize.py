@@ -190,3 +190,35 @@ def test_scenic_factorised_encoder_resizes_both_tables():
   out = vvt.models.build(vvt.models.get_config(**{**cfg.to_dict(), **{'num_frames': 8, 'image_size': 24}})).apply(
       {'params': new}, np.zeros((1, 8, 24, 24, 3), np.float32))
   assert out.shape == (1, 3)
+
+
+def _random_params(cfg, seed=0):
+  shapes = jax.eval_shape(lambda: vvt.models.build(cfg).init(
+      jax.random.key(0), np.zeros((1, cfg.num_frames, cfg.image_size, cfg.image_size, 3), np.float32)))['params']
+  rng = np.random.default_rng(seed)
+  return jax.tree.map(lambda s: rng.standard_normal(s.shape).astype(np.float32), shapes)
+
+
+@pytest.mark.parametrize('family,attention', [('vivit', 'spatiotemporal'), ('timesformer', 'divided')])
+def test_init_from_a_video_checkpoint_of_another_clip(tmp_path, family, attention):
+  """init_from (format 'vvt') of a 4-frame 16px model into an 8-frame 32px one: the time axes resized as the
+  reference does, the grid by init_from.resize (here the same kernel), as one `retarget` would."""
+  from vvt.convert import common, export, image_init  # pylint: disable=g-import-not-at-top
+  kw = dict(variant='Ti/8', num_layers=1, num_classes=3, image_size=16, num_frames=4)
+  if family == 'vivit':
+    kw.update(tubelet=(2, 8, 8), classifier='token')
+  source_cfg = vvt.models.resolve(vvt.models.get_config(family, attention=attention, **kw))
+  source = _random_params(source_cfg)
+  path = str(tmp_path / 'k400.safetensors')
+  export.to_safetensors(source, path, {'model': source_cfg.to_dict()})
+  cfg = vvt.models.resolve(vvt.models.get_config(family, attention=attention, **{**kw, 'num_frames': 8,
+                                                                                 'image_size': 32}))
+  kernel = retarget.kernel_of(cfg)
+  params, report = image_init.initialise(_random_params(cfg, 1), dict(checkpoint=path, resize=kernel), cfg)
+  want, _, _ = retarget.retarget(source, source_cfg, 8, 32)
+  got, want = common.flatten(params), common.flatten(want)
+  for name in ('encoder/posembed/pos_embedding', 'encoder/posembed/time_embedding'):
+    if name in want:
+      np.testing.assert_allclose(got[name], want[name], atol=1e-6, err_msg=name)
+      assert name in dict(report.transformed)
+  assert report.notes[0].startswith('clip 4 frames of 16px -> 8 frames of 16px')

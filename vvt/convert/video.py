@@ -16,11 +16,15 @@ Sources:
 
 What the weights do not say (heads of a fused torch qkv, frame size of X-ViT, Model 4 vs Model 1 in scenic,
 Model 3's attention order, X-ViT's shift_div and num_segments) is taken from `model_cfg` (a vvt model ConfigDict)
-when given. `num_frames` asks for a clip length: X-ViT runs at any multiple of its temporal embedding's rows
-(frame t gets row t mod rows, as the official code), V-JEPA 2 at any multiple of its tubelet (RoPE), VideoPrism at
-any length (its tables resized at run time); sources whose weights fix the clip length must agree.
-`image_size` asks for a frame size the same way. Scenic Models 1, 3, 4 read both from the split of their T*N
-position table (`scenic.read_token_grid`); the config's values only choose where the table's rows do not tell.
+when given. `num_frames` asks for a clip length, `image_size` for a frame size, for every source (the tubelet
+must divide them): X-ViT runs at any multiple of its temporal embedding's rows (frame t gets row t mod rows, as the
+official code) and resizes its 224-px grid as the official forward, V-JEPA 2 needs nothing (RoPE), VideoPrism
+resizes its tables at run time; every other source is converted at the clip its tables say and its learned tables
+then resized once as its reference does (`vvt.convert.retarget`: TimeSformer torch nearest, ViViT torch bicubic;
+VideoMAE's sine-cosine table is recomputed), the change in the report's notes. Scenic Models 1, 3, 4 read their
+clip from the split of their T*N position table (`scenic.read_token_grid`); the sizes asked (else the config's)
+choose the split where the table's rows do not tell, and where no split fits them the table is read at the
+config's sizes and resized.
 """
 from __future__ import annotations
 
@@ -75,10 +79,7 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames
 
   Sizes the weights determine (frames, frame size, classes, depth, widths) come from the weights; `model_cfg` only
   fills in what they do not say (see the module doc), so a config written for another clip length is no error.
-  num_frames: the clip length to run at (X-ViT: a multiple of its temporal embedding's rows; elsewhere it must
-  be what the weights say, or fills in where they say nothing, e.g. which split of a scenic Model 1/3/4 position
-  table is meant when its rows do not tell). image_size: the frame size, likewise (X-ViT: its 224-px position
-  grid resized as the official code does).
+  num_frames / image_size: the clip length and frame size to run at (None: the weights'); see the module doc.
   """
   native = source in NATIVE_SIZES or (num_frames is None and image_size is None)
   try:
