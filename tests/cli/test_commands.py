@@ -82,7 +82,7 @@ def test_no_tpu_probe_noise_when_libtpu_is_installed_without_a_tpu():
 
 def test_help_lists_every_command():
   res = vvt('--help')
-  for command in ('train', 'eval', 'summary', 'data', 'convert', 'export', 'demo'):
+  for command in ('train', 'eval', 'features', 'summary', 'data', 'convert', 'export', 'demo'):
     assert f'  {command} ' in res.stdout
 
 
