@@ -7,7 +7,7 @@ LINT_PATHS := vvt tests configs experiments benchmarks scripts
 # The exact versions CI tests (pyproject.toml allows ranges; these files pin them).
 CONSTRAINTS := -c requirements.txt -c requirements-test.txt
 
-.PHONY: test lint demo install clean-venv
+.PHONY: test test-under-load lint demo install clean-venv
 
 $(STAMP): pyproject.toml requirements.txt requirements-test.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 
 test: lint
-	$(VENV)/bin/python -m pytest -n 2 -q tests $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n 2 -q --durations=30 tests $(PYTEST_ARGS)
+
+# `make test` with two busy loops beside it (started and ended by .ci/under_load, by pid): a busy machine.
+test-under-load: $(STAMP)
+	PYTHON=$(PYTHON) .ci/under_load $(MAKE) --no-print-directory test
 
 # Synthetic motion data (written if missing) -> small divided-attention model on the CPU ->
 # multi-view evaluation; prints the video-level top-1 and where the run's files are.

@@ -13,6 +13,9 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # oneDNN forced on, as on every AVX-512 CPU (where TensorFlow turns it on itself): its start-up lines then appear
 # on any x86 host, so the tests of quiet stderr fail wherever that noise comes back, not only on some machines.
 os.environ['TF_ENABLE_ONEDNN_OPTS'] = '1'
+# No progress bars (`vvt.progress`): their rates and redraws depend on the machine's speed, so a test that reads a
+# command's stderr must not see them. Subprocesses inherit it; the tests of the bars themselves unset it.
+os.environ['VVT_NO_PROGRESS'] = '1'
 
 
 def _session_compilation_cache():

@@ -1,6 +1,6 @@
 """Dependencies between vvt's packages run one way, bottom to top:
 
-  vvt.fileio (module) <- models <- data <- convert <- config <- train <- {inspection, studies} <- cli
+  vvt.fileio, vvt.progress (modules) <- models <- data <- convert <- config <- train <- {inspection, studies} <- cli
 
 `inspection` and `studies` are siblings (neither imports the other). Config files (`configs/`) and studies
 (`experiments/`) build on vvt.config, vvt.studies and vvt.models, never on vvt.train or vvt.cli.
@@ -18,11 +18,12 @@ from tests.conftest import REPO
 RANKS = (('models',), ('data',), ('convert',), ('config',), ('train',), ('inspection', 'studies'), ('cli',))
 LAYERS = tuple(layer for rank in RANKS for layer in rank)
 RANK = {layer: i for i, rank in enumerate(RANKS) for layer in rank}
+BOTTOM = ('fileio', 'progress')  # modules every package may import; they import no vvt module
 NOT_FOR_SCRIPTS = ('train', 'cli')  # what configs/ and experiments/ may not import
 
 
 def imports_of(path: pathlib.Path) -> set[str]:
-  """The vvt packages (and the `fileio` module) a module imports, at the top or inside functions."""
+  """The vvt packages (and the bottom modules) a module imports, at the top or inside functions."""
   out = set()
   for node in ast.walk(ast.parse(path.read_text())):
     names = []
@@ -32,13 +33,13 @@ def imports_of(path: pathlib.Path) -> set[str]:
       names = [node.module] + [f'{node.module}.{a.name}' for a in node.names]
     for name in names:
       parts = name.split('.')
-      if parts[0] == 'vvt' and len(parts) > 1 and parts[1] in LAYERS + ('fileio',):
+      if parts[0] == 'vvt' and len(parts) > 1 and parts[1] in LAYERS + BOTTOM:
         out.add(parts[1])
   return out
 
 
 def allowed(layer: str) -> set[str]:
-  return {other for other in LAYERS if RANK[other] < RANK[layer]} | {layer, 'fileio'}
+  return {other for other in LAYERS if RANK[other] < RANK[layer]} | {layer, *BOTTOM}
 
 
 def bad_imports(files, allowed_layers) -> dict:
@@ -54,8 +55,9 @@ def test_a_package_imports_only_the_layers_below_it(layer):
       f'vvt/{layer} may import only {sorted(allowed(layer))}'
 
 
-def test_fileio_is_at_the_bottom():
-  assert imports_of(REPO / 'vvt' / 'fileio.py') == set()
+@pytest.mark.parametrize('module', BOTTOM)
+def test_the_bottom_modules_import_no_vvt_package(module):
+  assert imports_of(REPO / 'vvt' / f'{module}.py') == set()
 
 
 def test_the_siblings_do_not_import_each_other():
@@ -64,7 +66,7 @@ def test_the_siblings_do_not_import_each_other():
 
 @pytest.mark.parametrize('folder', ['configs', 'experiments'])
 def test_config_files_and_studies_build_on_vvt_config_not_on_train_or_cli(folder):
-  usable = set(LAYERS + ('fileio',)) - set(NOT_FOR_SCRIPTS)
+  usable = set(LAYERS + BOTTOM) - set(NOT_FOR_SCRIPTS)
   assert bad_imports((REPO / folder).rglob('*.py'), usable) == {}, \
       f'{folder}/ may not import vvt.{" or vvt.".join(NOT_FOR_SCRIPTS)}'
 

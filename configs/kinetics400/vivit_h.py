@@ -6,7 +6,7 @@ The model is Model 1 (unfactorised spatio-temporal attention): Table 5 marks the
 this row has no mark, and sec. 4.3 compares "two of our model variants", primarily Model 2. ViT-H (sec. 4.1:
 L=32, N_H=16, d=1280), 2x16x16 tubelets, 32 frames at stride 2 of 25-fps video, Kinetics' first row of
 Table 3 only, per-view logits averaged; 4 temporal views x 3 crops (Table 5a "4x3"). The paper's per-view
-cost (47.77 / 12 = 3.98 TFLOPs) is not this model's (2.80 by `vvt summary`; README "Parameters and FLOPs").
+cost (47.77 / 12 = 3.98 TFLOPs) is not this model's (2.80 by `vvt summary`; docs/models.md "Parameters and FLOPs").
 What the paper leaves open (lr, epochs, batch, warmup, clipping) is from Scenic's unfactorised ViViT config
 (`kinetics400/vivit_base_k400.py`: lr 0.1); sources: docs/recipes.md.
 """

@@ -72,7 +72,7 @@ def test_videoprism_parameters_equal_transformers(name):
 @pytest.mark.parametrize('name,gflops', [('V-JEPA 2 ViT-L/16', 947.3), ('VideoPrism-B', 513.9)])
 def test_vvt_summary_of_the_published_sizes(name, gflops):
   """`vvt summary`'s figures (vvt.models.summary.summarise) for V-JEPA 2 ViT-L at 16 x 256^2 and VideoPrism-B at
-  16 x 288^2: transformers' parameter count, and the GFLOPs per view of the README's papers table."""
+  16 x 288^2: transformers' parameter count, and the GFLOPs per view of the papers' table in docs/models.md."""
   if name in VJEPA2:
     cfg = transformers.VJEPA2Config(num_labels=174, frames_per_clip=16, **VJEPA2[name])
     fields = hf_vjepa2.model_fields(hf_vjepa2.read_config(cfg.to_dict()), num_frames=16, image_size=256,

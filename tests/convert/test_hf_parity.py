@@ -13,6 +13,9 @@ from vvt.convert import common, hf_vivit, timesformer, video
 torch = pytest.importorskip('torch')
 transformers = pytest.importorskip('transformers')
 
+# Converter parity within 1e-5 on logits of modest magnitude (|logits| < ~2: tiny models, weights at the shared
+# fixtures' scales N(0,1)/sqrt(fan_in), unit-normal video), float32 references, matmuls at 'highest' precision
+# (conftest): measured more than 10x below 1e-5, so the order XLA sums in cannot reach it.
 ATOL = 1e-5
 VIDEO = np.random.default_rng(0).standard_normal((2, 4, 16, 16, 3)).astype(np.float32)
 
@@ -166,16 +169,20 @@ def test_torch_load_refuses_pickled_code(tmp_path):
 @pytest.mark.parametrize('image_size,patch', [(32, 8), (48, 8), (96, 16), (160, 16)])
 def test_xvit_pos_resize_matches_torch_bicubic(image_size, patch):
   """X-ViT resizes its 224-px pos_embed grid at run time with F.interpolate(bicubic, scale_factor=
-  (image_size/16)/(224/16)); the converter's float64 re-implementation matches torch, also off the grid nodes."""
+  (image_size/16)/(224/16)); the converter's float64 re-implementation matches torch, also off the grid nodes.
+
+  Compared with torch's same kernel run in float64: what is tested is the formula (coordinates, weights, borders),
+  not torch's float32 rounding (its float32 source coordinates are off by up to ~g ulps, which moves a value by up
+  to ~1e-5 here). The converter returns float32: within one float32 ulp of the largest value."""
   from vvt.convert import xvit
   g = 224 // patch
   grid = np.random.default_rng(image_size).standard_normal((g, g, 6)).astype(np.float32)
   scale = (image_size / 16) / (224 / 16)
-  ref = torch.nn.functional.interpolate(torch.from_numpy(grid).permute(2, 0, 1)[None], scale_factor=scale,
-                                        mode='bicubic')[0].permute(1, 2, 0).numpy()
+  ref = torch.nn.functional.interpolate(torch.from_numpy(grid.astype(np.float64)).permute(2, 0, 1)[None],
+                                        scale_factor=scale, mode='bicubic')[0].permute(1, 2, 0).numpy()
   out = xvit.torch_bicubic_resize(grid, scale)
-  assert out.shape == ref.shape == (image_size // patch, image_size // patch, 6)
-  assert np.abs(out - ref).max() < 1e-5
+  assert out.shape == ref.shape == (image_size // patch, image_size // patch, 6) and out.dtype == np.float32
+  assert np.abs(out - ref).max() <= np.finfo(np.float32).eps * np.abs(ref).max()
 
 
 def test_hf_diff_only_config_json_uses_transformers_defaults(tmp_path):

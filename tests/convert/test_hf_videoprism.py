@@ -16,7 +16,7 @@ from safetensors.numpy import save_file
 
 import vvt.models
 from tests.convert import hf_encoders as H
-from vvt.convert import hf_videoprism, video
+from vvt.convert import hf_export, hf_videoprism, video
 from vvt.models import embedding, norms, summary
 
 # Two tiny models: a cap of 5 (so the tanh bends the scores, not only the tail) on 8-pixel patches, and
@@ -199,7 +199,7 @@ def test_round_trip_is_bit_identical_and_loads_in_transformers(classifier, tmp_p
   name, model, folder = classifier
   frames, size = FIXTURES[name][2][-1]
   conv = video.convert('hf_videoprism', str(folder), num_frames=frames, image_size=size)
-  hf, state = hf_videoprism.to_hf(conv.params, conv.model_config())
+  _, hf, state = hf_export.to_hf(conv.params, conv.model_config())
   original = {k: v.numpy() for k, v in model.state_dict().items()}
   assert sorted(state) == sorted(original)
   for k, v in original.items():
@@ -223,5 +223,5 @@ def test_to_hf_refuses_what_transformers_cannot_express_in_one_line(classifier_a
                         (dict(layer_norm_scale_offset=0.0), 'model.layer_norm_scale_offset'),
                         (dict(temporal_mlp_dim=32), 'model.temporal_mlp_dim')):
     with pytest.raises(ValueError) as info:
-      hf_videoprism.to_hf(conv.params, conv.model_config(**change))
+      hf_videoprism.to_hf(conv.params, vvt.models.resolve(conv.model_config(**change)))
     assert str(info.value).startswith(field) and '\n' not in str(info.value), str(info.value)

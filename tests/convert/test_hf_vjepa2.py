@@ -15,7 +15,7 @@ from transformers.models.vjepa2 import modeling_vjepa2
 
 import vvt.models
 from tests.convert import hf_encoders as H
-from vvt.convert import common, hf_vjepa2, video
+from vvt.convert import common, hf_export, hf_vjepa2, video
 from vvt.models import rope, summary
 
 # Two tiny models: head size 12 (three rotated parts of 4 channels, nothing left) and 16 (three parts of 4, the last
@@ -214,7 +214,7 @@ def test_round_trip_is_bit_identical_and_loads_in_transformers(classifier, tmp_p
   name, model, folder = classifier
   conv = video.convert('hf_vjepa2', str(folder))
   names = [f'c{i}' for i in range(conv.model_fields['num_classes'])]
-  hf, state = hf_vjepa2.to_hf(conv.params, conv.model_config(), class_names=names)
+  _, hf, state = hf_export.to_hf(conv.params, conv.model_config(), class_names=names)
   original = {k: v.numpy() for k, v in model.state_dict().items() if not k.startswith('vjepa2.predictor.')}
   assert sorted(state) == sorted(original)
   for k, v in original.items():
@@ -239,5 +239,5 @@ def test_to_hf_refuses_what_transformers_cannot_express_in_one_line(classifier_a
                         (dict(attentive_pooler=dict(conv.model_fields['attentive_pooler'], num_queries=2)),
                          'model.attentive_pooler')):
     with pytest.raises(ValueError) as info:
-      hf_vjepa2.to_hf(conv.params, conv.model_config(**change))
+      hf_vjepa2.to_hf(conv.params, vvt.models.resolve(conv.model_config(**change)))
     assert str(info.value).startswith(field) and '\n' not in str(info.value), str(info.value)

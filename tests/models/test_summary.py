@@ -86,7 +86,7 @@ def test_xvit_params_and_cost_equal_to_spatial_only_attention():
 
   Our count is 93.2M: 86.1M for the ViT-B/16 backbone with separable space/time embeddings plus 7.1M for
   the one TA layer (a ViT-B layer without qkv bias). The paper rounds to 92M; no one-layer TA head of width 768
-  gives exactly that, so the test allows 1.5% here (see README)."""
+  gives exactly that, so the test allows 1.5% here (see docs/models.md)."""
   mixing = summarise(models.get_config('xvit', num_classes=K400))
   space = summarise(models.get_config('xvit', attention='space', num_classes=K400))
   assert abs(mixing['gflops'] - space['gflops']) / space['gflops'] < 0.01

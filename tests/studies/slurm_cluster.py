@@ -99,7 +99,7 @@ class SlurmCluster:
     res = subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=60)
     if res.returncode:
       raise SlurmError(f'{argv[0]} did not start: {(res.stderr or res.stdout).strip()[-500:]}')
-    self._wait(lambda: os.path.exists(ready_file), 20, f'{argv[0]} did not start ({ready_file} missing)')
+    self._wait(lambda: os.path.exists(ready_file), 120, f'{argv[0]} did not start ({ready_file} missing)')
 
   def _wait(self, ready, timeout, message) -> None:
     end = time.time() + timeout
@@ -126,7 +126,7 @@ class SlurmCluster:
       f.write(_conf(self.folder, self.munge_socket, _free_port(), _free_port(), self.cpus))
     self._daemon(['slurmctld', '-f', self.conf], self.pid_files[1])
     self._daemon(['slurmd', '-f', self.conf, '-N', 'localhost'], self.pid_files[0])
-    self._wait(lambda: self._node_state().rstrip('*') == 'idle', 30, 'the SLURM node did not become idle')
+    self._wait(lambda: self._node_state().rstrip('*') == 'idle', 120, 'the SLURM node did not become idle')
     return self
 
   def stop(self) -> None:

@@ -1,7 +1,10 @@
 """Claims on a sweep's trials (vvt.studies.claims): of workers racing for one trial exactly one wins; an owner's
 renewals keep it; an expired lease is taken over and its old owner loses; a lost claim stops the owner's trial
 (vvt.studies.runner); finished, failed, released and requeued SLURM claims. Every test runs on a local
-directory and on an in-memory GCS bucket that enforces generation preconditions as GCS does."""
+directory and on an in-memory GCS bucket that enforces generation preconditions as GCS does.
+
+Whether a lease runs out is never left to the machine's speed: the tests of expiry move the claims' clock
+(`clock`) themselves, and wait for the renewing thread with far-off guards only; the other leases are long."""
 import json
 import subprocess
 import sys
@@ -34,9 +37,11 @@ class FakeBucket:
     self.generation = 1_700_000_000_000_000
     self.lose_answers = 0
     self.down = False  # every request fails (a network partition)
+    self.refused = 0  # requests failed while down
 
   def get_blob(self, key):
     if self.down:
+      self.refused += 1
       raise ConnectionError('unreachable')
     with self.lock:
       obj = self.objects.get(key)
@@ -63,6 +68,7 @@ class FakeBlob:
   def upload_from_string(self, data, content_type=None, if_generation_match=None):
     assert content_type == 'application/json'
     if self.bucket.down:
+      self.bucket.refused += 1
       raise ConnectionError('unreachable')
     with self.bucket.lock:
       obj = self.bucket.objects.get(self.name)
@@ -83,11 +89,41 @@ def store(request, tmp_path):
   return claims.GcsStore('gs://bucket/sweep/trial', FakeBucket())
 
 
+class Clock:
+  """The claims' clock (`time.time()` in vvt.studies.claims), moved only by the test."""
+
+  def __init__(self):
+    self.now = time.time()
+
+  def time(self):
+    return self.now
+
+  def __getattr__(self, name):  # sleep, strftime, localtime: the real ones
+    return getattr(time, name)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+  c = Clock()
+  monkeypatch.setattr(claims, 'time', c)
+  return c
+
+
+GUARD_S = 60  # a hang guard: the renewing thread answers within a few of its 0.01-0.1 s periods
+
+
+def wait_until(condition, what):
+  deadline = time.time() + GUARD_S
+  while not condition():
+    assert time.time() < deadline, f'no {what} in {GUARD_S} s'
+    time.sleep(0.01)
+
+
 def worker(name, **slurm):
   return claims.Worker(f'token-{name}', f'host-{name}', 100 + len(name), slurm)
 
 
-def take(store, who, lease_s=5.0, **kwargs):
+def take(store, who, lease_s=claims.LEASE_S, **kwargs):
   return claims.take('unused', 'trial', who, lease_s, store=store, **kwargs)
 
 
@@ -116,14 +152,15 @@ def test_of_workers_racing_for_a_trial_exactly_one_wins(store, tmp_path):
     assert record['attempts'] == 1 and record['requeues'] == 0
 
 
-def test_an_owner_renews_its_lease_and_keeps_the_trial(store):
+def test_an_owner_renews_its_lease_and_keeps_the_trial(store, clock):
   owner = take(store, worker('a'), lease_s=1.0).claim
-  leases = claims.Leases(renew_s=0.1)
+  leases = claims.Leases(renew_s=0.01)
   leases.add(owner)
   first_until = owner.record['lease_until']
   try:
-    for _ in range(8):  # 2 s: twice the lease
-      time.sleep(0.25)
+    for _ in range(8):  # 2 s of the claims' clock: twice the lease
+      clock.now += 0.25
+      wait_until(lambda: owner.record['lease_until'] >= clock.now + 1.0, 'renewal')
       out = take(store, worker('b'), lease_s=1.0)
       assert out.claim is None and out.status == 'claimed', out
   finally:
@@ -132,11 +169,11 @@ def test_an_owner_renews_its_lease_and_keeps_the_trial(store):
   assert claims.read('unused', store)['token'] == 'token-a'
 
 
-def test_an_expired_lease_is_taken_over_and_its_owner_loses_the_claim(store):
+def test_an_expired_lease_is_taken_over_and_its_owner_loses_the_claim(store, clock):
   owner = take(store, worker('a'), lease_s=1.0).claim
   assert claims.set_status(owner, 'running')
   assert take(store, worker('b'), lease_s=1.0).status == 'running'  # live: left alone
-  time.sleep(1.05)
+  clock.now += 1.05
   assert claims.read('unused', store)['state'] == claims.EXPIRED
   out = take(store, worker('b'), lease_s=5)
   assert out.claim and out.record['host'] == 'host-b'
@@ -147,7 +184,7 @@ def test_an_expired_lease_is_taken_over_and_its_owner_loses_the_claim(store):
   assert claims.read('unused', store)['token'] == 'token-b'
 
 
-def test_a_lost_claim_is_reported_to_its_owner_at_the_next_renewal(store):
+def test_a_lost_claim_is_reported_to_its_owner_at_the_next_renewal(store, clock):
   owner = take(store, worker('a'), lease_s=5).claim
   lost = []
   leases = claims.Leases(renew_s=0.1, on_lost=lost.append)
@@ -155,9 +192,7 @@ def test_a_lost_claim_is_reported_to_its_owner_at_the_next_renewal(store):
   try:
     record, gen = store.read()  # another worker writes over the owner's claim (a clock far ahead, say)
     assert store.write({**record, 'token': 'token-b', 'host': 'host-b', 'pid': 7}, gen)
-    deadline = time.time() + 3
-    while not lost and time.time() < deadline:
-      time.sleep(0.05)
+    wait_until(lambda: lost, 'report of the lost claim')
   finally:
     leases.stop()
   assert lost == [owner] and owner.lost == 'another worker holds it now: host-b pid 7'
@@ -254,9 +289,7 @@ def test_a_worker_stops_a_trial_whose_claim_it_lost(tmp_path):
   try:
     record, gen = claim.store.read()
     claim.store.write({**record, 'token': 'token-b', 'host': 'host-b', 'pid': 7}, gen)
-    deadline = time.time() + 3
-    while claim.lost is None and time.time() < deadline:
-      time.sleep(0.05)
+    wait_until(lambda: claim.lost is not None, 'report of the lost claim')
     runner._poll(w, r, leases)
   finally:
     leases.stop()
@@ -288,20 +321,21 @@ def test_a_stopped_worker_lets_its_trials_save_and_releases_their_claims(tmp_pat
   assert stopped.value.exit_code == 143
 
 
-def test_an_owner_cut_off_from_the_store_gives_the_trial_up_when_its_lease_runs_out():
+def test_an_owner_cut_off_from_the_store_gives_the_trial_up_when_its_lease_runs_out(clock):
   bucket = FakeBucket()
   store = claims.GcsStore('gs://bucket/sweep/trial', bucket)
   owner = take(store, worker('a'), lease_s=1.0).claim
   lost = []
-  leases = claims.Leases(renew_s=0.1, on_lost=lost.append)
+  leases = claims.Leases(renew_s=0.01, on_lost=lost.append)
   leases.add(owner)
   try:
     bucket.down = True
-    time.sleep(0.5)
+    clock.now += 0.5
+    refused = bucket.refused
+    wait_until(lambda: bucket.refused >= refused + 2, 'renewal')  # one of them tried at the new time
     assert not lost and claims.check(owner)  # renewals fail, the lease still holds
-    deadline = time.time() + 3
-    while not lost and time.time() < deadline:
-      time.sleep(0.05)
+    clock.now += 0.6
+    wait_until(lambda: lost, 'report of the lease run out')
   finally:
     leases.stop()
   assert lost == [owner] and not claims.check(owner) and 'lease ran out' in owner.lost
@@ -316,14 +350,14 @@ def test_a_worker_tries_a_claim_it_cannot_read_again_later_and_gives_up_the_fift
 
   monkeypatch.setattr(claims, 'take', unreachable)
   trial, said = sweep_lib.Trial('seed=0', {'seed': 0}), []
-  w = runner._Worker([trial], 'study.py', [], str(tmp_path), 1, said.append, {}, 5.0, 0.5)
+  w = runner._Worker([trial], 'study.py', [], str(tmp_path), 1, said.append, {}, 5.0, 60.0)
   w.todo.append((1, trial))
   for n in range(4):
     w.next_try.clear()
     runner._fill(w, leases=None)
     assert w.todo == [(1, trial)] and w.next_try['seed=0'] > time.time() and len(said) == n + 1
   assert said[0] == ('[sweep] (1/1) could not read the claim of seed=0 (ConnectionError: bucket unreachable); '
-                     'trying again in 0.5 s')
+                     'trying again in 60 s')
   w.next_try.clear()
   with pytest.raises(ConnectionError):
     runner._fill(w, leases=None)

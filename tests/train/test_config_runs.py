@@ -35,7 +35,7 @@ CONFIGS = {
     'epic_kitchens/xvit_b.py': [None, '8'],
 }
 STEPS = 2
-# The schedule's length: that of the README's example run in tests/cli/test_commands.py, so that the Kinetics-600
+# The schedule's length: that of docs/configs.md's example run in tests/cli/test_commands.py, so that the Kinetics-600
 # and Moments in Time ViViT-L FE runs (lr 0.05, as its ViViT-B) compile that test's program: one test session
 # compiles it once.
 SCHEDULE_STEPS = 3

@@ -42,7 +42,7 @@ def test_the_runs_rules_decide_the_batch_and_the_tensor_parallel_shardings(tmp_p
   assert custom['query_spec'] == 'P(None, None, None, None)'
   assert custom['batch_spec'] == "P('data',)"
   assert not (custom['data_fsdp_in_train'] or custom['data_fsdp_in_eval'] or custom['model_in_train'])
-  assert custom['loss'] == pytest.approx(default['loss'], rel=1e-5)
+  assert custom['loss'] == pytest.approx(default['loss'], rel=1e-5)  # two shardings of one loss: > 10x margin
 
 
 # ----------------------------------------------------------------------------- the steps' rules

@@ -31,8 +31,8 @@ COMMANDS = {
 
 
 def _usage():
-  lines = ['usage: vvt COMMAND [--config FILE[:ARG]] [--config.FIELD=VALUE ...] [ARGS...] [--verbose]', '',
-           'commands:']
+  lines = ['usage: vvt COMMAND [--config FILE[:ARG]] [--config.FIELD=VALUE ...] [ARGS...] [--verbose] '
+           '[--no-progress]', '', 'commands:']
   for name, (_, _, text) in COMMANDS.items():
     lines.append(f'  {name:<9} {text}')
   lines.append('\n`vvt COMMAND --help` for its arguments.')

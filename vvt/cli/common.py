@@ -10,6 +10,7 @@ import warnings
 from typing import Callable, Sequence
 
 from vvt import fileio
+from vvt import progress
 from vvt.config import loader
 from vvt.config import overrides as overrides_lib
 from vvt.config import run_file
@@ -24,8 +25,19 @@ class UsageError(Exception):
   """A command-line argument is wrong (argparse's errors, as one line)."""
 
 
+class _NoProgress(argparse.Action):
+  """`--no-progress`: turns every progress bar off, in this process and the ones it starts (`vvt.progress`)."""
+
+  def __init__(self, option_strings, dest, **kwargs):
+    super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    setattr(namespace, self.dest, True)
+    progress.disable()
+
+
 class Parser(argparse.ArgumentParser):
-  """argparse with one-line errors; `--verbose` on every command."""
+  """argparse with one-line errors; `--verbose` and `--no-progress` on every command."""
 
   def __init__(self, prog: str | None = None, doc: str | None = None, config: bool = False, **kwargs):
     kwargs.setdefault('formatter_class', argparse.RawDescriptionHelpFormatter)
@@ -33,6 +45,8 @@ class Parser(argparse.ArgumentParser):
     super().__init__(prog=prog, **kwargs)
     self.add_argument('--verbose', action='store_true',
                       help='show library logs and, on an error, the traceback')
+    self.add_argument('--no-progress', action=_NoProgress,
+                      help=f'no progress bars (also for the processes it starts; or {progress.ENV}=1)')
     if config:
       self.add_argument('--config', metavar='FILE[:ARG]',
                         help='config file FILE.py[:ARG], a run\'s config.json, or a run directory; '

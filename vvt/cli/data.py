@@ -97,7 +97,6 @@ def build_parser():
   c.add_argument('--workers', type=int, default=0, help='processes (0 = CPU count)')
   c.add_argument('--overwrite', action='store_true',
                  help='rewrite shards that already exist')
-  c.add_argument('--no-progress', action='store_true')
   c.add_argument('--worker', default='', metavar='I/N',
                  help='convert only the shards of worker I of N (s %% N == I); default in a SLURM job array: '
                       'the task\'s place in the array; the last worker to finish writes the one manifest')

@@ -104,12 +104,12 @@ def _score_videos(predict, items, heads, dataset_cfg, batch_size):
   """(sums {head: (N, C) float64}, views per video (N,), {item number: error}): the views' scores of every
   readable input summed per video; unreadable inputs are reported on stderr and skipped."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+  from vvt import progress  # pylint: disable=g-import-not-at-top
   from vvt.data.transforms import views  # pylint: disable=g-import-not-at-top
   sums = {h: np.zeros((len(items), c)) for h, c in heads.items()}
   counts = np.zeros(len(items), np.int64)
   failed = {}
-  bar = tqdm(total=len(items), desc='predict', unit='video', disable=len(items) < 2, file=sys.stderr)
+  bar = progress.bar(len(items), 'predict', 'video', disable=len(items) < 2, file=sys.stderr)
 
   def log_error(n, text):
     failed[n] = text

@@ -73,7 +73,7 @@ class _Scores:
 def score_video(item, predict, heads, cfg, args, batch_size) -> dict:
   """{'fps', 'window', 'stride' (frames), 'rows' [(index, start, end, start_s, end_s)], 'scores' {head: (W, C)
   summed over a window's views}, 'views' (per window), 'peak' (most frames held)}."""
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+  from vvt import progress  # pylint: disable=g-import-not-at-top
   from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
   name, kind, path = item
   source = windows.open_frames(path, kind, args.fps)
@@ -81,8 +81,8 @@ def score_video(item, predict, heads, cfg, args, batch_size) -> dict:
   stream = windows.WindowStream(source.frames(), window, stride, source.fps, name)
   expected = len(windows.window_starts(source.declared, window, stride)) if source.declared else None
   scores, rows = _Scores(predict, heads, batch_size), []
-  with tqdm(total=expected, desc=os.path.basename(name), unit='window', file=sys.stderr, leave=False,
-            disable=expected is not None and expected < 20) as bar:
+  with progress.bar(expected, os.path.basename(name), 'window', file=sys.stderr, leave=False,
+                    disable=expected is not None and expected < 20) as bar:
     for w in stream:
       rows.append((w.index, w.start, w.end, w.start_s, w.end_s))
       scores.add(windows.window_views(w.frames, cfg))

@@ -21,7 +21,7 @@ its error and the sweep goes on. At the end `vvt results WORKDIR` writes results
               N at once; --slurm.partition/account/qos/time/nodes/gpus/cpus/mem/signal/job_name/setup/python/
               extra=...; --dry-run prints the script). See docs/clusters.md.
 
-Many workers, one sweep (see README: several hosts, TPU VMs, job arrays):
+Many workers, one sweep (see docs/sweeps.md and docs/clusters.md: several hosts, TPU VMs, job arrays):
   vvt sweep --config experiments/synthetic_schemes.py --workdir gs://b/s    (on every host: one worker each)
   vvt sweep gs://b/s                         (a worker that joins: the config comes from DIR/sweep.json)
   vvt sweep DIR --trial 3                    (claim and run one trial, by name or index 0..N-1: an array task)

@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 
 import vvt.models
-from vvt.convert import common, hf_videomae, hf_vivit, timesformer
+from vvt.convert import common, hf_videomae, hf_videoprism, hf_vivit, hf_vjepa2, timesformer
 from vvt.models import layout, schemes
 
 CONFIG_FILE, WEIGHTS_FILE = 'config.json', 'model.safetensors'
@@ -54,6 +54,9 @@ def target(hf_class: str, to_hf: Callable, reads: tuple[str, ...] = (), **select
 
 
 JOINT = ('spatiotemporal', 'joint')  # ViViT Model 1 and TimeSformer 'ST': the same single joint stage
+# Fields of the attentive-pooler encoders, read and checked by their exporters.
+POOLED = ('attentive_pooler', 'layer_norm_scale_offset', 'attention_logit_cap')
+VIDEOPRISM = ('pos_table_grid', 'temporal_layers', 'temporal_num_heads', 'temporal_mlp_dim')
 TARGETS = (
     target(timesformer.HF_CLASS, timesformer.to_hf, attention='divided'),
     target(timesformer.HF_CLASS, timesformer.to_hf, attention=JOINT, classifier='token',
@@ -61,6 +64,8 @@ TARGETS = (
     target(hf_vivit.HF_CLASS, hf_vivit.to_hf, attention=JOINT, classifier='token', positional_embedding='joint'),
     target(hf_videomae.HF_CLASS, hf_videomae.to_hf, attention=JOINT, classifier='gap',
            positional_embedding='sinusoidal'),
+    target(hf_vjepa2.HF_CLASS, hf_vjepa2.to_hf, POOLED, attention=JOINT, positional_embedding='rope'),
+    target(hf_videoprism.HF_CLASS, hf_videoprism.to_hf, POOLED + VIDEOPRISM, attention='space_then_time'),
 )
 
 # Why a scheme no target selects has no transformers class, where there is more to say than that.
@@ -81,6 +86,9 @@ INERT = frozenset(('dropout_rate', 'attention_dropout_rate', 'stochastic_depth',
 # tokens' aggregation, Model 3's stage order): unused by the selected models.
 UNUSED = frozenset(('temporal_layers', 'temporal_num_heads', 'temporal_mlp_dim', 'mixing', 'temporal_head',
                     'frame_aggregation', 'attention_order'))
+# Fields read only by a classifier every exporter checks the name of: the attentive pooler's shape is used by
+# classifier='attentive' alone (its own exporters read it).
+BY_CLASSIFIER = {'attentive_pooler': 'attentive'}
 
 
 def _scheme(model_cfg) -> str:
@@ -119,7 +127,8 @@ def _check_generic(model_cfg, t: Target) -> None:
   common.require(m, 'representation_size', None, t.hf_class, 'no pre-logits layer')
   defaults = vvt.models.get_config(m.family)
   plain = lambda v: v.to_dict() if hasattr(v, 'to_dict') else v
-  for field in sorted(set(m.keys()) - READ - INERT - UNUSED - set(t.reads)):
+  unused = {f for f, classifier in BY_CLASSIFIER.items() if m.classifier != classifier}
+  for field in sorted(set(m.keys()) - READ - INERT - UNUSED - unused - set(t.reads)):
     value, default = plain(m[field]), plain(defaults.get(field, None))
     if value != default:
       raise common.NotExpressible(f'model.{field}={value!r}: {t.hf_class} has no such setting (vvt export '

@@ -205,78 +205,79 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
 
 # ------------------------------------------------------------------------------------------ vvt -> HF
 
-
-def _refuse(field: str, why: str):
-  raise ValueError(f"model.{field}: {why}; transformers' VideoPrismForVideoClassification cannot express it")
+HF_CLASS = 'VideoPrismForVideoClassification'
 
 
-def to_hf(params, model_cfg, class_names=None) -> tuple[dict, dict[str, np.ndarray]]:
-  """vvt params of a VideoPrism-shaped model -> (config.json dict, state dict) of a
-  `VideoPrismForVideoClassification`: the exact inverse of `convert` (tensors bit-identical). Its num_frames and
-  image_size are the position tables' (a model run at another clip length needs transformers'
+def check(m) -> None:
+  """NotExpressible (one line naming the field) for a resolved model config VideoPrismForVideoClassification
+  cannot express."""
+  common.require(m, 'attention', 'space_then_time', HF_CLASS)
+  common.require(m, 'positional_embedding', 'joint', HF_CLASS, 'a spatial and a temporal table')
+  common.require(m, 'classifier', 'attentive', HF_CLASS, 'its attention pooler')
+  p = m.attentive_pooler
+  if not (p.cross_attention == 'plain' and p.per_dim_scale and p.num_queries == 1 and p.num_heads == m.num_heads
+          and p.num_heads * p.head_dim == m.mlp_dim):
+    raise common.NotExpressible(
+        f'model.attentive_pooler={p.to_dict()!r}: {HF_CLASS} has one query, cross_attention plain with '
+        "per_dim_scale, the encoder's heads of mlp_dim / heads channels")
+  if not (m.tubelet[0] == 1 and m.tubelet[1] == m.tubelet[2]):
+    raise common.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs (1, p, p)')
+  common.require(m, 'temporal_num_heads', m.num_heads, HF_CLASS, 'the temporal layers have num_heads')
+  common.require(m, 'temporal_mlp_dim', m.mlp_dim, HF_CLASS, 'the temporal layers have mlp_dim')
+  common.require(m, 'key_bias', True, HF_CLASS, 'its key projection has a bias when the query\'s has')
+  common.require(m, 'layer_norm_scale_offset', 1.0, HF_CLASS, 'every LayerNorm scales by 1 + weight')
+  if m.attention_logit_cap is None:
+    raise common.NotExpressible(f'model.attention_logit_cap=None: {HF_CLASS} always caps attention logits')
+  common.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorms have layer_norm_eps')
+
+
+def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
+  """vvt params (per-layer layout) of a VideoPrism-shaped model + its resolved config -> (config.json dict, state
+  dict) of a `VideoPrismForVideoClassification`: the exact inverse of `convert` (tensors bit-identical). Its
+  num_frames and image_size are the position tables' (a model run at another clip length needs transformers'
   interpolate_pos_encoding=True, which resizes them as vvt does). A model transformers cannot express is refused
-  with one line naming the field."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.models import layout  # pylint: disable=g-import-not-at-top
-  m = vvt.models.resolve(model_cfg)
-  pooler = m.attentive_pooler
-  checks = (
-      ('attention', m.attention == 'space_then_time', f'{m.attention!r}, not space_then_time'),
-      ('positional_embedding', m.positional_embedding == 'joint', f'{m.positional_embedding!r}, not joint tables'),
-      ('classifier', m.classifier == 'attentive', f'{m.classifier!r}, not the attention pooler'),
-      ('attentive_pooler', pooler.cross_attention == 'plain' and pooler.per_dim_scale and pooler.num_queries == 1
-       and pooler.num_heads == m.num_heads and pooler.num_heads * pooler.head_dim == m.mlp_dim,
-       "VideoPrism's pooler is one query, cross_attention plain with per_dim_scale, the encoder's heads of "
-       'mlp_dim / heads channels'),
-      ('tubelet', m.tubelet[0] == 1 and m.tubelet[1] == m.tubelet[2], f'{tuple(m.tubelet)}, not (1, p, p)'),
-      ('temporal_num_heads', m.temporal_num_heads == m.num_heads, 'differs from num_heads'),
-      ('temporal_mlp_dim', m.temporal_mlp_dim == m.mlp_dim, 'differs from mlp_dim'),
-      ('key_bias', m.key_bias, 'False'),
-      ('layer_norm_scale_offset', m.layer_norm_scale_offset == 1.0, f'{m.layer_norm_scale_offset}, not 1.0'),
-      ('attention_logit_cap', m.attention_logit_cap is not None, 'None (transformers always caps)'),
-      ('encoder_norm_eps', m.encoder_norm_eps == m.layer_norm_eps, 'differs from layer_norm_eps'),
-      ('representation_size', m.representation_size is None, f'{m.representation_size}'),
-      ('num_classes', isinstance(m.num_classes, int), 'several heads'),
-  )
-  for field, ok, why in checks:
-    if not ok:
-      _refuse(field, why)
+  (NotExpressible naming the field)."""
+  import vvt.models.config  # pylint: disable=g-import-not-at-top
+  m = model_cfg
+  check(m)
   nt, nh, nw = vvt.models.config.token_grid(m)
   table = tuple(m.pos_table_grid) if m.pos_table_grid is not None else (nt, nh, nw)
-  flat = common.flatten(layout.to_per_layer(params))
+  w = common.TorchState(params, HF_CLASS)
   v = 'vision_model'
-  sd = {}
-  sd.update(common.prefixed(f'{v}.spatial_embeddings.patch_embeddings.projection',
-                            common.to_torch_conv3d(flat, 'embedding/conv')))
-  sd[f'{v}.spatial_embeddings.position_embeddings'] = np.asarray(flat['spatial_encoder/posembed/pos_embedding'])
-  sd[f'{v}.temporal_embeddings.position_embeddings'] = np.asarray(flat['temporal_encoder/posembed/pos_embedding'])
+  w.patch_embedding(f'{v}.spatial_embeddings.patch_embeddings.projection', 'embedding/conv')
+  w.copy(f'{v}.spatial_embeddings.position_embeddings', 'spatial_encoder/posembed/pos_embedding')
+  w.copy(f'{v}.temporal_embeddings.position_embeddings', 'temporal_encoder/posembed/pos_embedding')
+  bias = True if m.qkv_bias else None
   for kind, n in (('spatial', m.num_layers), ('temporal', m.temporal_layers)):
     for i in range(n):
       name, key = f'{kind}_encoder/layers/block_{i}', f'{v}.{kind}_layers.{i}'
-      sd.update(common.prefixed(f'{key}.layernorm_before', common.to_torch_norm(flat, f'{name}/joint_norm')))
+      w.layer_norm(f'{key}.layernorm_before', f'{name}/joint_norm')
       for part in ('query', 'key', 'value'):
-        sd.update(common.prefixed(f'{key}.attention.{part[0]}_proj',
-                                  common.to_torch_heads(flat, f'{name}/joint_attention/{part}')))
-      sd.update(common.prefixed(f'{key}.attention.o_proj', common.to_torch_out(flat, f'{name}/joint_attention/out')))
-      sd.update(common.prefixed(f'{key}.layernorm_after', common.to_torch_norm(flat, f'{name}/mlp_norm')))
-      sd.update(common.prefixed(f'{key}.mlp.fc1', common.to_torch_dense(flat, f'{name}/mlp/Dense_0')))
-      sd.update(common.prefixed(f'{key}.mlp.fc2', common.to_torch_dense(flat, f'{name}/mlp/Dense_1')))
-  sd.update(common.prefixed(f'{v}.layernorm1', common.to_torch_norm(flat, 'spatial_encoder/encoder_norm')))
-  sd.update(common.prefixed(f'{v}.layernorm2', common.to_torch_norm(flat, 'temporal_encoder/encoder_norm')))
-  sd['head.pooling_attention_query'] = np.asarray(flat['pooler/query_tokens'])
+        weight, b = w.projection(f'{name}/joint_attention', part, bias)
+        w.put(f'{key}.attention.{part[0]}_proj.weight', weight)
+        if b is not None:
+          w.put(f'{key}.attention.{part[0]}_proj.bias', b)
+      w.attention_out(f'{key}.attention.o_proj', f'{name}/joint_attention/out')
+      w.layer_norm(f'{key}.layernorm_after', f'{name}/mlp_norm')
+      w.dense(f'{key}.mlp.fc1', f'{name}/mlp/Dense_0')
+      w.dense(f'{key}.mlp.fc2', f'{name}/mlp/Dense_1')
+  w.layer_norm(f'{v}.layernorm1', 'spatial_encoder/encoder_norm')
+  w.layer_norm(f'{v}.layernorm2', 'temporal_encoder/encoder_norm')
+  w.copy('head.pooling_attention_query', 'pooler/query_tokens')
   for part in ('query', 'key', 'value'):
-    sd.update(common.prefixed(f'head.{part[0]}_proj', common.to_torch_heads(flat, f'pooler/cross_attention/{part}')))
-  sd.update(common.prefixed('head.o_proj', common.to_torch_out(flat, 'pooler/cross_attention/out')))
-  sd['head.per_dim_scale'] = np.asarray(flat['pooler/cross_attention/per_dim_scale'])
-  sd.update(common.prefixed('head_layernorm', common.to_torch_norm(flat, 'pooler/output_norm')))
-  sd.update(common.prefixed('classifier', common.to_torch_dense(flat, 'head/output_projection')))
+    weight, b = w.projection('pooler/cross_attention', part, True)
+    w.put(f'head.{part[0]}_proj.weight', weight)
+    w.put(f'head.{part[0]}_proj.bias', b)
+  w.attention_out('head.o_proj', 'pooler/cross_attention/out')
+  w.copy('head.per_dim_scale', 'pooler/cross_attention/per_dim_scale')
+  w.layer_norm('head_layernorm', 'pooler/output_norm')
+  w.dense('classifier', 'head/output_projection')
   patch = int(m.tubelet[1])
   hf = dict(
-      model_type='videoprism_vision_model', architectures=['VideoPrismForVideoClassification'],
+      model_type='videoprism_vision_model', architectures=[HF_CLASS],
       image_size=int(table[1] * patch), num_frames=int(table[0]), tubelet_size=[1, patch, patch], num_channels=3,
       hidden_size=int(m.hidden_size), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
       hidden_act='gelu_pytorch_tanh' if m.gelu_approximate else 'gelu_python',
       layer_norm_eps=float(m.layer_norm_eps), qkv_bias=bool(m.qkv_bias), num_spatial_layers=int(m.num_layers),
-      num_temporal_layers=int(m.temporal_layers), attn_logit_softcapping=float(m.attention_logit_cap),
-      **common.hf_labels(m.num_classes, class_names))
-  return hf, sd
+      num_temporal_layers=int(m.temporal_layers), attn_logit_softcapping=float(m.attention_logit_cap))
+  return hf, w.result()

@@ -199,8 +199,7 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
 # ------------------------------------------------------------------------------------------ vvt -> HF
 
 
-def _refuse(field: str, why: str):
-  raise ValueError(f'model.{field}: {why}; transformers\' VJEPA2ForVideoClassification cannot express it')
+HF_CLASS = 'VJEPA2ForVideoClassification'
 
 
 def _mlp_ratio(hidden: int, mlp_dim: int) -> float:
@@ -211,69 +210,73 @@ def _mlp_ratio(hidden: int, mlp_dim: int) -> float:
   return r
 
 
-def to_hf(params, model_cfg, class_names=None) -> tuple[dict, dict[str, np.ndarray]]:
-  """vvt params of a V-JEPA 2-shaped model -> (config.json dict, state dict) of a `VJEPA2ForVideoClassification`:
-  the exact inverse of `convert` (tensors bit-identical), the predictor left out. A model transformers cannot
-  express (another scheme, a class token, learned position tables, another pooler, ...) is refused with one line
-  naming the field."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.models import layout  # pylint: disable=g-import-not-at-top
-  m = vvt.models.resolve(model_cfg)
-  if vvt.models.schemes.get(m.attention).stages != ('joint',) or vvt.models.schemes.get(m.attention).two_encoders:
-    _refuse('attention', f'{m.attention!r} is not joint space-time attention')
-  checks = (
-      ('positional_embedding', m.positional_embedding == 'rope', f'{m.positional_embedding!r}, not rope'),
-      ('classifier', m.classifier == 'attentive', f'{m.classifier!r}, not the attentive pooler'),
-      ('attentive_pooler', m.attentive_pooler.cross_attention == 'block' and m.attentive_pooler.num_queries == 1
-       and not m.attentive_pooler.per_dim_scale and m.attentive_pooler.num_heads == m.num_heads
-       and m.attentive_pooler.mlp_dim == int(m.hidden_size * POOLER_MLP_RATIO),
-       'V-JEPA 2\'s pooler is one query, cross_attention block, the encoder\'s heads, MLP 4 x hidden_size'),
-      ('tubelet', m.tubelet[1] == m.tubelet[2], f'{tuple(m.tubelet)} has non-square patches'),
-      ('key_bias', m.key_bias, 'False'),
-      ('layer_norm_scale_offset', m.layer_norm_scale_offset == 0.0, f'{m.layer_norm_scale_offset}'),
-      ('attention_logit_cap', m.attention_logit_cap is None, f'{m.attention_logit_cap}'),
-      ('encoder_norm_eps', m.encoder_norm_eps == m.layer_norm_eps, 'differs from layer_norm_eps'),
-      ('representation_size', m.representation_size is None, f'{m.representation_size}'),
-      ('num_classes', isinstance(m.num_classes, int), 'several heads'),
-  )
-  for field, ok, why in checks:
-    if not ok:
-      _refuse(field, why)
-  flat = common.flatten(layout.to_per_layer(params))
-  sd = {}
-  sd.update(common.prefixed('vjepa2.encoder.embeddings.patch_embeddings.proj',
-                            common.to_torch_conv3d(flat, 'embedding/conv')))
-  blocks = [(f'encoder/layers/block_{i}', f'vjepa2.encoder.layer.{i}', ('norm1', 'norm2'),
-             ('attention.query', 'attention.key', 'attention.value'), 'attention.proj') for i in range(m.num_layers)]
-  blocks += [(f'pooler/layers/block_{j}', f'pooler.self_attention_layers.{j}', ('layer_norm1', 'layer_norm2'),
-              ('self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'), 'self_attn.out_proj')
-             for j in range(m.attentive_pooler.depth)]
-  for name, key, (n1, n2), qkv, out in blocks:
-    sd.update(common.prefixed(f'{key}.{n1}', common.to_torch_norm(flat, f'{name}/joint_norm')))
-    for part, torch_name in zip(('query', 'key', 'value'), qkv):
-      sd.update(common.prefixed(f'{key}.{torch_name}', common.to_torch_heads(flat, f'{name}/joint_attention/{part}')))
-    sd.update(common.prefixed(f'{key}.{out}', common.to_torch_out(flat, f'{name}/joint_attention/out')))
-    sd.update(common.prefixed(f'{key}.{n2}', common.to_torch_norm(flat, f'{name}/mlp_norm')))
-    sd.update(common.prefixed(f'{key}.mlp.fc1', common.to_torch_dense(flat, f'{name}/mlp/Dense_0')))
-    sd.update(common.prefixed(f'{key}.mlp.fc2', common.to_torch_dense(flat, f'{name}/mlp/Dense_1')))
-  sd.update(common.prefixed('vjepa2.encoder.layernorm', common.to_torch_norm(flat, 'encoder/encoder_norm')))
-  sd['pooler.query_tokens'] = np.asarray(flat['pooler/query_tokens'])
+def _torch_block(w: common.TorchState, key: str, name: str, norms: tuple[str, str], qkv: tuple[str, str, str],
+           out: str, bias: bool) -> None:
+  """One pre-LN block `name` (vvt) -> torch `key`: norms, separate q/k/v, the output projection, the MLP."""
+  w.layer_norm(f'{key}.{norms[0]}', f'{name}/joint_norm')
+  for part, torch_name in zip(('query', 'key', 'value'), qkv):
+    weight, b = w.projection(f'{name}/joint_attention', part, True if bias else None)
+    w.put(f'{key}.{torch_name}.weight', weight)
+    if b is not None:
+      w.put(f'{key}.{torch_name}.bias', b)
+  w.attention_out(f'{key}.{out}', f'{name}/joint_attention/out')
+  w.layer_norm(f'{key}.{norms[1]}', f'{name}/mlp_norm')
+  w.dense(f'{key}.mlp.fc1', f'{name}/mlp/Dense_0')
+  w.dense(f'{key}.mlp.fc2', f'{name}/mlp/Dense_1')
+
+
+def check(m) -> None:
+  """NotExpressible (one line naming the field) for a resolved model config VJEPA2ForVideoClassification cannot
+  express."""
+  common.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS, 'joint space-time attention')
+  common.require(m, 'positional_embedding', 'rope', HF_CLASS, '3D rotary embeddings, no table')
+  common.require(m, 'classifier', 'attentive', HF_CLASS, 'its attentive pooler')
+  p = m.attentive_pooler
+  if not (p.cross_attention == 'block' and p.num_queries == 1 and not p.per_dim_scale and p.num_heads == m.num_heads
+          and p.mlp_dim == int(m.hidden_size * POOLER_MLP_RATIO)):
+    raise common.NotExpressible(
+        f'model.attentive_pooler={p.to_dict()!r}: {HF_CLASS} has one query, cross_attention block, the encoder\'s '
+        'heads, MLPs 4 x hidden_size wide, no per_dim_scale')
+  if m.tubelet[1] != m.tubelet[2]:
+    raise common.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs square patches (t, p, p)')
+  common.require(m, 'key_bias', True, HF_CLASS, 'its key projection has a bias when the query\'s has')
+  common.require(m, 'layer_norm_scale_offset', 0.0, HF_CLASS, 'LayerNorm weights used as they are')
+  common.require(m, 'attention_logit_cap', None, HF_CLASS, 'uncapped attention logits')
+  common.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
+
+
+def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
+  """vvt params (per-layer layout) of a V-JEPA 2-shaped model + its resolved config -> (config.json dict, state
+  dict) of a `VJEPA2ForVideoClassification`: the exact inverse of `convert` (tensors bit-identical), the predictor
+  left out. A model transformers cannot express is refused (NotExpressible naming the field)."""
+  m = model_cfg
+  check(m)
+  w = common.TorchState(params, HF_CLASS)
+  w.patch_embedding('vjepa2.encoder.embeddings.patch_embeddings.proj', 'embedding/conv')
+  for i in range(m.num_layers):
+    _torch_block(w, f'vjepa2.encoder.layer.{i}', f'encoder/layers/block_{i}', ('norm1', 'norm2'),
+           ('attention.query', 'attention.key', 'attention.value'), 'attention.proj', m.qkv_bias)
+  w.layer_norm('vjepa2.encoder.layernorm', 'encoder/encoder_norm')
+  for j in range(m.attentive_pooler.depth):
+    _torch_block(w, f'pooler.self_attention_layers.{j}', f'pooler/layers/block_{j}', ('layer_norm1', 'layer_norm2'),
+           ('self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'), 'self_attn.out_proj', True)
+  w.copy('pooler.query_tokens', 'pooler/query_tokens')
   key = 'pooler.cross_attention_layer'
-  sd.update(common.prefixed(f'{key}.layer_norm1', common.to_torch_norm(flat, 'pooler/cross_norm')))
+  w.layer_norm(f'{key}.layer_norm1', 'pooler/cross_norm')
   for part in ('query', 'key', 'value'):
-    sd.update(common.prefixed(f'{key}.cross_attn.{part[0]}_proj',
-                              common.to_torch_heads(flat, f'pooler/cross_attention/{part}')))
-  sd.update(common.prefixed(f'{key}.layer_norm2', common.to_torch_norm(flat, 'pooler/mlp_norm')))
-  sd.update(common.prefixed(f'{key}.mlp.fc1', common.to_torch_dense(flat, 'pooler/mlp/Dense_0')))
-  sd.update(common.prefixed(f'{key}.mlp.fc2', common.to_torch_dense(flat, 'pooler/mlp/Dense_1')))
-  sd.update(common.prefixed('classifier', common.to_torch_dense(flat, 'head/output_projection')))
+    weight, b = w.projection('pooler/cross_attention', part, True)
+    w.put(f'{key}.cross_attn.{part[0]}_proj.weight', weight)
+    w.put(f'{key}.cross_attn.{part[0]}_proj.bias', b)
+  w.layer_norm(f'{key}.layer_norm2', 'pooler/mlp_norm')
+  w.dense(f'{key}.mlp.fc1', 'pooler/mlp/Dense_0')
+  w.dense(f'{key}.mlp.fc2', 'pooler/mlp/Dense_1')
+  w.dense('classifier', 'head/output_projection')
   hf = dict(
-      model_type='vjepa2', architectures=['VJEPA2ForVideoClassification'], patch_size=int(m.tubelet[1]),
+      model_type='vjepa2', architectures=[HF_CLASS], patch_size=int(m.tubelet[1]),
       crop_size=int(m.image_size), frames_per_clip=int(m.num_frames), tubelet_size=int(m.tubelet[0]),
       hidden_size=int(m.hidden_size), in_chans=3, num_attention_heads=int(m.num_heads),
       num_hidden_layers=int(m.num_layers), mlp_ratio=_mlp_ratio(m.hidden_size, m.mlp_dim),
       layer_norm_eps=float(m.layer_norm_eps), qkv_bias=bool(m.qkv_bias),
-      hidden_act='gelu_pytorch_tanh' if m.gelu_approximate else 'gelu',
-      num_pooler_layers=int(m.attentive_pooler.depth), **common.hf_labels(m.num_classes, class_names))
-  return hf, sd
-
+      hidden_act=common.hf_activation(m.gelu_approximate, 'gelu_pytorch_tanh'),
+      num_pooler_layers=int(m.attentive_pooler.depth))
+  return hf, w.result()

@@ -21,10 +21,9 @@ must divide them): X-ViT runs at any multiple of its temporal embedding's rows (
 official code) and resizes its 224-px grid as the official forward, V-JEPA 2 needs nothing (RoPE), VideoPrism
 resizes its tables at run time; every other source is converted at the clip its tables say and its learned tables
 then resized once as its reference does (`vvt.convert.retarget`: TimeSformer torch nearest, ViViT torch bicubic;
-VideoMAE's sine-cosine table is recomputed), the change in the report's notes. Scenic Models 1, 3, 4 read their
-clip from the split of their T*N position table (`scenic.read_token_grid`); the sizes asked (else the config's)
-choose the split where the table's rows do not tell, and where no split fits them the table is read at the
-config's sizes and resized.
+VideoMAE's sine-cosine table is recomputed), the change in the report's notes. Scenic Models 1, 3, 4 (and HF
+ViViT without its config) read their clip from the split of their T*N position table (`scenic.read_token_grid`),
+by the table's own evidence, else the config's values; only where neither tells do the sizes asked choose it.
 """
 from __future__ import annotations
 
@@ -81,16 +80,13 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames
   fills in what they do not say (see the module doc), so a config written for another clip length is no error.
   num_frames / image_size: the clip length and frame size to run at (None: the weights'); see the module doc.
   """
-  native = source in NATIVE_SIZES or (num_frames is None and image_size is None)
-  try:
+  if source in NATIVE_SIZES or (num_frames is None and image_size is None):
     result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
-  except ValueError:
-    if native:
-      raise
-    result = None  # the tables cannot be read at the sizes asked: read at their own, then resized below
-  if result is None or not native:
-    if result is None:
+  else:
+    try:  # the tables read at the sizes they say (or the config's, where they do not), then resized
       result = _convert_state(source, state, model_cfg, hf_config, None, None)
+    except ValueError:  # tables that do not say their split: the sizes asked choose it
+      result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
     result = resized(result, num_frames, image_size)
   for name, value in (('num_frames', num_frames), ('image_size', image_size)):
     got = result.model_fields.get(name)

@@ -37,6 +37,7 @@ import numpy as np
 from etils import epath
 
 from vvt import fileio
+from vvt import progress as progress_lib
 from vvt.config.sharding import logical_rules_of
 from vvt.train import checkpoints
 from vvt.train import eval_report
@@ -178,10 +179,9 @@ def protocol(config) -> str:
 
 
 def _progress(total: int, enabled: bool, desc: str):
-  """A tqdm bar with ETA over the evaluation batches (a no-op when disabled)."""
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-  return tqdm(total=total, desc=desc, unit='batch', disable=not enabled, mininterval=1.0,
-              dynamic_ncols=True, leave=False)
+  """A bar with ETA over the evaluation batches (a no-op when disabled, or with the bars off: `vvt.progress`)."""
+  return progress_lib.bar(total, desc, 'batch', disable=not enabled, mininterval=1.0, dynamic_ncols=True,
+                          leave=False)
 
 
 def evaluate(eval_step, params, config, mesh, *, split: str = 'test',

@@ -406,9 +406,9 @@ def convert(video_list, output, classes, num_shards=16, fps=0.0,
   jobs = _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_options)
   run = _Conversion(video_list, output, num_shards, options, entries, videos, bounds, kept, worker)
   jobs = [j for j in jobs if shard_of[j[0]] in run.mine]
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-  with tqdm(total=len(jobs), desc=f'convert {os.path.basename(video_list)}', unit='video',
-            disable=not progress) as bar, _decoded(jobs, workers) as stream:
+  from vvt import progress as progress_lib  # pylint: disable=g-import-not-at-top
+  with progress_lib.bar(len(jobs), f'convert {os.path.basename(video_list)}', 'video',
+                        disable=not progress) as bar, _decoded(jobs, workers) as stream:
     run.finish_ready_shards()
     for decoded in stream:
       run.add(*decoded)
