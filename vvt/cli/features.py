@@ -6,13 +6,13 @@
 Every video of the split gives the evaluation's views (num_test_clips x num_spatial_crops, the same sampling, crops
 and normalisation as `vvt eval`); the model's video representation (what its classifier head reads) is averaged
 over them. The videos stream through in batches and leave in shards of --shard_size videos, so a split of any
-size never sits in memory; a progress bar shows the batches. OUTPUT/features-00000.npz ... hold `embedding`
-(n, D), `video_index`, `video_id` and the labels (`label`, or `label_<head>`); --format safetensors writes the same
-tensors with the ids in the metadata; --tokens adds every token of one view (`tokens` (n, n_t, N, D)).
-OUTPUT/features.json names the shards, the checkpoint, split and protocol. `vvt.inspection.features.read(OUTPUT)`
-reads them back. A checkpoint written for another clip length or frame size runs at the config's
-(`--config.num_frames=16`): its position tables are resized as its reference does. EMA params where the step has
-them unless --raw_params.
+size never sits in memory; a progress bar shows the batches (off with --no-progress).
+OUTPUT/features-00000.npz ... hold `embedding` (n, D), `video_index`, `video_id` and the labels (`label`, or
+`label_<head>`); --format safetensors writes the same tensors with the ids in the metadata; --tokens adds every
+token of one view (`tokens` (n, n_t, N, D)). OUTPUT/features.json names the shards, the checkpoint, split and
+protocol; `vvt.inspection.features.read(OUTPUT)` reads them back. A checkpoint written for another clip length or
+frame size runs at the config's (`--config.num_frames=16`): its position tables are resized as its reference does.
+EMA params where the step has them unless --raw_params.
 """
 from vvt.cli import common
 

@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vvt import progress as progress_lib
+
 FORMATS = ('npz', 'safetensors')
 INDEX = 'features.json'
 
@@ -208,7 +210,7 @@ def extract(config, workdir: str, output: str, *, split: Optional[str] = None, s
                        tokens_view) if chief else None
   if progress is None:
     progress = bool(log) and chief
-  bar = evaluate._progress(len(it), progress, f'features {split}')  # pylint: disable=protected-access
+  bar = progress_lib.bar(len(it), f'features {split}', 'batch', disable=not progress, mininterval=1.0, leave=False)
   rules = logical_rules_of(config.get('mesh'))
   try:
     for batch in it:
