@@ -1,6 +1,7 @@
-"""`vvt train --init`: docs/weights.md's "Fine-tune a released checkpoint on your videos", run as written on 3-class data
-made here, from a random-init Hugging Face VideoMAE (5 classes, saved with save_pretrained) and then from the vvt
-run it gave; evaluation and prediction with no further overrides; evaluation at another clip length."""
+"""`vvt train --init`: docs/weights.md's "Fine-tune a released checkpoint on your videos", run as written on
+3-class data made here, from a random-init Hugging Face VideoMAE (5 classes, saved with save_pretrained) and
+then from the vvt run it gave; evaluation and prediction with no further overrides;
+evaluation at another clip length."""
 import json
 import os
 import re
