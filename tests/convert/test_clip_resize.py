@@ -203,7 +203,8 @@ def _random_params(cfg, seed=0):
 def test_init_from_a_video_checkpoint_of_another_clip(tmp_path, family, attention):
   """init_from (format 'vvt') of a 4-frame 16px model into an 8-frame 32px one: the time axes resized as the
   reference does, the grid by init_from.resize (here the same kernel), as one `retarget` would."""
-  from vvt.convert import common, export, image_init  # pylint: disable=g-import-not-at-top
+  from vvt.convert import common, export, image_init, init_options  # pylint: disable=g-import-not-at-top
+  from vvt.models import spec as model_spec  # pylint: disable=g-import-not-at-top
   kw = dict(variant='Ti/8', num_layers=1, num_classes=3, image_size=16, num_frames=4)
   if family == 'vivit':
     kw.update(tubelet=(2, 8, 8), classifier='token')
@@ -214,7 +215,9 @@ def test_init_from_a_video_checkpoint_of_another_clip(tmp_path, family, attentio
   cfg = vvt.models.resolve(vvt.models.get_config(family, attention=attention, **{**kw, 'num_frames': 8,
                                                                                  'image_size': 32}))
   kernel = retarget.kernel_of(cfg)
-  params, report = image_init.initialise(_random_params(cfg, 1), dict(checkpoint=path, resize=kernel), cfg)
+  params, report = image_init.initialise(_random_params(cfg, 1), init_options.validate(dict(checkpoint=path,
+                                                                                           resize=kernel)),
+                                         model_spec.spec_of(cfg))
   want, _, _ = retarget.retarget(source, source_cfg, 8, 32)
   got, want = common.flatten(params), common.flatten(want)
   for name in ('encoder/posembed/pos_embedding', 'encoder/posembed/time_embedding'):
