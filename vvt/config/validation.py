@@ -236,6 +236,8 @@ def _check_task(p: _Problems, config):
   if not p.runs(('model', 'classes'), 'task', 'dataset.multi_label'):
     return
   name, data = config.task.name, config.dataset
+  if name == 'probe':  # the probes are trained and judged by their base task
+    name = config.task.probe.get('base', 'classification')
   multi = bool(data.get('multi_label', False))
   if name == 'multilabel' and not multi:
     p.add("task.name='multilabel' reads several labels per video: set dataset.multi_label=True")
