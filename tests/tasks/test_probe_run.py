@@ -63,6 +63,8 @@ def test_a_probe_run_trains_a_grid_on_a_frozen_backbone(tmp_path, backbone_run, 
   assert res['best_probe'] == best['probe'] and res[key] == best[key]
   saved = json.load(open(checkpoints.eval_results_path(str(wd), 3, 'test')))
   assert saved['best_probe'] == res['best_probe'] and saved['probes'] == table
+  if multi_label:  # the data's class names reach the best probe's per-class table
+    assert saved['class_names'] == list(synthetic.CLASS_NAMES[:4]) and len(saved['video_per_class_ap']) == 4
   csv = (wd / 'checkpoints' / 'eval_3_test_1x3_probes.csv').read_text().splitlines()
   assert csv[0] == f'probe,lr,weight_decay,{key}' and len(csv) == 5
   # the backbone: the bytes of the backbone run's params, untouched by 3 steps of the probes' optimisers

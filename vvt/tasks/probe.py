@@ -162,6 +162,11 @@ class Probe(Task):
   def heads(self) -> dict:
     return {n: self.num_classes for n in self.names}
 
+  @property
+  def label_heads(self) -> dict:
+    """The heads of the labels (the class names the evaluation reads): the base task's."""
+    return self.base.heads
+
   def label_specs(self, batch_size: int) -> dict:
     return self.base.label_specs(batch_size)
 

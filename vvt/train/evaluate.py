@@ -80,7 +80,7 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test', log=print,
       config.dataset, split=split, global_batch_size=batch_size,
       process_index=jax.process_index(), process_count=jax.process_count())
   agg = task.aggregator(pipeline.num_videos(config.dataset, split))
-  agg.class_names = {h: names_lib.class_names(config, h) for h in heads}
+  agg.class_names = {h: names_lib.class_names(config, h) for h in getattr(task, 'label_heads', heads)}
   agg.average = config.eval.average
   t0 = time.time()
   if progress is None:
