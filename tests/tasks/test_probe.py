@@ -41,6 +41,13 @@ def test_a_bad_probe_setting_is_one_line_naming_the_field(field, value):
     registry.task_of(_config(**{field: value}))
 
 
+def test_layer_decay_is_refused_for_probes():
+  c = _config()
+  c.optimizer.layer_decay = 0.75
+  with pytest.raises(ValueError, match='optimizer.layer_decay'):
+    registry.task_of(c)
+
+
 @pytest.mark.parametrize('head', ['linear', 'attentive'])
 def test_the_backbone_is_frozen_and_each_probe_has_its_own_optimiser(head):
   c = _config(head, depth=1)

@@ -317,6 +317,8 @@ def from_config(config) -> Probe:
   settings = grid(p.lrs, p.weight_decays)
   if not settings:
     raise ValueError('task.probe.lrs / weight_decays: the grid is empty')
+  if float(config.optimizer.get('layer_decay', 1.0) or 1.0) < 1.0:
+    raise ValueError('optimizer.layer_decay: a probe run trains no backbone layer: leave it at 1')
   base_lr = float(config.schedule.base_lr)
   if base_lr <= 0:
     raise ValueError('schedule.base_lr: the probes scale the schedule by lr / base_lr: it must be > 0')
