@@ -1,5 +1,5 @@
-"""A probe run end to end (the trainer, a few steps): the backbone of a finished run's checkpoint, frozen (its
-bytes unchanged in the probe run's checkpoint), a grid of probes trained in one run, the results table with the
+"""A probe run end to end (the trainer, a few steps): the backbone of a finished run or of a converted folder,
+frozen (its bytes unchanged in the probe run's checkpoint), a grid of probes trained in one run, the results table with the
 best probe; single-label with linear probes, multi-label with attentive probes."""
 import json
 import sys
@@ -40,17 +40,29 @@ def backbone_run(tmp_path_factory):
   return workdir
 
 
+@pytest.fixture(scope='module')
+def converted_folder(backbone_run, tmp_path_factory):
+  """A params-only folder as the converters write them, its classifier another dataset's (7 classes)."""
+  params = dict(checkpoints.load_params(backbone_run)[0])
+  params['head'] = {'output_projection': {'kernel': np.ones((32, 7), np.float32), 'bias': np.ones(7, np.float32)}}
+  folder = str(tmp_path_factory.mktemp('converted') / 'k7')
+  checkpoints.save_params(folder, params)
+  return folder
+
+
 def _leaves(params) -> dict:
   return {jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(params)}
 
 
 @pytest.mark.parametrize('multi_label,head', [(False, 'linear'), (True, 'attentive')])
-def test_a_probe_run_trains_a_grid_on_a_frozen_backbone(tmp_path, backbone_run, multi_label, head):
+def test_a_probe_run_trains_a_grid_on_a_frozen_backbone(tmp_path, backbone_run, converted_folder, multi_label,
+                                                          head):
+  backbone = converted_folder if multi_label else backbone_run  # a converted folder, a vvt run
   c = _config(_data(tmp_path / 'data', multi_label))
   c.task.name = 'probe'
   c.task.probe.base, c.task.probe.head = ('multilabel' if multi_label else 'classification'), head
   c.task.probe.lrs, c.task.probe.weight_decays = (0.1, 0.01), (0.0, 0.05)
-  c.task.probe.num_heads, c.task.probe.backbone = 2, backbone_run
+  c.task.probe.num_heads, c.task.probe.backbone = 2, backbone
   c.dataset.multi_label = multi_label
   c.optimizer.name, c.optimizer.weight_decay = 'adamw', 0.1
   wd = tmp_path / 'run'
@@ -68,10 +80,12 @@ def test_a_probe_run_trains_a_grid_on_a_frozen_backbone(tmp_path, backbone_run, 
   csv = (wd / 'checkpoints' / 'eval_3_test_1x3_probes.csv').read_text().splitlines()
   assert csv[0] == f'probe,lr,weight_decay,{key}' and len(csv) == 5
   # the backbone: the bytes of the backbone run's params, untouched by 3 steps of the probes' optimisers
-  before = _leaves(checkpoints.load_params(backbone_run)[0])
+  before = _leaves(checkpoints.load_params(backbone)[0])
   after = _leaves(checkpoints.load_params(str(wd))[0])
   probes = {k for k in after if k.startswith("['probes']")}
   assert len(probes) > 0 and set(after) - probes == set(before)
   for k, v in before.items():
-    if not k.startswith("['head']"):  # the backbone run's classifier is not loaded (the probes classify)
+    if not k.startswith("['head']"):  # the backbone's classifier is not loaded (the probes classify)
       assert v.tobytes() == after[k].tobytes(), k
+    else:
+      assert after[k].shape[-1] == 4

@@ -116,13 +116,12 @@ def build_training(config, module, clip: model_state.ClipShape, mesh, num_train_
   epoch_steps = steps_per_epoch(num_train_videos, int(config.batch_size))
   total = total_steps(int(config.num_train_steps), float(config.num_epochs), epoch_steps)
   schedule = optimizers.make_schedule(config.schedule, total, epoch_steps)
-  task = steps_lib.TrainSettings.of(config).task
-  if hasattr(task, 'optimizer'):  # a task that partitions the params (frozen backbone, probes of their own lr)
-    tx = task.optimizer(optimizers.make_optimizer, config.optimizer, schedule)
+  settings = steps_lib.TrainSettings.of(config)
+  if hasattr(settings.task, 'optimizer'):  # a task that partitions the params (a frozen backbone, probes' own lr)
+    tx = settings.task.optimizer(optimizers.make_optimizer, config.optimizer, schedule)
   else:
     tx = optimizers.make_optimizer(config.optimizer, schedule)
   shardings = model_state.state_shardings(module, config, tx, mesh)  # rule errors: here
-  settings = steps_lib.TrainSettings.of(config)
   step = steps_lib.jit_train_step(
       steps_lib.train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings,
       settings.logical_rules)

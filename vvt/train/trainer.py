@@ -165,8 +165,9 @@ def _load_backbone(run: Run, program: Program, params):
   task = program.task
   step = checkpoints.resolve_step(task.backbone)
   stored = checkpoints.abstract_params_from_checkpoint(task.backbone, step)
-  abstract = {k: stored[k] if k == 'head' and k in stored else v  # the head is read as stored, then left out
-              for k, v in program.abstract_params().items() if k not in task.own_params}
+  abstract = {k: stored[k] if k == 'head' else v  # the head is read as stored (if there is one), then left out
+              for k, v in program.abstract_params().items()
+              if k not in task.own_params and (k != 'head' or k in stored)}
   loaded, _ = checkpoints.load_params(task.backbone, step, abstract_params=abstract)
   run.log(f'[train] frozen backbone from {task.backbone} step {step}')
   return dict(params, **{k: v for k, v in loaded.items() if k != 'head'})
