@@ -1,6 +1,6 @@
 """A probe run end to end (the trainer, a few steps): the backbone of a finished run or of a converted folder,
-frozen (its bytes unchanged in the probe run's checkpoint), a grid of probes trained in one run, the results table with the
-best probe; single-label with linear probes, multi-label with attentive probes."""
+frozen (its bytes unchanged in the probe run's checkpoint), a grid of probes trained in one run, the results table
+with the best probe; single-label with linear probes, multi-label with attentive probes."""
 import json
 import sys
 
