@@ -38,7 +38,7 @@ RANGES = {
     'eval.batch_size': _POSITIVE, 'eval.every_steps': _NON_NEGATIVE,
     'checkpoint.every_steps': _POSITIVE, 'checkpoint.keep': _POSITIVE,
     'log_every_steps': _POSITIVE,
-    'dataset.stride': _POSITIVE, 'dataset.num_test_clips': _POSITIVE,
+    'dataset.stride': _POSITIVE,
     'dataset.train_min_resize': _POSITIVE, 'dataset.train_max_resize': _POSITIVE,
     'dataset.eval_resize': _POSITIVE, 'dataset.color_jitter': _PROBABILITY,
     'dataset.color_jitter_prob': _PROBABILITY, 'dataset.random_erasing': _PROBABILITY,
@@ -235,7 +235,14 @@ def _check_data(d, image_size):
 
 
 def _check_recipe_fields(d):
-  """dataset.fps, autoaugment (not with randaugment) and label_aware_flip (needs the flip)."""
+  """dataset.fps, num_test_clips, autoaugment (not with randaugment) and label_aware_flip (needs the flip)."""
+  clips = d.get('num_test_clips')
+  if clips == dataset_choices.WHOLE_VIDEO:
+    if d.sampling != 'stride':
+      raise ConfigError(f"dataset.num_test_clips='all' tiles each video with clips of dataset.stride: it needs "
+                        f"dataset.sampling='stride', got {d.sampling!r}")
+  elif not _is_int(clips) or clips < 1:
+    raise ConfigError(f"dataset.num_test_clips must be a positive integer or 'all', got {clips!r}")
   fps = d.get('fps')
   if fps is not None and (isinstance(fps, bool) or not isinstance(fps, (int, float)) or fps <= 0):
     raise ConfigError(f'dataset.fps must be a positive number of frames per second, or None, got {fps!r}')

@@ -1,8 +1,9 @@
 """Batched multi-view evaluation, and its report.
 
-The evaluation iterator yields every view (`num_test_clips x num_spatial_crops`)
-of every video exactly once, in full global batches that mix the views of many
-videos, padded at the end (`mask` 0, `video_index` -1). The eval step returns
+The evaluation iterator yields every view (`num_test_clips x num_spatial_crops`;
+with `num_test_clips='all'` the clips that tile each whole video, as many as its
+length needs, x crops) of every video exactly once, in full global batches that
+mix the views of many videos, padded at the end (`mask` 0, `video_index` -1). The eval step returns
 per-view scores (logits, or softmax when `eval.average == 'softmax'`); here
 they are summed per `video_index` over valid views and averaged, giving
 per-clip (per-view) and per-video top-1 (and top-5 when there are more than 5
@@ -19,7 +20,7 @@ results; `vvt.data.reading.skips`).
 
     P.json                 the metrics, class names, skipped videos (and their files)
     P.npz                  per-video scores, labels, views per video, video ids
-    P_videos.csv           per video: id, label name, top-5 names and probabilities, correct
+    P_videos.csv           per video: id, views, label name, top-5 names and probabilities, correct
     P_classes[_head].csv   per class: videos, correct, accuracy (and _action for two heads)
     P_confusion[_head].csv / .png   the confusion matrix
 
@@ -137,6 +138,7 @@ class MultiViewAggregator:
     out = {'num_videos': int(keep.size), 'num_views': self.num_views,
            'views_per_video_min': int(counts.min()),
            'views_per_video_max': int(counts.max()),
+           'views_per_video_mean': float(counts.mean()),
            'videos_skipped': int(self.skipped.sum()),
            'skipped_video_indices': np.flatnonzero(self.skipped).tolist()}
     action = np.ones((keep.size,), bool)
@@ -172,9 +174,14 @@ class MultiViewAggregator:
             for h in self.heads}
 
 
+def _clips(value):
+  """num_test_clips as the results hold it: an int, or 'all' (each whole video tiled)."""
+  return value if value == 'all' else int(value)
+
+
 def protocol(config) -> str:
-  """The view protocol of a config: '<num_test_clips>x<num_spatial_crops>'."""
-  return f'{int(config.dataset.num_test_clips)}x{int(config.dataset.num_spatial_crops)}'
+  """The view protocol of a config: '<num_test_clips>x<num_spatial_crops>' ('allx3': whole videos tiled)."""
+  return f'{_clips(config.dataset.num_test_clips)}x{int(config.dataset.num_spatial_crops)}'
 
 
 def _progress(total: int, enabled: bool, desc: str):
@@ -216,7 +223,7 @@ def evaluate(eval_step, params, config, mesh, *, split: str = 'test',
     agg.video_ids = names_lib.video_ids(config.dataset, split)
   res = agg.result()
   res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=config.eval.average,
-             num_test_clips=int(config.dataset.num_test_clips),
+             num_test_clips=_clips(config.dataset.num_test_clips),
              num_spatial_crops=int(config.dataset.num_spatial_crops), protocol=protocol(config))
   line = _add_skips(res, config.dataset, split)
   if log:
@@ -274,8 +281,10 @@ def _summary(split: str, res: dict, batch_size: int, heads) -> str:
   """The one-line log of an evaluation: videos, views, batches, top-1 and time."""
   main = 'video_top1' if '' in heads else 'video_top1_action'
   skipped = f', {res["videos_skipped"]} skipped as bad records' if res['videos_skipped'] else ''
+  lo, hi = res['views_per_video_min'], res['views_per_video_max']
+  spread = f' ({lo}-{hi} per video)' if lo != hi else ''
   return (f'[eval] {split} {res["protocol"]}: {res["num_videos"]} videos{skipped}, '
-          f'{res["num_views"]} views in {res["eval_batches"]} batches of {batch_size}: {main} = '
+          f'{res["num_views"]} views{spread} in {res["eval_batches"]} batches of {batch_size}: {main} = '
           f'{res[main]:.4f} ({res["eval_seconds"]:.1f}s)')
 
 
@@ -290,7 +299,7 @@ def _run_protocol(workdir: str) -> Optional[str]:
   path = fileio.join(fileio.abspath(workdir), 'config.json')
   try:
     data = json.loads(fileio.read_text(path)).get('dataset', {})
-    return f'{int(data["num_test_clips"])}x{int(data["num_spatial_crops"])}'
+    return f'{_clips(data["num_test_clips"])}x{int(data["num_spatial_crops"])}'
   except (OSError, ValueError, KeyError, TypeError, AttributeError):
     return None
 
@@ -321,7 +330,7 @@ def _report_files(prefix: str, agg: MultiViewAggregator) -> list:
     title = f'{epath.Path(prefix).name}{" " + h if h else ""}'
     files.append((f'{prefix}_confusion{sfx}.png',
                   lambda f, n=names, m=conf, t=title: eval_report.confusion_png(f, n, m, t)))
-  files.insert(0, (f'{prefix}_videos.csv', eval_report.videos_csv(ids, keep, tables)))
+  files.insert(0, (f'{prefix}_videos.csv', eval_report.videos_csv(ids, keep, tables, views=agg.counts[keep])))
   if len(agg.heads) > 1:
     (ha, (la, pa, na)), (hb, (lb, pb, nb)) = list(tables.items())[:2]
     pairs, acc = eval_report.pair_accuracy(pa.argmax(-1), pb.argmax(-1), la, lb)
