@@ -106,6 +106,7 @@ def test_predict_views_tile_the_video_too():
   from vvt.data.transforms import views  # pylint: disable=g-import-not-at-top
   cfg = small_config(num_frames=2, stride=2, num_test_clips='all', num_spatial_crops=3)
   np.testing.assert_array_equal(views.frame_indices(17, cfg), [[0, 2], [4, 6], [8, 10], [12, 14], [16, 1]])
-  assert views.views_per_video(cfg) is None and views.views_per_video(small_config(num_test_clips=2, num_spatial_crops=3)) == 6
+  assert views.views_per_video(cfg) is None
+  assert views.views_per_video(small_config(num_test_clips=2, num_spatial_crops=3)) == 6
   frames = np.zeros((10, 20, 20, 3), np.uint8)
   assert views.views_from_clips(frames, cfg).shape == (15, 2, 16, 16, 3)  # 5 clips x 3 crops
