@@ -128,3 +128,19 @@ def test_a_30_fps_conversion_read_by_a_25_fps_config_samples_the_same_moments(tm
   train = {fps: next(pipeline.make_train_iterator(c, 2, seed=4, process_index=0, process_count=1))['inputs']
            for fps, c in cfgs.items()}
   assert np.abs(_times(train[30]) - _times(train[25])).max() <= frame
+
+
+def test_videos_at_several_rates_are_mapped_each_by_its_own(mixed_rates):
+  from vvt.data.reading import frame_rate  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  ids = [v['id'] for v in mixed_rates['videos']]
+  assert frame_rate.ratios(25.0, [mixed_rates['path']]) == {ids[0]: 1.0, ids[1]: 15 / 25, ids[2]: 1.0}
+  assert frame_rate.ratios(15.0, [mixed_rates['path']]) == {ids[0]: 25 / 15, ids[1]: 1.0, ids[2]: 25 / 15}
+  assert frame_rate.ratios(15.2, [mixed_rates['path']]) is not None  # 15 is more than 1% away from 15.2
+  cfg = small_config(mixed_rates['pattern'], num_classes=2, fps=25)
+  source = pipeline._source(cfg, 'train')  # pylint: disable=protected-access
+  ratio_of = frame_rate.ratio_fn(cfg, source)
+  got = [float(ratio_of({'video_id': tf.constant(k)})) for k in ids + ['unlisted']]
+  assert got == [1.0, 0.6, 1.0, 1.0]
+  cfg.fps = None
+  assert frame_rate.ratio_fn(cfg, source) is None
