@@ -52,6 +52,11 @@ class Mode:
   parallelism: most records decoded at once.
   labels: None, or fn(labels dict, seed [2]) -> labels of the clip (the
     label-aware flip, `vvt.data.transforms.label_flip`).
+  rate: None, or fn(parsed record) -> float scalar: the video's stored frame
+    rate over dataset.fps (`vvt.data.reading.frame_rate.ratio_fn`), with which
+    clips map their frames onto the stored ones (`transforms.sampling`).
+  count: evaluation: fn(reader) -> fn(frames, ratio) -> int32 views of a
+    video, without decoding (`transforms.clips.num_views`).
   """
   records: Callable
   clip: Callable
@@ -65,9 +70,6 @@ class Mode:
 
 
 VARIES = -1  # Mode.views of whole-video evaluation: each video has its own number of views
-# rate: None, or fn(parsed record) -> float scalar, the video's stored frame rate over dataset.fps
-#   (`vvt.data.reading.frame_rate.ratio_fn`); clips map their frames onto the stored ones (`transforms.sampling`).
-# count: evaluation: fn(reader) -> fn(frames, ratio) -> int32 views of a video (`transforms.clips.num_views`).
 
 
 def _parallelism(limit):
