@@ -12,7 +12,7 @@ from vvt.config import loader
 from vvt.config.errors import ConfigError
 from vvt.data import pipeline
 from vvt.data.writing import dmvr_records
-from vvt.train import eval_report
+from vvt.tasks import eval_report
 from vvt.train import evaluate
 
 from data_helpers import small_config, solid_video
