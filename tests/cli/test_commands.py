@@ -114,7 +114,7 @@ def test_importing_vvt_keeps_jax_off_an_absent_tpu():
 
 def test_help_lists_every_command():
   res = vvt('--help')
-  for command in ('train', 'eval', 'summary', 'data', 'convert', 'export', 'demo'):
+  for command in ('train', 'eval', 'features', 'summary', 'data', 'convert', 'export', 'demo'):
     assert f'  {command} ' in res.stdout
 
 

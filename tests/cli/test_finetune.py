@@ -1,6 +1,7 @@
-"""`vvt train --init`: the README's "Fine-tune a released checkpoint on your videos", run as written on 3-class data
-made here, from a random-init Hugging Face VideoMAE (5 classes, saved with save_pretrained) and then from the vvt
-run it gave; evaluation and prediction with no further overrides; evaluation at another clip length."""
+"""`vvt train --init`: docs/weights.md's "Fine-tune a released checkpoint on your videos", run as written on
+3-class data made here, from a random-init Hugging Face VideoMAE (5 classes, saved with save_pretrained) and
+then from the vvt run it gave; evaluation and prediction with no further overrides;
+evaluation at another clip length."""
 import json
 import os
 import re
@@ -13,13 +14,14 @@ from tests.conftest import REPO
 from vvt.cli import main as vvt_main
 from vvt.config import loader
 
-SECTION = '### Fine-tune a released checkpoint on your videos'
+SECTION = '## Fine-tune a released checkpoint on your videos'
+PAGE = REPO / 'docs' / 'weights.md'
 TINY = ['--config.num_train_steps=4', '--config.batch_size=4', '--config.eval.batch_size=8']
 
 
 def readme_commands():
-  """The `vvt` commands of the README section's bash block, continuation lines joined."""
-  text = (REPO / 'README.md').read_text()
+  """The `vvt` commands of the docs section's bash block, continuation lines joined."""
+  text = PAGE.read_text()
   section = text[text.index(SECTION):]
   block = re.search(r'```bash\n(.*?)```', section, re.S).group(1)
   return [shlex.split(c) for c in block.replace('\\\n', ' ').splitlines() if c.strip()]
@@ -57,7 +59,7 @@ def _args(command, root):
   return out + (TINY if command[1] == 'train' else [])
 
 
-def test_the_readme_fine_tune_section(sources, capsys):
+def test_the_documented_fine_tune_section(sources, capsys):
   commands = readme_commands()
   assert [c[:2] for c in commands] == [['vvt', 'train'], ['vvt', 'eval'], ['vvt', 'predict'], ['vvt', 'train']]
   assert '--init' in commands[0] and '--init' in commands[3]

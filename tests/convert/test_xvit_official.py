@@ -197,9 +197,14 @@ def test_converter_refuses_a_clip_the_table_or_segments_do_not_divide(kw, messag
   assert message in str(err.value) and '\n' not in str(err.value), str(err.value)
 
 
-def test_num_frames_of_a_source_whose_weights_fix_the_clip_length():
-  """Other sources run only at the clip length their weights say: a clear line, not a Flax shape error."""
+def test_num_frames_of_a_source_whose_tables_fix_the_clip_length():
+  """Other sources are converted at the clip their tables say, then their tables resized (vvt.convert.retarget):
+  scenic Model 2's temporal table by torch bicubic to the new n_t."""
   state = common.load_state(str(SHARED_FIXTURES / 'scenic_vivit_model2_fe.npz'))
   assert video.convert_state('scenic_vivit', state, num_frames=8).model_fields['num_frames'] == 8
-  with pytest.raises(ValueError, match='scenic_vivit checkpoint is for 8 frames and cannot run at num_frames=16'):
-    video.convert_state('scenic_vivit', state, num_frames=16)
+  conv = video.convert_state('scenic_vivit', state, num_frames=16)
+  table = conv.params['temporal_encoder']['posembed']['pos_embedding']
+  tt = conv.model_fields['tubelet'][0]
+  assert conv.model_fields['num_frames'] == 16 and table.shape[1] - 16 // tt in (0, 1)
+  assert conv.report.notes and conv.report.notes[0].startswith('clip 8 frames')
+  video.check_params(conv.params, conv.model_config())

@@ -17,6 +17,7 @@ COMMANDS = {
     'train': ('vvt.cli.train', 'train_main', 'train from a config file (resumes a workdir)'),
     'eval': ('vvt.cli.train', 'eval_main', 'multi-view evaluation of a checkpoint'),
     'predict': ('vvt.cli.predict', 'main', 'classify video files / frame folders with a checkpoint'),
+    'features': ('vvt.cli.features', 'main', 'per-video embeddings of a split, written in shards (.npz, safetensors)'),
     'attention': ('vvt.cli.attention', 'main', 'attention maps of a checkpoint on one video (PNG grid, GIF)'),
     'summary': ('vvt.cli.summary', 'main', 'params, GFLOPs and tokens of a config\'s model'),
     'memory': ('vvt.cli.memory', 'main', 'per-device memory and FLOPs of a step on a TPU topology'),

@@ -15,9 +15,12 @@ resulting run config, so `vvt eval --workdir DIR` and `vvt predict --checkpoint 
 they are. `DIR/convert_report.txt` lists what was loaded and how. Scenic ViViT Models 1,
 3 and 4 read their frames and frame size from the split of their T*N position table; where its rows do not tell
 the split, --num-frames or --image-size must. A checkpoint without a classifier (a VideoMAE, V-JEPA 2 or VideoPrism
-backbone: --source hf_videomae, hf_vjepa2, hf_videoprism) gets a new head of CONFIG's model.num_classes. V-JEPA 2
-(RoPE) and VideoPrism (position tables resized at run time) run at any --num-frames / --image-size the tubelet
-divides. Each family's license: docs/weights.md.
+backbone: --source hf_videomae, hf_vjepa2, hf_videoprism) gets a new head of CONFIG's model.num_classes.
+--num-frames / --image-size run any checkpoint at another clip length or frame size the tubelet divides: its
+learned position tables are resized once as its reference does (TimeSformer: torch nearest; ViViT and the others:
+torch bicubic, align_corners=False; VideoMAE's sine-cosine table recomputed; V-JEPA 2's RoPE needs nothing;
+VideoPrism resizes at run time; X-ViT as its official code), recorded in config.json and convert_report.txt
+(`vvt.convert.retarget`). Each family's license: docs/weights.md.
 
 `vvt export --format hf` writes FOLDER/config.json and FOLDER/model.safetensors, which transformers'
 `<Class>.from_pretrained(FOLDER)` loads: TimeSformer divided and joint (TimesformerForVideoClassification), ViViT
@@ -108,10 +111,9 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
                           num_frames=None, image_size=None):
   """Converts `checkpoint` and writes a params-only vvt checkpoint (step 0) to `output`; returns Converted.
 
-  `num_frames` / `image_size`: the clip length and frame size to run the weights at, where the source allows
-  another than the one its tables fix (X-ViT: a multiple of its 8-row time table, used periodically as the
-  official code does), or to say which split of a scenic Model 1/3/4 position table is meant. The frames and
-  frame size the conversion arrives at are the checkpoint meta's and config.json's (model, dataset, run).
+  `num_frames` / `image_size`: the clip length and frame size to run the weights at (their position tables resized
+  as the reference does, `vvt.convert.retarget`), or to say which split of a scenic Model 1/3/4 table is meant.
+  The frames and frame size the conversion arrives at are the checkpoint meta's and config.json's (model, dataset, run).
   """
   from vvt.convert import video  # pylint: disable=g-import-not-at-top
   from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
@@ -243,14 +245,11 @@ def _convert(argv):
   p.add_argument('--output', required=True, help='directory for the vvt checkpoint (the eval workdir)')
   p.add_argument('--hf-config', default=None, help='Hugging Face config.json (default: the folder\'s)')
   p.add_argument('--num-frames', type=int, default=None,
-                 help='clip length to run the weights at (X-ViT: a multiple of its 8-row time table, '
-                      'e.g. 16 with the released 8-frame checkpoints; VideoMAE: any multiple of its tubelet '
-                      'length, its sine-cosine table is rebuilt for it; V-JEPA 2 and VideoPrism: any the tubelet '
-                      'divides; scenic Models 1/3/4: which split of the T*N position table is meant, where its '
-                      'rows do not tell)')
+                 help='clip length to run the weights at, any the tubelet divides: the time tables resized as the '
+                      'reference does (TimeSformer nearest, ViViT bicubic; X-ViT: a multiple of its 8-row table, '
+                      'used periodically; scenic Models 1/3/4: also which split of the T*N table is meant)')
   p.add_argument('--image-size', type=int, default=None,
-                 help='frame size to run the weights at (X-ViT: its position grid resized; scenic Models '
-                      '1/3/4: as --num-frames)')
+                 help='frame size to run the weights at: the patch grids of the position tables resized likewise')
   args, spec, overrides = common.parse(p, argv)
   config = common.run_config(spec, overrides, validate=False, files=(), init=False)
   convert_to_checkpoint(args.source, args.checkpoint, config, args.output, args.hf_config,

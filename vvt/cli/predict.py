@@ -181,8 +181,9 @@ def _predict(argv):
   predict, step = _predictor(config, workdir, step)
   heads = heads_of(config.model)
   names = {h: names_lib.label_names(names_lib.class_names(config, h), c) for h, c in heads.items()}
-  views = int(config.dataset.num_test_clips) * int(config.dataset.num_spatial_crops)
-  batch_size = max(views, int(args.batch_size or config.eval.batch_size))
+  from vvt.data.transforms import views as views_lib  # pylint: disable=g-import-not-at-top
+  views = views_lib.views_per_video(config.dataset)  # None: as many as each video needs ('all')
+  batch_size = max(views or 1, int(args.batch_size or config.eval.batch_size))
   if windowed:
     return predict_windows.run(args, config, predict, heads, names, batch_size, items)
   sums, counts, failed = _score_videos(predict, items, heads, config.dataset, batch_size)

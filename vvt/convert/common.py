@@ -393,9 +393,10 @@ class Report:
   transformed: list[tuple[str, str]] = dataclasses.field(default_factory=list)   # (vvt name, how)
   initialised: list[tuple[str, str]] = dataclasses.field(default_factory=list)   # (vvt name, why)
   unused: list[str] = dataclasses.field(default_factory=list)                    # file names
+  notes: list[str] = dataclasses.field(default_factory=list)                     # e.g. another clip length
 
   def __str__(self):
-    lines = []
+    lines = [f'note: {n}' for n in self.notes]
     for title, rows in (('loaded', self.loaded), ('transformed', self.transformed),
                         ('freshly initialised', self.initialised)):
       lines.append(f'{title}: {len(rows)}')

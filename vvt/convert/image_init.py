@@ -13,7 +13,8 @@
                         'separate_time_zero' (TimeSformer / X-ViT: space table from the image, time table zero)
                         'auto' picks by the model's positional_embedding (joint -> repeat, separable -> zero time)
   resize                'bilinear' | 'bicubic' | 'nearest': 2D interpolation of the patch grid when the model's
-                        grid differs from the checkpoint's (class-token row kept)
+                        grid differs from the checkpoint's (class-token row kept); bicubic and nearest as torch's
+                        `interpolate` (bicubic A = -0.75, align_corners=False), not jax.image.resize's cubic
   tubelet (or tubelet_init)  'central_frame' (ViViT eq. 9: the image filter at the central time index, zeros
                         elsewhere) | 'inflate' (eq. 8: replicated over t and divided by t)
   temporal_attention    'auto' | 'copy_spatial' (TimeSformer: every extra attention stage = a copy of the image
@@ -31,7 +32,10 @@ Video checkpoints (format 'vvt', e.g. a Kinetics-400 model to start SSv2 or Epic
 Table 3 "Kinetics 400 initialisation"): every parameter of the model is loaded as is from the same name in the file;
 the classifier (`head/output_projection*`) keeps its fresh init when reinit_head (new classes, new heads), else
 it is loaded too; a positional table whose patch grid differs (another image size) is resized per frame with
-`resize` (class-token row kept). Any other shape difference, and any parameter (classifier aside) that only the
+`resize` (class-token row kept). A model of another clip length (the file's config says its own) gets its time
+axes resized as the family's reference does (`vvt.convert.retarget`: TimeSformer nearest, ViViT torch bicubic;
+a joint table's n_t, a time table, a temporal encoder's table; X-ViT's periodic table kept). Any other shape
+difference, and any parameter (classifier aside) that only the
 model or only the file has, is an error (all listed together). The file's config (metadata), when present, must
 be of the same family and attention scheme. num_heads, positional_embedding, tubelet
 and temporal_attention do not apply (nothing is transformed but the grid).
@@ -49,16 +53,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from vvt.convert import common, image, init_options
-from vvt.models import schemes
+from vvt.models import embedding, schemes
 
 get_config, validate = init_options.get_config, init_options.validate  # the `init_from` section
 
 
 def _resize_grid(grid: np.ndarray, shape, method: str) -> np.ndarray:
-  """(h, w, D) -> (shape[0], shape[1], D) by 2D interpolation (half-pixel centres, no antialiasing)."""
-  return np.asarray(jax.image.resize(jnp.asarray(grid, jnp.float32), (*shape, grid.shape[-1]),
-                                     method={'bilinear': 'linear', 'bicubic': 'cubic',
-                                             'nearest': 'nearest'}[method], antialias=False))
+  """(h, w, D) -> (shape[0], shape[1], D) by 2D interpolation with half-pixel centres, no antialiasing: 'bilinear',
+  or torch's 'bicubic' (A = -0.75, align_corners=False) and 'nearest' (`vvt.models.embedding.resize_table`)."""
+  if method != 'bilinear':
+    return embedding.resize_table(np.asarray(grid), tuple(shape), method)
+  return np.asarray(jax.image.resize(jnp.asarray(grid, jnp.float32), (*shape, grid.shape[-1]), method='linear',
+                                     antialias=False))
 
 
 def spatial_stage(attention: str) -> str:
@@ -324,6 +330,21 @@ def _pos_table_resized(target, value, expected, cfg, method):
   return np.concatenate([value[:, :extra], resized], axis=1), how
 
 
+def _other_clip_length(src: dict, model: dict, cfg, report: common.Report) -> tuple[dict, dict]:
+  """(the file's flat params with their time axes resized to the model's clip length (`retarget`, at the file's
+  own frame size: its patch grids are `resize`d after), {name: how} of those resized), when the file's config says
+  another clip length; else (src, {})."""
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  from vvt.convert import retarget  # pylint: disable=g-import-not-at-top
+  if not model.get('num_frames') or model['num_frames'] == cfg.num_frames or not model.get('image_size'):
+    return src, {}
+  source = vvt.models.resolve(vvt.models.get_config(**model))
+  src, fields, notes = retarget.retarget(src, source, num_frames=cfg.num_frames)
+  report.notes.append(f'clip {retarget.describe(source, fields)}: ' + ('; '.join(f'{n} {how}' for n, how in notes)
+                                                                      or 'no position table to resize'))
+  return src, dict(notes)
+
+
 def _from_video(params, opts, cfg):
   """`initialise` for a vvt video checkpoint (format 'vvt'): load every matching parameter (see the docstring)."""
   from vvt.convert import export  # pylint: disable=g-import-not-at-top
@@ -339,6 +360,7 @@ def _from_video(params, opts, cfg):
                        f'({cfg.family}/{cfg.attention})')
   flat = {k: np.asarray(v) for k, v in common.flatten(jax.device_get(params)).items()}
   report, mismatches, used = common.Report(), [], set()
+  src, timed = _other_clip_length(src, model, cfg, report)
   for target in sorted(flat):
     if opts['reinit_head'] and _is_classifier(target):
       report.initialised.append((target, 'new classifier (reinit_head)'))
@@ -348,14 +370,18 @@ def _from_video(params, opts, cfg):
       continue
     value, expected = src[target], flat[target].shape
     used.add(target)
+    timing = f'{timed[target]}; ' if target in timed else ''
     if value.shape == expected:
       flat[target] = value
-      report.loaded.append((target, f'{target} of {os.path.basename(path)}'))
+      if timing:
+        report.transformed.append((target, f'{timed[target]} of {target}'))
+      else:
+        report.loaded.append((target, f'{target} of {os.path.basename(path)}'))
       continue
     resized = _pos_table_resized(target, value, expected, cfg, opts['resize'])
     if resized is not None and resized[0].shape == expected:
       flat[target] = resized[0]
-      report.transformed.append((target, f'{resized[1]} of {target}'))
+      report.transformed.append((target, f'{timing}{resized[1]} of {target}'))
     else:
       mismatches.append(f'  {target}: model {tuple(expected)}, checkpoint {tuple(value.shape)}')
   mismatches += [f'  {name}: in the checkpoint, not in the model' for name in sorted(set(src) - set(flat))

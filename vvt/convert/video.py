@@ -16,13 +16,14 @@ Sources:
 
 What the weights do not say (heads of a fused torch qkv, frame size of X-ViT, Model 4 vs Model 1 in scenic,
 Model 3's attention order, X-ViT's shift_div and num_segments) is taken from `model_cfg` (a vvt model ConfigDict)
-when given. `num_frames` asks for a clip length: X-ViT runs at any multiple of its temporal embedding's rows
-(frame t gets row t mod rows, as the official code), VideoMAE at any multiple of its tubelet length (its fixed
-sine-cosine table is rebuilt for the clip), V-JEPA 2 at any multiple of its tubelet (RoPE), VideoPrism at any length
-(its tables resized at run time); sources whose learned tables fix the clip length must agree (`FIXED_BY` says why,
-in the error).
-`image_size` asks for a frame size the same way. Scenic Models 1, 3, 4 read both from the split of their T*N
-position table (`scenic.read_token_grid`); the config's values only choose where the table's rows do not tell.
+when given. `num_frames` asks for a clip length, `image_size` for a frame size, for every source (the tubelet
+must divide them): X-ViT runs at any multiple of its temporal embedding's rows (frame t gets row t mod rows, as the
+official code) and resizes its 224-px grid as the official forward, V-JEPA 2 needs nothing (RoPE), VideoPrism
+resizes its tables at run time; every other source is converted at the clip its tables say and its learned tables
+then resized once as its reference does (`vvt.convert.retarget`: TimeSformer torch nearest, ViViT torch bicubic;
+VideoMAE's sine-cosine table is recomputed), the change in the report's notes. Scenic Models 1, 3, 4 (and HF
+ViViT without its config) read their clip from the split of their T*N position table (`scenic.read_token_grid`),
+by the table's own evidence, else the config's values; only where neither tells do the sizes asked choose it.
 """
 from __future__ import annotations
 
@@ -33,24 +34,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vvt.convert import common, hf_videomae, hf_videoprism, hf_vivit, hf_vjepa2, scenic, timesformer, xvit
+from vvt.convert import common, hf_videomae, hf_videoprism, hf_vivit, hf_vjepa2, retarget, scenic, timesformer, xvit
 
+# Sources that run at another clip length / frame size themselves (X-ViT's periodic time table and resized
+# space grid, V-JEPA 2's RoPE, VideoPrism's run-time resize); the others are converted, then `resized`.
+NATIVE_SIZES = ('xvit', 'hf_vjepa2', 'hf_videoprism')
 SOURCES = ('scenic_vivit', 'timesformer', 'xvit', 'hf_timesformer', 'hf_vivit', 'hf_videomae', 'hf_vjepa2',
            'hf_videoprism')
-# Why a source's weights fix its clip length and frame size: (frames, frame size). X-ViT runs at other clip
-# lengths and frame sizes (its converter checks them); VideoMAE at any clip length, not frame size.
-_NO_INTERPOLATION = 'vvt convert does not interpolate a learned table'
-FIXED_BY = {
-    'scenic_vivit': (f'its learned position table has rows for that many frames ({_NO_INTERPOLATION})',
-                     f'its learned position table has rows for that grid ({_NO_INTERPOLATION})'),
-    'timesformer': (f'its learned time table has one row per frame ({_NO_INTERPOLATION})',
-                    f'its learned space table has one row per patch ({_NO_INTERPOLATION})'),
-    'hf_vivit': (f'its learned position table has rows for that many frames ({_NO_INTERPOLATION})',
-                 f'its learned position table has rows for that grid ({_NO_INTERPOLATION})'),
-    'hf_videomae': ('', 'its sine-cosine table numbers the tokens in one flat sequence, so at another frame size '
-                        'each number falls on another place of the frame'),
-}
-FIXED_BY['hf_timesformer'] = FIXED_BY['timesformer']
 
 
 def _hint(model_cfg, field):
@@ -88,27 +78,45 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames
 
   Sizes the weights determine (frames, frame size, classes, depth, widths) come from the weights; `model_cfg` only
   fills in what they do not say (see the module doc), so a config written for another clip length is no error.
-  num_frames: the clip length to run at (X-ViT: a multiple of its temporal embedding's rows; elsewhere it must
-  be what the weights say, or fills in where they say nothing, e.g. which split of a scenic Model 1/3/4 position
-  table is meant when its rows do not tell). image_size: the frame size, likewise (X-ViT: its 224-px position
-  grid resized as the official code does).
+  num_frames / image_size: the clip length and frame size to run at (None: the weights'); see the module doc.
   """
-  result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
-  got = result.model_fields.get('num_frames')
-  if num_frames is not None and got != num_frames and source == 'hf_videomae':
-    tt = result.model_fields['tubelet'][0]
-    if num_frames % tt:
-      raise ValueError(f'hf_videomae: num_frames={num_frames} is not a multiple of its tubelet length {tt}')
-    result.model_fields['num_frames'] = num_frames  # its sine-cosine table is rebuilt for the clip, as VideoMAE's
-    got = num_frames
-  if num_frames is not None and got != num_frames:
-    raise ValueError(f'{source} checkpoint is for {got} frames and cannot run at num_frames={num_frames}: '
-                     f'{FIXED_BY[source][0] if source in FIXED_BY else "its position table fixes them"}')
-  got = result.model_fields.get('image_size')
-  if image_size is not None and got != image_size:
-    raise ValueError(f'{source} checkpoint is for {got}px frames and cannot run at image_size={image_size}: '
-                     f'{FIXED_BY[source][1] if source in FIXED_BY else "its position table fixes it"}')
+  if source in NATIVE_SIZES or (num_frames is None and image_size is None):
+    result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
+  else:
+    try:  # the tables read at the sizes they say (or the config's, where they do not), then resized
+      result = _convert_state(source, state, model_cfg, hf_config, None, None)
+    except ValueError:  # tables that do not say their split: the sizes asked choose it
+      result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
+    result = resized(result, num_frames, image_size)
+  for name, value in (('num_frames', num_frames), ('image_size', image_size)):
+    got = result.model_fields.get(name)
+    if value is not None and got != value:
+      raise ValueError(f'{source} checkpoint: internal error: converted for {name}={got}, asked {value}')
   return result
+
+
+def resized(result: common.Converted, num_frames: int | None, image_size: int | None) -> common.Converted:
+  """A conversion moved to another clip length / frame size (`vvt.convert.retarget`): the resized tables reported
+  as transformed (how, and from which file tensor), the clip change as a note of the report."""
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  model = vvt.models.resolve(vvt.models.get_config(**result.model_fields))
+  params, fields, notes = retarget.retarget(result.params, model, num_frames, image_size)
+  if (fields['num_frames'], fields['image_size']) == (model.num_frames, model.image_size):
+    return result
+  report = result.report
+  for name, how in notes:
+    loaded = dict(report.loaded)
+    if name in loaded:
+      report.loaded = [(a, b) for a, b in report.loaded if a != name]
+      report.transformed.append((name, f'{how} of {loaded[name]}'))
+    else:
+      report.transformed = [(a, f'{how} of ({b})' if a == name else b) for a, b in report.transformed]
+  report.notes.append(f'clip {retarget.describe(model, fields)}: '
+                      + ('no position table to resize' if not notes else f'{len(notes)} position table(s) resized'))
+  out = dict(result.model_fields, num_frames=fields['num_frames'], image_size=fields['image_size'])
+  if fields.get('time_embedding_rows') != model.time_embedding_rows:
+    out['time_embedding_rows'] = fields['time_embedding_rows']
+  return common.Converted(params, out, report)
 
 
 def _convert_state(source, state, model_cfg, hf_config, num_frames, image_size):

@@ -36,38 +36,17 @@ from typing import Mapping
 import numpy as np
 
 from vvt.convert import common
-
-
-def _cubic_weights(t: np.ndarray, a: float = -0.75) -> np.ndarray:
-  """torch's bicubic (Keys, A=-0.75) weights for the 4 taps at offsets -1, 0, 1, 2 from floor(src)."""
-  def near(x):  # |x| <= 1
-    return ((a + 2) * x - (a + 3)) * x * x + 1
-  def far(x):  # 1 < |x| < 2
-    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-  return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=-1)
-
-
-def _resize_axis(x: np.ndarray, axis: int, out: int, scale_factor: float) -> np.ndarray:
-  n = x.shape[axis]
-  ratio = 1.0 / scale_factor  # torch uses the given scale factor (recompute_scale_factor unset).
-  src = ratio * (np.arange(out) + 0.5) - 0.5
-  base = np.floor(src).astype(np.int64)
-  w = _cubic_weights(src - base)  # (out, 4)
-  idx = np.clip(base[:, None] + np.arange(-1, 3)[None], 0, n - 1)  # (out, 4)
-  moved = np.moveaxis(x, axis, 0)  # (n, ...)
-  res = np.einsum('ok,ok...->o...', w, moved[idx])
-  return np.moveaxis(res, 0, axis)
+from vvt.models import embedding
 
 
 def torch_bicubic_resize(grid: np.ndarray, scale_factor: float) -> np.ndarray:
   """(G, G, D) -> (floor(G*s), floor(G*s), D) as torch F.interpolate(mode='bicubic', scale_factor=s,
   align_corners=False) does on the (1, D, G, G) tensor (float64 inside)."""
-  g = grid.astype(np.float64)
-  out_h = int(math.floor(g.shape[0] * scale_factor))
-  out_w = int(math.floor(g.shape[1] * scale_factor))
-  g = _resize_axis(g, 0, out_h, scale_factor)
-  g = _resize_axis(g, 1, out_w, scale_factor)
-  return g.astype(np.float32)
+  out = (int(math.floor(grid.shape[0] * scale_factor)), int(math.floor(grid.shape[1] * scale_factor)))
+  for axis in (0, 1):
+    w = embedding.cubic_weights(grid.shape[axis], out[axis], scale=scale_factor)
+    grid = np.moveaxis(np.tensordot(w, grid.astype(np.float64), axes=((1,), (axis,))), 0, axis)
+  return grid.astype(np.float32)
 
 
 def _spatial_embedding(w: common.Writer, src: common.Source, image_size: int, patch: int) -> None:

@@ -122,11 +122,58 @@ def resize_weights(in_size: int, out_size: int) -> np.ndarray:
   return w.astype(np.float32)
 
 
-def resize_table(table, grid):
-  """A learned position table (t0, h0, w0, D) resized to grid (t, h, w): `resize_weights` along each axis whose
-  size changes, in the table's dtype at full matmul precision (an axis of unchanged size is left as it is)."""
+def cubic_weights(in_size: int, out_size: int, scale: float | None = None, a: float = -0.75) -> np.ndarray:
+  """(out_size, in_size) float64 weights of a 1D cubic resize, torch's `interpolate(mode='bicubic',
+  align_corners=False)` along one axis (Keys' kernel with A = -0.75; taps past the border clamped to it): output i
+  reads source position (i + 0.5) * s - 0.5, s = in / out, or 1 / scale where torch is given a scale_factor. Not
+  `jax.image.resize`'s cubic (A = -0.5, other border handling). Equal sizes (no scale) give the identity."""
+  ratio = in_size / out_size if scale is None else 1.0 / scale
+  src = ratio * (np.arange(out_size) + 0.5) - 0.5
+  base = np.floor(src)
+  t = src - base
+  near = lambda x: ((a + 2) * x - (a + 3)) * x * x + 1  # |x| <= 1
+  far = lambda x: ((a * x - 5 * a) * x + 8 * a) * x - 4 * a  # 1 < |x| < 2
+  taps = np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=-1)  # offsets -1, 0, 1, 2 from floor(src)
+  w = np.zeros((out_size, in_size), np.float64)
+  idx = np.clip(base.astype(np.int64)[:, None] + np.arange(-1, 3)[None], 0, in_size - 1)
+  for k in range(4):
+    np.add.at(w, (np.arange(out_size), idx[:, k]), taps[:, k])
+  return w
+
+
+def nearest_weights(in_size: int, out_size: int) -> np.ndarray:
+  """(out_size, in_size) 0/1 weights of torch's `interpolate(mode='nearest')` along one axis: output i reads row
+  floor(i * in / out) (torch's float32 arithmetic, clamped to in - 1)."""
+  if in_size == out_size:
+    rows = np.arange(out_size)
+  elif out_size == 2 * in_size:
+    rows = np.arange(out_size) // 2
+  else:
+    scale = np.float32(in_size) / np.float32(out_size)
+    rows = np.minimum(np.floor(np.arange(out_size, dtype=np.float32) * scale).astype(np.int64), in_size - 1)
+  w = np.zeros((out_size, in_size), np.float64)
+  w[np.arange(out_size), rows] = 1.0
+  return w
+
+
+RESIZE_KERNELS = {'antialiased_bilinear': resize_weights, 'bicubic': cubic_weights, 'nearest': nearest_weights}
+
+
+def resize_table(table, grid, kernel: str = 'antialiased_bilinear'):
+  """A learned position table (t0, h0, w0, D) (or any (..., D) with one size per leading axis) resized to `grid`:
+  the 1D weights of `kernel` (RESIZE_KERNELS) along each axis whose size changes; an axis of unchanged size is left
+  as it is. A jax array is resized in its dtype at full matmul precision (at run time: VideoPrism's tables); a
+  numpy array in float64 and returned as float32 (once, when weights are converted or loaded)."""
+  weights = RESIZE_KERNELS[kernel]
+  is_numpy = isinstance(table, np.ndarray)
+  if is_numpy:
+    table = table.astype(np.float64)
   for axis, size in enumerate(grid):
     if table.shape[axis] != size:
-      w = jnp.asarray(resize_weights(table.shape[axis], size), table.dtype)
-      table = jnp.moveaxis(jnp.tensordot(w, table, axes=((1,), (axis,)), precision='highest'), 0, axis)
-  return table
+      if is_numpy:
+        table = np.moveaxis(np.tensordot(weights(table.shape[axis], size).astype(np.float64), table,
+                                         axes=((1,), (axis,))), 0, axis)
+      else:
+        w = jnp.asarray(weights(table.shape[axis], size), table.dtype)
+        table = jnp.moveaxis(jnp.tensordot(w, table, axes=((1,), (axis,)), precision='highest'), 0, axis)
+  return table.astype(np.float32) if is_numpy else table

@@ -35,6 +35,7 @@ import orbax.checkpoint as ocp
 from vvt.config import resume, run_file, validation
 from vvt.data.reading import patterns as data_patterns
 from vvt.train import checkpoints
+from vvt.train import clip_resize
 from vvt.train import ema as ema_lib
 from vvt.train import flops as flops_lib
 from vvt.train import evaluate as evaluate_lib
@@ -549,8 +550,8 @@ def evaluate_checkpoint(config, workdir: str, step: Optional[int] = None,
   abstract = program.abstract_params()
   # --step N: that step or a one-line error naming the damaged file; latest: the newest intact
   raw = bool(config.eval.get('raw_params', False))
-  step, (params, weights), _ = checkpoints.load_with_fallback(
-      workdir, lambda s: checkpoints.load_eval_params(workdir, s, abstract, raw=raw, verify=False)[::2],
+  step, (params, weights), _ = checkpoints.load_with_fallback(  # tables resized where the clip differs
+      workdir, lambda s: clip_resize.load_eval_params(workdir, s, abstract, config.model, raw=raw, log=log),
       step=explicit, log=log)
   log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}'
       + ('' if weights == 'params' else f' ({weights} params)'))

@@ -1,16 +1,20 @@
 """A video's frames -> the uint8 pixels the model sees.
 
-    train_clip(cfg, reader)(frames, seed) -> (T, S, S, 3)     one random clip, augmented
-    eval_views(cfg, reader)(frames, seed) -> (V, T, S, S, 3)  every evaluation view
+    train_clip(cfg, reader)(frames, seed, ratio) -> (T, S, S, 3)     one random clip, augmented
+    eval_views(cfg, reader)(frames, seed, ratio) -> (V, T, S, S, 3)  every evaluation view
+    num_views(cfg, reader)(frames, ratio) -> V                       without decoding
 
 `frames` is a record's frames as its source's `FrameReader` takes them (`vvt.data.reading.source`: encoded
-images, or a video file), `seed` a [2] int64 stateless seed; T = cfg.num_frames, S = cfg.image_size, V =
-cfg.num_test_clips * cfg.num_spatial_crops. Each samples frame indices (`sampling`), has the reader decode only
-those frames (of a JPEG only the crop window), then crops and resizes them (and, in training, augments them,
-`augment`).
+images, or a video file), `seed` a [2] int64 stateless seed, `ratio` the video's stored frame rate over
+`cfg.fps` (None: no mapping; `sampling`); T = cfg.num_frames, S = cfg.image_size, V = cfg.num_test_clips *
+cfg.num_spatial_crops, or with num_test_clips='all' the clips that tile the video (`sampling.tile_indices`,
+different per video) times num_spatial_crops. Each samples frame indices (`sampling`), has the reader decode
+only those frames (of a JPEG only the crop window), then crops and resizes them (and, in training, augments
+them, `augment`).
 """
 import tensorflow as tf
 
+from vvt.data import choices
 from vvt.data.transforms import augment
 from vvt.data.transforms import crops
 from vvt.data.transforms import random_draws
@@ -35,10 +39,10 @@ def train_clip(cfg, reader):
   num_frames, size = int(cfg.num_frames), int(cfg.image_size)
   make_clip = augment.train_clip_fn(cfg)
 
-  def clip(frames, seed):
+  def clip(frames, seed, ratio=None):
     idx = sampling.train_indices(
         reader.count(frames), num_frames, int(cfg.stride),
-        random_draws.fold_in(seed, 1), cfg.short_video_policy, cfg.sampling)
+        random_draws.fold_in(seed, 1), cfg.short_video_policy, cfg.sampling, ratio)
     window_of = lambda h, w: crops.train_crop_window(
         h, w, size, cfg.train_min_resize, cfg.train_max_resize, random_draws.fold_in(seed, 2))
     flip = flip_flag(cfg, seed)
@@ -63,23 +67,50 @@ def _as_views(per_crop, num_crops, num_clips, num_frames, size):
                     [num_clips * num_crops, num_frames, size, size, 3])
 
 
-def eval_views(cfg, reader):
-  """fn(frames, seed) -> uint8 (V, T, S, S, 3): every view of the video.
+def tiles_video(cfg) -> bool:
+  """Whether evaluation tiles each whole video (`num_test_clips='all'`) rather than taking a fixed number of
+  clips."""
+  return cfg.num_test_clips == choices.WHOLE_VIDEO
 
-  num_test_clips clips (`sampling.eval_indices`) x num_spatial_crops crops
-  (`crops.eval_crop_windows`), view = clip * num_spatial_crops + crop.
-  Deterministic: `seed` is not used.
+
+def num_views(cfg, reader):
+  """fn(frames, ratio) -> int32 V: the number of views `eval_views` gives the video, without decoding it."""
+  crops_per_clip = int(cfg.num_spatial_crops)
+
+  def count(frames, ratio=None):
+    if not tiles_video(cfg):
+      return tf.constant(int(cfg.num_test_clips) * crops_per_clip, tf.int32)
+    return sampling.num_tiles(reader.count(frames), int(cfg.num_frames), int(cfg.stride), ratio) * crops_per_clip
+  return count
+
+
+def eval_views(cfg, reader):
+  """fn(frames, seed, ratio=None) -> uint8 (V, T, S, S, 3): every view of the video.
+
+  num_test_clips clips (`sampling.eval_indices`), or with num_test_clips='all' the clips that tile the video
+  (`sampling.tile_indices`, decoded clip by clip), x num_spatial_crops crops (`crops.eval_crop_windows`),
+  view = clip * num_spatial_crops + crop. Deterministic: `seed` is not used.
   """
   num_frames, size = int(cfg.num_frames), int(cfg.image_size)
-  clips, num_crops = int(cfg.num_test_clips), int(cfg.num_spatial_crops)
+  num_crops = int(cfg.num_spatial_crops)
 
-  def views(frames, seed):
-    del seed
-    idx = sampling.eval_indices(reader.count(frames), num_frames, int(cfg.stride),
-                                clips, cfg.short_video_policy, cfg.sampling)
-    video = reader.decode(frames, tf.reshape(idx, [-1]))
+  def crop_all(video, num_clips):
     h, w = tf.shape(video)[1], tf.shape(video)[2]
     windows = crops.eval_crop_windows(h, w, size, cfg.eval_resize, num_crops)
-    return _as_views(_crops(video, windows, num_crops, size), num_crops, clips,
-                     num_frames, size)
+    return _as_views(_crops(video, windows, num_crops, size), num_crops, num_clips, num_frames, size)
+
+  def tiled(frames, ratio):
+    idx = sampling.tile_indices(reader.count(frames), num_frames, int(cfg.stride), cfg.short_video_policy, ratio)
+    per_clip = tf.map_fn(lambda clip: crop_all(reader.decode(frames, clip), 1), idx,
+                         fn_output_signature=tf.TensorSpec([num_crops, num_frames, size, size, 3], tf.uint8))
+    return tf.reshape(per_clip, [-1, num_frames, size, size, 3])
+
+  def views(frames, seed, ratio=None):
+    del seed
+    if tiles_video(cfg):
+      return tiled(frames, ratio)
+    clips = int(cfg.num_test_clips)
+    idx = sampling.eval_indices(reader.count(frames), num_frames, int(cfg.stride),
+                                clips, cfg.short_video_policy, cfg.sampling, ratio)
+    return crop_all(reader.decode(frames, tf.reshape(idx, [-1])), clips)
   return views

@@ -1,0 +1,260 @@
+"""Per-video embeddings of a split (`vvt features`), streamed to shards so a split of any size never sits in memory.
+
+    index = extract(config, workdir, output, split='test', fmt='npz', shard_size=1024, tokens=False)
+    emb, ids, labels = read(output)                      # all shards concatenated (for a split that fits)
+
+The embedding of a view is the model's video representation: what its classifier head reads (the class token,
+the pooled tokens, the attentive pooler's output, X-ViT's temporal-attention output; (D,) per view, captured at
+the input of the `head` module, so any scheme gives one). The views of a video (`num_test_clips x
+num_spatial_crops`, the evaluation's sampling) are averaged. `tokens=True` adds every token of one view
+(`tokens_view`, default 0: the first clip's first crop): the normalised tokens an attentive pooler reads where the
+model has one, else the last encoder's tokens before its final LayerNorm, (n_t, N, D).
+
+OUTPUT/ holds `features-00000.npz` ... (or `.safetensors`), each with up to `shard_size` videos in the split's
+order: `embedding` (n, D) float32, `video_index` (n,) int64 (the record's index in the split), a label per head
+(`label` (n,), or `label_<head>` for multi-head data) and with tokens `tokens` (n, n_t, N, D); the video ids as
+`video_id` (npz: a unicode array) or the metadata `video_ids` (safetensors: a JSON list). `features.json` names
+the shards and the checkpoint, split, view protocol, sizes and the videos left out as bad records.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vvt import progress as progress_lib
+
+FORMATS = ('npz', 'safetensors')
+INDEX = 'features.json'
+
+
+# ----------------------------------------------------------------------------------- the step
+
+
+def features_step_fn(module, normalization: str, tokens: bool):
+  """`step(params, batch) -> (features, passthrough)` before jit: features {'embedding': (B, D) float32 [,
+  'tokens': (B, n_t, N, D) float32]}, passthrough the batch without 'inputs'."""
+  from vvt.data.transforms import normalization as norm_lib  # pylint: disable=g-import-not-at-top
+  from vvt.models.heads import ClassifierHead  # pylint: disable=g-import-not-at-top
+
+  def step(params, batch):
+    inputs = norm_lib.normalize(batch['inputs'], normalization)
+    captured = []
+
+    def at_head(next_fun, args, kwargs, context):
+      if isinstance(context.module, ClassifierHead) and context.method_name == '__call__' and not captured:
+        captured.append(args[0])
+      return next_fun(*args, **kwargs)
+
+    with nn.intercept_methods(at_head):
+      _, state = module.apply({'params': params}, inputs, train=False, mutable=['intermediates'])
+    if not captured:
+      raise ValueError('the model has no classifier head to read its representation from')
+    out = {'embedding': captured[0].astype(jnp.float32)}
+    if tokens:
+      out['tokens'] = _tokens(state.get('intermediates', {}), inputs.shape[0]).astype(jnp.float32)
+    return out, {k: v for k, v in batch.items() if k != 'inputs'}
+
+  return step
+
+
+def _tokens(intermediates, batch: int):
+  """The attentive pooler's input ('features') where sown, else the last encoder's 'tokens' with a batch axis."""
+  found = {}
+
+  def walk(node, path):
+    for k, v in node.items():
+      if isinstance(v, dict):
+        walk(v, path + (k,))
+      elif k in ('features', 'tokens'):
+        found.setdefault(k, []).extend(x for x in v if x.shape[0] == batch)
+  walk(intermediates, ())
+  if found.get('features'):
+    return found['features'][-1]
+  if not found.get('tokens'):
+    raise ValueError('the model sows no tokens to export (tokens=False exports the embeddings only)')
+  return found['tokens'][-1]
+
+
+# ----------------------------------------------------------------------------------- streaming
+
+
+class ShardWriter:
+  """Per-video sums of streamed views -> complete videos -> shards of `shard_size` videos (only these in memory)."""
+
+  def __init__(self, output: str, fmt: str, shard_size: int, views: int, video_ids: list, tokens_view: int):
+    if fmt not in FORMATS:
+      raise ValueError(f'format must be one of {FORMATS}, got {fmt!r}')
+    if shard_size < 1:
+      raise ValueError(f'shard_size must be a positive int, got {shard_size!r}')
+    self.output, self.fmt, self.shard_size, self.views = output, fmt, int(shard_size), int(views)
+    self.video_ids, self.tokens_view = video_ids, int(tokens_view)
+    self.open: dict[int, dict] = {}   # video index -> partial sums of its views
+    self.done: list[dict] = []        # complete videos waiting for a shard
+    self.shards: list[str] = []
+    self.skipped: set[int] = set()
+    self.num_videos = 0
+    self.dim = None
+    os.makedirs(output, exist_ok=True)
+
+  def add(self, features: dict, passthrough: dict) -> None:
+    """One batch: features {'embedding': (B, D), ['tokens': (B, ...)]}, passthrough with video_index, view_index,
+    mask and the labels."""
+    vi = np.asarray(passthrough['video_index']).astype(np.int64)
+    mask = np.asarray(passthrough['mask']) > 0
+    self.skipped.update(int(i) for i in vi[(~mask) & (vi >= 0)])
+    labels = {k: np.asarray(v) for k, v in passthrough.items() if k == 'label' or k.startswith('label/')}
+    emb = np.asarray(features['embedding'], np.float64)
+    self.dim = emb.shape[-1]
+    for row in np.flatnonzero(mask):
+      i = int(vi[row])
+      video = self.open.setdefault(i, {'sum': np.zeros(emb.shape[-1]), 'count': 0,
+                                       'labels': {k: int(v[row]) for k, v in labels.items()}})
+      video['sum'] += emb[row]
+      video['count'] += 1
+      if 'tokens' in features and int(passthrough['view_index'][row]) == self.tokens_view:
+        video['tokens'] = np.asarray(features['tokens'][row], np.float32)
+      if video['count'] == self.views:
+        self._complete(i)
+
+  def _complete(self, i: int) -> None:
+    video = self.open.pop(i)
+    if i in self.skipped:
+      return
+    self.done.append({'index': i, **video})
+    if len(self.done) >= self.shard_size:
+      self._write(self.done[:self.shard_size])
+      self.done = self.done[self.shard_size:]
+
+  def close(self) -> None:
+    """Writes what is left (videos with fewer views than expected too: the split's last ones)."""
+    for i in sorted(self.open):
+      self._complete(i)
+    for start in range(0, len(self.done), self.shard_size):
+      self._write(self.done[start:start + self.shard_size])
+    self.done = []
+
+  def _write(self, videos: list) -> None:
+    videos = [v for v in videos if v['index'] not in self.skipped]
+    if not videos:
+      return
+    index = np.array([v['index'] for v in videos], np.int64)
+    arrays = {'embedding': np.stack([v['sum'] / v['count'] for v in videos]).astype(np.float32),
+              'video_index': index}
+    for key in videos[0]['labels']:
+      name = 'label' if key == 'label' else 'label_' + key.split('/', 1)[1]
+      arrays[name] = np.array([v['labels'][key] for v in videos], np.int64)
+    if any('tokens' in v for v in videos):
+      missing = [int(v['index']) for v in videos if 'tokens' not in v]
+      if missing:
+        raise ValueError(f'video {missing[0]} has no view {self.tokens_view} (tokens_view) to take the tokens of')
+      arrays['tokens'] = np.stack([v['tokens'] for v in videos])
+    ids = [self.video_ids[i] if i < len(self.video_ids) else str(i) for i in index]
+    name = f'features-{len(self.shards):05d}.{self.fmt}'
+    path = os.path.join(self.output, name)
+    if self.fmt == 'npz':
+      np.savez(path, video_id=np.array(ids, dtype=str), **arrays)
+    else:
+      from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+      save_file(arrays, path, metadata={'video_ids': json.dumps(ids)})
+    self.shards.append(name)
+    self.num_videos += len(videos)
+
+
+# ----------------------------------------------------------------------------------- the command
+
+
+def extract(config, workdir: str, output: str, *, split: Optional[str] = None, step: Optional[int] = None,
+            fmt: str = 'npz', shard_size: int = 1024, tokens: bool = False, tokens_view: int = 0,
+            log: Callable = print, progress: Optional[bool] = None) -> dict:
+  """Embeddings of every video of `split` (default config.eval.split) by the checkpoint of `workdir` (a run or a
+  converted checkpoint; its EMA params where it has them unless eval.raw_params; written for another clip: its
+  tables resized, `vvt.train.clip_resize`) -> shards in `output`; returns the index written to features.json."""
+  from vvt.config.sharding import logical_rules_of  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints, clip_resize, evaluate, steps  # pylint: disable=g-import-not-at-top
+  from vvt.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  from vvt.train import trainer  # pylint: disable=g-import-not-at-top
+  from vvt.train.program import build_program  # pylint: disable=g-import-not-at-top
+  if fmt not in FORMATS:
+    raise ValueError(f'format must be one of {FORMATS}, got {fmt!r}')
+  views = int(config.dataset.num_test_clips) * int(config.dataset.num_spatial_crops)
+  if tokens and not 0 <= tokens_view < views:
+    raise ValueError(f'tokens_view={tokens_view} is not a view of the {views} per video '
+                     f'(num_test_clips x num_spatial_crops)')
+  split = split or config.eval.split
+  workdir = checkpoints.abspath(workdir)
+  explicit = step
+  step = checkpoints.resolve_step(workdir, step)  # first: a wrong --step is the commonest mistake
+  trainer.require_files(config.dataset, fields=('eval_files',))
+  mesh = trainer.make_mesh(config)
+  program = build_program(config, mesh)
+  abstract = program.abstract_params()
+  raw = bool(config.eval.get('raw_params', False))
+  step, (params, weights), _ = checkpoints.load_with_fallback(
+      workdir, lambda s: clip_resize.load_eval_params(workdir, s, abstract, config.model, raw=raw, log=log),
+      step=explicit, log=log)
+  fn = steps.jit_eval_step(features_step_fn(program.module, str(config.dataset.normalization), tokens), mesh,
+                           program.param_shardings, program.logical_rules)
+  batch_size = int(config.eval.batch_size)
+  it = pipeline.make_eval_iterator(config.dataset, split=split, global_batch_size=batch_size,
+                                   process_index=jax.process_index(), process_count=jax.process_count())
+  chief = jax.process_index() == 0
+  writer = ShardWriter(output, fmt, shard_size, views, names_lib.video_ids(config.dataset, split) if chief else [],
+                       tokens_view) if chief else None
+  if progress is None:
+    progress = bool(log) and chief
+  bar = progress_lib.bar(len(it), f'features {split}', 'batch', disable=not progress, mininterval=1.0, leave=False)
+  rules = logical_rules_of(config.get('mesh'))
+  try:
+    for batch in it:
+      feats, passthrough = fn(params, mesh_lib.global_batch(batch, mesh, batch_size, rules))
+      if writer is not None:
+        writer.add({k: evaluate._local(v) for k, v in feats.items()},  # pylint: disable=protected-access
+                   {k: evaluate._local(v) for k, v in passthrough.items()})  # pylint: disable=protected-access
+      bar.update(1)
+  finally:
+    bar.close()
+  if writer is None:
+    return {}
+  writer.close()
+  index = dict(checkpoint=workdir, step=int(step), weights=weights, split=split, protocol=evaluate.protocol(config),
+               format=fmt, dim=writer.dim, num_videos=writer.num_videos, shards=writer.shards,
+               videos_skipped=sorted(writer.skipped), tokens=bool(tokens), tokens_view=int(tokens_view) if tokens
+               else None, num_frames=int(config.model.num_frames), image_size=int(config.model.image_size),
+               class_names=config.get('class_names'))
+  with open(os.path.join(output, INDEX), 'w') as f:
+    json.dump(index, f, indent=1, default=str)
+  if log:
+    log(f'[features] {split} {index["protocol"]}: {writer.num_videos} videos x {writer.dim} in '
+        f'{len(writer.shards)} shard(s) -> {output}')
+  return index
+
+
+def read(output: str) -> tuple[np.ndarray, list, dict]:
+  """(embeddings (n, D), video ids, {label field: (n,)} [+ 'tokens']) of every shard of `output`, in order."""
+  with open(os.path.join(output, INDEX)) as f:
+    index = json.load(f)
+  parts, ids = [], []
+  for name in index['shards']:
+    path = os.path.join(output, name)
+    if index['format'] == 'npz':
+      with np.load(path, allow_pickle=False) as z:
+        part = {k: z[k] for k in z.files}
+      ids += [str(x) for x in part.pop('video_id')]
+    else:
+      from safetensors import safe_open  # pylint: disable=g-import-not-at-top
+      with safe_open(path, framework='numpy') as f:
+        part = {k: f.get_tensor(k) for k in f.keys()}
+        ids += json.loads(f.metadata()['video_ids'])
+    parts.append(part)
+  if not parts:
+    return np.zeros((0, index['dim'] or 0), np.float32), [], {}
+  rest = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != 'embedding'}
+  return np.concatenate([p['embedding'] for p in parts]), ids, rest

@@ -1,0 +1,55 @@
+"""A checkpoint evaluated at another clip length or frame size than it was written for.
+
+`vvt eval --workdir DIR --config.num_frames=16` (or `--config.image_size=...`) on a checkpoint whose position
+tables have other sizes: the step's params are read at their own shapes, their tables resized as the model's
+reference does (`vvt.convert.retarget`: TimeSformer nearest, ViViT bicubic, nothing for sinusoidal / RoPE /
+run-time tables), then placed on the evaluation's shardings. The model attends over the whole new clip.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import jax
+
+from vvt.train import checkpoints
+
+
+def stored_model(workdir: str, step: int) -> Optional[dict]:
+  """The model section of the config step `step` was written with (None without one)."""
+  config = checkpoints.read_meta(workdir, step).get('config')
+  model = config.get('model') if isinstance(config, dict) else None
+  return model if isinstance(model, dict) else None
+
+
+def clip_change(stored: Optional[dict], model_cfg) -> Optional[tuple]:
+  """((frames, size) stored, (frames, size) of `model_cfg`) when the same architecture runs at another clip
+  length or frame size; None when nothing differs (or the stored config does not say)."""
+  if not stored or any(stored.get(f) not in (None, model_cfg[f]) for f in ('family', 'attention')):
+    return None
+  old = (stored.get('num_frames'), stored.get('image_size'))
+  new = (model_cfg.num_frames, model_cfg.image_size)
+  return (old, new) if None not in old and old != new else None
+
+
+def load_eval_params(workdir: str, step: int, abstract_params, model_cfg, raw: bool = False,
+                     log: Callable = print):
+  """`checkpoints.load_eval_params` -> (params, weights) for the model `model_cfg`, its position tables resized
+  first where the step was written for another clip length or frame size."""
+  import vvt.models  # pylint: disable=g-import-not-at-top
+  from vvt.convert import retarget  # pylint: disable=g-import-not-at-top
+  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  model_cfg = vvt.models.resolve(model_cfg)
+  stored = stored_model(workdir, step)
+  change = clip_change(stored, model_cfg)
+  if change is None:
+    params, _, weights = checkpoints.load_eval_params(workdir, step, abstract_params, raw=raw, verify=False)
+    return params, weights
+  params, _, weights = checkpoints.load_eval_params(workdir, step, None, raw=raw, verify=False)
+  source = vvt.models.resolve(vvt.models.get_config(**stored))
+  params = jax.tree.map(lambda x: x, layout.to_per_layer(jax.device_get(params)))
+  params, _, notes = retarget.retarget(params, source, model_cfg.num_frames, model_cfg.image_size)
+  params = layout.to_model_layout(params, model_cfg)
+  log(f'[eval] checkpoint written for {change[0][0]} frames of {change[0][1]}px, run at {change[1][0]} frames of '
+      f'{change[1][1]}px: ' + ('; '.join(f'{name} {how}' for name, how in notes) or 'no position table to resize'))
+  shardings = jax.tree.map(lambda a: a.sharding, abstract_params)
+  return jax.device_put(params, shardings), weights
