@@ -268,7 +268,7 @@ class ProbeAggregator:
 
   def _sync(self) -> None:
     for agg in self.each.values():
-      agg.class_names, agg.video_ids, agg.average = self._class_names, self.video_ids, agg.average
+      agg.class_names, agg.video_ids, agg.average = self._class_names, self.video_ids, self.average
 
   def table(self) -> list:
     """[{probe, lr, weight_decay, <main metric>}] of every probe."""
