@@ -12,7 +12,7 @@ from vvt.config import loader
 from vvt.config.errors import ConfigError
 from vvt.data import pipeline
 from vvt.data.writing import dmvr_records
-from vvt.tasks import eval_report
+from vvt.tasks import eval_report, multiview
 from vvt.train import evaluate
 
 from data_helpers import small_config, solid_video
@@ -52,7 +52,7 @@ def test_each_video_gets_the_clips_that_cover_it_every_view_once(uneven, batch, 
   clips = [-(-n // SPAN) for n in LENGTHS]
   assert counts == [c * crops for c in clips]
   assert len({len(b) for b in per_host}) == 1  # every host yields as many batches
-  agg = evaluate.MultiViewAggregator({'': 5}, len(LENGTHS))
+  agg = multiview.MultiViewAggregator({'': 5}, len(LENGTHS))
   seen = []
   for batches in per_host:
     for b in batches:
