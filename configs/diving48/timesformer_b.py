@@ -5,10 +5,10 @@
   --config configs/diving48/timesformer_b.py:l    TimeSformer-L:  96 frames x rate 4, 224^2 (81.0)
 Diving-48: 48 classes, read with its corrected (V2) labels: Table 7's "**Due to an issue with Diving-48 labels
 used in previously published results" (docs/data.md). The Kinetics recipe of kinetics400/timesformer_b.py
-(Appendix A; the first author on the official code's issue #62: "the Diving-48 configuration is essentially the
-same as Kinetics configurations ... All the other hyperparameters were the same as for Kinetics") with 48
-classes and Table 7's start, "All models are pre-trained on ImageNet-1K" (the official code's default image
-model: common.IMAGENET1K). Sources: docs/recipes.md.
+(Appendix A; the first author in the official repository's Diving-48 config discussion: "the Diving-48
+configuration is essentially the same as Kinetics configurations ... All the other hyperparameters were the
+same as for Kinetics") with 48 classes and Table 7's start, "All models are pre-trained on ImageNet-1K" (the
+official code's default image model: common.IMAGENET1K). Sources: docs/recipes.md.
 """
 from configs import common
 from configs.kinetics400 import timesformer_b

@@ -14,6 +14,8 @@ torch = pytest.importorskip('torch')
 transformers = pytest.importorskip('transformers')
 F = torch.nn.functional
 
+from tests.convert.test_hf_parity import _hf_logits, _randomise, _state, _vvt_logits  # noqa: E402  (after torch)
+
 ATOL = 1e-5
 
 
@@ -39,34 +41,6 @@ def test_nearest_weights_are_torch_nearest(size_in, size_out):
   got = embedding.nearest_weights(size_in, size_out).argmax(axis=1)
   np.testing.assert_array_equal(got, want)
   np.testing.assert_array_equal(got, np.floor(np.arange(size_out) * size_in / size_out).astype(int))
-
-
-def _randomise(model, seed=1):
-  g = torch.Generator().manual_seed(seed)
-  with torch.no_grad():
-    for name, p in model.named_parameters():
-      if 'layernorm' in name and name.endswith('weight'):
-        p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
-      elif p.ndim >= 2 and 'embed' not in name and 'token' not in name:
-        p.copy_(torch.randn(p.shape, generator=g) / np.sqrt(np.prod(p.shape[1:])))
-      elif p.ndim == 1:
-        p.copy_(0.1 * torch.randn(p.shape, generator=g))
-      else:
-        p.copy_(0.5 * torch.randn(p.shape, generator=g))
-  return model
-
-
-def _state(model):
-  return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-
-
-def _hf_logits(model, x):
-  with torch.no_grad():
-    return model(torch.from_numpy(x).permute(0, 1, 4, 2, 3)).logits.numpy()
-
-
-def _vvt_logits(conv, x):
-  return np.asarray(jax.jit(vvt.models.build(conv.model_config()).apply)({'params': conv.params}, x))
 
 
 def _video(frames, size):

@@ -1,5 +1,6 @@
 """Each scheme's attention neighbourhood is measured (Jacobian of one output token w.r.t. every input token)
-and compared with the paper's definition: TimeSformer Fig. 2, ViViT Fig. 4-6, X-ViT Fig. 1 / eq. 9-10."""
+and compared with the paper's definition: TimeSformer Fig. 2, ViViT Figs. 1, 4, 5 (ICCV version), X-ViT Fig. 1 /
+eq. 9-10."""
 
 import jax
 import jax.numpy as jnp

@@ -59,3 +59,12 @@ def test_eval_leaves_out_and_counts_bad_records(tmp_path):
   assert other['videos_skipped'] == 2 and other['num_views'] == 2 * (n - 2)
   assert other['protocol'] == '2x1' and other['views_per_video_min'] == 2
   assert json.load(open(wd / 'checkpoints' / 'eval_2_test.json'))['protocol'] == '1x3'  # not overwritten
+
+  # whole-video views: every 16-frame video tiled with 16 / (8 frames x stride 1) = 2 clips, bad ones still left out
+  assert cli_train.eval_main(['--workdir', str(wd), '--config.dataset.num_test_clips=all',
+                              '--config.dataset.num_spatial_crops=1', '--config.dataset.stride=1']) == 0
+  tiled = json.load(open(wd / 'checkpoints' / 'eval_2_test_allx1.json'))
+  assert tiled['protocol'] == 'allx1' and tiled['num_test_clips'] == 'all' and tiled['videos_skipped'] == 2
+  assert tiled['num_views'] == 2 * (n - 2) and tiled['views_per_video_min'] == tiled['views_per_video_max'] == 2
+  rows = list(csv.DictReader(open(wd / 'checkpoints' / 'eval_2_test_allx1_videos.csv')))
+  assert len(rows) == n - 2 and {r['views'] for r in rows} == {'2'}

@@ -259,9 +259,10 @@ def test_a_sigterm_passed_on_twice_is_one_request():
 
 
 def test_array_spec_and_options():
+  from vvt.studies import launch  # pylint: disable=g-import-not-at-top
   from vvt.studies import slurm as slurm_lib  # pylint: disable=g-import-not-at-top
-  assert slurm_lib.array_spec([5, 0, 1, 2, 7, 8]) == '0-2,5,7-8'
-  assert slurm_lib.array_spec([3], throttle=2) == '3%2'
+  assert launch.array_spec([5, 0, 1, 2, 7, 8]) == '0-2,5,7-8'
+  assert launch.array_spec([3], throttle=2) == '3%2'
   opts, rest = slurm_lib.split_options(['--slurm.nodes', '2', '--x', '--slurm.extra=--exclusive',
                                         '--slurm.extra=--constraint=a100'])
   assert (opts.nodes, opts.extra, rest) == (2, ('--exclusive', '--constraint=a100'), ['--x'])

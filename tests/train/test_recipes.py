@@ -142,17 +142,20 @@ def test_bad_recipe_arguments_are_one_line(name, arg, overrides, message):
 @pytest.mark.parametrize('frames,coverage,clips', [(8, 8.5, 48), (32, 34.1, 12), (64, 68.3, 6), (96, 102.4, 4)])
 def test_howto100m_reads_every_32nd_frame_of_30_fps_video(frames, coverage, clips):
   """TimeSformer Table 8: "a frame rate of 1/32" of the official code's 30-fps video, stride 1 over video stored
-  at 30/32 fps: the same moments as stride 32 at 30 fps, and Table 8's single-clip coverage and test clips."""
+  at 30/32 fps: the same moments as stride 32 at 30 fps, and Table 8's single-clip coverage; at test time as many
+  non-overlapping clips as cover the video: a video of Table 8's average length (clips x coverage, about 409 s)
+  gets Table 8's "# Test Clips"."""
   d = load('howto100m/timesformer_b.py', str(frames)).dataset
-  assert (d.num_frames, d.stride, d.num_test_clips, d.num_spatial_crops) == (frames, 1, clips, 3)
+  assert (d.num_frames, d.stride, d.num_test_clips, d.num_spatial_crops) == (frames, 1, 'all', 3)
   assert round(d.num_frames * d.stride / d.fps, 1) == coverage
-  length = 7 * 60 * 30  # a 7-minute video at 30 fps; at 30/32 fps (`--fps 0.9375`) its frames 0, 32, 64, ...
-  at_30 = np.asarray(sampling.eval_indices(length, frames, 32, clips, d.short_video_policy, d.sampling))
-  stored = np.asarray(sampling.eval_indices(-(-length // 32), frames, d.stride, clips, d.short_video_policy,
-                                            d.sampling))
+  length = 409 * 30  # a video of 6 min 49 s at 30 fps; at 30/32 fps (`--fps 0.9375`) its frames 0, 32, 64, ...
+  at_30 = np.asarray(sampling.tile_indices(length, frames, 32, d.short_video_policy))
+  stored = np.asarray(sampling.tile_indices(-(-length // 32), frames, d.stride, d.short_video_policy))
+  assert len(stored) == len(at_30) == clips
   # the same moments: each clip's start falls on its own grid (a stored frame, 32/30 s; a frame at 30 fps)
   assert np.abs(stored / d.fps - at_30 / 30).max() <= (32 + 1) / 30 + 1e-9
-  assert (np.diff(stored, axis=1) == 1).all() and (np.diff(at_30, axis=1) == 32).all()
+  assert (np.diff(stored[:-1], axis=1) == 1).all() and (np.diff(at_30[:-1], axis=1) == 32).all()
+  assert (np.diff(stored[:, 0]) == frames).all()  # non-overlapping, one span apart
 
 
 def test_new_recipes_follow_their_sources():

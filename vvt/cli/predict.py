@@ -182,8 +182,9 @@ def _predict(argv):
   predict, step = _predictor(run, workdir, step)
   heads = heads_of(run.model)
   names = {h: names_lib.label_names(names_lib.class_names(run.data, h), c) for h, c in heads.items()}
-  views = int(run.data.num_test_clips) * int(run.data.num_spatial_crops)
-  batch_size = max(views, int(args.batch_size or run.eval.batch_size))
+  from vvt.data.transforms import views as views_lib  # pylint: disable=g-import-not-at-top
+  views = views_lib.views_per_video(run.data)  # None: as many as each video needs ('all')
+  batch_size = max(views or 1, int(args.batch_size or run.eval.batch_size))
   if windowed:
     return predict_windows.run(args, run, predict, heads, names, batch_size, items)
   sums, counts, failed = _score_videos(predict, items, heads, run.data, batch_size)

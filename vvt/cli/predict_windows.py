@@ -85,10 +85,10 @@ def score_video(item, predict, heads, data, args, batch_size) -> dict:
                     disable=expected is not None and expected < 20) as bar:
     for w in stream:
       rows.append((w.index, w.start, w.end, w.start_s, w.end_s))
-      scores.add(windows.window_views(w.frames, data))
+      views = windows.window_views(w.frames, data)
+      scores.add(views)
       bar.update(1)
-  views = int(data.num_test_clips) * int(data.num_spatial_crops)
-  return dict(fps=source.fps, window=window, stride=stride, rows=rows, scores=scores.finish(), views=views,
+  return dict(fps=source.fps, window=window, stride=stride, rows=rows, scores=scores.finish(), views=len(views),
               peak=stream.peak)
 
 

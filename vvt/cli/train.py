@@ -35,6 +35,8 @@ def _train(argv):
     run = _init_run(args.init, spec, overrides, args.workdir)
   else:
     run = common.run_spec(spec, overrides, args.workdir)
+  from vvt.train import storage  # pylint: disable=g-import-not-at-top
+  storage.check_workdir(args.workdir)  # a run directory it cannot write: one line before anything is said
   for line in start_lines(run):
     print(line)
   # a signal recorded since `vvt train` started (vvt.cli.main) is acted on by the trainer's first start-up check

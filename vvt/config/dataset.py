@@ -34,8 +34,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.stride = 2                    # frame step within a clip ('stride' sampling)
   c.sampling = 'stride'           # 'stride' (rate) | 'segment' (TSN: 1 frame per segment)
   c.short_video_policy = 'loop'   # 'loop' (wrap around) | 'pad' (repeat last frame)
-  c.fps = flexible(None)          # frame rate `stride` assumes (None = unstated); data at another rate warns
-  c.num_test_clips = 1            # eval clips spread uniformly over each video
+  c.fps = flexible(None)          # frame rate `stride` counts at (None = unstated); other stored rates are mapped
+  c.num_test_clips = flexible(1)  # eval clips spread uniformly over each video, or 'all': tile each whole video
   # --- spatial ---------------------------------------------------------------
   c.image_size = 224              # side of the square crop fed to the model
   c.train_min_resize = 256        # train: shorter side resized to U[min, max]

@@ -132,9 +132,33 @@ class DistributedSpec(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class ProbeSpec(_Section):
+  """`config.task.probe`: the grid of probes on a frozen backbone (task.name='probe', vvt.tasks.probe)."""
+  base: str                  # the task the probes are trained and judged by: 'classification' | 'multilabel'
+  head: str                  # 'linear' | 'attentive'
+  lrs: tuple                 # the grid: every lr with every weight decay
+  weight_decays: tuple
+  num_queries: int           # the attentive probe's pooler
+  depth: int
+  num_heads: int
+  backbone: str              # the frozen backbone's checkpoint: a vvt run or converted folder ('' : init_from's)
+
+  @classmethod
+  def of(cls, section, **given):
+    return super().of(section, **{'lrs': tuple(float(v) for v in section.lrs),
+                                  'weight_decays': tuple(float(v) for v in section.weight_decays),
+                                  'backbone': section.backbone or '', **given})
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskSpec(_Section):
   """`config.task`: what the run learns and how it is judged (vvt.tasks.registry.task_of reads the RunSpec)."""
   name: str                  # a name of vvt.tasks.registry.TASKS
+  probe: ProbeSpec           # task.name='probe' only
+
+  @classmethod
+  def of(cls, section, **given):
+    return super().of(section, **{'probe': ProbeSpec.of(section.probe), **given})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,9 @@ A run config is an `ml_collections.ConfigDict`:
                warmup_steps (>=0 overrides epochs), decay_epochs, decay_factor
   task         name: what the run learns and how it is judged (vvt.tasks.registry.TASKS; default
                'classification', which a config.json written before tasks existed also gets)
+               probe (task.name='probe', vvt.tasks.probe): base classification|multilabel, head
+               linear|attentive, lrs x weight_decays (the grid of probes), num_queries, depth, num_heads,
+               backbone (a vvt run or converted folder: the frozen backbone's weights)
   loss         label_smoothing, mixup_alpha, cutmix_alpha, mix_switch_prob
   eval         batch_size (global, views), average logits|softmax, every_steps
                (0 = only at the end), split, raw_params (True: evaluate the raw params even where a
@@ -87,7 +90,11 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.schedule = ml_collections.ConfigDict(dict(
       name='cosine', base_lr=0.1, end_lr=0.0, warmup_epochs=0.0, warmup_steps=-1,
       decay_epochs=(), decay_factor=0.1))
-  c.task = ml_collections.ConfigDict(dict(name=tasks_registry.DEFAULT))
+  c.task = ml_collections.ConfigDict(dict(name=tasks_registry.DEFAULT, probe=dict(
+      base='classification', head='linear',   # task.name='probe' (vvt.tasks.probe): the probes' task and head
+      lrs=(1e-3,), weight_decays=(0.0,),      # the grid of probes: every lr with every weight decay
+      num_queries=1, depth=0, num_heads=4,    # the attentive probe's pooler
+      backbone='')))                          # the backbone's checkpoint: a vvt run or converted folder
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
   c.eval = ml_collections.ConfigDict(dict(

@@ -59,7 +59,7 @@ RANGES = {
     'eval.batch_size': _POSITIVE, 'eval.every_steps': _NON_NEGATIVE,
     'checkpoint.every_steps': _POSITIVE, 'checkpoint.keep': _POSITIVE,
     'log_every_steps': _POSITIVE,
-    'dataset.stride': _POSITIVE, 'dataset.num_test_clips': _POSITIVE,
+    'dataset.stride': _POSITIVE,
     'dataset.train_min_resize': _POSITIVE, 'dataset.train_max_resize': _POSITIVE,
     'dataset.eval_resize': _POSITIVE, 'dataset.color_jitter': _PROBABILITY,
     'dataset.color_jitter_prob': _PROBABILITY, 'dataset.random_erasing': _PROBABILITY,
@@ -257,6 +257,8 @@ def _check_task(p: _Problems, config):
   if not p.runs(('model', 'classes'), 'task', 'dataset.multi_label'):
     return
   name, data = config.task.name, config.dataset
+  if name == 'probe':  # the probes are trained and judged by their base task
+    name = config.task.probe.get('base', 'classification')
   multi = bool(data.get('multi_label', False))
   if name == 'multilabel' and not multi:
     p.add("task.name='multilabel' reads several labels per video: set dataset.multi_label=True")
@@ -435,6 +437,14 @@ def _check_data(p: _Problems, config):
   if p.runs(('train_data',)) and ra is not None and hasattr(ra, 'get') and not 0 <= float(ra.get('magnitude', 9)) <= 10:
     p.add(f'dataset.randaugment.magnitude must be in [0, 10] (vvt\'s RandAugment scale, where 10 is the '
           f'strongest), got {ra.get("magnitude")}', 'dataset.randaugment')
+  clips = d.get('num_test_clips')
+  if p.runs(('views',), 'dataset.num_test_clips', 'dataset.sampling'):
+    if clips == dataset_choices.WHOLE_VIDEO:
+      if d.sampling != 'stride':
+        p.add(f"dataset.num_test_clips='all' tiles each video with clips of dataset.stride: it needs "
+              f"dataset.sampling='stride', got {d.sampling!r}", 'dataset.num_test_clips')
+    elif not _is_int(clips) or clips < 1:
+      p.add(f"dataset.num_test_clips must be a positive integer or 'all', got {clips!r}", 'dataset.num_test_clips')
   fps = d.get('fps')
   if p.runs(('views',)) and fps is not None and (isinstance(fps, bool) or not isinstance(fps, (int, float))
                                                  or fps <= 0):

@@ -12,6 +12,7 @@ SHORT_VIDEO_POLICIES = ('loop', 'pad')        # short_video_policy: wrap around 
 SPATIAL_CROPS = (1, 3)                        # num_spatial_crops: centre | left, centre, right
 NORMALIZATIONS = ('imagenet', 'zero_centre')  # normalization: mean/std | [-1, 1]
 ON_ERROR = ('raise', 'skip')                  # on_error: a bad record raises (naming it) | is counted and dropped
+WHOLE_VIDEO = 'all'                           # num_test_clips: tile each whole video (views vary per video)
 AUTOAUGMENT_POLICIES = ('imagenet',)          # autoaugment (None = off): Cubuk et al. 2018's ImageNet policy
 
 # dataset field -> its choices

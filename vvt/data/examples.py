@@ -13,9 +13,11 @@ do differently. An example is a dict:
   () 1}, one per record;
 * evaluation: {'inputs': uint8 (V, T, S, S, 3), 'label': int32 (V,),
   'video_index': int32 (V,) (the global record index), 'view_index': int32
-  (V,), 'mask': float32 (V,)}, all the views of one video; under
+  (V,), 'mask': float32 (V,)}, all the views of one video (V varies per video
+  with num_test_clips='all': `view_counts` gives each without decoding); under
   on_error='skip' a bad video keeps its rows with mask 0 (and zero inputs or
-  inputs of stand-in frames), so evaluators can leave it out by index;
+  inputs of stand-in frames; one row where the record cannot be parsed), so
+  evaluators can leave it out by index;
 
 with one 'label/<head>' per head instead of 'label' for multi-head data.
 """
@@ -24,6 +26,7 @@ import functools
 import os
 from typing import Callable, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from vvt.data.reading import errors
@@ -38,15 +41,22 @@ class Mode:
 
   records: fn(source, lo, hi) -> dataset of (position, *Row), see
     `vvt.data.reading.streams`.
-  clip: fn(reader) -> fn(frames, seed [2] int64) -> uint8 inputs of `shape`,
-    for the source's `FrameReader` and a record's frames as it takes them.
-  shape: (T, S, S, 3) of a training clip, (V, T, S, S, 3) of a video's views.
-  views: None (one clip per record: scalar labels) or V (fields per view, and
-    'video_index', 'view_index').
+  clip: fn(reader) -> fn(frames, seed [2] int64, ratio) -> uint8 inputs of
+    `shape`, for the source's `FrameReader` and a record's frames as it takes
+    them (`ratio`: see `rate`).
+  shape: (T, S, S, 3) of a training clip, (V, T, S, S, 3) of a video's views
+    (V = 1 under VARIES: the zero rows of a record that cannot be parsed).
+  views: None (one clip per record: scalar labels), V (fields per view, and
+    'video_index', 'view_index') or VARIES (as many as each video needs).
   seed: the data seed; the record at position g is seeded by (seed, g).
   parallelism: most records decoded at once.
   labels: None, or fn(labels dict, seed [2]) -> labels of the clip (the
     label-aware flip, `vvt.data.transforms.label_flip`).
+  rate: None, or fn(parsed record) -> float scalar: the video's stored frame
+    rate over dataset.fps (`vvt.data.reading.frame_rate.ratio_fn`), with which
+    clips map their frames onto the stored ones (`transforms.sampling`).
+  count: evaluation: fn(reader) -> fn(frames, ratio) -> int32 views of a
+    video, without decoding (`transforms.clips.num_views`).
   """
   records: Callable
   clip: Callable
@@ -55,6 +65,11 @@ class Mode:
   seed: int
   parallelism: int
   labels: Optional[Callable] = None
+  rate: Optional[Callable] = None
+  count: Optional[Callable] = None
+
+
+VARIES = -1  # Mode.views of whole-video evaluation: each video has its own number of views
 
 
 def _parallelism(limit):
@@ -79,12 +94,14 @@ def train_mode(spec, seed, start=0):
 def eval_mode(spec):
   """Evaluation: the host's records once, all the views of each video."""
   size = int(spec.image_size)
-  views = int(spec.num_test_clips) * int(spec.num_spatial_crops)
+  tiled = clips.tiles_video(spec)
+  views = VARIES if tiled else int(spec.num_test_clips) * int(spec.num_spatial_crops)
   # A video's views are one element (V x T x S x S x 3 bytes): keep few in
   # flight.
   return Mode(records=streams.eval_records, clip=functools.partial(clips.eval_views, spec),
-              shape=(views, int(spec.num_frames), size, size, 3),
-              views=views, seed=0, parallelism=_parallelism(4))
+              shape=(1 if tiled else views, int(spec.num_frames), size, size, 3),
+              views=views, seed=0, parallelism=_parallelism(4),
+              count=functools.partial(clips.num_views, spec))
 
 
 def _example(mode, inputs, labels, index):
@@ -93,12 +110,17 @@ def _example(mode, inputs, labels, index):
   if mode.views is None:
     out.update(labels, mask=tf.constant(1.0, tf.float32))
     return out
-  out.update({field: tf.fill([mode.views], label) if label.shape.rank == 0 else
-              tf.tile(label[None], [mode.views, 1]) for field, label in labels.items()})
-  out.update(video_index=tf.fill([mode.views], tf.cast(index, tf.int32)),
-             view_index=tf.range(mode.views, dtype=tf.int32),
-             mask=tf.ones([mode.views], tf.float32))
+  views = tf.shape(inputs)[0]
+  out.update({field: tf.fill([views], label) if label.shape.rank == 0 else
+              tf.tile(label[None], [views, 1]) for field, label in labels.items()})
+  out.update(video_index=tf.fill([views], tf.cast(index, tf.int32)),
+             view_index=tf.range(views, dtype=tf.int32),
+             mask=tf.ones([views], tf.float32))
   return out
+
+
+def _ratio(mode, parsed):
+  return None if mode.rate is None else mode.rate(parsed)
 
 
 def build(source, lo, hi, classes, mode, on_error):
@@ -121,7 +143,7 @@ def build(source, lo, hi, classes, mode, on_error):
     code = tf.where(unread == '', code, errors.UNREADABLE)
     detail = tf.where(unread == '', detail, unread)
     seed = tf.stack([tf.constant(mode.seed, tf.int64), position])
-    inputs = make_inputs(frames, seed)
+    inputs = make_inputs(frames, seed, _ratio(mode, parsed))
     labels = labels_lib.labels(parsed, heads, classes)
     if mode.labels is not None:
       labels = mode.labels(labels, seed)
@@ -141,3 +163,28 @@ def build(source, lo, hi, classes, mode, on_error):
                       mode.parallelism)
   return errors.raise_or_count(ds, on_error,
                                keep_skipped=mode.views is not None)
+
+
+def view_counts(source, lo, hi, mode) -> np.ndarray:
+  """int64 (hi - lo,): the number of views `build` gives each record of [lo, hi) (in global order), from its
+  frame count without decoding (one pass over the records); 1 for a record that cannot be parsed. A record found
+  bad only when decoded gets fewer rows than counted here (one, masked), never more."""
+  count = mode.count(source.frames)
+
+  def one(position, src, rec, index, raw, unread):
+    del position, src, rec, unread
+    parsed = source.parse(raw)
+    frames, _, _ = source.frames.inspect(parsed['frames'])
+    return index, tf.cast(count(frames, _ratio(mode, parsed)), tf.int64)
+
+  def fallback(position, src, rec, index, raw, unread):
+    del position, src, rec, raw, unread
+    return index, tf.constant(1, tf.int64)
+
+  out = np.ones((hi - lo,), np.int64)
+  if hi <= lo:
+    return out
+  ds = errors.isolate(mode.records(source, lo, hi), one, fallback, mode.parallelism)
+  for index, views in ds.as_numpy_iterator():
+    out[int(index) - lo] = views
+  return out

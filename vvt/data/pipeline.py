@@ -6,6 +6,12 @@
     it = make_eval_iterator(spec, split='test', global_batch_size=B)
     for batch in it: ...  # + 'video_index', 'view_index'; mask 0 = padding
                           # (video_index -1) or a skipped bad video (its index)
+    it.view_counts        # views of each of the host's videos
+
+With `num_test_clips='all'` each video gives as many non-overlapping clips as
+cover it (`transforms.sampling.tile_indices`), so views differ per video: the
+iterator counts them first (one pass over the host's records, no decoding),
+and the hosts yield the batches of the one with most views.
 
 `b = B // process_count` is the per-host batch. Multi-head datasets (a dict
 `label_keys`) give one 'label/<head>' per head instead of 'label'.
@@ -45,6 +51,7 @@ construction path both pipelines share), `transforms.clips` and
 `reading.errors` (`error_counts()`, `DataError`).
 """
 import atexit
+import dataclasses
 import gc
 import math
 import weakref
@@ -92,16 +99,28 @@ def _check_choice(spec, field, allowed):
 def _validate(spec):
   for field, values in choices.CHOICES.items():
     _check_choice(spec, field, values)
-  for field in ('num_frames', 'stride', 'image_size', 'num_test_clips',
+  for field in ('num_frames', 'stride', 'image_size',
                 'train_min_resize', 'train_max_resize', 'eval_resize'):
     if getattr(spec, field) < 1:
       raise ValueError(f'dataset.{field} must be >= 1, got {getattr(spec, field)!r}')
+  check_test_clips(spec)
   if int(spec.repeated_augmentation) < 1:
     raise ValueError(f'dataset.repeated_augmentation must be >= 1, got '
                      f'{spec.repeated_augmentation!r}')
   if spec.train_min_resize > spec.train_max_resize:
     raise ValueError(f'dataset.train_min_resize ({spec.train_min_resize}) > '
                      f'train_max_resize ({spec.train_max_resize})')
+
+
+def check_test_clips(spec):
+  """ValueError naming dataset.num_test_clips unless it is a positive int, or 'all' with 'stride' sampling."""
+  clips = spec.num_test_clips
+  if clips == choices.WHOLE_VIDEO:
+    if spec.sampling != 'stride':
+      raise ValueError(f"dataset.num_test_clips='all' tiles a video with clips of dataset.stride: it needs "
+                       f"dataset.sampling='stride', got {spec.sampling!r}")
+  elif isinstance(clips, bool) or not isinstance(clips, int) or clips < 1:
+    raise ValueError(f"dataset.num_test_clips must be a positive integer or 'all', got {clips!r}")
 
 
 def _source(spec, split):
@@ -131,11 +150,12 @@ class DataIterator:
   and live iterators are closed at interpreter exit.
   """
 
-  def __init__(self, ds, description, num_batches=None):
+  def __init__(self, ds, description, num_batches=None, view_counts=None):
     self._ds = ds
     self._it = iter(ds.as_numpy_iterator())
     self._description = description
     self.num_batches = num_batches
+    self.view_counts = view_counts  # evaluation: views of each of the host's videos
     _LIVE.add(self)
 
   def __iter__(self):
@@ -203,7 +223,8 @@ def make_train_iterator(spec, global_batch_size, seed=0, start_step=0,
   if spec.label_aware_flip:
     mode = label_flip.with_label_aware_flip(
         mode, spec, source.heads, spec.class_names or source.class_names)
-  frame_rate.warn_once(spec, source, pi)
+  mode = dataclasses.replace(mode, rate=frame_rate.ratio_fn(spec, source))
+  frame_rate.note_once(spec, source, pi)
   ds = examples.build(source, lo, hi, classes, mode, spec.on_error)
   ds = ds.batch(local_batch, drop_remainder=True).prefetch(int(spec.prefetch))
   return DataIterator(_options(ds), source.description)
@@ -216,6 +237,18 @@ def eval_layout(num_records, num_views, global_batch_size, process_count):
   most = max(b - a for a, b in (streams.host_range(num_records, p, process_count)
                                 for p in range(process_count)))
   return local_batch, math.ceil(most * num_views / local_batch)
+
+
+def _most_batches(batches, count_all, process_count):
+  """The most batches of any host, given this host's: gathered from every process when this is one of
+  `process_count` JAX processes, else (hosts simulated in one process) `count_all()`, every host's counted here."""
+  if process_count == 1:
+    return batches
+  import jax  # pylint: disable=g-import-not-at-top
+  if jax.process_count() == process_count:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    return int(np.max(multihost_utils.process_allgather(np.int64(batches))))
+  return max(count_all())
 
 
 def _padding(spec, heads, classes):
@@ -234,31 +267,40 @@ def make_eval_iterator(spec, split='test', global_batch_size=1,
   """Finite iterator over every view of every video of `split`, padded.
 
   Each video gives num_test_clips x num_spatial_crops views, view_index =
-  clip * num_spatial_crops + crop. Host p reads videos [lo_p, hi_p) of the
-  global order; all hosts yield `len(iterator)` batches, the tail padded with
-  mask 0, video_index -1, view_index -1. Under on_error='skip' a bad video
-  keeps its V rows, with mask 0 and its video_index (`skipped_videos`).
+  clip * num_spatial_crops + crop; with num_test_clips='all', the clips that
+  tile it (`iterator.view_counts`: each video's views). Host p reads videos
+  [lo_p, hi_p) of the global order; all hosts yield `len(iterator)` batches,
+  the tail padded with mask 0, video_index -1, view_index -1. Under
+  on_error='skip' a bad video keeps its rows (one, if it cannot be parsed),
+  with mask 0 and its video_index (`skipped_videos`).
   """
   pi, pc = _process(process_index, process_count)
   source = _source(spec, split)
   classes = labels.num_classes(spec, source.heads)
   if source.num_records == 0:
     raise ValueError(f'no evaluation videos in {source.description}')
-  views = int(spec.num_test_clips) * int(spec.num_spatial_crops)
-  local_batch, num_batches = eval_layout(source.num_records, views,
-                                         global_batch_size, pc)
   lo, hi = streams.host_range(source.num_records, pi, pc)
-  frame_rate.warn_once(spec, source, pi)
+  mode = dataclasses.replace(examples.eval_mode(spec), rate=frame_rate.ratio_fn(spec, source))
+  if mode.views == examples.VARIES:
+    local_batch = _local_batch(global_batch_size, pc)
+    ranges = [streams.host_range(source.num_records, p, pc) for p in range(pc)]
+    batches_of = lambda counts: math.ceil(int(counts.sum()) / local_batch)  # pylint: disable=unnecessary-lambda-assignment
+    view_counts = examples.view_counts(source, lo, hi, mode)
+    num_batches = _most_batches(batches_of(view_counts), lambda: [
+        batches_of(examples.view_counts(source, a, b, mode)) for a, b in ranges], pc)
+  else:
+    view_counts = np.full((hi - lo,), mode.views, np.int64)
+    local_batch, num_batches = eval_layout(source.num_records, mode.views, global_batch_size, pc)
+  frame_rate.note_once(spec, source, pi)
   padding = tf.data.Dataset.from_tensors(_padding(spec, source.heads, classes)).repeat()
   if lo < hi:
-    mode = examples.eval_mode(spec)
     ds = examples.build(source, lo, hi, classes, mode, spec.on_error)
     ds = ds.unbatch().concatenate(padding)
   else:
     ds = padding
   ds = ds.take(num_batches * local_batch).batch(local_batch)
   ds = ds.prefetch(int(spec.prefetch))
-  return DataIterator(_options(ds), source.description, num_batches)
+  return DataIterator(_options(ds), source.description, num_batches, view_counts)
 
 
 def skipped_videos(batch):

@@ -41,7 +41,7 @@ class DataSpec:
   sampling: str
   short_video_policy: str
   fps: Optional[float]
-  num_test_clips: int
+  num_test_clips: Any        # int, or 'all' (each whole video tiled)
   # spatial
   image_size: int
   train_min_resize: int

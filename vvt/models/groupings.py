@@ -7,7 +7,7 @@ grouping of the video tokens:
   group(x, grouping, grid) -> (B * G, L, ...)   G groups of L tokens that attend to each other
   ungroup(y, grouping, grid, B, T, N) -> (B, T, N, ...)
 
-Groupings (TimeSformer Fig. 2 / ViViT Fig. 4-6), one row of `GROUPINGS` each:
+Groupings (TimeSformer Fig. 2 / ViViT Figs. 1, 4, 5), one row of `GROUPINGS` each:
   joint   one group of all T*N tokens                        (ViViT Model 1, TimeSformer 'joint')
   space   one group per temporal index: N tokens             (TimeSformer 'space', X-ViT)
   time    one group per spatial position: T tokens           (TimeSformer / ViViT temporal attention)

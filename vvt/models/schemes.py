@@ -1,14 +1,14 @@
 """The attention schemes of ViViT, TimeSformer and X-ViT: one record each, everything the package knows of it.
 
 A scheme is a sequence of attention stages per encoder block, each stage one grouping of the (B, T, N, D) tokens
-(vvt/models/groupings.py) run through the one attention primitive:
+(vvt/models/groupings.py) run through the one attention primitive (ViViT's figures numbered as in its ICCV version):
 
   spatiotemporal             ViViT Model 1 (sec. 3.3, eq. 7)    joint
   factorised_encoder         ViViT Model 2 (sec. 3.3, Fig. 4)   a spatial encoder (joint within each temporal
                                                                index), then a temporal encoder over frames
   factorised_self_attention  ViViT Model 3 (Fig. 5, eq. 9-10)   space, time (attention_order='time_space': time,
                                                                space)
-  factorised_dot_product     ViViT Model 4 (Fig. 6)             half of the heads in space, half in time
+  factorised_dot_product     ViViT Model 4 (Fig. 1)             half of the heads in space, half in time
   space                      TimeSformer Fig. 1 'S'             space
   joint                      TimeSformer Fig. 1 'ST'            joint
   divided                    TimeSformer Fig. 1 'T+S' (eq. 6-8) time, space (temporal first, as the paper)

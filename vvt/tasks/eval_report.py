@@ -89,11 +89,12 @@ def _fmt(x) -> str:
   return '' if isinstance(x, float) and np.isnan(x) else (f'{x:.6g}' if isinstance(x, float) else str(x))
 
 
-def videos_csv(video_ids: Sequence[str], indices: np.ndarray, heads: dict) -> str:
+def videos_csv(video_ids: Sequence[str], indices: np.ndarray, heads: dict, views=None) -> str:
   """Per-video table. `heads`: {head: (labels (N,), probs (N, C), names list)}; one video per row:
-  video_index, video_id, then per head (suffix `_<head>` for named heads) label, label_name,
-  top<i>_name / top<i>_score for i = 1..min(5, C), correct; `correct_action` when two heads."""
-  header, cols = ['video_index', 'video_id'], []
+  video_index, video_id, views (the views its scores average, with `views` (N,) given), then per head
+  (suffix `_<head>` for named heads) label, label_name, top<i>_name / top<i>_score for i = 1..min(5, C),
+  correct; `correct_action` when two heads."""
+  header, cols = ['video_index', 'video_id'] + ([] if views is None else ['views']), []
   correct_all = np.ones(len(indices), bool)
   for h, (lab, probs, names) in heads.items():
     sfx = f'_{h}' if h else ''
@@ -109,6 +110,7 @@ def videos_csv(video_ids: Sequence[str], indices: np.ndarray, heads: dict) -> st
   rows = []
   for n, vi in enumerate(indices):
     row = [int(vi), video_ids[int(vi)] if int(vi) < len(video_ids) else str(int(vi))]
+    row += [] if views is None else [int(views[n])]
     for lab, probs, names, top, right in cols:
       row += [int(lab[n]), names[int(lab[n])]]
       for c in top[n]:

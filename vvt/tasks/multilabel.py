@@ -162,6 +162,7 @@ class MultiLabelAggregator:
     best = scores.argmax(-1)
     return {'num_videos': int(keep.size), 'num_views': self.num_views,
             'views_per_video_min': int(counts.min()), 'views_per_video_max': int(counts.max()),
+            'views_per_video_mean': float(counts.mean()),
             'videos_skipped': int(self.skipped.sum()),
             'skipped_video_indices': np.flatnonzero(self.skipped).tolist(),
             'video_map': ap_lib.mean_average_precision(scores, labels),

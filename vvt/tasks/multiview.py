@@ -103,6 +103,7 @@ class MultiViewAggregator:
     out = {'num_videos': int(keep.size), 'num_views': self.num_views,
            'views_per_video_min': int(counts.min()),
            'views_per_video_max': int(counts.max()),
+           'views_per_video_mean': float(counts.mean()),
            'videos_skipped': int(self.skipped.sum()),
            'skipped_video_indices': np.flatnonzero(self.skipped).tolist()}
     action = np.ones((keep.size,), bool)
@@ -174,7 +175,7 @@ def report_files(prefix: str, agg) -> list:
     title = f'{epath.Path(prefix).name}{" " + h if h else ""}'
     files.append((f'{prefix}_confusion{sfx}.png',
                   lambda f, n=names, m=conf, t=title: eval_report.confusion_png(f, n, m, t)))
-  files.insert(0, (f'{prefix}_videos.csv', eval_report.videos_csv(ids, keep, tables)))
+  files.insert(0, (f'{prefix}_videos.csv', eval_report.videos_csv(ids, keep, tables, views=agg.counts[keep])))
   if len(agg.heads) > 1:
     (ha, (la, pa, na)), (hb, (lb, pb, nb)) = list(tables.items())[:2]
     pairs, acc = eval_report.pair_accuracy(pa.argmax(-1), pb.argmax(-1), la, lb)

@@ -10,6 +10,7 @@ import importlib
 TASKS = {
     'classification': 'vvt.tasks.classification',  # softmax cross-entropy, one or several heads, top-1 / top-5
     'multilabel': 'vvt.tasks.multilabel',          # several labels per video, sigmoid cross-entropy, mAP
+    'probe': 'vvt.tasks.probe',                    # a grid of probes on a frozen backbone (task.probe)
 }
 DEFAULT = 'classification'
 

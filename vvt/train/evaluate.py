@@ -1,12 +1,13 @@
 """Batched multi-view evaluation, and its report.
 
-The evaluation iterator yields every view (`num_test_clips x num_spatial_crops`)
-of every video exactly once, in full global batches that mix the views of many
-videos, padded at the end (`mask` 0, `video_index` -1). The eval step returns
-the run's task's per-view scores (`vvt.tasks`); the task's aggregator sums them
-per `video_index` over valid views and says what they mean (classification:
-`vvt.tasks.multiview`, per-video top-1 / top-5, per-class accuracy; multilabel:
-mAP and per-class AP).
+The evaluation iterator yields every view (`num_test_clips x num_spatial_crops`;
+with `num_test_clips='all'` the clips that tile each whole video, as many as its
+length needs, x crops) of every video exactly once, in full global batches that
+mix the views of many videos, padded at the end (`mask` 0, `video_index` -1). The
+eval step returns the run's task's per-view scores (`vvt.tasks`); the task's
+aggregator sums them per `video_index` over valid views and says what they mean
+(classification: `vvt.tasks.multiview`, per-video top-1 / top-5, per-class
+accuracy; multilabel: mAP and per-class AP).
 Under `dataset.on_error='skip'` a bad video's rows come with mask 0 and its
 index: it is left out of every metric and counted (`videos_skipped`, which also
 counts the records past the damage of a broken TFRecord file), and one line
@@ -19,7 +20,8 @@ frames or frame size differ from the run's own):
 
     P.json                 the metrics, class names, skipped videos (and their files)
     P.npz                  per-video scores, labels, views per video, video ids
-    P_*.csv / .png         the task's report files (classification: per video, per class, confusion matrix)
+    P_*.csv / .png         the task's report files (classification: per video with its views, per class,
+                           confusion matrix)
 
 and `eval_<step>_<split>.json` / `.npz` (what `vvt results`, sweeps and the tests
 read) when the views are the run's own (WORKDIR/config.json) or no
@@ -48,9 +50,15 @@ def _local(x) -> np.ndarray:
   return np.asarray(x)
 
 
+def _clips(value):
+  """num_test_clips as the results hold it: an int, or 'all' (each whole video tiled)."""
+  return value if value == 'all' else int(value)
+
+
 def protocol(data) -> str:
-  """The view protocol of a run's dataset spec: '<num_test_clips>x<num_spatial_crops>'."""
-  return f'{int(data.num_test_clips)}x{int(data.num_spatial_crops)}'
+  """The view protocol of a run's dataset spec: '<num_test_clips>x<num_spatial_crops>' ('allx3': whole videos
+  tiled)."""
+  return f'{_clips(data.num_test_clips)}x{int(data.num_spatial_crops)}'
 
 
 def _progress(total: int, enabled: bool, desc: str):
@@ -79,7 +87,7 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
       data, split=split, global_batch_size=batch_size,
       process_index=jax.process_index(), process_count=jax.process_count())
   agg = task.aggregator(pipeline.num_videos(data, split))
-  agg.class_names = {h: names_lib.class_names(data, h) for h in heads}
+  agg.class_names = {h: names_lib.class_names(data, h) for h in getattr(task, 'label_heads', heads)}
   agg.average = eval_spec.average
   t0 = time.time()
   if progress is None:
@@ -94,7 +102,7 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
     agg.video_ids = names_lib.video_ids(data, split)
   res = agg.result()
   res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=eval_spec.average,
-             num_test_clips=int(data.num_test_clips), num_spatial_crops=int(data.num_spatial_crops),
+             num_test_clips=_clips(data.num_test_clips), num_spatial_crops=int(data.num_spatial_crops),
              protocol=protocol(data), num_frames=int(data.num_frames), image_size=int(data.image_size))
   line = _add_skips(res, data, split)
   if log:
@@ -151,8 +159,10 @@ def _aggregate(eval_step, params, batches, mesh, batch_size: int, agg: Aggregato
 def _summary(split: str, res: dict, batch_size: int, main: str) -> str:
   """The one-line log of an evaluation: videos, views, batches, the task's main metric and time."""
   skipped = f', {res["videos_skipped"]} skipped as bad records' if res['videos_skipped'] else ''
+  lo, hi = res['views_per_video_min'], res['views_per_video_max']
+  spread = f' ({lo}-{hi} per video)' if lo != hi else ''
   return (f'[eval] {split} {res["protocol"]}: {res["num_videos"]} videos{skipped}, '
-          f'{res["num_views"]} views in {res["eval_batches"]} batches of {batch_size}: {main} = '
+          f'{res["num_views"]} views{spread} in {res["eval_batches"]} batches of {batch_size}: {main} = '
           f'{res[main]:.4f} ({res["eval_seconds"]:.1f}s)')
 
 
@@ -177,7 +187,7 @@ def _run_protocol(workdir: str) -> Optional[str]:
   path = fileio.join(fileio.abspath(workdir), 'config.json')
   try:
     data = json.loads(fileio.read_text(path)).get('dataset', {})
-    return f'{int(data["num_test_clips"])}x{int(data["num_spatial_crops"])}'
+    return f'{_clips(data["num_test_clips"])}x{int(data["num_spatial_crops"])}'
   except (OSError, ValueError, KeyError, TypeError, AttributeError):
     return None
 

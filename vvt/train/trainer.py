@@ -161,6 +161,20 @@ def _init_from(run: Run, params):
   return params
 
 
+def _load_backbone(run: Run, program: Program, params):
+  """`params` with the backbone (all but the task's own params and the backbone's classifier head) read from
+  the run's task's `backbone` checkpoint (a vvt run or a converted folder)."""
+  task = program.task
+  step = checkpoints.resolve_step(task.backbone)
+  stored = checkpoints.abstract_params_from_checkpoint(task.backbone, step)
+  abstract = {k: stored[k] if k == 'head' else v  # the head is read as stored (if there is one), then left out
+              for k, v in program.abstract_params().items()
+              if k not in task.own_params and (k != 'head' or k in stored)}
+  loaded, _ = checkpoints.load_params(task.backbone, step, abstract_params=abstract)
+  run.log(f'[train] frozen backbone from {task.backbone} step {step}')
+  return dict(params, **{k: v for k, v in loaded.items() if k != 'head'})
+
+
 def load_latest(run: Run, abstract) -> tuple[Optional[int], Optional[dict], Any]:
   """(step, meta, state or params) of the newest intact checkpoint, or (None, None, None).
 
@@ -196,6 +210,8 @@ def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, i
   if latest is not None:
     params = loaded
     run.log(f'[train] initialised params from params-only checkpoint step {latest}')
+  elif getattr(program.task, 'backbone', None):
+    params = _load_backbone(run, program, state.params)
   elif run.spec.init_from is not None:
     # init_from reads the params on the host: gather them (every process gets all of them)
     params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params))

@@ -1,15 +1,19 @@
-"""`dataset.fps`: the convert manifest records each video's stored rate; training and evaluation warn once, with
-the count, when the data's rate differs from the one the config's stride assumes."""
+"""`dataset.fps`: the convert manifest records each video's stored rate; when it differs from the rate the
+config's stride counts at, the sampler maps the clips onto the stored frames nearest in time, and says so once."""
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
 from vvt.config import loader
 from vvt.config.errors import ConfigError
 from vvt.data.writing import video_shards
 from vvt.data import pipeline
+from vvt.data.transforms import sampling
+from vvt.data.writing import dmvr_records
 
+from data_helpers import jpeg
 from data_helpers import small_config
 from data_helpers import make_video
 
@@ -39,13 +43,12 @@ def test_manifest_records_each_videos_stored_rate(mixed_rates, tmp_path):
   assert [v['fps'] for v in resampled['videos']] == [30.0] * 3
 
 
-def test_a_video_at_another_rate_warns_once_with_its_count(mixed_rates, capsys):
+def test_a_video_at_another_rate_is_noted_once_with_its_count(mixed_rates, capsys):
   cfg = small_config(mixed_rates['pattern'], mixed_rates['pattern'], num_classes=2, fps=25)
   next(pipeline.make_train_iterator(cfg, 2, process_index=0, process_count=1))
   err = capsys.readouterr().err.strip().splitlines()
-  assert len(err) == 1 and err[0].startswith('warning: dataset.fps=25 (the rate dataset.stride assumes) but 1 of 3 '
-                                             'videos in ') and '(1 at 15 fps)' in err[0]
-  assert mixed_rates['path'] in err[0] and 'vvt data convert --fps 25' in err[0]
+  assert len(err) == 1 and err[0].startswith('note: dataset.fps=25: 1 of 3 videos in ') and '(1 at 15 fps)' in err[0]
+  assert mixed_rates['path'] in err[0] and 'nearest to the times of dataset.stride at 25 fps' in err[0]
   for _ in pipeline.make_eval_iterator(cfg, 'test', 2, process_index=0, process_count=1):
     pass
   assert capsys.readouterr().err == ''  # once per process: not again at every evaluation
@@ -79,3 +82,65 @@ def test_non_positive_fps_is_one_line_naming_the_field(value, mixed_rates):
   cfg = small_config(mixed_rates['pattern'], num_classes=2, fps=0)
   with pytest.raises(ValueError, match=r'^dataset.fps must be a positive number of frames per second, or None'):
     pipeline.make_train_iterator(cfg, 2, process_index=0, process_count=1)
+
+
+SCALE = 60  # grey level of a frame = its time in 1/60 s
+
+
+def _conversion(directory, fps, seconds=3.0, manifest=True):
+  """One video of `seconds` stored at `fps`, frame j grey SCALE * j / fps (its time), with a manifest saying so."""
+  prefix = directory / f'at{fps:g}'
+  frames = [jpeg(np.full((16, 16, 3), round(SCALE * j / fps), np.uint8)) for j in range(round(seconds * fps))]
+  dmvr_records.write_records(f'{prefix}.tfrecord-00000-of-00001',
+                             [dmvr_records.encode_sequence_example(frames, 0, video_id='clip')])
+  if manifest:
+    pathlib.Path(f'{prefix}.manifest.json').write_text(json.dumps(
+        {'videos': [{'id': 'clip', 'status': 'ok', 'fps': float(fps)}]}))
+  return f'{prefix}.tfrecord@1'
+
+
+def _times(inputs):
+  """Seconds of each frame of uint8 (..., T, S, S, 3) clips from their grey level."""
+  return inputs.mean(axis=(-3, -2, -1)) / SCALE
+
+
+@pytest.mark.parametrize('clips', [3, 'all'])
+def test_a_30_fps_conversion_read_by_a_25_fps_config_samples_the_same_moments(tmp_path, clips):
+  """Stride 5 at 25 fps: a 30-fps conversion gives the frames nearest the times of the 25-fps frames, within one
+  frame of a 25-fps conversion read as stored (and of the ideal times), in evaluation and training."""
+  cfgs = {fps: small_config(_conversion(tmp_path, fps, manifest=fps == 30),
+                            _conversion(tmp_path, fps, manifest=fps == 30), num_classes=2, fps=25, stride=5,
+                            num_test_clips=clips, num_spatial_crops=1)
+          for fps in (30, 25)}
+  views = {fps: next(iter(pipeline.make_eval_iterator(c, 'test', 8, process_index=0, process_count=1)))
+           for fps, c in cfgs.items()}
+  real = views[25]['mask'] == 1
+  assert real.sum() == (3 if clips == 3 else 4)  # 'all': 75 frames at 25 fps in clips of 4 x 5 frames
+  np.testing.assert_array_equal(views[30]['mask'], views[25]['mask'])
+  times = {fps: _times(v['inputs'][real]) for fps, v in views.items()}
+  ideal = (sampling.eval_indices(75, 4, 5, 3) if clips == 3 else sampling.tile_indices(75, 4, 5)).numpy() / 25
+  frame = 1 / 25
+  assert np.abs(times[30] - times[25]).max() <= frame and np.abs(times[30] - ideal).max() <= frame
+  assert np.abs(times[25] - ideal).max() < 0.5 / SCALE + 0.02  # the encoding's own precision
+  np.testing.assert_allclose(np.diff(times[30][:3], axis=1), 5 / 25, atol=frame)  # 0.2 s apart, not 5 / 30
+  if clips == 'all':
+    return  # (the last tile wraps around to the start: 'loop')
+  train = {fps: next(pipeline.make_train_iterator(c, 2, seed=4, process_index=0, process_count=1))['inputs']
+           for fps, c in cfgs.items()}
+  assert np.abs(_times(train[30]) - _times(train[25])).max() <= frame
+
+
+def test_videos_at_several_rates_are_mapped_each_by_its_own(mixed_rates):
+  from vvt.data.reading import frame_rate  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  ids = [v['id'] for v in mixed_rates['videos']]
+  assert frame_rate.ratios(25.0, [mixed_rates['path']]) == {ids[0]: 1.0, ids[1]: 15 / 25, ids[2]: 1.0}
+  assert frame_rate.ratios(15.0, [mixed_rates['path']]) == {ids[0]: 25 / 15, ids[1]: 1.0, ids[2]: 25 / 15}
+  assert frame_rate.ratios(15.2, [mixed_rates['path']]) is not None  # 15 is more than 1% away from 15.2
+  cfg = small_config(mixed_rates['pattern'], num_classes=2, fps=25)
+  source = pipeline._source(cfg, 'train')  # pylint: disable=protected-access
+  ratio_of = frame_rate.ratio_fn(cfg, source)
+  got = [float(ratio_of({'video_id': tf.constant(k)})) for k in ids + ['unlisted']]
+  assert got == [1.0, 0.6, 1.0, 1.0]
+  cfg.fps = None
+  assert frame_rate.ratio_fn(cfg, source) is None

@@ -55,3 +55,38 @@ def test_bad_arguments():
     _train(10, 4, 1, [0, 0], policy='wrap')
   with pytest.raises(ValueError, match='sampling'):
     _train(10, 4, 1, [0, 0], scheme='dense')
+
+
+def test_whole_video_tiles_are_non_overlapping_and_cover_it():
+  for n in (1, 7, 8, 9, 24, 25):
+    idx = sampling.tile_indices(n, 4, 2, policy='pad').numpy()
+    assert idx.shape == (-(-n // 8), 4) == (int(sampling.num_tiles(n, 4, 2)), 4)
+    np.testing.assert_array_equal(idx[:, 0], np.minimum(np.arange(len(idx)) * 8, n - 1))  # starts 0, 8, 16, ...
+    assert idx.max() <= n - 1
+  np.testing.assert_array_equal(sampling.tile_indices(9, 4, 2, policy='loop').numpy(),
+                                [[0, 2, 4, 6], [8, 1, 3, 5]])  # the last tile wraps around
+  with pytest.raises(ValueError, match='stride'):
+    sampling.tile_indices(9, 4, 0)
+
+
+@pytest.mark.parametrize('stored,config', [(30, 25), (25, 30), (30, 30 / 32)])
+def test_stride_at_the_config_rate_lands_on_the_nearest_stored_frame(stored, config):
+  """Clips of a video stored at `stored` fps, sampled by a config at `config` fps, take the stored frames nearest
+  to the times of a video at `config` fps: within half a stored frame."""
+  seconds, ratio = 400 / min(stored, config), stored / config
+  n_stored, n_config = round(seconds * stored), round(seconds * config)
+  half = 0.5 / stored + 1e-9
+  got = sampling.eval_indices(n_stored, 8, 4, 3, ratio=ratio).numpy() / stored
+  ideal = sampling.eval_indices(n_config, 8, 4, 3).numpy() / config
+  assert np.abs(got - ideal).max() <= half
+  got = sampling.tile_indices(n_stored, 8, 4, ratio=ratio).numpy() / stored
+  ideal = sampling.tile_indices(n_config, 8, 4).numpy() / config
+  assert got.shape == ideal.shape and np.abs(got - ideal).max() <= half
+  for s in range(5):
+    seed = tf.constant([s, 7], tf.int64)
+    got = sampling.train_indices(n_stored, 8, 4, seed, ratio=ratio).numpy() / stored
+    ideal = sampling.train_indices(n_config, 8, 4, seed).numpy() / config
+    assert np.abs(got - ideal).max() <= half
+  # segment sampling cuts the video into fractions of its length: the rate does not change it
+  np.testing.assert_array_equal(sampling.eval_indices(n_stored, 8, 1, 2, scheme='segment', ratio=ratio),
+                                sampling.eval_indices(n_stored, 8, 1, 2, scheme='segment'))

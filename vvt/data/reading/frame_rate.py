@@ -1,12 +1,13 @@
 """The frame rate a config's stride assumes (`dataset.fps`) against the rate its videos are stored at.
 
-`dataset.stride` counts stored frames, so a stride means the same time span only at the rate the recipe
-assumes (ViViT's Kinetics: 25 fps; TimeSformer and X-ViT: videos resampled to 30 fps). `vvt data convert`
-records each video's stored rate in its manifest (`<prefix>.manifest.json`, field `fps` of each video: the
-`--fps` it was resampled to, else the container's own rate). When a config states `dataset.fps`, training and
-evaluation read the manifests beside their TFRecord shards and warn once, on the console, with the number of
-videos stored at another rate (more than 1% away: 29.97 is 30). Data without a manifest (other converters,
-TFDS, a video list read as it is) is not checked.
+`dataset.stride` counts frames at `dataset.fps`, the rate the recipe assumes (ViViT's Kinetics: 25 fps;
+TimeSformer and X-ViT: 30 fps). `vvt data convert` records each video's stored rate in its manifest
+(`<prefix>.manifest.json`, field `fps` of each video: the `--fps` it was resampled to, else the container's own
+rate). When a config states `dataset.fps`, training and evaluation read the manifests beside their TFRecord
+shards; for the videos stored at another rate (more than 1% away: 29.97 is 30) the sampler maps each clip onto
+the stored frames nearest to its frames' times at `dataset.fps` (`ratio_fn`, `vvt.data.transforms.sampling`),
+so one conversion serves configs of every rate. One line says so, once, on the console (`note_once`). Data
+without a manifest (other converters, TFDS, a video list read as it is) is read as stored.
 """
 import collections
 import json
@@ -16,7 +17,7 @@ import sys
 
 TOLERANCE = 0.01  # relative: rates closer than this are the same rate
 _SHARD = re.compile(r'\.tfrecord-\d+-of-\d+$')
-_WARNED = set()
+_NOTED = set()
 
 
 def manifest_paths(files) -> list:
@@ -55,17 +56,61 @@ def _read(path):
   return data if isinstance(data, dict) else None
 
 
+def rates_by_id(paths) -> dict:
+  """{video id: stored rate} of the videos in shards of the manifests `paths` whose rate is known."""
+  out = {}
+  for path in paths:
+    manifest = _read(path) or {}
+    resampled = float((manifest.get('options') or {}).get('fps') or 0)
+    for v in manifest.get('videos', []):
+      rate = v.get('fps') or resampled
+      if v.get('status') == 'ok' and rate and v.get('id') is not None:
+        out[str(v['id'])] = float(rate)
+  return out
+
+
+def ratios(fps: float, paths):
+  """None when no video of the manifests `paths` is stored at a rate other than `fps`; else the ratio (stored
+  rate / fps) every video shares (a float), or {video id: ratio} (1 for the videos at `fps`)."""
+  rates = rates_by_id(paths)
+  if not differing(fps, rates.values()):
+    return None
+  by_id = {k: (1.0 if abs(r - fps) <= TOLERANCE * fps else r / fps) for k, r in rates.items()}
+  distinct = set(by_id.values())
+  return distinct.pop() if len(distinct) == 1 else by_id
+
+
+def ratio_fn(spec, source):
+  """None (the videos are read as stored: no `dataset.fps`, no manifest, or every video at that rate), or
+  fn(parsed record) -> float64 scalar: its stored rate over `dataset.fps`, by its `video_id` (1 for an id the
+  manifests do not list)."""
+  fps = spec.fps
+  check(fps)
+  paths = manifest_paths(source.files) if fps is not None else []
+  found = ratios(float(fps), paths) if paths else None
+  if found is None:
+    return None
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if isinstance(found, float):
+    return lambda parsed: tf.constant(found, tf.float64)
+  table = tf.lookup.StaticHashTable(
+      tf.lookup.KeyValueTensorInitializer(tf.constant(list(found)), tf.constant(list(found.values()), tf.float64)),
+      default_value=tf.constant(1.0, tf.float64))
+  return lambda parsed: table.lookup(parsed['video_id'])
+
+
 def mismatch_message(fps: float, paths) -> str | None:
-  """One line naming the videos of the manifests `paths` stored at a rate other than `fps`, or None."""
+  """One line naming the videos of the manifests `paths` stored at a rate other than `fps` and what the sampler
+  does with them, or None."""
   rates = [r for p in paths for r in stored_rates(_read(p) or {})]
   other = differing(fps, rates)
   if not other:
     return None
   count = sum(other.values())
   listing = ', '.join(f'{n} at {r:g} fps' for r, n in sorted(other.items()))
-  return (f'warning: dataset.fps={fps:g} (the rate dataset.stride assumes) but {count} of {len(rates)} videos '
-          f'in {", ".join(paths)} are stored at another rate ({listing}): their clips span other times; '
-          f'convert them with `vvt data convert --fps {fps:g}`')
+  return (f'note: dataset.fps={fps:g}: {count} of {len(rates)} videos in {", ".join(paths)} are stored at another '
+          f'rate ({listing}); their clips take the stored frames nearest to the times of dataset.stride at '
+          f'{fps:g} fps')
 
 
 def check(fps) -> None:
@@ -74,17 +119,18 @@ def check(fps) -> None:
     raise ValueError(f'dataset.fps must be a positive number of frames per second, or None, got {fps!r}')
 
 
-def warn_once(spec, source, process_index: int = 0, stream=None) -> str | None:
-  """Prints `mismatch_message` for the data of `source` once per process (first host only); returns it."""
+def note_once(spec, source, process_index: int = 0, stream=None) -> str | None:
+  """Prints `mismatch_message` (what the sampler does with videos at another rate) for the data of `source` once
+  per process (first host only); returns it."""
   fps = spec.fps
   check(fps)
   if fps is None or process_index != 0:
     return None
   paths = manifest_paths(source.files)
   key = (tuple(paths), float(fps))
-  if not paths or key in _WARNED:
+  if not paths or key in _NOTED:
     return None
-  _WARNED.add(key)
+  _NOTED.add(key)
   message = mismatch_message(float(fps), paths)
   if message:
     print(message, file=stream or sys.stderr, flush=True)

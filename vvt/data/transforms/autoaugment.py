@@ -11,7 +11,10 @@ range (the authors' code divides by its PARAMETER_MAX = 10), with the ranges of 
 paper's Appendix: rotate ±30°, shear ±0.3 (a random direction each, as in every public implementation), solarize
 threshold [0, 256], posterize [4, 8] bits, colour / contrast / brightness / sharpness factors [0.1, 1.9]
 (the factor itself, not a distance from 1: magnitude 0 is 0.1, nearly grey for colour); auto-contrast,
-equalize and invert take no magnitude.
+equalize and invert take no magnitude. Posterize and solarize map m as timm's table of this policy
+(`auto_augment_policy_original`: 4 + floor(4m/10) bits kept, pixels >= floor(256m/10) inverted; both weaker as m
+grows), not as the AutoAugment authors' public code (tensorflow/models `augmentation_transforms.py`: 4 -
+floor(4m/10) bits, threshold 256 - floor(256m/10); both stronger as m grows). docs/recipes.md has the sources.
 """
 
 # Cubuk et al. 2018, Appendix, the policy learned on ImageNet: 25 sub-policies, each two

@@ -1,16 +1,20 @@
 """A video's frames -> the uint8 pixels the model sees.
 
-    train_clip(spec, reader)(frames, seed) -> (T, S, S, 3)     one random clip, augmented
-    eval_views(spec, reader)(frames, seed) -> (V, T, S, S, 3)  every evaluation view
+    train_clip(spec, reader)(frames, seed, ratio) -> (T, S, S, 3)     one random clip, augmented
+    eval_views(spec, reader)(frames, seed, ratio) -> (V, T, S, S, 3)  every evaluation view
+    num_views(spec, reader)(frames, ratio) -> V                       without decoding
 
 `frames` is a record's frames as its source's `FrameReader` takes them (`vvt.data.reading.source`: encoded
-images, or a video file), `seed` a [2] int64 stateless seed; T = spec.num_frames, S = spec.image_size, V =
-spec.num_test_clips * spec.num_spatial_crops. Each samples frame indices (`sampling`), has the reader decode only
-those frames (of a JPEG only the crop window), then crops and resizes them (and, in training, augments them,
-`augment`).
+images, or a video file), `seed` a [2] int64 stateless seed, `ratio` the video's stored frame rate over
+`spec.fps` (None: no mapping; `sampling`); T = spec.num_frames, S = spec.image_size, V = spec.num_test_clips *
+spec.num_spatial_crops, or with num_test_clips='all' the clips that tile the video (`sampling.tile_indices`,
+different per video) times num_spatial_crops. Each samples frame indices (`sampling`), has the reader decode
+only those frames (of a JPEG only the crop window), then crops and resizes them (and, in training, augments
+them, `augment`).
 """
 import tensorflow as tf
 
+from vvt.data import choices
 from vvt.data.transforms import augment
 from vvt.data.transforms import crops
 from vvt.data.transforms import random_draws
@@ -35,10 +39,10 @@ def train_clip(spec, reader):
   num_frames, size = int(spec.num_frames), int(spec.image_size)
   make_clip = augment.train_clip_fn(spec)
 
-  def clip(frames, seed):
+  def clip(frames, seed, ratio=None):
     idx = sampling.train_indices(
         reader.count(frames), num_frames, int(spec.stride),
-        random_draws.fold_in(seed, 1), spec.short_video_policy, spec.sampling)
+        random_draws.fold_in(seed, 1), spec.short_video_policy, spec.sampling, ratio)
     window_of = lambda h, w: crops.train_crop_window(
         h, w, size, spec.train_min_resize, spec.train_max_resize, random_draws.fold_in(seed, 2))
     flip = flip_flag(spec, seed)
@@ -63,23 +67,50 @@ def _as_views(per_crop, num_crops, num_clips, num_frames, size):
                     [num_clips * num_crops, num_frames, size, size, 3])
 
 
-def eval_views(spec, reader):
-  """fn(frames, seed) -> uint8 (V, T, S, S, 3): every view of the video.
+def tiles_video(spec) -> bool:
+  """Whether evaluation tiles each whole video (`num_test_clips='all'`) rather than taking a fixed number of
+  clips."""
+  return spec.num_test_clips == choices.WHOLE_VIDEO
 
-  num_test_clips clips (`sampling.eval_indices`) x num_spatial_crops crops
-  (`crops.eval_crop_windows`), view = clip * num_spatial_crops + crop.
-  Deterministic: `seed` is not used.
+
+def num_views(spec, reader):
+  """fn(frames, ratio) -> int32 V: the number of views `eval_views` gives the video, without decoding it."""
+  crops_per_clip = int(spec.num_spatial_crops)
+
+  def count(frames, ratio=None):
+    if not tiles_video(spec):
+      return tf.constant(int(spec.num_test_clips) * crops_per_clip, tf.int32)
+    return sampling.num_tiles(reader.count(frames), int(spec.num_frames), int(spec.stride), ratio) * crops_per_clip
+  return count
+
+
+def eval_views(spec, reader):
+  """fn(frames, seed, ratio=None) -> uint8 (V, T, S, S, 3): every view of the video.
+
+  num_test_clips clips (`sampling.eval_indices`), or with num_test_clips='all' the clips that tile the video
+  (`sampling.tile_indices`, decoded clip by clip), x num_spatial_crops crops (`crops.eval_crop_windows`),
+  view = clip * num_spatial_crops + crop. Deterministic: `seed` is not used.
   """
   num_frames, size = int(spec.num_frames), int(spec.image_size)
-  clips, num_crops = int(spec.num_test_clips), int(spec.num_spatial_crops)
+  num_crops = int(spec.num_spatial_crops)
 
-  def views(frames, seed):
-    del seed
-    idx = sampling.eval_indices(reader.count(frames), num_frames, int(spec.stride),
-                                clips, spec.short_video_policy, spec.sampling)
-    video = reader.decode(frames, tf.reshape(idx, [-1]))
+  def crop_all(video, num_clips):
     h, w = tf.shape(video)[1], tf.shape(video)[2]
     windows = crops.eval_crop_windows(h, w, size, spec.eval_resize, num_crops)
-    return _as_views(_crops(video, windows, num_crops, size), num_crops, clips,
-                     num_frames, size)
+    return _as_views(_crops(video, windows, num_crops, size), num_crops, num_clips, num_frames, size)
+
+  def tiled(frames, ratio):
+    idx = sampling.tile_indices(reader.count(frames), num_frames, int(spec.stride), spec.short_video_policy, ratio)
+    per_clip = tf.map_fn(lambda clip: crop_all(reader.decode(frames, clip), 1), idx,
+                         fn_output_signature=tf.TensorSpec([num_crops, num_frames, size, size, 3], tf.uint8))
+    return tf.reshape(per_clip, [-1, num_frames, size, size, 3])
+
+  def views(frames, seed, ratio=None):
+    del seed
+    if tiles_video(spec):
+      return tiled(frames, ratio)
+    clips = int(spec.num_test_clips)
+    idx = sampling.eval_indices(reader.count(frames), num_frames, int(spec.stride),
+                                clips, spec.short_video_policy, spec.sampling, ratio)
+    return crop_all(reader.decode(frames, tf.reshape(idx, [-1])), clips)
   return views

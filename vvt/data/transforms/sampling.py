@@ -9,10 +9,22 @@ Two schemes (`dataset.sampling`):
   position for training and at position (c + 1/2) / num_clips of each segment
   for evaluation clip c.
 
+Whole-video evaluation (`dataset.num_test_clips='all'`, 'stride' only) tiles the
+video with non-overlapping clips of span `num_frames * stride` frames, starting
+at frames 0, span, 2 * span, ...: ceil(n / span) clips (`num_tiles`,
+`tile_indices`), the last one completed by `policy`.
+
 Videos shorter than a 'stride' clip follow `policy`: 'loop' wraps the indices
 around (frame n follows frame n-1 ... 0), 'pad' repeats the last frame.
+
+Frame rates: `stride` counts frames at the rate the config assumes
+(`dataset.fps`). `ratio` = stored rate / that rate (None: the same) maps a
+'stride' clip onto the stored frames: the video is `rate_count(n, ratio)` frames
+long at the config's rate, the clip is sampled there, and each of its frames
+becomes the stored frame nearest to it in time (`to_stored`). 'segment'
+sampling cuts the video into fractions of its length and needs no mapping.
 All functions are TF ops on a scalar int frame count `n` (> 0) and return
-int32 indices; only these frames are decoded later.
+int32 indices of stored frames; only these frames are decoded later.
 """
 import tensorflow as tf
 
@@ -39,9 +51,34 @@ def _check(num_frames, stride, scheme):
     raise ValueError(f'dataset.sampling must be one of {choices.SAMPLING_SCHEMES}, got {scheme!r}')
 
 
-def train_indices(n, num_frames, stride, seed, policy='loop', scheme='stride'):
+def _round(x):
+  """Nearest integer, halves up (tf.round rounds halves to even)."""
+  return tf.cast(tf.floor(x + 0.5), tf.int32)
+
+
+def rate_count(n, ratio=None):
+  """int32: the frames of a video of `n` stored frames at the config's rate (`ratio` = stored rate / config
+  rate; None: n), at least 1."""
+  n = tf.cast(n, tf.int32)
+  if ratio is None:
+    return n
+  return tf.maximum(_round(tf.cast(n, tf.float64) / tf.cast(ratio, tf.float64)), 1)
+
+
+def to_stored(idx, n, ratio=None):
+  """int32 indices of frames at the config's rate -> the stored frames nearest in time, in [0, n)."""
+  if ratio is None:
+    return idx
+  stored = _round(tf.cast(idx, tf.float64) * tf.cast(ratio, tf.float64))
+  return tf.minimum(stored, tf.cast(n, tf.int32) - 1)
+
+
+def train_indices(n, num_frames, stride, seed, policy='loop', scheme='stride', ratio=None):
   """Indices (num_frames,) of one random training clip; `seed` is a [2] tensor."""
   _check(num_frames, stride, scheme)
+  if scheme == 'stride' and ratio is not None:
+    idx = train_indices(rate_count(n, ratio), num_frames, stride, seed, policy, scheme)
+    return to_stored(idx, n, ratio)
   n = tf.cast(n, tf.int32)
   t = tf.range(num_frames, dtype=tf.int32)
   if scheme == 'segment':
@@ -56,11 +93,14 @@ def train_indices(n, num_frames, stride, seed, policy='loop', scheme='stride'):
 
 
 def eval_indices(n, num_frames, stride, num_clips, policy='loop',
-                 scheme='stride'):
+                 scheme='stride', ratio=None):
   """Indices (num_clips, num_frames) of the evaluation clips of a video."""
   _check(num_frames, stride, scheme)
   if num_clips < 1:
     raise ValueError(f'dataset.num_test_clips must be >= 1, got {num_clips}')
+  if scheme == 'stride' and ratio is not None:
+    idx = eval_indices(rate_count(n, ratio), num_frames, stride, num_clips, policy, scheme)
+    return to_stored(idx, n, ratio)
   n = tf.cast(n, tf.int32)
   t = tf.range(num_frames, dtype=tf.int32)
   if scheme == 'segment':
@@ -76,3 +116,22 @@ def eval_indices(n, num_frames, stride, num_clips, policy='loop',
     frac = tf.range(num_clips, dtype=tf.float32) / (num_clips - 1)
     starts = tf.cast(tf.round(frac * tf.cast(max_start, tf.float32)), tf.int32)
   return _apply_policy(starts[:, None] + t[None, :] * stride, n, policy)
+
+
+def num_tiles(n, num_frames, stride, ratio=None):
+  """int32: the non-overlapping clips of span num_frames * stride that cover a video of `n` stored frames,
+  ceil(length / span) with the length at the config's rate."""
+  span = int(num_frames) * int(stride)
+  return (rate_count(n, ratio) + span - 1) // span
+
+
+def tile_indices(n, num_frames, stride, policy='loop', ratio=None):
+  """Indices (num_tiles, num_frames) of the clips that tile the whole video: clip k starts at frame k * span
+  (span = num_frames * stride frames at the config's rate); the last one past the video's end follows
+  `policy`."""
+  _check(num_frames, stride, 'stride')
+  m = rate_count(n, ratio)
+  span = int(num_frames) * int(stride)
+  starts = tf.range(num_tiles(n, num_frames, stride, ratio), dtype=tf.int32) * span
+  idx = _apply_policy(starts[:, None] + tf.range(num_frames, dtype=tf.int32)[None, :] * stride, m, policy)
+  return to_stored(idx, n, ratio)

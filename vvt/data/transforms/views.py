@@ -1,6 +1,7 @@
 """Video files and frame folders -> the evaluation views of a config, in numpy (for `vvt predict`, `vvt attention`).
 
     load_views(path, kind, spec)   -> uint8 (V, T, S, S, 3), V = num_test_clips x num_spatial_crops
+                                      (num_test_clips='all': the clips that tile the video, `views_per_video` None)
 
 The same views as evaluation (`vvt.data.transforms.clips.eval_views`), from the same functions: clip frame
 indices from `sampling.eval_indices`, crop windows from `crops.eval_crop_windows`, the resize of
@@ -14,21 +15,32 @@ import numpy as np
 
 from vvt.data.reading import video_files
 from vvt.data.transforms import augment
+from vvt.data.transforms import clips as clips_lib
 from vvt.data.transforms import crops
 from vvt.data.transforms import sampling
 
 
+def views_per_video(spec):
+  """num_test_clips x num_spatial_crops, or None when it varies per video (num_test_clips='all')."""
+  return None if clips_lib.tiles_video(spec) else int(spec.num_test_clips) * int(spec.num_spatial_crops)
+
+
 def frame_indices(num_frames_in_video: int, spec) -> np.ndarray:
-  """int (num_test_clips, T) frame indices of the evaluation clips (`sampling.eval_indices`)."""
-  idx = sampling.eval_indices(int(num_frames_in_video), int(spec.num_frames), int(spec.stride),
-                              int(spec.num_test_clips), spec.short_video_policy, spec.sampling)
+  """int (clips, T) frame indices of the evaluation clips (`sampling.eval_indices`, or `sampling.tile_indices`
+  with num_test_clips='all')."""
+  if clips_lib.tiles_video(spec):
+    idx = sampling.tile_indices(int(num_frames_in_video), int(spec.num_frames), int(spec.stride),
+                                spec.short_video_policy)
+  else:
+    idx = sampling.eval_indices(int(num_frames_in_video), int(spec.num_frames), int(spec.stride),
+                                int(spec.num_test_clips), spec.short_video_policy, spec.sampling)
   return np.asarray(idx).astype(np.int64)
 
 
 def views_from_clips(video: np.ndarray, spec) -> np.ndarray:
   """uint8 (clips*T, h, w, 3) frames of the clips -> uint8 (clips*crops, T, S, S, 3) views."""
   t, size = int(spec.num_frames), int(spec.image_size)
-  clips, num_crops = int(spec.num_test_clips), int(spec.num_spatial_crops)
+  clips, num_crops = len(video) // t, int(spec.num_spatial_crops)
   h, w = video.shape[1:3]
   windows = np.asarray(crops.eval_crop_windows(h, w, size, int(spec.eval_resize), num_crops))
   per_crop = np.stack([augment.resize_frames(np.ascontiguousarray(video[:, y:y + ch, x:x + cw]), size)

@@ -1,0 +1,113 @@
+"""The probe task: the grid of probes, the frozen backbone (no gradient, no optimiser state, bytes unchanged by
+an update), each probe's own learning rate and weight decay, features shared by the probes, the results table."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs import common
+from vvt.config import run_spec
+from vvt.tasks import registry
+from vvt.train import optimizers
+
+
+def _config(head='linear', **probe):
+  c = common.synthetic_config('divided', 'data/synthetic', hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
+  c.num_classes, c.num_frames, c.image_size = 3, 4, 16
+  c.model.num_frames, c.model.image_size = 4, 16
+  c.task.name, c.task.probe.head, c.task.probe.num_heads = 'probe', head, 2
+  c.task.probe.lrs, c.task.probe.weight_decays = (0.1, 0.001), (0.0, 0.5)
+  c.optimizer.name, c.optimizer.weight_decay, c.schedule.name, c.schedule.base_lr = 'adamw', 0.0, 'constant', 0.01
+  c.schedule.warmup_steps, c.schedule.warmup_epochs = 0, 0.0
+  for k, v in probe.items():
+    c.task.probe[k] = v
+  return c
+
+
+def _init(task, c):
+  module = task.build_model(c.model)
+  video = jax.random.uniform(jax.random.PRNGKey(1), (2, 4, 16, 16, 3))
+  return module, module.init({'params': jax.random.PRNGKey(0)}, video, train=False)['params'], video
+
+
+def test_the_grid_is_every_lr_with_every_weight_decay():
+  task = registry.task_of(_config())
+  assert task.settings == ((0.1, 0.0), (0.1, 0.5), (0.001, 0.0), (0.001, 0.5))
+  assert task.heads == {'probe_0': 3, 'probe_1': 3, 'probe_2': 3, 'probe_3': 3} and task.main_metric == 'video_top1'
+
+
+@pytest.mark.parametrize('field,value', [('head', 'mlp'), ('base', 'detection'), ('lrs', ())])
+def test_a_bad_probe_setting_is_one_line_naming_the_field(field, value):
+  with pytest.raises(ValueError, match=f'task.probe.{field}'):
+    registry.task_of(_config(**{field: value}))
+
+
+def test_layer_decay_is_refused_for_probes():
+  c = _config()
+  c.optimizer.layer_decay = 0.75
+  with pytest.raises(ValueError, match='optimizer.layer_decay'):
+    registry.task_of(c)
+
+
+@pytest.mark.parametrize('head', ['linear', 'attentive'])
+def test_the_backbone_is_frozen_and_each_probe_has_its_own_optimiser(head):
+  c = _config(head, depth=1)
+  task = registry.task_of(c)
+  module, params, video = _init(task, c)
+  assert set(params['probes']) == set(task.names)
+  labels = jnp.array([0, 2])
+
+  def loss(p):
+    outputs = task.outputs(module, p, video, train=True, rng=jax.random.PRNGKey(2))
+    assert set(outputs) == set(task.names) and all(o.shape == (2, 3) for o in outputs.values())
+    return jnp.mean(task.loss(outputs, task.prepare({'label': labels}, video, None)[1]))
+
+  grads = jax.grad(loss)(params)
+  backbone = {k: v for k, v in grads.items() if k != 'probes'}
+  assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree.leaves(backbone))  # no gradient reaches it
+  assert all(float(jnp.abs(g).max()) > 0 for g in jax.tree.leaves(grads['probes']))
+  schedule = optimizers.make_schedule(run_spec.ScheduleSpec.of(c.schedule), 10, 10)
+  tx = task.optimizer(optimizers.make_optimizer, run_spec.OptimizerSpec.of(c.optimizer), schedule)
+  state = tx.init(params)
+  n_state = sum(x.size for x in jax.tree.leaves(state))
+  n_probes = sum(x.size for x in jax.tree.leaves(params['probes']))
+  assert n_state <= 2 * n_probes + 4 * len(task.names)  # Adam's two moments of the probes (and counts) only
+  updates, _ = tx.update(grads, state, params)
+  new = jax.tree.map(lambda p, u: p + u, params, updates)
+  for k in params:
+    if k != 'probes':
+      for a, b in zip(jax.tree.leaves(params[k]), jax.tree.leaves(new[k])):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+  # Adam's first step moves each weight by about lr (the sign of its gradient), plus lr * wd * weight
+  for name, (lr, wd) in zip(task.names, task.settings):
+    p, u, g = (t['probes'][name]['output_projection']['kernel'] for t in (params, updates, grads))
+    expected = -lr * (jnp.sign(g) * (jnp.abs(g) > 1e-6) + wd * p)
+    np.testing.assert_allclose(u, expected, atol=lr * 1e-2)
+
+
+def test_the_features_are_computed_once_for_all_probes():
+  c = _config()
+  task = registry.task_of(c)
+  module, params, video = _init(task, c)
+  jaxpr = str(jax.make_jaxpr(lambda p: task.outputs(module, p, video, train=False))(params))
+  one = registry.task_of(_config(lrs=(0.1,), weight_decays=(0.0,)))
+  m1, p1, _ = _init(one, c)
+  jaxpr1 = str(jax.make_jaxpr(lambda p: one.outputs(m1, p, video, train=False))(p1))
+  # 3 more probes add 3 linear heads (one dot each), not 3 more backbones
+  assert jaxpr.count('dot_general') - jaxpr1.count('dot_general') == 3
+
+
+def test_the_results_name_the_best_probe():
+  task = registry.task_of(_config())
+  agg = task.aggregator(4)
+  labels = np.array([0, 1, 2, 0])
+  good = np.eye(3)[labels] * 5.0
+  scores = {n: (good if n == 'probe_2' else np.roll(good, 1, axis=1)) for n in task.names}
+  agg.add(scores, np.arange(4), np.ones(4), {'': labels})
+  res = agg.result()
+  assert res['best_probe'] == 'probe_2' and res['video_top1'] == 1.0
+  assert [(r['probe'], r['lr'], r['weight_decay'], r['video_top1']) for r in res['probes']] == [
+      ('probe_0', 0.1, 0.0, 0.0), ('probe_1', 0.1, 0.5, 0.0), ('probe_2', 0.001, 0.0, 1.0),
+      ('probe_3', 0.001, 0.5, 0.0)]
+  files = dict(agg.report_files('/tmp/x/P'))
+  assert files['/tmp/x/P_probes.csv'].splitlines()[3] == 'probe_2,0.001,0.0,1.000000'
