@@ -40,6 +40,7 @@ def _rss_mib() -> float:
 def _attention_fn(impl: str):
   import jax
   import jax.numpy as jnp
+
   from vvt.models import kernels
 
   def loss(q, k, v, w):
@@ -57,6 +58,7 @@ def _inputs(shape=SHAPE):
 
 def _model(impl: str):
   import jax
+
   import vvt.models as models
   cfg = models.get_config('vivit', attention='spatiotemporal', variant='B/16x2', num_frames=32, image_size=224,
                           num_classes=400, attention_impl=impl)
@@ -112,8 +114,9 @@ def tpu_child(version: str, impl: str) -> dict:
   """Temp memory of the attention fwd+bwd compiled for one TPU core of `version`, without a TPU."""
   os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')
   import jax
-  import jax.numpy as jnp
   from jax.experimental import topologies
+  import jax.numpy as jnp
+
   from vvt.models import kernels
   topo = topologies.get_topology_desc(platform='tpu', topology_name=f'{version}:1x1')
   sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
@@ -163,8 +166,8 @@ def main(argv=None) -> int:
   print('|---|---|---:|---:|---:|---:|---:|---:|')
   for r in results:
     base = next((b for b in results if b['case'] == r['case'] and b['impl'] == 'einsum'), None)
-    ratio = lambda key: f'{r[key] / base[key]:.2f}' if base and key in r and base.get(key) else ''
-    fmt = lambda key, spec: format(r[key], spec) if key in r else ''
+    ratio = lambda key, r=r, base=base: f'{r[key] / base[key]:.2f}' if base and key in r and base.get(key) else ''
+    fmt = lambda key, spec, r=r: format(r[key], spec) if key in r else ''
     print(f"| {r['case']} | {r['impl']} | {fmt('temp_mib', '.1f')} | {ratio('temp_mib')} | {fmt('peak_mib', '.0f')} | "
           f"{ratio('peak_mib')} | {fmt('time_s', '.2f')} | {ratio('time_s')} |")
   return 0

@@ -97,7 +97,7 @@ def _config_dict_stand_in() -> None:
   as ConfigDicts, keys / items / get, to_dict; a FieldReference is its value.
   """
   try:
-    import ml_collections  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+    import ml_collections  # noqa: F401
     return
   except ImportError:
     pass
@@ -168,7 +168,7 @@ def _config_dict_stand_in() -> None:
 
 def _vvt_config(fields: dict, spec: dict, **overrides):
   """The row's vvt model config at the run's sizes (ViT-B/16, --layers, --image-size, --dtype)."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
+  import vvt.models
   fields = dict(fields)
   layers = spec['layers']
   if layers and fields.get('attention') == 'factorised_encoder':
@@ -180,9 +180,9 @@ def _vvt_config(fields: dict, spec: dict, **overrides):
 def _vvt_functions(module, mode: str):
   """(step(state, video, labels) -> (state, output), make_state(params)) of a vvt module. In `forward` the
   state is the params and comes back as it went in; in `train` it is (params, optimiser state), updated."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import optax  # pylint: disable=g-import-not-at-top
+  import jax
+  import jax.numpy as jnp
+  import optax
   if mode == 'forward':
     def forward(params, video, labels):
       del labels
@@ -206,9 +206,10 @@ def _vvt_functions(module, mode: str):
 
 def _vvt_flops(fields: dict, spec: dict, video, labels) -> tuple[float, str]:
   """FLOPs of one step of the row's function: attention as einsum, layers unrolled (see the docstring)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.models import summary  # pylint: disable=g-import-not-at-top
+  import jax
+
+  import vvt.models
+  from vvt.models import summary
   module = vvt.models.build(_vvt_config(fields, spec, attention_impl='einsum', scan_layers=False, remat='none'))
   step, make_state = _vvt_functions(module, spec['mode'])
   params = jax.eval_shape(lambda v: module.init({'params': jax.random.key(0)}, v, train=False), video)['params']
@@ -217,7 +218,7 @@ def _vvt_flops(fields: dict, spec: dict, video, labels) -> tuple[float, str]:
 
 
 def _set_jax_precision(precision: str) -> None:
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   if precision != 'default':
     jax.config.update('jax_default_matmul_precision', {'tf32': 'tensorfloat32', 'highest': 'highest'}[precision])
 
@@ -225,12 +226,13 @@ def _set_jax_precision(precision: str) -> None:
 def run_vvt(spec: dict) -> dict:
   """Times the row's vvt step in this process (warm-up, then timed steps); see the module docstring."""
   _config_dict_stand_in()
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.models import summary  # pylint: disable=g-import-not-at-top
-  from vvt.models import video_transformer  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+
+  import vvt.models
+  from vvt.models import summary
+  from vvt.models import video_transformer  # noqa: F401
   _set_jax_precision(spec['precision'])
   jax.devices()  # the backend is up: what the process holds now is the base of its peak memory
   base_mib = _rss_mib()
@@ -273,8 +275,8 @@ def run_vvt(spec: dict) -> dict:
 def run_ceiling(spec: dict) -> dict:
   """FLOP/s of an n x n x n matmul in JAX (float32; on the GPU the run's dtype): the fastest of the timed runs
   (what the machine can do; a busy host slows some runs down)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import jax
+  import jax.numpy as jnp
   _set_jax_precision(spec['precision'])
   n = spec['ceiling_size']
   dtype = jnp.bfloat16 if spec['device'] == 'gpu' and spec['dtype'] == 'bfloat16' else jnp.float32
@@ -290,7 +292,7 @@ def run_ceiling(spec: dict) -> dict:
 
 def _hf_model(spec: dict):
   """The row's transformers model (random init) on the device: same sizes as the vvt config."""
-  import transformers  # pylint: disable=g-import-not-at-top
+  import transformers
   sizes = dict(image_size=spec['image_size'], hidden_size=768, num_hidden_layers=spec['layers'] or 12,
                num_attention_heads=12, intermediate_size=3072, num_labels=CLASSES, layer_norm_eps=1e-6,
                qkv_bias=True, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -304,10 +306,11 @@ def _hf_model(spec: dict):
 
 def run_hf(spec: dict) -> dict:
   """Times the row's transformers step in this process (same protocol as run_vvt)."""
-  import contextlib  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import torch  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
+  import contextlib
+
+  import numpy as np
+  import torch
+  import transformers
   if spec['precision'] != 'default':
     torch.set_float32_matmul_precision({'tf32': 'high', 'highest': 'highest'}[spec['precision']])
   _ = transformers.TimesformerForVideoClassification, transformers.VivitForVideoClassification  # load them now
@@ -331,7 +334,7 @@ def run_hf(spec: dict) -> dict:
 
     def run_once():
       with torch.inference_mode(), autocast:
-        run_model(pixel_values=video).logits
+        _ = run_model(pixel_values=video).logits
       sync()
   else:
     model.train()

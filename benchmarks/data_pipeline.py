@@ -34,9 +34,10 @@ import numpy as np
 
 
 def write_data(directory, num_videos, num_frames, shards=4):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.data.reading import patterns  # pylint: disable=g-import-not-at-top
-  from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  from vvt.data.reading import patterns
+  from vvt.data.writing import dmvr_records
   pattern = os.path.join(directory, f'bench.tfrecord@{shards}')
   names = patterns.shard_names(os.path.join(directory, 'bench.tfrecord'), shards)
   if all(os.path.exists(n) for n in names):
@@ -44,7 +45,7 @@ def write_data(directory, num_videos, num_frames, shards=4):
   os.makedirs(directory, exist_ok=True)
   rng = np.random.default_rng(0)
   per_shard = np.array_split(np.arange(num_videos), shards)
-  for name, ids in zip(names, per_shard):
+  for name, ids in zip(names, per_shard, strict=True):
     records = []
     for v in ids:
       base = rng.uniform(0, 255, (9, 12, 3)).astype(np.float32)
@@ -84,8 +85,10 @@ def _report(name, result):
 
 
 def plain_rate(files, batch, steps, warmup):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.data.reading import dmvr, tfrecord_index  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  from vvt.data.reading import dmvr
+  from vvt.data.reading import tfrecord_index
 
   def parse(r):
     x = dmvr.parse_record(r, 'image/encoded', {'label': 'clip/label/index'}, '')
@@ -118,9 +121,9 @@ def augment_policies(cfg, batch, steps, warmup, rounds=3):
   rounds (the machine's drift hits both alike), one iterator alive at a time
   (closed after its round: no background prefetch in the other's figures);
   the medians."""
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  from vvt.data.spec import DataSpec  # pylint: disable=g-import-not-at-top
-  from vvt.data.transforms import random_draws  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline
+  from vvt.data.spec import DataSpec
+  from vvt.data.transforms import random_draws
   configs = _augment_configs(cfg)
   for name, c in configs.items():  # the imported vvt runs the policy (not a copy that ignores the field)
     assert name in random_draws.train_op_names(c), (name, random_draws.__file__)
@@ -136,8 +139,10 @@ def augment_policies(cfg, batch, steps, warmup, rounds=3):
 def augment_ops_only(cfg, clips=200, frames=16, size=224):
   """{name: CPU ms per clip} of the augmentation alone (`augment.augment` on
   one uint8 (16, 224, 224, 3) clip, the draws of `clips` seeds; one thread)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.data.transforms import augment, random_draws  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  from vvt.data.transforms import augment
+  from vvt.data.transforms import random_draws
   video = np.random.default_rng(0).integers(0, 256, (frames, size, size, 3), dtype=np.uint8)
   out = {}
   for name, c in _augment_configs(cfg).items():
@@ -165,9 +170,9 @@ def main():
   parser.add_argument('--only', default='plain,train,eval')
   args = parser.parse_args()
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  from vvt.config import dataset as data_config  # pylint: disable=g-import-not-at-top
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  from vvt.data.spec import DataSpec  # pylint: disable=g-import-not-at-top
+  from vvt.config import dataset as data_config
+  from vvt.data import pipeline
+  from vvt.data.spec import DataSpec
 
   t0 = time.perf_counter()
   files = write_data(args.data_dir, args.videos, args.frames)

@@ -27,16 +27,17 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def write_data(directory, num_videos, num_frames, shards=4):
   """DMVR shards of textured videos; returns the pattern."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  import tensorflow as tf
+
+  from vvt.data.writing import dmvr_records
   names = [os.path.join(directory, f'bench-{i:05d}-of-{shards:05d}.tfrecord') for i in range(shards)]
   pattern = os.path.join(directory, 'bench-*-of-*.tfrecord')
   if all(os.path.exists(n) for n in names):
     return pattern
   os.makedirs(directory, exist_ok=True)
   rng = np.random.default_rng(0)
-  for name, ids in zip(names, np.array_split(np.arange(num_videos), shards)):
+  for name, ids in zip(names, np.array_split(np.arange(num_videos), shards), strict=True):
     recs = []
     for v in ids:
       base = tf.image.resize(rng.uniform(0, 255, (1, 6, 8, 3)).astype(np.float32), [128, 170], 'bicubic')[0]
@@ -61,10 +62,10 @@ def _timed(items, fn):
 
 def measure(pattern, epochs):
   """One process's measurements (this checkout's vvt on sys.path)."""
-  from vvt.config import dataset as data_config  # pylint: disable=g-import-not-at-top
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  from vvt.data.spec import DataSpec  # pylint: disable=g-import-not-at-top
-  from vvt.data.reading import registry  # pylint: disable=g-import-not-at-top
+  from vvt.config import dataset as data_config
+  from vvt.data import pipeline
+  from vvt.data.reading import registry
+  from vvt.data.spec import DataSpec
   cfg = data_config.get_config()
   cfg.update(train_files=pattern, eval_files=pattern, num_classes=10, num_frames=8, stride=2, image_size=112,
              train_min_resize=128, train_max_resize=144, eval_resize=112, shuffle_buffer=16, prefetch=2)

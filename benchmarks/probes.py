@@ -30,8 +30,9 @@ def random_batch(config, batch_size: int, rng) -> dict:
 
 def measure(config, mesh, batch_size: int, steps: int) -> dict:
   """{s_per_step, opt_state_mib, temp_mib, args_mib} of the config's train step."""
-  from vvt.config import run_spec  # pylint: disable=g-import-not-at-top
-  from vvt.train import mesh as mesh_lib, program as program_lib  # pylint: disable=g-import-not-at-top
+  from vvt.config import run_spec
+  from vvt.train import mesh as mesh_lib
+  from vvt.train import program as program_lib
   run = run_spec.resolve(config, purpose='train')
   program = program_lib.build_program(run, mesh, num_train_videos=EPOCH_BATCHES * batch_size)
   state = program.init_state(jax.random.PRNGKey(0))
@@ -58,8 +59,8 @@ def main():
   ap.add_argument('--steps', type=int, default=10)
   ap.add_argument('--set', nargs='*', default=[], help='config overrides FIELD=VALUE (e.g. model.hidden_size=192)')
   args = ap.parse_args()
-  from vvt.config import loader as config_loader  # pylint: disable=g-import-not-at-top
-  from vvt.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  from vvt.config import loader as config_loader
+  from vvt.train import mesh as mesh_lib
   overrides = [tuple(kv.split('=', 1)) for kv in args.set]
   config = config_loader.load(args.config, overrides, files=(), init=False)
   config.batch_size = args.batch_size

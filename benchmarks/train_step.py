@@ -45,7 +45,8 @@ def main():
   ap.add_argument('--devices', type=int, default=-1)
   args = ap.parse_args()
   from vvt.config import loader as config_loader
-  from vvt.train import mesh as mesh_lib, program as program_lib
+  from vvt.train import mesh as mesh_lib
+  from vvt.train import program as program_lib
   mesh = mesh_lib.mesh_of_axes(None, jax.devices()[:args.devices] if args.devices > 0 else None)
   for i, bs in enumerate(int(b) for b in args.batch_sizes.split(',')):
     run = config_loader.load_run(args.config, [('batch_size', str(bs))], files=(), init=False)

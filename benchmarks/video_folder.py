@@ -29,8 +29,8 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def write_videos(directory, num_videos, num_frames, gop, size=(256, 340)):
   """DIR/videos/v<i>.mp4 and DIR/train.csv (10 classes); returns the CSV's path."""
-  import av  # pylint: disable=g-import-not-at-top
-  import cv2  # pylint: disable=g-import-not-at-top
+  import av
+  import cv2
   csv = os.path.join(directory, 'train.csv')
   if os.path.exists(csv):
     return csv
@@ -63,7 +63,7 @@ def write_videos(directory, num_videos, num_frames, gop, size=(256, 340)):
 
 def convert(directory, csv):
   """The TFRecords of the same list (`vvt data convert`, no resize); returns their pattern."""
-  from vvt.data.writing import video_shards  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import video_shards
   out = os.path.join(directory, 'records', 'train')
   if not os.path.exists(f'{out}.manifest.json'):
     video_shards.convert(csv, out, os.path.join(directory, 'classes.txt'), num_shards=4, short_side=0,
@@ -84,8 +84,8 @@ def _timed(items, fn):
 
 def measure(cfg, steps):
   """{'train': ..., 'eval': ...} of one source's config."""
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  from vvt.data.spec import DataSpec  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline
+  from vvt.data.spec import DataSpec
   it = pipeline.make_train_iterator(DataSpec.of(cfg), 8, process_index=0, process_count=1)
   for _ in range(3):
     next(it)  # start-up (tracing, the first files) left out
@@ -99,7 +99,7 @@ def measure(cfg, steps):
 
 def configs(csv, pattern):
   """{'folder': ..., 'tfrecord': ...}: dataset configs of the same videos."""
-  from vvt.config import dataset as data_config  # pylint: disable=g-import-not-at-top
+  from vvt.config import dataset as data_config
   out = {}
   for name, files in (('folder', csv), ('tfrecord', pattern)):
     cfg = data_config.get_config()

@@ -71,10 +71,10 @@ def measure(cmp, name: str, mode: str, args, variants: list[str]) -> dict:
     result = {}
     for v in order:
       result[v] = _with_flags(VARIANTS[v], lambda: cmp.run_child('vvt', spec, args.timeout))
-      cmp._progress(f'{name}/{mode} {v} round {r + 1}: ' + (  # pylint: disable=protected-access
+      cmp._progress(f'{name}/{mode} {v} round {r + 1}: ' + (
           result[v].get('error') or f'median {statistics.median(result[v]["times"]) * 1e3:.0f} ms'))
     result['hf'] = cmp.run_child('hf', spec, args.timeout)
-    cmp._progress(f'{name}/{mode} hf round {r + 1}: ' + (  # pylint: disable=protected-access
+    cmp._progress(f'{name}/{mode} hf round {r + 1}: ' + (
         result['hf'].get('error') or f'median {statistics.median(result["hf"]["times"]) * 1e3:.0f} ms'))
     rounds.append(result)
   return dict(row=name, mode=mode, rounds=rounds)
@@ -90,8 +90,8 @@ def summarise(row: dict, variants: list[str]) -> list[str]:
   med = {k: [statistics.median(r[k]['times']) for r in ok] for k in variants + ['hf']}
   for v in variants:
     times = [t for r in ok for t in r[v]['times']]
-    vs_default = [m / d for m, d in zip(med[v], med['default'])]
-    hf_over = [h / m for h, m in zip(med['hf'], med[v])]
+    vs_default = [m / d for m, d in zip(med[v], med['default'], strict=True)]
+    hf_over = [h / m for h, m in zip(med['hf'], med[v], strict=True)]
     lines.append(f'| {row["row"]}/{row["mode"]} | {v} | {min(times) * 1e3:.0f} / {statistics.median(times) * 1e3:.0f}'
                  f' | {min(vs_default):.2f} / {statistics.median(vs_default):.2f}'
                  f' | {min(hf_over):.2f} / {statistics.median(hf_over):.2f} |')
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
     return 2
   variants = ['default'] + [v for v in variants if v != 'default']
   cmp = _compare_hf()
-  import re  # pylint: disable=g-import-not-at-top
+  import re
   selected = [(n, m) for n in cmp.ROWS for m in cmp.MODES if re.search(args.rows, f'{n}/{m}')]
   if not selected:
     print(f'xla_cpu_flags: no row matches --rows {args.rows!r}', file=sys.stderr)

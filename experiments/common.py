@@ -6,9 +6,9 @@ the trial names) unless `seeds=N` with N > 1. DIR is the synthetic data of `mini
 written by `vvt sweep` the first time).
 """
 from configs import common as configs_common
-from vvt.studies import sweep
 from vvt.config import paths
 from vvt.config import schema
+from vvt.studies import sweep
 
 MINI = 'mini'
 MINI_SEEDS = 3

@@ -12,9 +12,9 @@ Base: configs/kinetics400/timesformer_b.py or configs/ssv2/timesformer_b.py (ViT
 (configs/common.py: TIMESFORMER_SCHEME_FIELDS). `mini`: the synthetic recipe of each scheme (space-only without a time
 embedding, as configs/synthetic.py), 3 seeds.
 """
+from configs import common as configs_common
 from configs.kinetics400 import timesformer_b as k400
 from configs.ssv2 import timesformer_b as ssv2
-from configs import common as configs_common
 from experiments import common
 from vvt.studies import sweep
 

@@ -34,5 +34,6 @@ def get_sweep(arg=None):
     crops, frames, strides = (224, 336, 448, 560), (32, 64, 96), (8, 4, 4)
   trials = sweep.chain(
       sweep.variants('crop', {str(c): _crop(c) for c in crops}),
-      sweep.variants('frames', {str(f): {'num_frames': f, 'dataset.stride': s} for f, s in zip(frames, strides)}))
+      sweep.variants('frames', {str(f): {'num_frames': f, 'dataset.stride': s}
+                                for f, s in zip(frames, strides, strict=True)}))
   return common.with_seeds(trials, a)

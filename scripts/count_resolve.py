@@ -15,11 +15,11 @@ REPO = pathlib.Path.cwd()
 
 
 def main():
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.cli import train as train_cli  # pylint: disable=g-import-not-at-top
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
-  from vvt.models import config as model_config  # pylint: disable=g-import-not-at-top
-  from vvt.models import summary  # pylint: disable=g-import-not-at-top
+  from vvt.cli import train as train_cli
+  from vvt.data.writing import synthetic
+  import vvt.models
+  from vvt.models import config as model_config
+  from vvt.models import summary
   calls = []
   resolve = model_config.resolve
 

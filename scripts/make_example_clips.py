@@ -90,7 +90,7 @@ def main(argv=None) -> int:
   write_video(os.path.join(args.out, 'long', 'scenes.mp4'),
               np.concatenate(whole + [f[::-1] for f in whole]), rate)
   starts = np.cumsum([0] + [len(f) for f in whole + whole])[:-1] / rate
-  print('long/scenes.mp4: ' + ', '.join(f'{c} from {t:.2f} s' for c, t in zip(classes + classes, starts)))
+  print('long/scenes.mp4: ' + ', '.join(f'{c} from {t:.2f} s' for c, t in zip(classes + classes, starts, strict=True)))
   with open(os.path.join(args.out, 'classes.txt'), 'w', encoding='utf-8') as f:
     f.write('\n'.join(classes if args.label == 'scene' else ('forward', 'backward')) + '\n')
   for split, lines in lists.items():

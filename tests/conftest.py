@@ -61,7 +61,7 @@ FIXTURES = SHARED / 'fixtures'
 def tiny_data(tmp_path_factory):
   """A tiny synthetic dataset (4 classes, 24 train and 8 test clips of 16 frames at 64 px) for the command and
   studies tests; the train and reliability tests define their own."""
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic
   out = tmp_path_factory.mktemp('tiny_synthetic')
   synthetic.write_synthetic(str(out), num_classes=4, train_clips=24, test_clips=8, num_frames=16,
                             frame_size=64, seed=1, train_shards=2, test_shards=1)

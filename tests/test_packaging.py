@@ -12,11 +12,11 @@ import tomllib
 import venv
 import zipfile
 
-import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 EXTRAS = ('test', 'tpu', 'cuda12', 'cuda13', 'bench')
@@ -91,7 +91,7 @@ def test_python_versions_and_entry_point():
   requires_python = SpecifierSet(project['requires-python'])
   assert all(requires_python.contains(v) for v in ('3.11.7', '3.12.1', '3.13.0'))
   assert project['scripts'] == {'vvt': 'vvt.cli:console'}
-  import vvt.cli  # pylint: disable=g-import-not-at-top
+  import vvt.cli
   assert callable(vvt.cli.console)
   assert not (REPO / 'setup.py').exists()
 

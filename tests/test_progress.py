@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from tqdm import tqdm
 
-from tests.conftest import REPO
 from tests.command_output import without_progress
+from tests.conftest import REPO
 from vvt import progress
 from vvt.cli import common
 
@@ -73,7 +73,7 @@ def _write_mp4(path, colour, frames=6, size=32):
 def test_a_command_shows_its_bar_unless_no_progress(bars_on, tmp_path, capsys, flag):
   """`vvt data convert` draws a bar over the videos; with `--no-progress` stderr is empty."""
   del bars_on
-  from vvt.cli import main as vvt_main  # pylint: disable=g-import-not-at-top
+  from vvt.cli import main as vvt_main
   for i, colour in enumerate([(200, 30, 30), (30, 200, 30)]):
     _write_mp4(tmp_path / f'v{i}.mp4', colour)
   (tmp_path / 'videos.csv').write_text('path,label\nv0.mp4,red\nv1.mp4,green\n')
@@ -134,7 +134,7 @@ def test_the_filter_drops_what_a_real_bar_writes_at_any_speed():
   out = io.StringIO()
   bar = tqdm(total=4, desc='eval test 1x3', unit='batch', file=out, mininterval=0, miniters=1, leave=False)
   clock = [bar.start_t]
-  bar._time = lambda: clock[0]  # pylint: disable=protected-access
+  bar._time = lambda: clock[0]
   for dt in (0.01, 3.0, 0.5, 120.0):
     clock[0] += dt
     bar.update(1)

@@ -47,7 +47,7 @@ def blocks(page: pathlib.Path):
 def checked_blocks():
   found = []
   for page in PAGES:
-    for line, lang, body, checked in blocks(page):
+    for line, _lang, body, checked in blocks(page):
       if checked:
         found.append(pytest.param(body, id=f'{page.relative_to(REPO)}:{line}'))
   return found

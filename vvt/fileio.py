@@ -7,8 +7,8 @@ target and is renamed over it, so a reader sees the old file or the new one, nev
 from __future__ import annotations
 
 import os
-import uuid
 from typing import Any, Callable
+import uuid
 
 from etils import epath
 

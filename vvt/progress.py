@@ -28,5 +28,5 @@ def bar(total: Optional[int] = None, desc: Optional[str] = None, unit: str = 'it
         **kwargs):
   """A tqdm bar on stderr (`tqdm` keyword arguments pass through); a no-op bar (same methods) when `disable` or
   when the bars are switched off (`enabled()`)."""
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+  from tqdm import tqdm
   return tqdm(total=total, desc=desc, unit=unit, disable=bool(disable) or not enabled(), **kwargs)

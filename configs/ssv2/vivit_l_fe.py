@@ -17,7 +17,6 @@ Initialised from the Kinetics-400 ViViT-L/16x2 FE (configs/kinetics400/vivit_l_f
 """
 from configs import common
 
-
 FLIP = {'paper': dict(horizontal_flip=True), 'off': dict(horizontal_flip=False),
         'label_aware': dict(horizontal_flip=True, label_aware_flip=True)}
 

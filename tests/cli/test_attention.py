@@ -11,8 +11,9 @@ from vvt.data.writing import synthetic
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, 'tests', 'train'))
 sys.path.insert(0, os.path.join(REPO, 'tests', 'cli'))
-import tiny_config  # noqa: E402  pylint: disable=wrong-import-position
-from test_predict import save_fresh_run, write_video  # noqa: E402  pylint: disable=wrong-import-position
+from test_predict import save_fresh_run  # noqa: E402
+from test_predict import write_video  # noqa: E402
+import tiny_config  # noqa: E402
 
 
 def _run_dir(root, data, attention, **model):
@@ -27,7 +28,7 @@ def clip_file(tmp_path_factory):
   d = tmp_path_factory.mktemp('attention_videos')
   frames = synthetic.render_clip(0, np.random.default_rng(0), 16, 64)
   write_video(d / 'clip.mp4', frames)
-  import cv2  # pylint: disable=g-import-not-at-top
+  import cv2
   (d / 'frames').mkdir()
   for i, f in enumerate(frames):
     cv2.imwrite(str(d / 'frames' / f'{i:04d}.png'), f[..., ::-1])
@@ -46,7 +47,7 @@ def test_attention_writes_grid_gif_and_normalised_maps(tmp_path, tiny_data, clip
   assert rc == 0, capsys.readouterr().err
   for name in ('attention_grid.png', 'attention_heads.png', 'attention_frames.png', 'attention.gif'):
     assert (out / name).stat().st_size > 1000, name
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from PIL import Image
   with Image.open(out / 'attention.gif') as gif:
     assert gif.n_frames == 8  # the config's 8 frames
   z = np.load(out / 'attention.npz')

@@ -101,7 +101,7 @@ def test_importing_vvt_keeps_jax_off_an_absent_tpu():
   """Python use of vvt (not only the CLI) on a host with the test extra's libtpu and no TPU: JAX starts on the CPU
   without libtpu's probe and its `E0000 ... INVALID_ARGUMENT` line."""
   pytest.importorskip('libtpu')
-  import glob  # pylint: disable=g-import-not-at-top
+  import glob
   if glob.glob('/dev/accel[0-9]*') or glob.glob('/dev/vfio/[0-9]*'):
     pytest.skip('a TPU is present')
   e = env()
@@ -139,9 +139,10 @@ def test_convert_xvit_at_16_frames_with_its_8_row_time_table(tmp_path):
   """`vvt convert --source xvit --num-frames 16` on an official-layout torch file (the Kinetics fixture made by
   the official code): the recorded config says 16 frames, 8 rows used periodically, 8 segments; the converted
   weights reproduce the official logits when evaluated from the written config.json."""
-  import json  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import torch  # pylint: disable=g-import-not-at-top
+  import json
+
+  import numpy as np
+  import torch
   fixtures = REPO / 'tests' / 'convert' / 'fixtures'
   raw = np.load(fixtures / 'xvit_segments_k400.npz')
   meta = json.loads((fixtures / 'xvit_segments_k400.json').read_text())['config']
@@ -156,9 +157,9 @@ def test_convert_xvit_at_16_frames_with_its_8_row_time_table(tmp_path):
   assert (saved['num_frames'], saved['model']['num_frames'], saved['dataset']['num_frames']) == (16, 16, 16)
   assert saved['model']['time_embedding_rows'] == 8 and saved['model']['mixing']['num_segments'] == 8
   assert 'row t mod 8' in (tmp_path / 'out' / 'convert_report.txt').read_text()
-  from vvt.config import loader  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
-  from vvt.models import build  # pylint: disable=g-import-not-at-top
+  from vvt.config import loader
+  from vvt.models import build
+  from vvt.train import checkpoints
   config = loader.load(str(tmp_path / 'out'), files=(), init=False)
   params, _ = checkpoints.load_params(str(tmp_path / 'out'))
   out = build(config.model).apply({'params': params}, raw['input'], train=False)

@@ -9,7 +9,8 @@ import shlex
 
 import pytest
 
-from tests.cli.test_predict import clip, write_video
+from tests.cli.test_predict import clip
+from tests.cli.test_predict import write_video
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
 from vvt.config import loader
@@ -33,7 +34,7 @@ def sources(tmp_path_factory):
   a clip to predict."""
   torch = pytest.importorskip('torch')
   transformers = pytest.importorskip('transformers')
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic
   root = tmp_path_factory.mktemp('finetune')
   data = root / 'data' / 'mine'
   synthetic.write_synthetic(str(data), num_classes=3, train_clips=12, test_clips=6, num_frames=16, frame_size=64,
@@ -114,7 +115,7 @@ def test_the_documented_fine_tune_section(sources, capsys):
 
 def test_a_second_init_of_the_same_source_reuses_its_weights(sources, capsys):
   """The weights file of a Hugging Face source is written once per workdir (a resumed command reuses it)."""
-  from vvt.cli import finetune  # pylint: disable=g-import-not-at-top
+  from vvt.cli import finetune
   base = loader.load('configs/kinetics400/timesformer_b.py', [], validate=False, files=(), init=False)
   wd = sources / 'reuse'
   first = finetune.prepare(str(sources / 'videomae'), base, str(wd), log=print)
@@ -135,7 +136,7 @@ def test_init_sources_refused_in_one_line(source, message, tmp_path):
   (tmp_path / 'plain_dir').mkdir()
   (tmp_path / 'bert').mkdir()
   (tmp_path / 'bert' / 'config.json').write_text('{"model_type": "bert"}')
-  from vvt.cli import finetune  # pylint: disable=g-import-not-at-top
+  from vvt.cli import finetune
   with pytest.raises((ValueError, FileNotFoundError), match=re.escape(message)):
     finetune.kind_of(str(tmp_path / source))
 

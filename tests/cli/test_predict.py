@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from vvt.cli import main as vvt_main
-from vvt.data.writing import synthetic
 from vvt.data.transforms import views
+from vvt.data.writing import synthetic
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, 'tests', 'train'))
-import tiny_config  # noqa: E402  pylint: disable=wrong-import-position
+import tiny_config  # noqa: E402
 
 CODECS = {'mp4': ('mpeg4', 'yuv420p'), 'webm': ('libvpx', 'yuv420p'), 'avi': ('mjpeg', 'yuvj420p')}
 
@@ -47,9 +47,12 @@ def run_dir(tmp_path_factory, tiny_data):
 
 def save_fresh_run(wd, config):
   """`config`'s model, freshly initialised, saved in `wd` as a params-only checkpoint (step 3) + config.json."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from vvt.config import run_file, run_spec  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints, model_state  # pylint: disable=g-import-not-at-top
+  import jax
+
+  from vvt.config import run_file
+  from vvt.config import run_spec
+  from vvt.train import checkpoints
+  from vvt.train import model_state
   run = run_spec.resolve(config)
   params = model_state.init_params(model_state.build_model(run.model), model_state.ClipShape.of(run),
                                    jax.random.PRNGKey(0))
@@ -65,7 +68,7 @@ def inputs(tmp_path_factory):
     write_video(d / f'clip_{ext}.{ext}', clip(motion, n=20 + motion))
   frames = d / 'frames'
   frames.mkdir()
-  import cv2  # pylint: disable=g-import-not-at-top
+  import cv2
   for i, f in enumerate(clip(3, n=12)):
     cv2.imwrite(str(frames / f'{i:04d}.png'), f[..., ::-1])
   (d / 'broken.mp4').write_bytes(b'\x00\x00\x00\x18ftypmp42' + os.urandom(500))
@@ -125,11 +128,12 @@ def test_predict_bad_arguments_are_one_line(run_dir, capsys):
 
 def test_views_are_the_evaluation_pipelines(tmp_path):
   """Frames stored losslessly (PNG) in a TFRecord and in a folder give the same views."""
-  import cv2  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from vvt.config import dataset as data_config  # pylint: disable=g-import-not-at-top
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
+  import cv2
+  import tensorflow as tf
+
+  from vvt.config import dataset as data_config
+  from vvt.data import pipeline
+  from vvt.data.writing import dmvr_records
   frames = clip(2, n=21, size=48)[:, :, :40]  # landscape 48x40 -> portrait: crops along the height
   (tmp_path / 'f').mkdir()
   for i, f in enumerate(frames):

@@ -13,8 +13,8 @@ import pytest
 
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
-from vvt.data.writing import synthetic
 from vvt.data.transforms import windows
+from vvt.data.writing import synthetic
 
 NAMES = ('falling', 'rising')  # the data's names: label 0 moves down, 1 up (synthetic classes 0 and 1)
 FPS, SIZE = 8, 32
@@ -85,7 +85,7 @@ def long_video(tmp_path_factory):
 
 
 def test_converted_data_names_the_classes_of_a_config_without_them(data, run_dir):
-  import json  # pylint: disable=g-import-not-at-top
+  import json
   manifest = json.loads((data / 'data' / 'train.manifest.json').read_text())
   assert manifest['class_names'] == list(NAMES)
   saved = json.loads(open(os.path.join(run_dir, 'config.json'), encoding='utf-8').read())
@@ -128,7 +128,7 @@ def test_windows_follow_the_direction_changes(run_dir, long_video, tmp_path, cap
   changes = [float(rows[i + 1]['start_s']) for i in range(len(rows) - 1) if top[i] != top[i + 1]]
   assert len(changes) == len(CHANGES_S), (changes, top)
   window_s = WINDOW / FPS
-  assert all(abs(got - want) <= window_s for got, want in zip(changes, CHANGES_S)), changes
+  assert all(abs(got - want) <= window_s for got, want in zip(changes, CHANGES_S, strict=True)), changes
   assert top[0] == 'falling' and top[-1] == 'rising'
 
   lines = text.strip().splitlines()

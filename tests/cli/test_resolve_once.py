@@ -2,13 +2,13 @@
 config's validation, which builds the run's specs, `vvt.config.run_spec`); everything after reads the specs."""
 import sys
 
-import vvt.models
 from tests.conftest import REPO
 from vvt.cli import train as train_cli
+import vvt.models
 from vvt.models import config as model_config
 
 sys.path.insert(0, str(REPO / 'tests' / 'train'))
-import train_helpers  # noqa: E402  pylint: disable=wrong-import-position
+import train_helpers  # noqa: E402
 
 
 def test_vvt_train_and_vvt_eval_resolve_the_model_once(tiny_data, tmp_path, monkeypatch):

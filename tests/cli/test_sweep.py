@@ -170,7 +170,7 @@ def _settings(path):
 
 @pytest.mark.parametrize('spec', [s for p in EXPERIMENTS for s in _settings(os.path.relpath(p, REPO))])
 def test_every_study_expands_in_a_dry_run(spec, tmp_path, capsys):
-  from vvt.cli import main  # pylint: disable=g-import-not-at-top
+  from vvt.cli import main
   cwd = os.getcwd()
   os.chdir(REPO)
   try:
@@ -185,7 +185,7 @@ def test_every_study_expands_in_a_dry_run(spec, tmp_path, capsys):
 def test_every_trial_schedule_is_checked_before_any_trial_starts(tiny_data, tmp_path, capsys):
   """A warmup in epochs is known in steps only with the training set's size: a trial whose warmup does not fit its
   steps is refused, naming it, before any trial trains (here 10 epochs of 6 steps > the 6 steps of the run)."""
-  from vvt.cli import main as vvt_main  # pylint: disable=g-import-not-at-top
+  from vvt.cli import main as vvt_main
   spec = study(tmp_path, tiny_data, body='return sweep.axis("schedule.warmup_epochs", [0.1, 10.0])')
   out = tmp_path / 'sweep'
   rc = vvt_main(['sweep', '--config', spec, '--workdir', str(out), '--config.schedule.warmup_steps=-1',
@@ -197,7 +197,9 @@ def test_every_trial_schedule_is_checked_before_any_trial_starts(tiny_data, tmp_
 
 
 def test_trials_left_out_by_only_are_not_missing(tmp_path):
-  from vvt.studies import results, runner, sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  from vvt.studies import results
+  from vvt.studies import runner
+  from vvt.studies import sweep as sweep_lib
   trials = sweep_lib.trials(sweep_lib.axis('seed', [0, 1]))
   runner.write_sweep_record(str(tmp_path), 'study.py', [], trials)
   table = results.collect(str(tmp_path), with_summary=False, selected={'seed=0'})

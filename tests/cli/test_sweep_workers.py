@@ -16,7 +16,9 @@ import threading
 import time
 
 from tests.cli.test_commands import env
-from tests.cli.test_sweep import one_line_error, study, vvt
+from tests.cli.test_sweep import one_line_error
+from tests.cli.test_sweep import study
+from tests.cli.test_sweep import vvt
 from tests.conftest import REPO
 from vvt.studies import claims
 
@@ -187,7 +189,7 @@ def _sweep_with_every_state(tmp_path):
 
 
 def test_status_shows_every_state_of_a_sweep(tmp_path, capsys):
-  from vvt.cli import main  # pylint: disable=g-import-not-at-top
+  from vvt.cli import main
   out = _sweep_with_every_state(tmp_path)
   assert main(['sweep', '--status', str(out)]) == 0
   lines = capsys.readouterr().out.splitlines()
@@ -198,7 +200,7 @@ def test_status_shows_every_state_of_a_sweep(tmp_path, capsys):
   starts = [lines[1].index(c) for c in columns] + [None]
   rows = {}
   for line in lines[2:]:
-    cells = dict(zip(columns, (line[a:b].strip() for a, b in zip(starts, starts[1:]))))
+    cells = dict(zip(columns, (line[a:b].strip() for a, b in zip(starts, starts[1:], strict=False)), strict=False))
     rows[cells['trial']] = cells
   assert len(rows) == 7
   assert rows['pending'] == {'trial': 'pending', 'state': 'pending', 'step': '—', 'attempts': '0', 'requeues': '0',
@@ -218,7 +220,7 @@ def test_status_shows_every_state_of_a_sweep(tmp_path, capsys):
 
 
 def test_results_show_the_state_of_the_trials_not_finished(tmp_path, capsys):
-  from vvt.cli import main  # pylint: disable=g-import-not-at-top
+  from vvt.cli import main
   out = _sweep_with_every_state(tmp_path)
   assert main(['results', str(out), '--no_summary']) == 0
   md = capsys.readouterr().out
@@ -245,7 +247,7 @@ def test_a_joining_worker_and_bad_worker_arguments_are_one_line_errors(tiny_data
 
 
 def test_workers_starting_together_write_the_synthetic_data_once(tmp_path):
-  from vvt.cli import sweep as sweep_cli  # pylint: disable=g-import-not-at-top
+  from vvt.cli import sweep as sweep_cli
   data, writes = tmp_path / 'synthetic', []
 
   def write():

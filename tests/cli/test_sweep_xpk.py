@@ -18,7 +18,7 @@ TPU = ['--launch', 'xpk', '--xpk.cluster=vvt-v4', '--xpk.tpu_type=v4-32', '--xpk
 
 def sweep(capsys, *argv):
   """`vvt sweep ARGV` in this process: (exit code, stdout, stderr)."""
-  from vvt.cli import main  # pylint: disable=g-import-not-at-top
+  from vvt.cli import main
   rc = main(['sweep', *argv])
   out = capsys.readouterr()
   return rc, out.out, out.err
@@ -51,7 +51,7 @@ def test_dry_run_prints_one_workload_per_unfinished_trial(tiny_data, tmp_path, c
   assert len(commands) == 3
   for i, argv in enumerate(commands):
     assert argv[:3] == ['xpk', 'workload', 'create']
-    flags = dict(zip(argv[3::2], argv[4::2]))
+    flags = dict(zip(argv[3::2], argv[4::2], strict=False))
     assert argv[-2] == '--command' and '--spot' in argv
     assert flags['--cluster'] == 'vvt-v4' and flags['--workload'] == f'vvt-tsf-{i}'
     assert (flags['--tpu-type'], flags['--num-slices'], flags['--docker-image']) == ('v4-32', '1', 'gcr.io/p/vvt:1')
@@ -69,7 +69,8 @@ def test_dry_run_prints_one_workload_per_unfinished_trial(tiny_data, tmp_path, c
   (out / 'xpk').mkdir()
   (out / 'xpk' / 'launches.jsonl').write_text('{"mode": "workload"}\n')
   rc, text, _ = sweep(capsys, '--config', spec, '--workdir', str(out), *TPU, '--dry-run')
-  names = [dict(zip(a[3::2], a[4::2]))['--workload'] for a in map(shlex.split, text.splitlines()) if a[0] == 'xpk']
+  names = [dict(zip(a[3::2], a[4::2], strict=False))['--workload']
+           for a in map(shlex.split, text.splitlines()) if a[0] == 'xpk']
   assert rc == 0 and names == ['vvt-tsf-r2-1', 'vvt-tsf-r2-2'], text
 
 

@@ -6,8 +6,10 @@ import ml_collections
 import pytest
 
 from tests.conftest import REPO
-from vvt.config import loader, resume, schema
+from vvt.config import loader
 from vvt.config import overrides as overrides_lib
+from vvt.config import resume
+from vvt.config import schema
 from vvt.config.errors import ConfigError
 
 VIVIT_B = str(REPO / 'configs/kinetics400/vivit_b_fe.py')
@@ -228,7 +230,7 @@ def test_configs_load_from_any_working_directory(tmp_path, monkeypatch):
 
 
 def test_config_files_set_fields_by_dotted_path():
-  from configs import common  # pylint: disable=g-import-not-at-top
+  from configs import common
   c = common.paper_config(model=dict(family='vivit'), dataset={},
                           train={'batch_size': 8, 'optimizer.name': 'adamw', 'schedule.base_lr': 0.5})
   assert (c.batch_size, c.optimizer.name, c.schedule.base_lr) == (8, 'adamw', 0.5)
@@ -237,7 +239,7 @@ def test_config_files_set_fields_by_dotted_path():
 
 
 def test_the_dataset_choices_are_the_pipelines_own():
-  from vvt.config import validation  # pylint: disable=g-import-not-at-top
-  from vvt.data import choices  # pylint: disable=g-import-not-at-top
+  from vvt.config import validation
+  from vvt.data import choices
   for field, values in choices.CHOICES.items():
     assert validation.CHOICES[f'dataset.{field}'] is values

@@ -8,15 +8,15 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-import vvt.models
 from configs import common as configs_common
 from tests.conftest import REPO
 from vvt.cli import train as train_cli
 from vvt.config import loader
 from vvt.config.errors import ConfigError
+import vvt.models
 
 sys.path.insert(0, str(REPO / 'tests' / 'train'))
-import train_helpers as common  # noqa: E402  pylint: disable=wrong-import-position
+import train_helpers as common  # noqa: E402
 
 PAPER = sorted(p for p in (REPO / 'configs').glob('*/*.py') if p.name != '__init__.py')
 ARGS = {'timesformer_b.py': [None, 'hr', 'l'], 'xvit_b.py': [None, '8', '16'], 'vivit_l_fe.py': [None, '128']}

@@ -12,7 +12,7 @@ from vvt.config import run_file
 from vvt.config.errors import ConfigError
 
 sys.path.insert(0, str(REPO / 'tests' / 'train'))
-import train_helpers as common  # noqa: E402  pylint: disable=wrong-import-position
+import train_helpers as common  # noqa: E402
 
 
 def values(config) -> dict:

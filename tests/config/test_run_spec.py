@@ -19,7 +19,7 @@ from vvt.data import spec as data_spec
 from vvt.models import spec as model_spec
 
 sys.path.insert(0, str(REPO / 'tests' / 'train'))
-import train_helpers  # noqa: E402  pylint: disable=wrong-import-position
+import train_helpers  # noqa: E402
 
 SECTIONS = {'optimizer': run_spec.OptimizerSpec, 'schedule': run_spec.ScheduleSpec, 'loss': run_spec.LossSpec,
             'eval': run_spec.EvalSpec, 'checkpoint': run_spec.CheckpointSpec,

@@ -14,7 +14,7 @@ from vvt.config.errors import ConfigError
 from vvt.models import axes
 
 sys.path.insert(0, str(REPO / 'tests' / 'train'))
-import train_helpers  # noqa: E402  pylint: disable=wrong-import-position
+import train_helpers  # noqa: E402
 
 NO_TENSOR_PARALLEL = (('batch', ('data',)), ('heads', ()), ('mlp', ()))
 

@@ -42,7 +42,7 @@ def randomise(model: torch.nn.Module, seed: int, norm_offset: float = 1.0) -> to
 def attention_peak(model: torch.nn.Module, **inputs) -> float:
   """The mean over heads and queries of the largest attention weight of each row, in transformers' first layer:
   1 / L for uniform attention, 1 for one-hot."""
-  previous = model.config._attn_implementation  # pylint: disable=protected-access
+  previous = model.config._attn_implementation
   model.set_attn_implementation('eager')  # sdpa returns no weights
   try:
     with torch.no_grad():

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import FIXTURES
+from tests.conftest import REPO
 from vvt.cli import convert as convert_cli
 from vvt.cli import main as vvt_main
 from vvt.train import checkpoints
@@ -22,7 +23,7 @@ NAMES = ['abseiling', 'yoga', 'bowling', 'zumba', 'archery']  # id order
 def config(tmp_path_factory):
   """A run config whose data exist (`vvt predict` checks them): a 5-class synthetic set of a few clips (its
   classes.txt: 'down', 'up', ...; the config's class_names: the first 4 of those)."""
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic
   data = tmp_path_factory.mktemp('synthetic5')
   synthetic.write_synthetic(str(data), num_classes=5, train_clips=5, test_clips=5, num_frames=8, frame_size=24,
                             train_shards=1, test_shards=1)
@@ -89,7 +90,7 @@ def test_id2label_becomes_the_checkpoint_class_names_and_predict_prints_them(tmp
   assert meta['class_names'] == NAMES and meta['num_classes'] == 5
   assert json.loads((out / 'config.json').read_text())['class_names'] == NAMES
 
-  import cv2  # pylint: disable=g-import-not-at-top
+  import cv2
   frames = tmp_path / 'frames'
   frames.mkdir()
   for i, f in enumerate(np.random.default_rng(0).integers(0, 255, (6, 24, 24, 3), np.uint8)):

@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 from safetensors import safe_open
 
+from tests.conftest import FIXTURES
+from tests.conftest import REPO
 import vvt.cli
-import vvt.models
-from tests.conftest import FIXTURES, REPO
-from vvt.config import loader as config_loader
 from vvt.cli import convert as convert_cli
-from vvt.convert import common, export
+from vvt.config import loader as config_loader
+from vvt.convert import common
+from vvt.convert import export
+import vvt.models
 from vvt.train import checkpoints
 
 

@@ -6,15 +6,20 @@ import jax
 import numpy as np
 import pytest
 
+from vvt.convert import hf_videomae
+from vvt.convert import retarget
+from vvt.convert import video
 import vvt.models
-from vvt.convert import hf_videomae, retarget, video
 from vvt.models import embedding
 
 torch = pytest.importorskip('torch')
 transformers = pytest.importorskip('transformers')
 F = torch.nn.functional
 
-from tests.convert.test_hf_parity import _hf_logits, _randomise, _state, _vvt_logits  # noqa: E402  (after torch)
+from tests.convert.test_hf_parity import _hf_logits  # noqa: E402  (after torch)
+from tests.convert.test_hf_parity import _randomise  # noqa: E402  (after torch)
+from tests.convert.test_hf_parity import _state  # noqa: E402  (after torch)
+from tests.convert.test_hf_parity import _vvt_logits  # noqa: E402  (after torch)
 
 ATOL = 1e-5
 
@@ -177,8 +182,11 @@ def _random_params(cfg, seed=0):
 def test_init_from_a_video_checkpoint_of_another_clip(tmp_path, family, attention):
   """init_from (format 'vvt') of a 4-frame 16px model into an 8-frame 32px one: the time axes resized as the
   reference does, the grid by init_from.resize (here the same kernel), as one `retarget` would."""
-  from vvt.convert import common, export, image_init, init_options  # pylint: disable=g-import-not-at-top
-  from vvt.models import spec as model_spec  # pylint: disable=g-import-not-at-top
+  from vvt.convert import common
+  from vvt.convert import export
+  from vvt.convert import image_init
+  from vvt.convert import init_options
+  from vvt.models import spec as model_spec
   kw = dict(variant='Ti/8', num_layers=1, num_classes=3, image_size=16, num_frames=4)
   if family == 'vivit':
     kw.update(tubelet=(2, 8, 8), classifier='token')

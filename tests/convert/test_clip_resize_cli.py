@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from vvt.cli import main as vvt_main
-from vvt.convert import common, video
+from vvt.convert import common
+from vvt.convert import video
 from vvt.data.writing import synthetic
-from vvt.train import checkpoints, clip_resize
+from vvt.train import checkpoints
+from vvt.train import clip_resize
 
 torch = pytest.importorskip('torch')
 transformers = pytest.importorskip('transformers')

@@ -6,8 +6,8 @@ import json
 import os
 
 import numpy as np
-import pytest
 from PIL import Image
+import pytest
 
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
@@ -20,7 +20,7 @@ VIVIT_B = str(REPO / 'configs/kinetics400/vivit_b_fe.py')  # 224-px crops of a 2
 def _save_videomae(folder, num_labels=4):
   """A random VideoMAEForVideoClassification: 4 frames of 64 px, 2x16x16 tubelets, width 32, 2 layers."""
   transformers = pytest.importorskip('transformers')
-  import torch  # pylint: disable=g-import-not-at-top
+  import torch
   torch.manual_seed(0)
   config = transformers.VideoMAEConfig(image_size=64, patch_size=16, num_frames=4, tubelet_size=2, hidden_size=32,
                                        num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
@@ -61,7 +61,7 @@ def test_a_converted_paper_config_predicts_as_written(videomae, tmp_path, capsys
   result = json.loads(capsys.readouterr().out)
   assert result['views_per_video'] == 4 and len(result['predictions'][0]['top']) == 2
 
-  from vvt.data.transforms import views  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import views
   got = views.load_views(str(frames), 'frames', config.dataset)
   assert got.shape == (4, 4, 64, 64, 3)
   for resize, same in ((73, True), (256, False)):  # 64-px crops of a 73-px shorter side, not of a 256-px one
@@ -94,7 +94,7 @@ def test_help_says_config_is_required_and_which_to_pass(capsys):
   text = capsys.readouterr().out
   usage = text[:text.index('\n\n')]
   assert '--config FILE[:ARG]' in usage and '[--config' not in usage
-  from vvt.cli import convert  # pylint: disable=g-import-not-at-top
+  from vvt.cli import convert
   for source in video.SOURCES:
     config = convert.BASE_CONFIGS[source][0]
     assert f'  {source:<15} {config}' in text

@@ -10,7 +10,10 @@ import pytest
 import torch
 import transformers
 
-from vvt.convert import common, hf_videoprism, hf_vjepa2, video
+from vvt.convert import common
+from vvt.convert import hf_videoprism
+from vvt.convert import hf_vjepa2
+from vvt.convert import video
 from vvt.models import summary
 
 VJEPA2 = {

@@ -9,9 +9,12 @@ import jax
 import numpy as np
 import pytest
 
-import vvt.models
 from tests.conftest import FIXTURES
-from vvt.convert import common, scenic, timesformer, xvit
+from vvt.convert import common
+from vvt.convert import scenic
+from vvt.convert import timesformer
+from vvt.convert import xvit
+import vvt.models
 
 # Converter parity within 1e-5 on logits of modest magnitude (|logits| < ~2: tiny models, weights at the shared
 # fixtures' scales N(0,1)/sqrt(fan_in), unit-normal video), float32 references, matmuls at 'highest' precision

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-import vvt.models
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
-from vvt.convert import common, hf_export
+from vvt.convert import common
+from vvt.convert import hf_export
+import vvt.models
 from vvt.train import checkpoints
 
 torch = pytest.importorskip('torch')
@@ -249,7 +250,7 @@ def test_a_field_no_exporter_reads_must_keep_its_default(monkeypatch):
 
 
 def test_every_scheme_is_selected_by_at_most_one_target():
-  from vvt.models import schemes  # pylint: disable=g-import-not-at-top
+  from vvt.models import schemes
   for attention in schemes.SCHEMES:
     for classifier in ('token', 'gap'):
       for pos in ('joint', 'separable', 'spatial', 'sinusoidal', 'none'):

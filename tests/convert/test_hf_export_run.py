@@ -6,15 +6,16 @@ import json
 
 import jax
 import numpy as np
-import pytest
 from PIL import Image
+import pytest
 
-import vvt.models
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
 from vvt.config import loader
-from vvt.data.transforms import normalization, views
+from vvt.data.transforms import normalization
+from vvt.data.transforms import views
 from vvt.data.writing import synthetic
+import vvt.models
 from vvt.train import checkpoints
 
 torch = pytest.importorskip('torch')
@@ -70,7 +71,7 @@ def test_an_exported_run_predicts_the_same_classes_in_transformers(tiny_data, tm
 
   probabilities = np.exp(theirs - theirs.max(-1, keepdims=True))
   probabilities /= probabilities.sum(-1, keepdims=True)
-  for row, p in zip(probabilities, predicted):
+  for row, p in zip(probabilities, predicted, strict=True):
     top = p['top']
     assert model.config.id2label[int(row.argmax())] == top[0]['name']
     assert [t['probability'] for t in top] == pytest.approx(sorted(row, reverse=True), abs=1e-5)

@@ -6,9 +6,12 @@ import jax
 import numpy as np
 import pytest
 
-import vvt.models
 from tests.conftest import FIXTURES
-from vvt.convert import common, hf_vivit, timesformer, video
+from vvt.convert import common
+from vvt.convert import hf_vivit
+from vvt.convert import timesformer
+from vvt.convert import video
+import vvt.models
 
 torch = pytest.importorskip('torch')
 transformers = pytest.importorskip('transformers')

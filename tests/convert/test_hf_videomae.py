@@ -10,11 +10,15 @@ import shutil
 import jax
 import numpy as np
 import pytest
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
 
+from vvt.convert import common
+from vvt.convert import hf_videomae
+from vvt.convert import video
 import vvt.models
-from vvt.convert import common, hf_videomae, video
-from vvt.models import embedding, summary
+from vvt.models import embedding
+from vvt.models import summary
 
 # Converter parity within 1e-5 on logits of modest magnitude (|logits| < ~2: tiny models, weights at the shared
 # fixtures' scales N(0,1)/sqrt(fan_in), unit-normal video), float32 references, matmuls at 'highest' precision
@@ -250,7 +254,7 @@ def test_against_transformers_built_here(mean, hidden, layers, patch):
   """Where transformers is installed: VideoMAEForVideoClassification built from its own code at two sizes."""
   torch = pytest.importorskip('torch')
   transformers = pytest.importorskip('transformers')
-  from tests.convert.fixtures.make_hf_videomae_fixture import randomise  # pylint: disable=g-import-not-at-top
+  from tests.convert.fixtures.make_hf_videomae_fixture import randomise
   cfg = transformers.VideoMAEConfig(image_size=32, patch_size=patch, num_frames=8, tubelet_size=2,
                                     hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
                                     intermediate_size=2 * hidden, num_labels=6, use_mean_pooling=mean)
@@ -278,8 +282,8 @@ def test_videomae_b_parameters_and_flops():
 
 def test_attention_map_of_first_token_pooling_is_the_first_tokens_rollout():
   """With pooling='first_token' the representation is token 0's output: the map is its row of the rollout."""
-  from vvt.inspection import attention_maps  # pylint: disable=g-import-not-at-top
-  from vvt.models import spec  # pylint: disable=g-import-not-at-top
+  from vvt.inspection import attention_maps
+  from vvt.models import spec
   folder, z, _ = _fixture('hf_videomae_first_token')
   conv = video.convert('hf_videomae', str(folder))
   cfg = conv.model_config()

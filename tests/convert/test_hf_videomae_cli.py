@@ -8,11 +8,11 @@ import numpy as np
 from PIL import Image
 from safetensors import safe_open
 
-import vvt.models
 from vvt.cli import main as vvt_main
 from vvt.config import loader
 from vvt.convert import common
 from vvt.data.writing import synthetic
+import vvt.models
 from vvt.models import summary
 from vvt.train import checkpoints
 

@@ -10,14 +10,18 @@ import json
 
 import numpy as np
 import pytest
+from safetensors.numpy import save_file
 import torch
 import transformers
-from safetensors.numpy import save_file
 
-import vvt.models
 from tests.convert import hf_encoders as H
-from vvt.convert import hf_export, hf_videoprism, video
-from vvt.models import embedding, norms, summary
+from vvt.convert import hf_export
+from vvt.convert import hf_videoprism
+from vvt.convert import video
+import vvt.models
+from vvt.models import embedding
+from vvt.models import norms
+from vvt.models import summary
 
 # Two tiny models: a cap of 5 (so the tanh bends the scores, not only the tail) on 8-pixel patches, and
 # VideoPrism's own cap 50 with a pooler head size (intermediate / heads = 24) other than the encoder's (12).
@@ -131,7 +135,7 @@ def test_resize_weights_are_torch_antialiased_bilinear():
 
 
 def test_offset_layer_norm_is_videoprisms():
-  from transformers.models.videoprism import modeling_videoprism  # pylint: disable=g-import-not-at-top
+  from transformers.models.videoprism import modeling_videoprism
   ln = modeling_videoprism.VideoPrismLayerNorm(16, eps=1e-6)
   with torch.no_grad():
     ln.weight.copy_(torch.randn(16))

@@ -8,15 +8,19 @@ import json
 
 import numpy as np
 import pytest
+from safetensors.numpy import save_file
 import torch
 import transformers
-from safetensors.numpy import save_file
 from transformers.models.vjepa2 import modeling_vjepa2
 
-import vvt.models
 from tests.convert import hf_encoders as H
-from vvt.convert import common, hf_export, hf_vjepa2, video
-from vvt.models import rope, summary
+from vvt.convert import common
+from vvt.convert import hf_export
+from vvt.convert import hf_vjepa2
+from vvt.convert import video
+import vvt.models
+from vvt.models import rope
+from vvt.models import summary
 
 # Two tiny models: head size 12 (three rotated parts of 4 channels, nothing left) and 16 (three parts of 4, the last
 # 4 channels not rotated), 16- and 8-pixel patches, one and two pooler self-attention layers, with and without q/k/v

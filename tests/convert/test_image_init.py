@@ -5,15 +5,18 @@ frame and a global class token is exactly a ViT); the Hugging Face reader is anc
 ViTForImageClassification. Then the papers' claims about the model at initialisation are checked."""
 import functools
 
+from flax import serialization
+import jax
 import numpy as np
 import pytest
-from flax import serialization
 from safetensors.numpy import save_file
 
+from vvt.convert import common
+from vvt.convert import image
+from vvt.convert import image_init
+from vvt.convert import init_options
+from vvt.convert import video
 import vvt.models
-import jax
-
-from vvt.convert import common, image, image_init, init_options, video
 from vvt.models import spec as model_spec
 
 B, P, S, D, HEADS, MLP, LAYERS, CLASSES = 2, 8, 32, 32, 4, 64, 2, 7
@@ -176,7 +179,7 @@ def _static(frames):
 
 def test_a_model_with_scanned_layers_gets_the_same_weights_stacked(checkpoints):
   """model.scan_layers: fresh params stacked ({'blocks': {'block': (L, ...)}}) in, the same mapping stacked out."""
-  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  from vvt.models import layout
   ckpt = dict(checkpoint=checkpoints['big_vision'], reinit_head=False)
   cfg = model_cfg(family='vivit', attention='spatiotemporal', num_frames=4, tubelet=(2, P, P))
   scanned_cfg = model_cfg(family='vivit', attention='spatiotemporal', num_frames=4, tubelet=(2, P, P),
@@ -374,6 +377,7 @@ def test_every_scheme_initialises(checkpoints, attention):
 def test_shipped_configs_init_from_sections_are_valid():
   """Every paper config's init_from section parses (fields, choices, aliases) — before any training starts."""
   import importlib.util
+
   from tests.conftest import REPO
   found = 0
   for path in sorted((REPO / 'configs').rglob('*.py')):
@@ -411,7 +415,7 @@ def _video_cfg(**kw):
 
 
 def _export(tmp_path, cfg, name='k400.safetensors', seed=5, config=None):
-  from vvt.convert import export  # pylint: disable=g-import-not-at-top
+  from vvt.convert import export
   params = fresh(cfg, seed=seed)
   path = str(tmp_path / name)
   export.to_safetensors(params, path, config if config is not None else {'model': cfg.to_dict()})
@@ -468,7 +472,7 @@ def test_video_checkpoint_at_another_resolution_resizes_the_grid(tmp_path, atten
   ramp = np.arange(4, dtype=np.float32)
   grid = ramp[:, None] * 1.0 + ramp[None, :] * 0.5
   table[0, extra:] = np.repeat((grid.reshape(1, 16) + np.arange(frames)[:, None] * 10).reshape(-1, 1), D, axis=1)
-  from vvt.convert import export  # pylint: disable=g-import-not-at-top
+  from vvt.convert import export
   path = str(tmp_path / 'small.safetensors')
   export.to_safetensors(common.unflatten(flat), path, {'model': source_cfg.to_dict()})
   cfg = _video_cfg(image_size=48, **kw)

@@ -5,13 +5,15 @@ flattened (t, h, w); optional cls + learned 1D table; Model 3 blocks `LayerNorm_
 attention whose FIRST half of heads attends over time and SECOND half over space; tanh GELU; LN eps 1e-6."""
 import json
 
+from flax import serialization
 import jax
 import numpy as np
 import pytest
-from flax import serialization
 
+from vvt.convert import common
+from vvt.convert import scenic
+from vvt.convert import video
 import vvt.models
-from vvt.convert import common, scenic, video
 
 B, T, S, C = 2, 4, 16, 3
 TUBELET, D, HEADS, MLP, LAYERS, CLASSES = (2, 8, 8), 32, 4, 48, 2, 5
@@ -278,10 +280,10 @@ def test_ambiguous_table_is_a_clear_error_and_explicit_values_decide():
 def test_vvt_convert_records_the_derived_frames_and_size(tmp_path, capsys):
   """`vvt convert` of a Model 3 file with a 32-frame config: the checkpoint meta and config.json hold the
   table's 8 frames of 224px (model, dataset and run fields); an ambiguous file fails with one line naming it."""
+  from tests.conftest import REPO
   from vvt.cli import convert as convert_cli
   from vvt.cli import main
   from vvt.train import checkpoints
-  from tests.conftest import REPO
   good, bad = tmp_path / 'model3.npz', tmp_path / 'model3_untrained.npz'
   np.savez(good, **scenic_params(3, False, tubelet=BIG_PATCH, pos=time_smooth_table(BIG_T, BIG_N)))
   rng = np.random.default_rng(2)

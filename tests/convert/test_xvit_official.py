@@ -18,9 +18,11 @@ import jax
 import numpy as np
 import pytest
 
-import vvt.models
 from tests.conftest import FIXTURES as SHARED_FIXTURES
-from vvt.convert import common, video, xvit
+from vvt.convert import common
+from vvt.convert import video
+from vvt.convert import xvit
+import vvt.models
 
 HERE = pathlib.Path(__file__).resolve().parent / 'fixtures'
 # Converter parity within 1e-5 on logits of modest magnitude (|logits| < ~2: tiny models, weights at the shared
@@ -95,7 +97,7 @@ def test_recorded_config_says_what_was_done(fixture):
 def test_through_the_python_api_with_num_frames(fixture, tmp_path):
   """video.convert(..., num_frames=16) (the `vvt convert --num-frames 16` of the CLI) on a checkpoint file with
   DataParallel's `module.` prefix; shift_div and num_segments come from the model config."""
-  import torch  # pylint: disable=g-import-not-at-top
+  import torch
   name, state, clip, expected, meta = fixture
   path = tmp_path / f'{name}.pth'
   torch.save({'state_dict': {f'module.{k}': torch.from_numpy(v) for k, v in state.items()}}, path)

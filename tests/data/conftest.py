@@ -1,12 +1,12 @@
 """Fixtures of the data tests: tiny datasets written into tmp dirs."""
 import os
 
+from data_helpers import VIDEO_CLASSES as CLASSES
+from data_helpers import make_video
+from data_helpers import write_labelled_files
 import pytest
 
 from vvt.data.writing import synthetic
-
-from data_helpers import VIDEO_CLASSES as CLASSES
-from data_helpers import make_video, write_labelled_files
 
 
 @pytest.fixture(scope='session')

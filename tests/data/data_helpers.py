@@ -3,6 +3,7 @@ import os
 
 import av
 import numpy as np
+
 from vvt.config import dataset as data_config
 from vvt.data.writing import dmvr_records
 from vvt.data.writing import synthetic
@@ -11,7 +12,7 @@ VIDEO_CLASSES = ['red', 'green', 'blue']  # the classes of the `video_dir` fixtu
 
 
 def jpeg(frame):
-  return synthetic._encode_jpeg(np.asarray(frame, np.uint8))  # pylint: disable=protected-access
+  return synthetic._encode_jpeg(np.asarray(frame, np.uint8))
 
 
 def solid_video(value, num_frames, size=(24, 32)):
@@ -74,7 +75,7 @@ def write_footage(directory, labels=(0, 1, 2, 0, 1, 2), frames=(10, 12, 14, 9, 1
   os.makedirs(os.path.join(directory, 'clips'), exist_ok=True)
   yy, xx = np.mgrid[0:size[0], 0:size[1]].astype(np.float32)
   lines = []
-  for i, (label, n) in enumerate(zip(labels, frames)):
+  for i, (label, n) in enumerate(zip(labels, frames, strict=True)):
     path = os.path.join(directory, 'clips', f'v{i}.mp4')
     with av.open(path, 'w') as container:
       stream = container.add_stream('mpeg4', rate=10)
@@ -105,7 +106,7 @@ def same_value(a, b):
 def check_source_contract(src):
   """The `Source` protocol of a source: its attributes, every record once from the range reader, random access =
   the range reader's row, locate = the row's (source, record). Returns the rows in global order."""
-  from vvt.data.reading import source  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import source
   assert isinstance(src, source.Source) and isinstance(src.frames, source.FrameReader)
   assert src.num_records > 0 and src.heads and isinstance(src.description, str)
   rows = sorted(src.records(0, src.num_records).as_numpy_iterator(), key=lambda r: int(r[2]))
@@ -113,7 +114,7 @@ def check_source_contract(src):
   for i, row in enumerate(rows):
     got = src.record(i)
     assert isinstance(got, source.Row)
-    assert all(same_value(x, y) for x, y in zip(got, row)), (i, got, row)
+    assert all(same_value(x, y) for x, y in zip(got, row, strict=True)), (i, got, row)
     where, rec = src.locate(i)
     assert (str(where), int(rec)) == (row[0].decode(), int(row[1]))
   return rows

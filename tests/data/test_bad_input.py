@@ -1,15 +1,16 @@
 """Bad input: a named error under on_error='raise', a counted skip under 'skip'."""
 import os
 
+from data_helpers import small_config
+from data_helpers import solid_video
 import numpy as np
 import pytest
 
 from vvt.data import pipeline
 from vvt.data.reading import errors
+from vvt.data.reading.errors import DataError
+from vvt.data.reading.errors import TruncatedFileError
 from vvt.data.writing import dmvr_records
-from vvt.data.reading.errors import DataError, TruncatedFileError
-
-from data_helpers import small_config, solid_video
 
 GOOD = 6  # good videos around the bad one
 

@@ -1,13 +1,14 @@
 """Train and eval pipelines: shapes, labels, determinism, resume, multi-host views."""
 import itertools
 
+from data_helpers import small_config
+from data_helpers import solid_video
+from data_helpers import write_labelled_files
 import numpy as np
 import pytest
 
 from vvt.data import pipeline
 from vvt.data.writing import dmvr_records
-
-from data_helpers import small_config, solid_video, write_labelled_files
 
 
 def _grey_label(inputs):
@@ -51,7 +52,7 @@ def test_train_is_deterministic_with_all_augmentations(synthetic_dir):
   cfg = small_config(synthetic_dir['train_files'], num_classes=4,
                      randaugment={'num_layers': 1, 'magnitude': 9},
                      color_jitter=0.8, random_erasing=0.5, horizontal_flip=True)
-  for x, y in zip(_batches(cfg, 1, 2), _batches(cfg, 1, 2)):
+  for x, y in zip(_batches(cfg, 1, 2), _batches(cfg, 1, 2), strict=True):
     np.testing.assert_array_equal(x['inputs'], y['inputs'])
     np.testing.assert_array_equal(x['label'], y['label'])
 
@@ -60,10 +61,10 @@ def test_train_depends_on_the_seeds(synthetic_dir):
   cfg = small_config(synthetic_dir['train_files'], num_classes=4,
                      horizontal_flip=True)
   a, b = _batches(cfg, 1, 2), _batches(cfg, 2, 2)
-  assert not all(np.array_equal(x['inputs'], z['inputs']) for x, z in zip(a, b))
+  assert not all(np.array_equal(x['inputs'], z['inputs']) for x, z in zip(a, b, strict=True))
   cfg.seed = 7  # the config's data seed counts too
   c = _batches(cfg, 1, 2)
-  assert not all(np.array_equal(x['inputs'], z['inputs']) for x, z in zip(a, c))
+  assert not all(np.array_equal(x['inputs'], z['inputs']) for x, z in zip(a, c, strict=True))
 
 
 @pytest.mark.parametrize('cache', [False, True])
@@ -133,7 +134,7 @@ def test_eval_counts_every_view_once(labelled_dir, batch, hosts, clips, crops):
       np.testing.assert_array_equal(b['label'][real], b['video_index'][real] % 5)
       np.testing.assert_array_equal(_grey_label(b['inputs'][real]),
                                     b['label'][real])
-      views += list(zip(b['video_index'][real], b['view_index'][real]))
+      views += list(zip(b['video_index'][real], b['view_index'][real], strict=True))
   expected = list(itertools.product(range(9), range(clips * crops)))
   assert sorted(views) == expected
   assert pipeline.num_videos(cfg, 'test') == 9
@@ -177,7 +178,7 @@ def test_multi_head_labels(tmp_path):
                      num_classes={'verb': 3, 'noun': 10}, shuffle_buffer=1)
   tb = next(pipeline.make_train_iterator(cfg, 3, process_index=0, process_count=1))
   assert set(tb) == {'inputs', 'label/verb', 'label/noun', 'mask'}
-  assert sorted(zip(tb['label/verb'], tb['label/noun'])) == [(0, 5), (1, 9), (2, 1)]
+  assert sorted(zip(tb['label/verb'], tb['label/noun'], strict=True)) == [(0, 5), (1, 9), (2, 1)]
   eb = list(pipeline.make_eval_iterator(cfg, 'test', 4, process_index=0,
                                         process_count=1))
   assert len(eb) == 1

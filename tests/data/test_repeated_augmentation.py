@@ -1,11 +1,11 @@
 """Repeated augmentation (dataset.repeated_augmentation = N): each video N times in a row in a batch, each copy
 augmented on its own, with its label; every video N times per pass over the records; exact resume."""
+from data_helpers import small_config
+from data_helpers import write_labelled_files
 import numpy as np
 import pytest
 
 from vvt.data import pipeline
-
-from data_helpers import small_config, write_labelled_files
 
 
 def _stream(cfg, batch, n, start_step=0, seed=4):
@@ -20,7 +20,7 @@ def test_the_copies_of_a_video_differ_and_carry_its_label(synthetic_dir):
                        randaugment={'num_layers': 1, 'magnitude': 9})
   batches = _stream(cfg, 8, 3)
   reference = _stream(plain, 4, 3)  # the same record order, one clip per video
-  for b, ref in zip(batches, reference):
+  for b, ref in zip(batches, reference, strict=True):
     labels = b['label'].reshape(4, 2)
     np.testing.assert_array_equal(labels[:, 0], labels[:, 1])  # copies: the same label
     np.testing.assert_array_equal(labels[:, 0], ref['label'])  # ... of the same videos, in the stream's order

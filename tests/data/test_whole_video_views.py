@@ -5,6 +5,8 @@ import io
 import os
 import pathlib
 
+from data_helpers import small_config
+from data_helpers import solid_video
 import numpy as np
 import pytest
 
@@ -12,10 +14,9 @@ from vvt.config import loader
 from vvt.config.errors import ConfigError
 from vvt.data import pipeline
 from vvt.data.writing import dmvr_records
-from vvt.tasks import eval_report, multiview
+from vvt.tasks import eval_report
+from vvt.tasks import multiview
 from vvt.train import evaluate
-
-from data_helpers import small_config, solid_video
 
 LENGTHS = (3, 8, 9, 17, 1, 30)  # frames; a clip spans num_frames * stride = 2 * 2 = 4 of them
 SPAN = 4
@@ -60,7 +61,7 @@ def test_each_video_gets_the_clips_that_cover_it_every_view_once(uneven, batch, 
       real = b['mask'] == 1
       assert np.all(b['video_index'][~real] == -1)
       np.testing.assert_array_equal(b['label'][real], b['video_index'][real] % 5)
-      seen += list(zip(b['video_index'][real].tolist(), b['view_index'][real].tolist()))
+      seen += list(zip(b['video_index'][real].tolist(), b['view_index'][real].tolist(), strict=True))
       clip = b['view_index'] // crops  # score of the true class = the view's clip: its average is (clips - 1) / 2
       scores = np.eye(5)[np.maximum(b['label'], 0)] * clip[:, None]
       agg.add({'': scores}, b['video_index'], b['mask'], {'': b['label']})
@@ -103,7 +104,7 @@ def test_all_needs_stride_sampling_and_other_values_are_one_line():
 
 
 def test_predict_views_tile_the_video_too():
-  from vvt.data.transforms import views  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import views
   cfg = small_config(num_frames=2, stride=2, num_test_clips='all', num_spatial_crops=3)
   np.testing.assert_array_equal(views.frame_indices(17, cfg), [[0, 2], [4, 6], [8, 10], [12, 14], [16, 1]])
   assert views.views_per_video(cfg) is None

@@ -5,15 +5,15 @@ import jax
 import numpy as np
 import pytest
 
-import vvt.models
 from configs import common
 from tests.conftest import REPO
 from vvt.config import loader as config_cli
 from vvt.config import run_spec
 from vvt.inspection import attention_maps as am
+import vvt.models
 
 sys.path.insert(0, str(REPO / 'tests' / 'train'))
-import train_helpers  # noqa: E402  pylint: disable=wrong-import-position
+import train_helpers  # noqa: E402
 
 SCHEMES = tuple(common.SYNTHETIC_SCHEMES)
 
@@ -73,8 +73,9 @@ def object_views(run, seeds):
   """[(float view (1, T, S, S, 3) normalised, bool object mask (T, S, S))] of synthetic clips: the clip and
   its noise-free twin (same generator draws) through the evaluation's centre view of RunSpec `run`; the object is
   the pixels with a channel above 150 (object colours have one channel >= 180, backgrounds stay <= 120)."""
-  from vvt.data.transforms import normalization, views  # pylint: disable=g-import-not-at-top
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import normalization
+  from vvt.data.transforms import views
+  from vvt.data.writing import synthetic
   out = []
   for seed in seeds:
     label = seed % run.model.num_classes
@@ -98,7 +99,8 @@ def train_data(tmp_path_factory):
 def test_a_trained_divided_model_attends_to_the_moving_object(tmp_path, train_data):
   """Measured: a tiny divided model trained for 60 steps on the tiny synthetic set puts more of its rollout
   mass on the tokens that hold the moving object than their share of the tokens (the uniform map's)."""
-  from vvt.train import checkpoints, trainer  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints
+  from vvt.train import trainer
   config = train_helpers.tiny_config(train_data, 'divided')
   config.num_train_steps = 60
   config.checkpoint.every_steps = 60

@@ -10,10 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.conftest import REPO
+from tests.models.test_models import SCHEMES
+from tests.models.test_models import randomise
+from tests.models.test_models import tiny
+from tests.models.test_models import video
 import vvt.models as models
 from vvt.models import kernels
-from tests.conftest import REPO
-from tests.models.test_models import SCHEMES, randomise, tiny, video
 
 # Two programs (online softmax over tiles vs one softmax) on q, k, v ~ N(0, 1), d_h = 16: logits |.| < ~5, so
 # float32 rounding moves outputs and gradients by ~1e-7 of their largest magnitude (measured > 10x below RTOL).
@@ -25,7 +28,7 @@ def assert_close(actual, expected, rtol=RTOL):
   arithmetic, e.g. the key bias's under softmax, is float noise of either sign: no leaf-wise relative test)."""
   scale = max(float(jnp.abs(e).max()) for e in jax.tree.leaves(expected)) or 1.0
   assert jax.tree.structure(actual) == jax.tree.structure(expected)
-  for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected)):
+  for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
     np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=0, atol=rtol * scale)
 
 
@@ -74,14 +77,14 @@ def test_chunked_keeps_bfloat16_and_accumulates_in_float32(tiling):
   ref, ref_grads = value_and_grads(kernels.einsum_attention, *(a.astype(jnp.float32) for a in (q, k, v, w)))
   assert out.dtype == jnp.bfloat16 and all(g.dtype == jnp.bfloat16 for g in grads)
   assert float(jnp.abs(out.astype(jnp.float32) - ref).max()) < 2e-2
-  for g, r in zip(grads, ref_grads):
+  for g, r in zip(grads, ref_grads, strict=True):
     assert float(jnp.abs(g.astype(jnp.float32) - r).max()) < 3e-2 * float(jnp.abs(r).max())
 
 
 def test_chunked_tiling_follows_the_backend_and_refuses_unknown_ones():
   """chunked is tiled by queries for the CPU and by keys elsewhere: the programs differ by their loops' tiles."""
   q, k, v, _ = qkv(1, 600, 600)
-  cpu, gpu = (str(jax.make_jaxpr(lambda *a: kernels.chunked_attention(*a, backend=b))(q, k, v))
+  cpu, gpu = (str(jax.make_jaxpr(lambda *a, b=b: kernels.chunked_attention(*a, backend=b))(q, k, v))
               for b in ('cpu', 'gpu'))
   assert 'f32[128,600]' in cpu and 'f32[128,600]' not in gpu  # a tile of 128 queries x all keys, one head
   assert 'f32[1,2,600,512]' in gpu and 'f32[1,2,600,512]' not in cpu  # all queries and heads x 512 keys
@@ -170,7 +173,7 @@ def test_auto_with_attention_dropout_is_einsum_with_the_same_mask():
     module = models.build(tiny('timesformer', 'divided', num_layers=1, attention_impl=impl,
                                attention_dropout_rate=0.3))
     params = randomise(jax.jit(module.init)(jax.random.key(0), x)['params'])
-    outs.append(jax.jit(lambda p: module.apply({'params': p}, x, train=True,
+    outs.append(jax.jit(lambda p, module=module: module.apply({'params': p}, x, train=True,
                                                rngs={'dropout': jax.random.key(7)}))(params))
   np.testing.assert_array_equal(outs[0], outs[1])
 

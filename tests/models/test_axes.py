@@ -41,7 +41,7 @@ def test_traced_axes_follow_the_mesh_the_caller_is_traced_under():
 def test_axis_rules_context_decides_what_the_traced_model_shards():
   """`axis_rules` (names not given keep DEFAULT_RULES) is read by traced_axes / mesh_axes / mesh_spec; nested
   contexts restore the outer rules on exit."""
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   mesh = jax.sharding.AbstractMesh((2, 2, 2), ('data', 'fsdp', 'model'))
   with jax.sharding.use_abstract_mesh(mesh):
     assert (axes.traced_axes('batch', 8), axes.traced_axes('heads', 4)) == (('data', 'fsdp'), ('model',))

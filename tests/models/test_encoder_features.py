@@ -6,11 +6,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import vvt.models as models
-from tests.models.test_models import jitted, randomise, tiny, video
+from tests.models.test_models import jitted
+from tests.models.test_models import randomise
+from tests.models.test_models import tiny
+from tests.models.test_models import video
 from vvt.convert import common
 from vvt.inspection import attention_maps as am
-from vvt.models import kernels, layout
+import vvt.models as models
+from vvt.models import kernels
+from vvt.models import layout
 from vvt.train import layer_decay
 
 VJEPA2_LIKE = dict(classifier='attentive', positional_embedding='rope', attentive_pooler=dict(depth=2))
@@ -25,8 +29,9 @@ def test_new_fields_are_off_by_default():
   assert c.classifier == 'token' and c.positional_embedding == 'joint'
   for family, attention, kw in (('vivit', 'spatiotemporal', {}), ('timesformer', 'divided', {}),
                                 ('xvit', 'space_time_mixing', {})):
-    names = common.flatten(jax.eval_shape(lambda x, m=models.build(tiny(family, attention, **kw)): m.init(
-        jax.random.key(0), x), jax.ShapeDtypeStruct((1, 4, 16, 16, 3), jnp.float32))['params'])
+    model = models.build(tiny(family, attention, **kw))
+    names = common.flatten(jax.eval_shape(lambda x, m=model: m.init(jax.random.key(0), x),
+                                          jax.ShapeDtypeStruct((1, 4, 16, 16, 3), jnp.float32))['params'])
     assert not any(n.startswith('pooler/') or 'per_dim_scale' in n for n in names), attention
 
 

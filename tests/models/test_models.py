@@ -51,7 +51,7 @@ def randomise(params, seed=1):
   """Random (not zero) values everywhere, so that no branch (head, cls, time embedding) is a no-op."""
   leaves, tree = jax.tree.flatten(params)
   keys = jax.random.split(jax.random.key(seed), len(leaves))
-  return jax.tree.unflatten(tree, [0.3 * jax.random.normal(k, l.shape) for k, l in zip(keys, leaves)])
+  return jax.tree.unflatten(tree, [0.3 * jax.random.normal(k, l.shape) for k, l in zip(keys, leaves, strict=True)])
 
 
 @pytest.mark.parametrize('family,attention,kw', SCHEMES)
@@ -110,7 +110,7 @@ def test_remat_gives_identical_outputs_and_gradients():
   plain, remat = (models.build(tiny('timesformer', 'divided', remat=r)) for r in (False, True))
   params = randomise(jax.jit(plain.init)(jax.random.key(0), x)['params'])
   loss = lambda m: jax.jit(jax.grad(lambda p: jnp.sum(m.apply({'params': p}, x) ** 2)))(params)
-  for a, b in zip(jax.tree.leaves(loss(plain)), jax.tree.leaves(loss(remat))):
+  for a, b in zip(jax.tree.leaves(loss(plain)), jax.tree.leaves(loss(remat)), strict=True):
     np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from vvt.models import attention as attn_lib
-from vvt.models import groupings, schemes
+from vvt.models import groupings
+from vvt.models import schemes
 from vvt.models.blocks import EncoderBlock
 
 T, NH, NW, D, HEADS = 4, 4, 4, 16, 4

@@ -7,11 +7,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.models.test_attention_impl import assert_close
+from tests.models.test_attention_impl import loss_and_grads
+from tests.models.test_models import randomise
+from tests.models.test_models import tiny
+from tests.models.test_models import video
 import vvt.models as models
 from vvt.models import config as config_lib
 from vvt.models import layout
-from tests.models.test_attention_impl import assert_close, loss_and_grads
-from tests.models.test_models import randomise, tiny, video
 
 SCANNED = [  # (family, attention, overrides): one encoder + cls, two encoders (Model 2), X-ViT's TA head
     ('vivit', 'spatiotemporal', dict(stochastic_depth=0.2)),
@@ -57,7 +60,7 @@ def test_layout_round_trip_abstract_leaves_and_optimizer_states():
   assert stacked['temporal_encoder']['layers']['blocks']['block']['mlp']['Dense_0']['kernel'].shape == (2, 32, 64)
   back = layout.to_per_layer(stacked)
   assert jax.tree.structure(back) == jax.tree.structure(params)
-  for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(params)):
+  for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(params), strict=True):
     np.testing.assert_array_equal(a, b)
   assert jax.tree.structure(layout.to_stacked(stacked)) == jax.tree.structure(stacked)  # idempotent
   cfg = tiny('vivit', 'factorised_encoder', scan_layers=True)

@@ -10,7 +10,10 @@ import jax.numpy as jnp
 import pytest
 
 import vvt.models as models
-from vvt.models.summary import count_flops, format_summary, matmul_flops, summarise
+from vvt.models.summary import count_flops
+from vvt.models.summary import format_summary
+from vvt.models.summary import matmul_flops
+from vvt.models.summary import summarise
 
 K400, SSV2 = 400, 174
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / 'configs'
@@ -73,7 +76,7 @@ CONFIG_ROWS = [
 
 @pytest.mark.parametrize('spec,params_m,gflops', CONFIG_ROWS, ids=[r[0] for r in CONFIG_ROWS])
 def test_paper_tables_of_the_configs(spec, params_m, gflops):
-  from vvt.config import loader  # pylint: disable=g-import-not-at-top
+  from vvt.config import loader
   name, _, arg = spec.partition(':')
   s = summarise(loader.load(f'{CONFIGS}/{name}:{arg}', files=(), init=False).model)
   if params_m is not None:

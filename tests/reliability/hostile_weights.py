@@ -66,7 +66,7 @@ def _zip(path, members):
 
 
 def _safetensors(d, name, tensors):
-  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  from safetensors.numpy import save_file
   path = os.path.join(d, name)
   save_file(tensors, path)
   return path
@@ -78,12 +78,12 @@ def _safetensors_raw(d, name, header, payload=b''):
 
 
 def _msgpack(d, name, tree):
-  from flax import serialization  # pylint: disable=g-import-not-at-top
+  from flax import serialization
   return _write(os.path.join(d, name), serialization.msgpack_serialize(tree))
 
 
 def _torch(d, name, obj, **kwargs):
-  import torch  # pylint: disable=g-import-not-at-top
+  import torch
   path = os.path.join(d, name)
   torch.save(obj, path, **kwargs)
   return path
@@ -100,14 +100,14 @@ class _RunsCode:
 
 
 def _torch_tensor(value, dtype=None):
-  import torch  # pylint: disable=g-import-not-at-top
+  import torch
   t = torch.from_numpy(np.asarray(value))
   return t if dtype is None else t.to(dtype)
 
 
 def makers(fixture=SCENIC):
   """{case: fn(directory) -> (path, source)}."""
-  import torch  # pylint: disable=g-import-not-at-top
+  import torch
   emb = 'patch_embed.proj.weight'
   conv = np.zeros((8, 3, 4, 4), np.float32)
   cases = {

@@ -10,9 +10,10 @@ import sys
 import time
 
 sys.path.insert(0, __file__.rsplit('/', 2)[0] + '/data')
-from data_helpers import small_config  # pylint: disable=g-import-not-at-top,wrong-import-position
-from vvt.data import pipeline  # pylint: disable=g-import-not-at-top,wrong-import-position
-from vvt.data.reading import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
+from data_helpers import small_config
+
+from vvt.data import pipeline
+from vvt.data.reading import errors
 
 MODE, PATH = sys.argv[1], sys.argv[2]
 if '--old-iterator' in sys.argv:
@@ -34,7 +35,7 @@ try:
       next(it)
   else:
     it = pipeline.make_eval_iterator(cfg, 'test', 8, process_index=0, process_count=1)
-    for batch in it:
+    for _ in it:
       pass
 except errors.DataError as e:
   print(f'ERROR {time.time():.3f} {e}', flush=True)

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'train'))
-import train_helpers as common  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+import train_helpers as common  # noqa: E402
+
 from vvt.cli import main as vvt_main  # noqa: E402
 from vvt.train import checkpoints  # noqa: E402
 
@@ -72,7 +73,7 @@ def _other_run_params(wd, tmp_path):
 
 
 def jax_tree_map(fn, tree):
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   return jax.tree.map(fn, tree)
 
 
@@ -184,11 +185,11 @@ def _as_nobody(fn):
       os.setgid(65534)
       os.setuid(65534)
       out = ('ok', fn())
-    except BaseException as e:  # pylint: disable=broad-except
+    except BaseException as e:
       out = ('raised', f'{type(e).__name__}: {e}')
     with os.fdopen(w, 'wb') as f:
       pickle.dump(out, f)
-    os._exit(0)  # pylint: disable=protected-access
+    os._exit(0)
   os.close(w)
   with os.fdopen(r, 'rb') as f:
     out = pickle.load(f)
@@ -297,8 +298,8 @@ def test_resume_falls_back_keeps_the_damaged_step_and_finishes(trained, tiny_dat
 def test_checksums_are_written_off_the_training_thread(tmp_path, monkeypatch):
   """An asynchronous save returns before checksums.json exists; the callback runs in orbax's
   background thread, after the arrays are final and before the step is committed."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import jax
+  import jax.numpy as jnp
   seen, release = [], threading.Event()
   real = checkpoints.write_manifest
 

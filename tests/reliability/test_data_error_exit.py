@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.command_output import run_timed, without_progress
+from tests.command_output import run_timed
+from tests.command_output import without_progress
 from vvt.data.writing import dmvr_records
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,8 +73,9 @@ def test_pipeline_error_exits_promptly(file_with_bad_record, mode):
 def test_vvt_train_data_error_is_one_line_and_prompt(tmp_path):
   """Through the command: a bad training record ends `vvt train` with exit 1 and one line naming it."""
   sys.path.insert(0, os.path.join(REPO, 'tests', 'train'))
-  import train_helpers  # pylint: disable=g-import-not-at-top
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
+  import train_helpers
+
+  from vvt.data.writing import synthetic
   data = train_helpers.write_tiny_dataset(tmp_path / 'data')
   frames = synthetic.render_clip(0, np.random.default_rng(0), 16, 64)
   jpegs = [tf.io.encode_jpeg(f).numpy() for f in frames]

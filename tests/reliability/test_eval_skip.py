@@ -14,11 +14,11 @@ import numpy as np
 import tensorflow as tf
 
 from vvt.cli import train as cli_train
-from vvt.data.writing import synthetic
 from vvt.data.writing import dmvr_records
+from vvt.data.writing import synthetic
 
 sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[1] / 'train'))
-import train_helpers as helpers  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+import train_helpers as helpers  # noqa: E402
 
 
 def _bad_eval_shard(data_dir):

@@ -15,11 +15,12 @@ import tensorflow as tf
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, 'tests', 'train'))
-import train_helpers  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+import train_helpers  # noqa: E402
 
 
 def test_skip_mode_run_evaluates_the_good_videos_and_counts_the_skipped(tmp_path):
-  from vvt.data.writing import dmvr_records, synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import dmvr_records
+  from vvt.data.writing import synthetic
   data = tmp_path / 'data'
   shutil.copytree(train_helpers.write_tiny_dataset(tmp_path / 'base'), data)
   test_file = str(data / 'test-00000-of-00001.tfrecord')

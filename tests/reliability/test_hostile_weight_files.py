@@ -6,15 +6,15 @@ command, `vvt convert` (in process, through its CLI entry point), and to `init_f
 checkpoints). Each must end with one line naming the file and what is wrong, exit non-zero, write no
 checkpoint, and execute nothing from the file (a pickled payload would create a marker file).
 """
-import io
 import contextlib
+import io
 import os
 
+import hostile_weights as hw
 import jax
 import numpy as np
 import pytest
 
-import hostile_weights as hw
 from vvt.cli import main as vvt_main
 
 CONFIG = 'configs/kinetics400/vivit_b_fe.py'
@@ -54,9 +54,9 @@ def test_the_unbroken_fixture_converts(tmp_path):
 # ------------------------------------------------------------------------------------------- init_from
 def _tiny_image_model():
   """(the ModelSpec of a tiny image model, its zero params)."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.convert import video  # pylint: disable=g-import-not-at-top
-  from vvt.models import spec  # pylint: disable=g-import-not-at-top
+  from vvt.convert import video
+  import vvt.models
+  from vvt.models import spec
   cfg = vvt.models.get_config(family='timesformer', attention='space', variant='Ti/8', hidden_size=16,
                               num_heads=2, mlp_dim=32, num_layers=1, image_size=16, num_frames=1,
                               num_classes=3, class_token='global', positional_embedding='spatial')
@@ -66,7 +66,7 @@ def _tiny_image_model():
 
 def _timm(params, change=None):
   """The tiny model's params in timm names (an image ViT file), optionally broken by `change`."""
-  from vvt.convert import common  # pylint: disable=g-import-not-at-top
+  from vvt.convert import common
   f = common.flatten(params)
   d = 16
   a = 'encoder/layers/block_0/space_attention'
@@ -92,33 +92,35 @@ def _timm(params, change=None):
 
 
 def _save(path, tensors):
-  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  from safetensors.numpy import save_file
   save_file(tensors, path)
   return path
 
 
 INIT_CASES = {
-    'truncated_image_safetensors': lambda d, p: hw._cut(_save(f'{d}/cut.safetensors', _timm(p))),  # pylint: disable=protected-access
+    'truncated_image_safetensors': lambda d, p: hw._cut(_save(f'{d}/cut.safetensors', _timm(p))),
     'int64_image_weight': lambda d, p: _save(f'{d}/int.safetensors', _timm(p, lambda s: s.update(
         {'blocks.0.mlp.fc1.weight': s['blocks.0.mlp.fc1.weight'].astype(np.int64)}))),
     'wrong_shape_image_weight': lambda d, p: _save(f'{d}/shape.safetensors', _timm(p, lambda s: s.update(
         {'pos_embed': np.zeros((1, 7, 16), np.float32)}))),
     'wrong_keys_image_file': lambda d, p: _save(f'{d}/keys.safetensors', {'x.weight': np.zeros((2, 2), np.float32)}),
-    'pickled_npz_image_file': lambda d, p: hw._npz(d, 'obj.npz', w=np.array([{'a': 1}], dtype=object)),  # pylint: disable=protected-access
-    'truncated_vvt_video_file': lambda d, p: hw._cut(_vvt_export(d, p)),  # pylint: disable=protected-access
+    'pickled_npz_image_file': lambda d, p: hw._npz(d, 'obj.npz', w=np.array([{'a': 1}], dtype=object)),
+    'truncated_vvt_video_file': lambda d, p: hw._cut(_vvt_export(d, p)),
 }
 
 
 def _vvt_export(d, params):
-  from vvt.convert import export  # pylint: disable=g-import-not-at-top
+  from vvt.convert import export
   path = f'{d}/video.safetensors'
   export.to_safetensors(params, path)
   return path
 
 
 def test_init_from_control_loads():
-  from vvt.convert import image_init, init_options  # pylint: disable=g-import-not-at-top
-  import tempfile  # pylint: disable=g-import-not-at-top
+  import tempfile
+
+  from vvt.convert import image_init
+  from vvt.convert import init_options
   model, params = _tiny_image_model()
   with tempfile.TemporaryDirectory() as d:
     init = init_options.validate(dict(checkpoint=_save(f'{d}/ok.safetensors', _timm(params))))
@@ -128,7 +130,8 @@ def test_init_from_control_loads():
 
 @pytest.mark.parametrize('case', sorted(INIT_CASES))
 def test_init_from_refuses_naming_the_file(tmp_path, case):
-  from vvt.convert import image_init, init_options  # pylint: disable=g-import-not-at-top
+  from vvt.convert import image_init
+  from vvt.convert import init_options
   model, params = _tiny_image_model()
   path = INIT_CASES[case](str(tmp_path), params)
   fmt = 'vvt' if 'vvt' in case else 'auto'

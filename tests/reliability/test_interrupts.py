@@ -17,7 +17,8 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'train'))
-import train_helpers as common  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+import train_helpers as common  # noqa: E402
+
 from tests.command_output import without_progress  # noqa: E402
 from vvt.train import checkpoints  # noqa: E402
 

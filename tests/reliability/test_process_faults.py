@@ -28,8 +28,11 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'train'))
-import train_helpers as common  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
-from tests.command_output import HANG_S, run_timed, without_progress  # noqa: E402
+import train_helpers as common  # noqa: E402
+
+from tests.command_output import HANG_S  # noqa: E402
+from tests.command_output import run_timed  # noqa: E402
+from tests.command_output import without_progress  # noqa: E402
 from vvt.train import checkpoints  # noqa: E402
 
 ARGS = ['--config.num_train_steps=8', '--config.checkpoint.every_steps=4', '--config.log_every_steps=4']
@@ -294,8 +297,9 @@ def test_a_second_ctrl_c_after_the_save_exits_quietly(tiny_data, tmp_path):
 
 
 def test_import_of_nan_weights_and_of_lying_offsets_is_refused_naming_the_file(trained, tmp_path):
-  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
-  from safetensors.numpy import load_file, save_file  # pylint: disable=g-import-not-at-top
+  from safetensors import safe_open
+  from safetensors.numpy import load_file
+  from safetensors.numpy import save_file
   good = str(tmp_path / 'good.safetensors')
   assert _vvt('export', '--workdir', trained, '--output', good)[0] == 0
   with safe_open(good, 'numpy') as f:
@@ -430,8 +434,9 @@ def test_heartbeat_timeout_is_validated_before_any_work(tiny_data, tmp_path):
 def test_storage_errors_are_told_by_their_errno_also_in_a_library_s_words():
   """The reasons of the one line: from an OSError's errno anywhere in the cause chain, or from tensorstore's text
   (it raises ValueError); other errors are not storage errors."""
-  import errno  # pylint: disable=g-import-not-at-top
-  from vvt.train import storage  # pylint: disable=g-import-not-at-top
+  import errno
+
+  from vvt.train import storage
   tensorstore = ValueError('RESOURCE_EXHAUSTED: Error writing "params.w/0" in OCDBT database: Failed to write 171058 '
                            "bytes to file 6: No space left on device [os_error_code='28']")
   try:

@@ -17,11 +17,13 @@ import pytest
 
 from vvt.data import pipeline
 from vvt.data.reading import errors
-from vvt.data.writing import dmvr_records
 from vvt.data.reading.errors import DataError
+from vvt.data.writing import dmvr_records
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'data'))
-from data_helpers import jpeg, small_config, solid_video  # pylint: disable=g-import-not-at-top,wrong-import-position
+from data_helpers import jpeg
+from data_helpers import small_config
+from data_helpers import solid_video
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NUM = 9
@@ -66,7 +68,7 @@ def test_eval_skip_reports_skipped_videos_and_keeps_every_view_of_the_rest(data_
   for p in range(hosts):
     for b in pipeline.make_eval_iterator(cfg, 'test', 4 * hosts, process_index=p, process_count=hosts):
       real = b['mask'] == 1
-      for v, view, lab in zip(b['video_index'][real], b['view_index'][real], b['label'][real]):
+      for v, view, lab in zip(b['video_index'][real], b['view_index'][real], b['label'][real], strict=True):
         views.setdefault(int(v), []).append(int(view))
         labels[int(v)] = int(lab)
       skipped.update(pipeline.skipped_videos(b).tolist())

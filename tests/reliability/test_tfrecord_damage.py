@@ -30,7 +30,7 @@ from vvt.data.reading import tfrecord_framing
 from vvt.data.writing import dmvr_records
 
 sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[1] / 'train'))
-import train_helpers as helpers  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+import train_helpers as helpers  # noqa: E402
 
 PER_SHARD = 5  # test videos per shard: videos 0-4 in shard 0, 5-9 in shard 1
 
@@ -206,10 +206,11 @@ def test_a_frame_with_half_its_jpeg(run, tmp_path, capsys):
 def test_frames_of_the_projects_encoders_end_with_the_marker():
   """The check refuses no frame an encoder the project uses writes (PIL: converters and the synthetic set;
   TensorFlow; OpenCV), and only a JPEG without its end is refused."""
-  import cv2  # pylint: disable=g-import-not-at-top
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
+  import cv2
+
+  from vvt.data.writing import synthetic
   image = np.random.default_rng(0).integers(0, 255, (24, 40, 3), np.uint8)
-  frames = [synthetic._encode_jpeg(image), tf.io.encode_jpeg(image).numpy(),  # pylint: disable=protected-access
+  frames = [synthetic._encode_jpeg(image), tf.io.encode_jpeg(image).numpy(),
             cv2.imencode('.jpg', image)[1].tobytes(), tf.io.encode_png(image).numpy()]
   whole, detail = image_frames.check_frame_ends(tf.constant(frames))
   assert bool(whole) and detail.numpy() == b''
@@ -254,13 +255,13 @@ def test_training_names_or_counts_damaged_files_and_cut_frames(tmp_path):
 
 def test_a_cut_jpeg_in_a_frame_folder_is_named_by_predict(run, tmp_path, capsys):
   """`vvt predict` reads frame folders, not records: a JPEG cut short there is named too (OpenCV would fill it)."""
-  from vvt.cli import predict as cli_predict  # pylint: disable=g-import-not-at-top
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.cli import predict as cli_predict
+  from vvt.data.writing import synthetic
   frames = synthetic.render_clip(0, np.random.default_rng(0), 16, 64)
   for name in ('good', 'cut'):
     (tmp_path / name).mkdir()
     for t, frame in enumerate(frames):
-      (tmp_path / name / f'{t:06d}.jpg').write_bytes(synthetic._encode_jpeg(frame))  # pylint: disable=protected-access
+      (tmp_path / name / f'{t:06d}.jpg').write_bytes(synthetic._encode_jpeg(frame))
   cut = tmp_path / 'cut' / '000003.jpg'
   data = cut.read_bytes()
   cut.write_bytes(data[:len(data) // 2])

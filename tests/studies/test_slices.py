@@ -12,7 +12,11 @@ import socket
 import time
 
 from tests.cli.test_sweep import study
-from tests.cli.test_sweep_workers import SEP, finish, processes_using, start, train_steps
+from tests.cli.test_sweep_workers import SEP
+from tests.cli.test_sweep_workers import finish
+from tests.cli.test_sweep_workers import processes_using
+from tests.cli.test_sweep_workers import start
+from tests.cli.test_sweep_workers import train_steps
 from vvt.studies import claims
 
 HANG_S = 600  # far above a slice's trial on 2 cores
@@ -74,7 +78,7 @@ def test_two_slices_of_two_processes_train_every_trial_exactly_once_each_on_both
   second, _ = _slice(str(out))  # joins the sweep (its config from sweep.json): seed=0 is held, seed=1 is free
   outputs = [[finish(p, HANG_S) for p in procs] for procs in (first, second)]
   assert [_trained_by(o[1]) for o in outputs] == [['seed=0'], ['seed=1']], outputs
-  for name, (procs, (leader, _)) in zip(('seed=0', 'seed=1'), zip((first, second), outputs)):
+  for name, (procs, (leader, _)) in zip(('seed=0', 'seed=1'), zip((first, second), outputs, strict=True), strict=True):
     trial = out / name
     state = json.loads((trial / 'state.json').read_text())
     assert (state['status'], state['attempts'], state['requeues'], state['processes']) == ('finished', 1, 0, 2)
@@ -128,7 +132,7 @@ def test_a_process_killed_mid_trial_releases_the_trial_and_another_slice_resumes
 
 
 def test_a_slice_takes_no_parallel_and_slurm_no_distributed_fields(tiny_data, tmp_path, capsys):
-  from tests.cli.test_sweep_xpk import error_line  # pylint: disable=g-import-not-at-top
+  from tests.cli.test_sweep_xpk import error_line
   spec, out = study(tmp_path, tiny_data), tmp_path / 'sweep'
   dist = ['--config.distributed.initialize=True', '--config.distributed.num_processes=2']
   error_line(capsys, ['--config', spec, '--workdir', str(out), *dist, '--parallel', '2'],

@@ -111,7 +111,7 @@ def test_a_four_trial_study_as_a_job_array_with_throttle_2(slurm, tiny_data, tmp
   assert names == ['attention=space,seed=0', 'attention=space,seed=1', 'attention=divided,seed=0',
                    'attention=divided,seed=1']
   outs = [f'{out}/slurm/{job}_{i}.out' for i in range(4)]
-  for name, path in zip(names, outs):
+  for name, path in zip(names, outs, strict=True):
     assert '[slurm] ' in open(path).read() and f'trial {name} exited 0' in open(path).read()
   spans = _spans(outs)
   assert max(sum(1 for a, b in spans if a <= s < b) for s, _ in spans) <= 2   # never more than 2 at once
@@ -159,12 +159,13 @@ def test_requeued_trial_saves_resumes_and_equals_an_uninterrupted_run(slurm, tin
 
   text = open(log).read()
   assert '(restart 2)' in text and text.count('[train] resumed from') == 2 and 'trial seed=3 exited 0' in text
-  from vvt.cli import sweep_status  # pylint: disable=g-import-not-at-top
+  from vvt.cli import sweep_status
   row = sweep_status.table(str(out))[0]   # the trial's claim, as `vvt sweep --status` shows it
   assert (row['state'], row['attempts'], row['slurm']) == ('finished', '3', task), row
   assert reference.wait(timeout=1200) == 0, reference.stderr.read()[-3000:]
-  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
-  import chex  # pylint: disable=g-import-not-at-top
+  import chex
+
+  from vvt.train import checkpoints
   p_ref, _ = checkpoints.load_params(str(tmp_path / 'ref'), steps)
   p_req, _ = checkpoints.load_params(str(out / 'seed=3'), steps)
   chex.assert_trees_all_close(p_ref, p_req, rtol=1e-6, atol=1e-7)  # one program with itself (exact resume)
@@ -242,8 +243,9 @@ def test_bad_input_is_one_line_and_loses_nothing(slurm, tiny_data, tmp_path):
 def test_a_sigterm_passed_on_twice_is_one_request():
   """SLURM signals every process of a task while the sweep worker passes its SIGTERM on to the trainer: the
   trainer still saves (a second SIGTERM within REPEAT_S is the same request; a later one exits at once)."""
-  import signal  # pylint: disable=g-import-not-at-top
-  from vvt.train import signals  # pylint: disable=g-import-not-at-top
+  import signal
+
+  from vvt.train import signals
   previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
   try:
     with signals.StopSignals(log=lambda *a: None) as stop:
@@ -259,8 +261,8 @@ def test_a_sigterm_passed_on_twice_is_one_request():
 
 
 def test_array_spec_and_options():
-  from vvt.studies import launch  # pylint: disable=g-import-not-at-top
-  from vvt.studies import slurm as slurm_lib  # pylint: disable=g-import-not-at-top
+  from vvt.studies import launch
+  from vvt.studies import slurm as slurm_lib
   assert launch.array_spec([5, 0, 1, 2, 7, 8]) == '0-2,5,7-8'
   assert launch.array_spec([3], throttle=2) == '3%2'
   opts, rest = slurm_lib.split_options(['--slurm.nodes', '2', '--x', '--slurm.extra=--exclusive',

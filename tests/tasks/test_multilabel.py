@@ -78,7 +78,7 @@ def test_views_of_one_video_with_different_labels_are_refused():
 
 
 def _dataset_config(files, num_classes):
-  from vvt.config import dataset  # pylint: disable=g-import-not-at-top
+  from vvt.config import dataset
   cfg = dataset.get_config()
   cfg.update(train_files=files, eval_files=files, num_classes=num_classes, multi_label=True, num_frames=4,
              stride=1, image_size=32, train_min_resize=34, train_max_resize=36, eval_resize=34,
@@ -87,8 +87,8 @@ def _dataset_config(files, num_classes):
 
 
 def test_records_with_several_labels_read_as_multi_hot(tmp_path):
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline
+  from vvt.data.writing import synthetic
   info = synthetic.write_synthetic(str(tmp_path), num_classes=4, train_clips=12, test_clips=6, num_frames=8,
                                    frame_size=32, seed=0, train_shards=1, test_shards=1, multi_label=True)
   manifest = json.load(open(info['manifest']))
@@ -107,15 +107,15 @@ def test_records_with_several_labels_read_as_multi_hot(tmp_path):
 
 
 def test_the_converter_reads_several_labels_of_a_row():
-  from vvt.data.reading import video_lists  # pylint: disable=g-import-not-at-top
-  from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import video_lists
+  from vvt.data.writing import dmvr_records
   classes = ['run', 'jump', 'swim']
   assert video_lists.label_index('jump;swim', classes) == (1, 2)
   assert video_lists.label_index('2;run', classes) == (2, 0)
   assert video_lists.label_index('jump', classes) == 1
   with pytest.raises(ValueError, match="'fly' is not in the class list"):
     video_lists.label_index('jump;fly', classes)
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   record = dmvr_records.encode_sequence_example([b'x'], (1, 2), video_id='v')
   ex = tf.train.SequenceExample.FromString(record)
   assert list(ex.context.feature[dmvr_records.LABEL_KEY].int64_list.value) == [1, 2]

@@ -15,7 +15,7 @@ from vvt.train import checkpoints
 from vvt.train import trainer
 
 sys.path.insert(0, str(REPO / 'tests' / 'train'))
-import tiny_config  # noqa: E402  pylint: disable=wrong-import-position
+import tiny_config  # noqa: E402
 
 
 def test_a_multilabel_run_trains_and_reports_map(tmp_path):

@@ -76,10 +76,10 @@ def test_the_backbone_is_frozen_and_each_probe_has_its_own_optimiser(head):
   new = jax.tree.map(lambda p, u: p + u, params, updates)
   for k in params:
     if k != 'probes':
-      for a, b in zip(jax.tree.leaves(params[k]), jax.tree.leaves(new[k])):
+      for a, b in zip(jax.tree.leaves(params[k]), jax.tree.leaves(new[k]), strict=True):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
   # Adam's first step moves each weight by about lr (the sign of its gradient), plus lr * wd * weight
-  for name, (lr, wd) in zip(task.names, task.settings):
+  for name, (lr, wd) in zip(task.names, task.settings, strict=True):
     p, u, g = (t['probes'][name]['output_projection']['kernel'] for t in (params, updates, grads))
     expected = -lr * (jnp.sign(g) * (jnp.abs(g) > 1e-6) + wd * p)
     np.testing.assert_allclose(u, expected, atol=lr * 1e-2)

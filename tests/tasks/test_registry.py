@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from configs import common
-from vvt.config import run_file, validation
+from vvt.config import run_file
+from vvt.config import validation
 from vvt.config.errors import ConfigError
 from vvt.tasks import registry
 from vvt.tasks.base import Task

@@ -16,8 +16,12 @@ import numpy as np
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
 import train_helpers  # noqa: E402
+
 from vvt.config import run_spec  # noqa: E402
-from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib, sharding  # noqa: E402
+from vvt.train import checkpoints  # noqa: E402
+from vvt.train import mesh as mesh_lib  # noqa: E402
+from vvt.train import program as program_lib  # noqa: E402
+from vvt.train import sharding  # noqa: E402
 
 STEPS = 3
 BIG = 'encoder/layers/block_0/mlp/Dense_0/kernel'

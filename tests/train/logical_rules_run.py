@@ -14,9 +14,12 @@ import numpy as np
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
 import train_helpers  # noqa: E402
+
 from vvt.config import run_spec  # noqa: E402
-from vvt.train import memory, program as program_lib, sharding  # noqa: E402
+from vvt.train import memory  # noqa: E402
 from vvt.train import mesh as mesh_lib  # noqa: E402
+from vvt.train import program as program_lib  # noqa: E402
+from vvt.train import sharding  # noqa: E402
 
 BATCH = 16
 QUERY = 'encoder/layers/blocks/block/space_attention/query/kernel'

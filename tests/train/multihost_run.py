@@ -6,6 +6,7 @@ import sys
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
 import train_helpers  # noqa: E402
+
 from vvt.config import run_spec  # noqa: E402
 from vvt.train import trainer  # noqa: E402
 
@@ -23,6 +24,7 @@ c.distributed.num_processes = 2
 c.distributed.process_id = pid
 res = trainer.train_and_evaluate(run_spec.resolve(c), workdir, log=lambda *a, **k: None)
 import jax  # noqa: E402
+
 print('RESULT ' + json.dumps({'process': jax.process_index(), 'processes': jax.process_count(),
                               'devices': jax.device_count(), 'local_devices': jax.local_device_count(), **{
     k: v for k, v in res.items() if isinstance(v, (int, float, str))}}), flush=True)

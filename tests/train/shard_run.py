@@ -9,6 +9,7 @@ import jax
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
 import train_helpers  # noqa: E402
+
 from vvt.config import run_spec  # noqa: E402
 from vvt.train import trainer  # noqa: E402
 

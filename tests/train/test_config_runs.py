@@ -14,13 +14,16 @@ import json
 import jax
 import numpy as np
 import pytest
-
 import train_helpers as common
+
 from vvt.config import loader
 from vvt.config import run_spec
 from vvt.config import schema
 from vvt.data import pipeline
-from vvt.train import mesh as mesh_lib, model_state, program as program_lib, trainer
+from vvt.train import mesh as mesh_lib
+from vvt.train import model_state
+from vvt.train import program as program_lib
+from vvt.train import trainer
 
 # config file (under configs/): the variants it offers (None: the default).
 CONFIGS = {
@@ -126,7 +129,7 @@ def train(c):
 def test_config_shrinks_and_trains_on_the_cpu(name, tiny_data):
   full = [load(name, arg) for arg in CONFIGS[name]]  # validated at their paper size
   runs = [shrunk(name, arg, tiny_data) for arg in CONFIGS[name]]
-  for paper, c in zip(full, runs):
+  for paper, c in zip(full, runs, strict=True):
     # runlocal keeps the family, scheme, classifier and heads, and shrinks the rest
     assert (c.model.family, c.model.attention, c.model.classifier) == (
         paper.model.family, paper.model.attention, paper.model.classifier)

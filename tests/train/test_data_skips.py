@@ -4,12 +4,12 @@ import shutil
 
 import numpy as np
 import tensorflow as tf
-
 import train_helpers as common
 
 
 def test_skipped_records_are_reported_in_train_metrics(tiny_data, tmp_path):
-  from vvt.data.writing import dmvr_records, synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import dmvr_records
+  from vvt.data.writing import synthetic
   data = tmp_path / 'data'
   shutil.copytree(tiny_data, data)
   frames = synthetic.render_clip(0, np.random.default_rng(0), 16, 64)

@@ -8,13 +8,19 @@ import chex
 import jax
 import numpy as np
 import pytest
-
 import train_helpers as common
+
 from vvt.cli import convert as convert_cli
 from vvt.cli import train as train_cli
 from vvt.config import run_spec
 from vvt.convert import export
-from vvt.train import checkpoints, ema, mesh as mesh_lib, model_state, optimizers, steps, trainer
+from vvt.train import checkpoints
+from vvt.train import ema
+from vvt.train import mesh as mesh_lib
+from vvt.train import model_state
+from vvt.train import optimizers
+from vvt.train import steps
+from vvt.train import trainer
 from vvt.train.program import build_program
 
 
@@ -39,7 +45,8 @@ def test_ema_with_decay_zero_is_the_params_and_otherwise_follows_its_formula():
   step = jax.jit(steps.train_step_fn(module, tx, sched, settings, mesh))
   state1, _, _ = step(state0, mesh_lib.global_batch(_batch(seed=1), mesh, 4))
   state2, _, _ = step(state1, mesh_lib.global_batch(_batch(seed=2), mesh, 4))
-  moved = [float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(state2.params), jax.tree.leaves(state0.params))]
+  moved = [float(np.abs(a - b).max())
+           for a, b in zip(jax.tree.leaves(state2.params), jax.tree.leaves(state0.params), strict=True)]
   assert max(moved) > 1e-3  # the params did move
   chex.assert_trees_all_equal(state1.ema_params, state1.params)  # decay 0: exactly the params
   chex.assert_trees_all_equal(state2.ema_params, state2.params)
@@ -88,7 +95,7 @@ def test_a_run_without_ema_resumed_with_it_reports_raw_and_ema_and_eval_export_p
   assert checkpoints.has_ema(str(wd), 4)
   raw, _ = checkpoints.load_params(str(wd), 4)
   ema, _ = checkpoints.load_params(str(wd), 4, item='ema')
-  assert max(float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(raw), jax.tree.leaves(ema))) > 1e-4
+  assert max(float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(raw), jax.tree.leaves(ema), strict=True)) > 1e-4
 
   final, final_raw = _results(wd, 4), _results(wd, 4, 'test_raw')
   assert final['weights'] == 'ema' and final_raw['weights'] == 'raw'
@@ -121,5 +128,5 @@ def test_a_run_without_ema_resumed_with_it_reports_raw_and_ema_and_eval_export_p
     assert convert_cli.export_main(['--workdir', str(wd), '--output', str(out), *flags]) == 0
     params, metadata = export.from_safetensors(str(out))
     assert metadata['weights'] == name
-    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(want)):
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(want), strict=True):
       np.testing.assert_array_equal(a, np.asarray(b))

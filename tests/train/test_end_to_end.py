@@ -4,6 +4,7 @@ import math
 import os
 
 import train_helpers as common
+
 from vvt.cli import train as cli
 from vvt.train import checkpoints
 

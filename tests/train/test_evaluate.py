@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from vvt.tasks import eval_report
-from vvt.train import evaluate as evaluate_lib
 from vvt.tasks.multiview import MultiViewAggregator
+from vvt.train import evaluate as evaluate_lib
 
 
 def _views(num_videos=7, views=6, classes=7, seed=0):
@@ -146,7 +146,7 @@ def test_per_class_accuracy_and_confusion_matrix():
 
 def _written(tmp_path, protocol='1x3', run_protocol='1x3', step=5):
   (tmp_path / 'config.json').write_text(json.dumps(
-      {'dataset': dict(zip(('num_test_clips', 'num_spatial_crops'), map(int, run_protocol.split('x'))))}))
+      {'dataset': dict(zip(('num_test_clips', 'num_spatial_crops'), map(int, run_protocol.split('x')), strict=True))}))
   scores = np.array([[[3., 0, 0, 0]], [[0, 3., 0, 0]], [[0, 3., 0, 0]], [[0, 0, 0, 3.]]], np.float32)
   labels = np.array([0, 1, 2, 3])
   agg = MultiViewAggregator({'': 4}, num_videos=5)

@@ -58,7 +58,7 @@ def test_train_step_without_tensorflow():
 
 def test_metric_writers_still_write_tensorboard_and_jsonl(tmp_path):
   """The writers, now made where they are used, still write TensorBoard events and metrics.jsonl."""
-  from vvt.train import metrics  # pylint: disable=g-import-not-at-top
+  from vvt.train import metrics
   train, _ = metrics.make_writers(str(tmp_path), is_chief=True)
   train.write_scalars(3, {'loss': 1.5})
   train.flush()

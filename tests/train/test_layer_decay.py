@@ -5,11 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import vvt.models
-from vvt.models import schemes
 from vvt.config import run_spec
 from vvt.config import schema
-from vvt.train import layer_decay, optimizers
+import vvt.models
+from vvt.models import schemes
+from vvt.train import layer_decay
+from vvt.train import optimizers
 
 DECAY = 0.5
 

@@ -6,8 +6,8 @@ import subprocess
 
 import jax
 import pytest
-
 import train_helpers
+
 from vvt.config import loader as config_lib
 from vvt.config import run_file
 from vvt.config import run_spec

@@ -5,10 +5,11 @@ import subprocess
 import sys
 import textwrap
 
-from vvt.config import loader as config_lib
-from vvt.train import checkpoints, mesh as mesh_lib
-
 import train_helpers
+
+from vvt.config import loader as config_lib
+from vvt.train import checkpoints
+from vvt.train import mesh as mesh_lib
 
 TINY = train_helpers.TINY
 
@@ -42,7 +43,7 @@ def test_scanned_layers_keep_the_batch_sharded_under_the_steps_mesh():
   """`vvt.models.blocks.constrain_batch`: the batch axis over the mesh's data-like axes when traced under a mesh
   (the train / eval steps trace under theirs), a no-op without one; its axis names are the trainer's.
   On 4 forced host devices, in a subprocess."""
-  from vvt.models import axes  # pylint: disable=g-import-not-at-top
+  from vvt.models import axes
   assert mesh_lib.batch_spec(mesh_lib.make_mesh())[0] == axes.BATCH_AXES == ('data', 'fsdp')  # the trainer's
   code = textwrap.dedent("""
       import jax, jax.numpy as jnp

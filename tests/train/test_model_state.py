@@ -3,10 +3,12 @@ import chex
 import jax
 import optax
 import pytest
-
 import train_helpers as common
+
 from vvt.config import run_spec
-from vvt.train import mesh as mesh_lib, model_state, trainer
+from vvt.train import mesh as mesh_lib
+from vvt.train import model_state
+from vvt.train import trainer
 
 
 def test_abstract_state_is_the_init_state_and_follows_the_shared_fields():

@@ -8,8 +8,8 @@ import socket
 import subprocess
 
 import pytest
-
 import train_helpers as common
+
 from vvt.cli import train as cli
 from vvt.train import checkpoints
 

@@ -2,10 +2,11 @@
 import jax
 import numpy as np
 import pytest
-
 import train_helpers as common
+
 from vvt.config import run_spec
-from vvt.train import checkpoints, trainer
+from vvt.train import checkpoints
+from vvt.train import trainer
 
 
 def test_non_finite_loss_stops_with_the_step_and_keeps_good_checkpoints(tiny_data, tmp_path):

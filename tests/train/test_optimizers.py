@@ -71,7 +71,7 @@ def test_weight_decay_mask_on_a_real_model():
   mask = optimizers.weight_decay_mask(params)
   flat = {'/'.join(str(getattr(k, 'key', k)) for k in path): (m, x)
           for (path, m), x in zip(jax.tree_util.tree_flatten_with_path(mask)[0],
-                                  jax.tree.leaves(params))}
+                                  jax.tree.leaves(params), strict=True)}
   names = list(flat)
   assert any('pos_embedding' in n for n in names) and any(n.endswith('cls') for n in names)
   for name, (decay, x) in flat.items():
@@ -92,7 +92,7 @@ def test_weight_decay_mask_is_the_same_for_scanned_layers():
   assert layout.layout_of(stacked) == 'stacked'
   per_layer_mask = layout.to_stacked(jax.tree.map(jnp.asarray, optimizers.weight_decay_mask(params)))
   stacked_mask = optimizers.weight_decay_mask(stacked)
-  for expected, got in zip(jax.tree.leaves(per_layer_mask), jax.tree.leaves(stacked_mask)):
+  for expected, got in zip(jax.tree.leaves(per_layer_mask), jax.tree.leaves(stacked_mask), strict=True):
     assert bool(expected[0] if expected.ndim else expected) == got
   block = stacked_mask['encoder']['layers']['blocks']['block']
   assert block['mlp_norm']['scale'] is False and block['mlp']['Dense_0']['kernel'] is True
@@ -107,7 +107,7 @@ def test_weight_decay_applies_only_where_masked(name):
   updates, _ = tx.update(zeros, tx.init(params), params)
   new = optax.apply_updates(params, updates)
   mask = optimizers.weight_decay_mask(params)
-  for m, old, nw in zip(jax.tree.leaves(mask), jax.tree.leaves(params), jax.tree.leaves(new)):
+  for m, old, nw in zip(jax.tree.leaves(mask), jax.tree.leaves(params), jax.tree.leaves(new), strict=True):
     if m:
       np.testing.assert_allclose(nw, old * (1 - 0.1 * 0.5), rtol=1e-5, atol=1e-7)
     else:
@@ -129,7 +129,9 @@ def test_gradient_clipping_bounds_the_update():
 def test_gradient_accumulation_equals_full_batch(tiny_data):
   """4 micro-batches give the same update as one full batch (no dropout, no mixing)."""
   import train_helpers
-  from vvt.train import mesh as mesh_lib, program as program_lib
+
+  from vvt.train import mesh as mesh_lib
+  from vvt.train import program as program_lib
   results = []
   rng = np.random.default_rng(0)
   batch = {'inputs': rng.normal(size=(8, 8, 32, 32, 3)).astype(np.float32),

@@ -89,7 +89,7 @@ def test_the_interval_scalars():
 
 @pytest.mark.parametrize('steps', [(5, 2), (0, 3), (1, 2, 3), 'a', 4])
 def test_a_bad_profile_steps_is_one_line_naming_the_field(steps):
-  import tiny_config  # pylint: disable=g-import-not-at-top
+  import tiny_config
   c = tiny_config.get_config('unused')
   c.profile.steps = steps
   with pytest.raises(ConfigError, match=r'^profile\.steps must be'):

@@ -1,11 +1,13 @@
 """`vvt.train.program`: one build of the model, optimiser, shardings and steps; nothing is compiled here."""
 import jax
 import pytest
+import train_helpers
 
 from vvt.config import run_spec
-from vvt.train import mesh as mesh_lib, memory, model_state, program as program_lib
-
-import train_helpers
+from vvt.train import memory
+from vvt.train import mesh as mesh_lib
+from vvt.train import model_state
+from vvt.train import program as program_lib
 
 
 def test_steps_per_epoch_and_total_steps():

@@ -4,20 +4,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 import train_helpers as common
-import vvt.models
+
 from configs import common as configs_common
 from vvt.config.errors import ConfigError
 from vvt.convert import timesformer as timesformer_convert
 from vvt.data.transforms import sampling
+import vvt.models
 from vvt.models.summary import summarise
 
 CONFIGS = common.REPO / 'configs'
 
 
 def load(name, arg=None, overrides=()):
-  from vvt.config import loader  # pylint: disable=g-import-not-at-top
+  from vvt.config import loader
   return loader.load(str(CONFIGS / name) + (f':{arg}' if arg else ''), overrides, files=(), init=False)
 
 
@@ -63,7 +63,7 @@ def _space_only_state(d=16, layers=1, patch=4, grid=2, classes=3):
 
 
 def test_timesformer_schemes_study_builds_space_only_without_time_embedding():
-  from experiments import timesformer_schemes  # pylint: disable=g-import-not-at-top
+  from experiments import timesformer_schemes
   for setting in ('k400', 'ssv2'):
     trials = {t['model.attention']: t for t in timesformer_schemes.get_sweep(setting)}
     assert trials['space']['model.positional_embedding'] == 'spatial'
@@ -106,7 +106,7 @@ def test_vivit_views_per_table(name, arg, views):
 
 
 def test_vivit_ablation_models_evaluate_four_views():
-  from experiments import vivit_models  # pylint: disable=g-import-not-at-top
+  from experiments import vivit_models
   for setting in ('k400', 'epic'):
     d = vivit_models.get_config(setting).dataset
     assert d.num_test_clips * d.num_spatial_crops == 4

@@ -9,8 +9,8 @@ import time
 
 import chex
 import numpy as np
-
 import train_helpers as common
+
 from vvt.train import checkpoints
 
 STEPS = 12

@@ -7,12 +7,14 @@ import shutil
 import chex
 import jax
 import pytest
-
 import train_helpers as common
+
 from vvt.config import run_spec
 from vvt.config.errors import ConfigError
 from vvt.models import layout
-from vvt.train import checkpoints, model_state, trainer
+from vvt.train import checkpoints
+from vvt.train import model_state
+from vvt.train import trainer
 
 
 @pytest.fixture(scope='module')
@@ -98,7 +100,7 @@ def test_switching_scan_layers_on_resume_restores_into_the_other_layout(checkpoi
   restored, _ = checkpoints.load_params(str(wd_plain), 2, target)
   assert jax.tree.structure(restored) == jax.tree.structure(target)
   chex.assert_trees_all_equal(layout.to_per_layer(restored), plain)
-  assert all(r.sharding == t.sharding for r, t in zip(jax.tree.leaves(restored), jax.tree.leaves(target)))
+  assert all(r.sharding == t.sharding for r, t in zip(jax.tree.leaves(restored), jax.tree.leaves(target), strict=True))
 
   lines = []
   res = trainer.train_and_evaluate(run_spec.resolve(config(False)), str(wd), log=lines.append, stop_after_step=3)

@@ -4,14 +4,18 @@ import json
 import subprocess
 
 import chex
+import fsdp_run
 import jax
 import numpy as np
 import pytest
-
-import fsdp_run
 import train_helpers as common
+
 from vvt.config import run_spec
-from vvt.train import checkpoints, mesh as mesh_lib, model_state, optimizers, sharding
+from vvt.train import checkpoints
+from vvt.train import mesh as mesh_lib
+from vvt.train import model_state
+from vvt.train import optimizers
+from vvt.train import sharding
 
 HELPER = str(common.REPO / 'tests' / 'train' / 'shard_run.py')
 
@@ -37,7 +41,7 @@ def test_eight_devices_equal_one_device(tiny_data, tmp_path):
   chex.assert_trees_all_close(p1, p8, rtol=2e-4, atol=2e-5)
   l1 = [json.loads(l) for l in open(tmp_path / 'one' / 'metrics.jsonl')]
   l8 = [json.loads(l) for l in open(tmp_path / 'eight' / 'metrics.jsonl')]
-  for a, b in zip(l1, l8):
+  for a, b in zip(l1, l8, strict=True):
     if a['kind'] == 'train':
       np.testing.assert_allclose(a['loss'], b['loss'], rtol=1e-4)
 

@@ -3,12 +3,14 @@ op-by-op they took 30 s of the suite and tested nothing more)."""
 import chex
 import jax
 import numpy as np
+import train_helpers
 
 from vvt.config import run_spec
 from vvt.data.transforms import normalization
-from vvt.train import mesh as mesh_lib, model_state, optimizers, steps
-
-import train_helpers
+from vvt.train import mesh as mesh_lib
+from vvt.train import model_state
+from vvt.train import optimizers
+from vvt.train import steps
 
 
 class StepsTest(chex.TestCase):

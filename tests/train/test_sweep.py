@@ -8,7 +8,6 @@ import pytest
 from vvt.studies import results
 from vvt.studies import sweep
 
-
 # ----------------------------------------------------------------------------- building and naming trials
 
 

@@ -11,8 +11,8 @@ TRAIN_CLIPS, TEST_CLIPS = 48, 10
 
 
 def write_tiny_dataset(out_dir):
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
-  from vvt.config import schema  # pylint: disable=g-import-not-at-top
+  from vvt.config import schema
+  from vvt.data.writing import synthetic
   out_dir = str(out_dir)
   if not os.path.exists(os.path.join(out_dir, 'manifest.json')):
     synthetic.write_synthetic(out_dir, num_classes=schema.SYNTHETIC['num_classes'], train_clips=TRAIN_CLIPS,
@@ -23,7 +23,7 @@ def write_tiny_dataset(out_dir):
 
 def tiny_config(data_dir, attention='divided'):
   sys.path.insert(0, str(REPO / 'tests' / 'train'))
-  import tiny_config as tc  # pylint: disable=g-import-not-at-top
+  import tiny_config as tc
   return tc.get_config(f'{data_dir},{attention}')
 
 

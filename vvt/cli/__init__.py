@@ -52,7 +52,7 @@ def main(argv=None):
   if name != 'train':
     result = getattr(importlib.import_module(module), func)(rest)
     return 0 if result is None else int(result)
-  from vvt.train import signals  # pylint: disable=g-import-not-at-top
+  from vvt.train import signals
   previous = signals.record_early()  # Ctrl-C while the libraries load: recorded, one line (vvt.train.signals)
   try:
     result = getattr(importlib.import_module(module), func)(rest)
@@ -77,14 +77,14 @@ def _exit_now_if_held(code: int) -> None:
   """After a failed command, ends the process at once where the interpreter's exit would wait: library threads
   still blocked (orbax's save threads wait up to 300 s for a step directory that a failed write never created),
   or a multi-process run whose exit barrier waits for a lost process. The error line is already printed."""
-  import threading  # pylint: disable=g-import-not-at-top
+  import threading
   held = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
   distributed = sys.modules.get('jax._src.distributed')
   multi = bool(getattr(getattr(distributed, 'global_state', None), 'client', None))
   if held or multi:
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)  # pylint: disable=protected-access
+    os._exit(code)
 
 
 if __name__ == '__main__':

@@ -29,15 +29,19 @@ def _attention(argv):
   p.add_argument('--step', type=int, default=None, help='checkpoint step (default: latest)')
   p.add_argument('--out', required=True, help='output folder')
   args, spec, overrides = common.parse(p, argv)
-  workdir, step = predict_cli._locate(args)  # pylint: disable=protected-access
+  workdir, step = predict_cli._locate(args)
   run = common.run_spec(spec, overrides, workdir, purpose='attention')  # needs no dataset files
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
-  from vvt.data.transforms import normalization, views  # pylint: disable=g-import-not-at-top
-  from vvt.inspection import attention_maps as am  # pylint: disable=g-import-not-at-top
-  from vvt.inspection import attention_plots as plots  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib  # pylint: disable=g-import-not-at-top
+  import jax
+  import numpy as np
+
+  from vvt.data.reading import video_files
+  from vvt.data.transforms import normalization
+  from vvt.data.transforms import views
+  from vvt.inspection import attention_maps as am
+  from vvt.inspection import attention_plots as plots
+  from vvt.train import checkpoints
+  from vvt.train import mesh as mesh_lib
+  from vvt.train import program as program_lib
   items = video_files.find_inputs([args.input])
   if len(items) != 1:
     raise common.UsageError(f'{args.input}: give one video file or one folder of frames (found {len(items)} videos)')

@@ -6,8 +6,8 @@ import logging
 import os
 import sys
 import traceback
-import warnings
 from typing import Callable, Sequence
+import warnings
 
 import vvt
 from vvt import fileio
@@ -93,7 +93,7 @@ def quiet_logs(verbose: bool) -> None:
   # and tensorstore's callbacks into the event loop of that failed save print "Event loop is closed"
   sys.unraisablehook = _quiet_closed_loop(sys.unraisablehook)
   try:
-    from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+    from absl import logging as absl_logging
     absl_logging.set_verbosity(absl_logging.ERROR)
     absl_logging.set_stderrthreshold('error')
   except ImportError:
@@ -158,7 +158,7 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
     for line in [_one(p) for p in problems] if problems else [one_line(e)]:  # a config's problems: one line each
       print(f'{prog}: error: {line}', file=sys.stderr)
     return 2
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     if verbose:
       traceback.print_exc()
     known = isinstance(e, USER_ERRORS) or getattr(e, 'user_error', False)

@@ -37,8 +37,9 @@ from vvt.cli import common
 
 
 def _fields_diff(model_cfg, fields: dict) -> list[str]:
-  import ml_collections  # pylint: disable=g-import-not-at-top
-  import vvt.models  # pylint: disable=g-import-not-at-top
+  import ml_collections
+
+  import vvt.models
   try:
     old = vvt.models.resolve(model_cfg)
   except ValueError:
@@ -63,7 +64,9 @@ def _with_model(run_config, model, class_names=None):
 
   `class_names` (e.g. a Hugging Face config's id2label) replace the config's when they fit the classes;
   names of another number of classes than the converted head are dropped."""
-  from vvt.config import dataset, run_file, schema  # pylint: disable=g-import-not-at-top
+  from vvt.config import dataset
+  from vvt.config import run_file
+  from vvt.config import schema
   values = json.loads(run_config.to_json_best_effort())
   values['model'] = json.loads(model.to_json_best_effort())
   base_size = values.get('image_size')
@@ -115,15 +118,15 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
   as the reference does, `vvt.convert.retarget`), or to say which split of a scenic Model 1/3/4 table is meant.
   The frames and frame size the conversion arrives at are the checkpoint meta's and config.json's (model, dataset, run).
   """
-  from vvt.convert import video  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  from vvt.convert import video
+  from vvt.train import checkpoints
   is_run = config is not None and 'model' in config
   model_cfg = config.model if is_run else config
   result = video.convert(source, checkpoint, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
   changes = _fields_diff(model_cfg, result.model_fields) if model_cfg is not None else []
   names = None
   if source.startswith('hf_'):
-    names = hf_class_names(video._hf_config(checkpoint, hf_config))  # pylint: disable=protected-access
+    names = hf_class_names(video._hf_config(checkpoint, hf_config))
   full = _with_model(config, result.model_config(), names) if is_run else result.model_config()
   os.makedirs(output, exist_ok=True)
   path = checkpoints.save_params(output, result.params, step=0, config=json.loads(full.to_json_best_effort()))
@@ -149,9 +152,9 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
 def export_checkpoint(workdir: str, output: str, step: int | None = None, raw_params: bool = False):
   """The params of a vvt checkpoint (full training state or params-only) -> safetensors file: the EMA params of
   a step that has them unless `raw_params` (metadata "weights": 'ema' | 'raw' | 'params', `vvt.train.ema`)."""
-  from vvt.convert import export  # pylint: disable=g-import-not-at-top
-  from vvt.models import layout  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  from vvt.convert import export
+  from vvt.models import layout
+  from vvt.train import checkpoints
   params, step, weights = checkpoints.load_eval_params(workdir, step, raw=raw_params)
   params = layout.to_per_layer(params)  # files hold one tensor per layer, whether the run scanned its layers or not
   config = checkpoints.read_meta(workdir, step).get('config')
@@ -162,9 +165,9 @@ def export_checkpoint(workdir: str, output: str, step: int | None = None, raw_pa
 
 def _run_config(workdir: str, step: int):
   """The run config (a dict) a checkpoint step was written with, else WORKDIR/config.json's; None without."""
-  from vvt import fileio  # pylint: disable=g-import-not-at-top
-  from vvt.config import run_file  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  from vvt import fileio
+  from vvt.config import run_file
+  from vvt.train import checkpoints
   config = checkpoints.read_meta(workdir, step).get('config')
   if config is None and fileio.exists(run_file.path(workdir)):
     config = json.loads(fileio.read_text(run_file.path(workdir)))
@@ -175,10 +178,10 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
   """A vvt checkpoint (the EMA params of a step that has them unless `raw_params`) -> a Hugging Face transformers
   folder (`vvt.convert.hf_export.write`). common.UsageError (exit 2) for a model no transformers class expresses,
   before anything is written. Returns (transformers class, number of tensors, weights: 'ema' | 'raw' | 'params')."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.convert import hf_export  # pylint: disable=g-import-not-at-top
-  from vvt.convert.common import NotExpressible  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  from vvt.convert import hf_export
+  from vvt.convert.common import NotExpressible
+  import vvt.models
+  from vvt.train import checkpoints
   step = checkpoints.resolve_step(workdir, step)
   config = _run_config(workdir, step)
   if not isinstance(config, dict) or not isinstance(config.get('model'), dict):
@@ -196,15 +199,16 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
 
 def import_safetensors(path: str, output: str, config=None, step: int = 0) -> str:
   """safetensors (vvt flat names) -> params-only vvt checkpoint in `output`; checked against `config` if given."""
-  from vvt.convert import export, video  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints  # pylint: disable=g-import-not-at-top
+  from vvt.convert import export
+  from vvt.convert import video
+  from vvt.train import checkpoints
   params, metadata = export.from_safetensors(path)
   values = None
   if config is not None:
     video.check_params(params, config.model if 'model' in config else config)
     values = json.loads(config.to_json_best_effort())
   elif 'config' in metadata:
-    from vvt.config import run_file  # pylint: disable=g-import-not-at-top
+    from vvt.config import run_file
     values = json.loads(metadata['config'])
     if 'model' in values and 'dataset' in values:  # a run config: the fields added since it was written, too
       values = json.loads(run_file.as_json(run_file.from_dict(values)))
@@ -241,7 +245,7 @@ def base_configs_help(sources) -> str:
 
 
 def _convert(argv):
-  from vvt.convert.video import SOURCES  # pylint: disable=g-import-not-at-top
+  from vvt.convert.video import SOURCES
   p = common.Parser('vvt convert', __doc__, config='required', epilog=base_configs_help(SOURCES))
   p.add_argument('--source', required=True, choices=SOURCES)
   p.add_argument('--checkpoint', required=True, help='checkpoint file (or Hugging Face model folder)')

@@ -12,7 +12,7 @@ from vvt.cli import common
 
 
 def _synthetic(args):
-  from vvt.data.writing import synthetic  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import synthetic
   info = synthetic.write_synthetic(
       args.output, num_classes=args.classes,
       classes=args.class_names.split(',') if args.class_names else None,
@@ -26,7 +26,7 @@ def _synthetic(args):
 
 def _worker(args):
   """(I, N) from --worker, else from a SLURM array task, else None (one machine)."""
-  from vvt.data.writing import shard_workers  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import shard_workers
   if args.worker:
     return shard_workers.parse_worker(args.worker)
   worker = shard_workers.from_slurm()
@@ -36,9 +36,9 @@ def _worker(args):
 
 
 def _convert(args):
-  from vvt.data.writing import video_shards  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import video_shards
   if args.assemble:
-    from vvt.data.writing import shard_workers  # pylint: disable=g-import-not-at-top
+    from vvt.data.writing import shard_workers
     manifest = shard_workers.assemble(args.output, shard_workers.worker_count(args.output))
     print(json.dumps({'output': args.output, 'manifest': manifest['path'], 'files': manifest['pattern'],
                       **manifest['totals']}, indent=1))

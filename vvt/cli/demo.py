@@ -27,7 +27,9 @@ def _demo(argv):
     return 0
   spec = spec or f'configs/synthetic.py:divided,data_dir={args.data_dir}'
   run = config_lib.load_run(spec, overrides)
-  from vvt.train import checkpoints, metrics, trainer  # pylint: disable=g-import-not-at-top
+  from vvt.train import checkpoints
+  from vvt.train import metrics
+  from vvt.train import trainer
   print(f'[demo] training {run.model.family} / {run.model.attention} from {spec} in '
         f'{args.workdir}', flush=True)
   res = trainer.train_and_evaluate(run, args.workdir)

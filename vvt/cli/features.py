@@ -34,7 +34,7 @@ def _features(argv):
   if args.raw_params:
     overrides = [*overrides, ('eval.raw_params', 'True')]
   run = common.run_spec(spec, overrides, args.workdir, purpose='eval')
-  from vvt.inspection import features  # pylint: disable=g-import-not-at-top
+  from vvt.inspection import features
   features.extract(run, args.workdir, args.output, split=args.split, step=args.step, fmt=args.format,
                    shard_size=args.shard_size, tokens=args.tokens, tokens_view=args.tokens_view)
 

@@ -54,7 +54,7 @@ class Start:
 
 def kind_of(source: str) -> str:
   """'run', 'file' or 'hf_<model_type>' for SOURCE; ValueError (one line) for anything else."""
-  from vvt.convert.video import SOURCES  # pylint: disable=g-import-not-at-top
+  from vvt.convert.video import SOURCES
   if os.path.isfile(source):
     if source.endswith('.safetensors'):
       return 'file'
@@ -80,7 +80,7 @@ def kind_of(source: str) -> str:
 
 
 def _metadata(path: str) -> dict:
-  from vvt.convert import common  # pylint: disable=g-import-not-at-top
+  from vvt.convert import common
   return dict(common.safetensors_header(path)[1])
 
 
@@ -97,19 +97,20 @@ def _hf_normalization(folder: str, kind: str) -> str | None:
     if isinstance(mean, list) and len(mean) == 3:
       if all(abs(m - 0.5) < 1e-3 for m in mean):
         return 'zero_centre'
-      if all(abs(m - r) < 1e-3 for m, r in zip(mean, (0.485, 0.456, 0.406))):
+      if all(abs(m - r) < 1e-3 for m, r in zip(mean, (0.485, 0.456, 0.406), strict=True)):
         return 'imagenet'
   return HF_NORMALIZATION.get(kind)
 
 
 def _write_hf(source: str, kind: str, base, out: str, log) -> None:
   """Converts a Hugging Face folder into `out` (vvt safetensors; the metadata says what `read` needs)."""
-  from vvt.cli import convert as convert_cli  # pylint: disable=g-import-not-at-top
-  from vvt.convert import export, video  # pylint: disable=g-import-not-at-top
+  from vvt.cli import convert as convert_cli
+  from vvt.convert import export
+  from vvt.convert import video
   result = video.convert(kind, source, base.model)
   new_head = any(name.startswith('head/output_projection') for name, _ in result.report.initialised)
   model = _plain(result.model_config())
-  names = convert_cli.hf_class_names(video._hf_config(source, None))  # pylint: disable=protected-access
+  names = convert_cli.hf_class_names(video._hf_config(source, None))
   norm = _hf_normalization(source, kind)
   config = dict(model=model, num_classes=None if new_head else model['num_classes'],
                 class_names=None if new_head else names,
@@ -121,8 +122,8 @@ def _write_hf(source: str, kind: str, base, out: str, log) -> None:
 
 
 def _write_run(source: str, out: str, log) -> None:
-  from vvt.cli import convert as convert_cli  # pylint: disable=g-import-not-at-top
-  from vvt.convert import export  # pylint: disable=g-import-not-at-top
+  from vvt.cli import convert as convert_cli
+  from vvt.convert import export
   path, n = convert_cli.export_checkpoint(source, out + '.tmp')
   params, metadata = export.from_safetensors(path)
   export.to_safetensors(params, out, metadata.get('config'),

@@ -25,7 +25,7 @@ EXIT_DOES_NOT_FIT = 3
 def _prepare_backend(topology) -> None:
   """Before JAX's backends start: CPU as the host platform, forced CPU devices, libtpu without
   probing for hardware (in-process callers whose backends already started keep theirs)."""
-  from vvt.train import memory  # pylint: disable=g-import-not-at-top
+  from vvt.train import memory
   os.environ.setdefault('JAX_PLATFORMS', 'cpu')
   if topology.platform == 'cpu' and 'jax' not in sys.modules:
     flags = [f for f in os.environ.get('XLA_FLAGS', '').split() if 'device_count' not in f]
@@ -40,7 +40,7 @@ def _memory(argv):
                  help='v3-32, v4-64, v5litepod-16, ..., a libtpu topology such as v3:4x4, or cpu:N')
   p.add_argument('--eval', action='store_true', help='the eval step (eval.batch_size) instead')
   args, spec, overrides = common.parse(p, argv)
-  from vvt.train import memory  # pylint: disable=g-import-not-at-top
+  from vvt.train import memory
   try:
     topology = memory.parse_topology(args.topology)
   except memory.TopologyError as e:

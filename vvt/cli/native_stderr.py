@@ -239,7 +239,7 @@ def install(prog: str = 'vvt') -> bool:
     finally:
       with contextlib.suppress(OSError):
         os.remove(note_file)
-      os._exit(0)  # pylint: disable=protected-access
+      os._exit(0)
   os.close(read_fd)
   os.close(terminal)
   os.dup2(write_fd, 2)

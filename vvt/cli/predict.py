@@ -47,7 +47,7 @@ def _locate(args) -> tuple:
 def _inputs(paths) -> list:
   """[(name, kind, path)] of the inputs (`video_files.find_inputs`), before any model is loaded: inputs that do
   not exist, or folders with nothing to read, are one UsageError naming them all."""
-  from vvt.data.reading import video_files  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import video_files
   items = video_files.find_inputs(paths)
   missing = [name for name, kind, _ in items if kind == 'missing']
   if missing:
@@ -59,24 +59,27 @@ def _inputs(paths) -> list:
 def _predictor(run, workdir, step):
   """(fn(uint8 (B, T, S, S, 3)) -> {head: (B, C) scores}, step): the eval step of RunSpec `run` on this host's
   first device."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints, mesh as mesh_lib, program as program_lib  # pylint: disable=g-import-not-at-top
+  import jax
+
+  from vvt.train import checkpoints
+  from vvt.train import mesh as mesh_lib
+  from vvt.train import program as program_lib
   program = program_lib.build_program(run, mesh_lib.make_mesh(devices=jax.local_devices()[:1]))
   # restored in the config's encoder layout, whichever the step was written in; the EMA params where it has them
   params, step, _ = checkpoints.load_eval_params(checkpoints.abspath(workdir), step, program.abstract_params(),
                                                  raw=run.eval.raw_params)
-  scores = lambda x: program.eval_step(params, {'inputs': x})[0]  # pylint: disable=unnecessary-lambda-assignment
+  scores = lambda x: program.eval_step(params, {'inputs': x})[0]
   return (lambda x: {h: jax.device_get(v) for h, v in scores(x).items()}), step
 
 
 def _batches(items, views_of, batch_size, log_error):
   """Yields (uint8 (B, T, S, S, 3) padded, [(item number, row) ...]) over readable items."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
   rows, owners = [], []
   for n, item in enumerate(items):
     try:
       v = views_of(item)
-    except Exception as e:  # pylint: disable=broad-except  (reported, skipped)
+    except Exception as e:  # (reported, skipped)
       log_error(n, common.one_line(e))
       continue
     rows.extend(v)
@@ -90,7 +93,7 @@ def _batches(items, views_of, batch_size, log_error):
 
 
 def _top(probs, names, k):
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
   order = np.argsort(-probs, kind='stable')[:k]
   return [{'class': int(c), 'name': names[c], 'probability': float(probs[c])} for c in order]
 
@@ -117,9 +120,10 @@ def _parser():
 def _score_videos(predict, items, heads, data, batch_size):
   """(sums {head: (N, C) float64}, views per video (N,), {item number: error}): the views' scores of every
   readable input summed per video; unreadable inputs are reported on stderr and skipped."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from vvt import progress  # pylint: disable=g-import-not-at-top
-  from vvt.data.transforms import views  # pylint: disable=g-import-not-at-top
+  import numpy as np
+
+  from vvt import progress
+  from vvt.data.transforms import views
   sums = {h: np.zeros((len(items), c)) for h, c in heads.items()}
   counts = np.zeros(len(items), np.int64)
   failed = {}
@@ -145,7 +149,7 @@ def _score_videos(predict, items, heads, data, batch_size):
 
 def _records(items, sums, counts, failed, heads, names, average, top_k) -> list:
   """One record per predicted video: input, kind, views and the top classes of each head."""
-  from vvt.tasks import eval_report  # pylint: disable=g-import-not-at-top
+  from vvt.tasks import eval_report
   out = []
   for n, (name, kind, _) in enumerate(items):
     if n in failed or counts[n] == 0:
@@ -172,17 +176,17 @@ def _predict(argv):
     raise common.UsageError(f'--top_k must be >= 1, got {args.top_k}')
   windowed = args.window is not None or args.stride is not None
   if windowed:
-    from vvt.cli import predict_windows  # pylint: disable=g-import-not-at-top
+    from vvt.cli import predict_windows
     predict_windows.check_spans(args)
   workdir, step = _locate(args)
   items = _inputs(args.inputs)  # every path checked before the model is loaded
   run = common.run_spec(spec, overrides, workdir, purpose='predict')  # needs no dataset files
-  from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
-  from vvt.tasks.classification import heads_of  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import names as names_lib
+  from vvt.tasks.classification import heads_of
   predict, step = _predictor(run, workdir, step)
   heads = heads_of(run.model)
   names = {h: names_lib.label_names(names_lib.class_names(run.data, h), c) for h, c in heads.items()}
-  from vvt.data.transforms import views as views_lib  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import views as views_lib
   views = views_lib.views_per_video(run.data)  # None: as many as each video needs ('all')
   batch_size = max(views or 1, int(args.batch_size or run.eval.batch_size))
   if windowed:

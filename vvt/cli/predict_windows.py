@@ -20,7 +20,7 @@ from vvt.cli import common
 
 def check_spans(args) -> None:
   """--window / --stride well formed and positive (UsageError, one line), before any video is read."""
-  from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import windows
   for what in ('window', 'stride'):
     value = getattr(args, what)
     if value is not None:
@@ -32,7 +32,7 @@ def check_spans(args) -> None:
 
 def _spans(args, fps, data) -> tuple:
   """(window, stride) in frames at `fps`."""
-  from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import windows
   span = (int(data.num_frames) - 1) * int(data.stride) + 1
   window = windows.parse_span(args.window, fps, 'window') if args.window else span
   stride = windows.parse_span(args.stride, fps, 'stride') if args.stride else window
@@ -73,8 +73,8 @@ class _Scores:
 def score_video(item, predict, heads, data, args, batch_size) -> dict:
   """{'fps', 'window', 'stride' (frames), 'rows' [(index, start, end, start_s, end_s)], 'scores' {head: (W, C)
   summed over a window's views}, 'views' (per window), 'peak' (most frames held)}."""
-  from vvt import progress  # pylint: disable=g-import-not-at-top
-  from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
+  from vvt import progress
+  from vvt.data.transforms import windows
   name, kind, path = item
   source = windows.open_frames(path, kind, args.fps)
   window, stride = _spans(args, source.fps, data)
@@ -94,9 +94,9 @@ def score_video(item, predict, heads, data, args, batch_size) -> dict:
 
 def _report(item, got, heads, names, average, top_k, out_dir) -> dict:
   """The video's record (per head: windows' top classes, average, segments) and its CSV and PNG files."""
-  from vvt.data.transforms import windows  # pylint: disable=g-import-not-at-top
-  from vvt.inspection import timeline  # pylint: disable=g-import-not-at-top
-  from vvt.tasks import eval_report  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import windows
+  from vvt.inspection import timeline
+  from vvt.tasks import eval_report
   rows = got['rows']
   rec = {'input': item[0], 'kind': item[1], 'fps': got['fps'], 'window_frames': got['window'],
          'stride_frames': got['stride'], 'windows': len(rows), 'heads': {}}

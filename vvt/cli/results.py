@@ -17,7 +17,7 @@ from vvt.cli import common
 def report(sweep_dir: str, with_summary: bool = True, out=print, selected=None) -> int:
   """Writes the results files, prints the grouped table; 1 (and a one-line message) if nothing finished.
   `selected`: the trials `vvt sweep --only` ran (the others not started are not counted as missing)."""
-  from vvt.studies import results  # pylint: disable=g-import-not-at-top
+  from vvt.studies import results
   table = results.collect(sweep_dir, with_summary=with_summary, selected=selected)
   paths = results.write(table)
   out(results.markdown(table))

@@ -14,7 +14,7 @@ def _summary(argv):
   args, spec, overrides = common.parse(p, argv)
   del args
   config = common.run_config(spec, overrides, purpose='summary')
-  from vvt.models import summary  # pylint: disable=g-import-not-at-top
+  from vvt.models import summary
   model = config.model if 'model' in config else config
   print(summary.format_summary(spec, summary.summarise(model)))
 

@@ -70,7 +70,7 @@ def _module(path: str):
   for module in list(sys.modules.values()):
     if os.path.abspath(getattr(module, '__file__', None) or '') == want:
       return module
-  import importlib.util  # pylint: disable=g-import-not-at-top
+  import importlib.util
   spec = importlib.util.spec_from_file_location('vvt_sweep_' + os.path.splitext(os.path.basename(path))[0], path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)  # it just ran in the loader without error
@@ -79,7 +79,7 @@ def _module(path: str):
 
 def load_trials(spec: str):
   """(every trial, base config) of a sweep file FILE.py[:ARG]: its get_sweep(ARG) expanded and named."""
-  from vvt.studies import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  from vvt.studies import sweep as sweep_lib
   path, arg = _split(spec)
   if not path.endswith('.py'):
     raise ConfigError(f'--config {spec}: a sweep is a Python file FILE.py[:ARG] with get_config and get_sweep')
@@ -111,13 +111,14 @@ def check_schedules(configs: dict) -> None:
   """Every trial's learning-rate schedule over its steps on its training set (a warmup in epochs becomes steps only
   then), before any trial starts: one ConfigError with a line per trial that would fail. A trial whose training
   set cannot be read is left to fail (and be recorded) when it runs."""
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  from vvt.train import optimizers, program  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline
+  from vvt.train import optimizers
+  from vvt.train import program
   problems = []
   for name, config in configs.items():
     try:
       videos = pipeline.num_videos(config.dataset, 'train')
-    except Exception:  # pylint: disable=broad-except  # unreadable data: the trial fails and is recorded, as before
+    except Exception:  # unreadable data: the trial fails and is recorded, as before
       continue
     epoch = program.steps_per_epoch(videos, int(config.batch_size))
     total = program.total_steps(int(config.num_train_steps), float(config.num_epochs), epoch)
@@ -131,7 +132,7 @@ def check_schedules(configs: dict) -> None:
 
 def _ensure_data(config) -> None:
   """Writes the synthetic motion data the first time a miniature study needs it (as `vvt demo` does)."""
-  from vvt.config import schema  # pylint: disable=g-import-not-at-top
+  from vvt.config import schema
   files = str(config.dataset.get('train_files') or '')
   if files.startswith(schema.SYNTHETIC_DIR + '/'):
     write_once(schema.SYNTHETIC_DIR, lambda: config_lib.ensure_synthetic(schema.SYNTHETIC_DIR))
@@ -178,13 +179,14 @@ def _drop_if_dead(lock: str) -> None:
 
 
 def _state(sweep_dir, trial) -> str:
-  from vvt.studies import results  # pylint: disable=g-import-not-at-top
+  from vvt.studies import results
   return results.trial_state(fileio.join(sweep_dir, trial.name))['status'] if sweep_dir else ''
 
 
 def _warn_changed(sweep_dir, trial, config, say) -> None:
   """A finished trial whose saved config differs from the sweep's now is kept: say so."""
-  from vvt.config import resume, run_file  # pylint: disable=g-import-not-at-top
+  from vvt.config import resume
+  from vvt.config import run_file
   saved = run_file.load_saved(fileio.join(sweep_dir, trial.name))
   changes = resume.unsafe_changes(saved, config) if saved is not None else []
   if changes:
@@ -228,7 +230,7 @@ def _recorded(workdir, spec, overrides):
   """(spec, base overrides): as given, or without --config those of DIR/sweep.json (a joining worker)."""
   if spec:
     return spec, overrides
-  from vvt.studies import results  # pylint: disable=g-import-not-at-top
+  from vvt.studies import results
   record = results.read_json(fileio.join(workdir, results.SWEEP_FILE)) or {}
   if not record.get('config'):
     raise common.UsageError(f'missing --config experiments/FILE.py[:ARG] ({workdir} holds no sweep.json to '
@@ -250,7 +252,7 @@ def _check_lease(args) -> None:
 
 def pick_trial(all_trials, which: str):
   """The trial named `which`, or at index `which` (0..N-1)."""
-  from vvt.studies import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  from vvt.studies import sweep as sweep_lib
   for t in all_trials:
     if t.name == which:
       return t
@@ -262,7 +264,8 @@ def pick_trial(all_trials, which: str):
 
 def _launch_slurm(args, workdir, spec, overrides, all_trials, trials, opts) -> int:
   """Writes the sweep record and the job array's script of the unfinished trials, and submits it."""
-  from vvt.studies import runner, slurm  # pylint: disable=g-import-not-at-top
+  from vvt.studies import runner
+  from vvt.studies import slurm
   if fileio.is_url(workdir):
     raise common.UsageError(f'--launch slurm: the sweep directory {workdir} must be a folder the nodes share, '
                             'not a URL')
@@ -301,12 +304,13 @@ def _launchable(all_trials, trials, sweep_dir: str, dry_run: bool) -> tuple[list
   """(the indices of the chosen trials to launch: not finished, not held by a live worker; the held ones, named;
   the number of this launch of the sweep). A dry run that cannot read a sweep at a URL (no credentials, no network)
   lists every chosen trial as a first launch, saying so."""
-  from vvt.studies import launch, xpk  # pylint: disable=g-import-not-at-top
+  from vvt.studies import launch
+  from vvt.studies import xpk
   try:
     todo = launch.unfinished(all_trials, trials, sweep_dir)
     held = {i: claims.read(fileio.join(sweep_dir, all_trials[i].name)) for i in todo}
     number = xpk.launch_number(sweep_dir) if fileio.exists(sweep_dir) else 1
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     if not (dry_run and fileio.is_url(sweep_dir)):
       raise
     print(f'[sweep] could not read {sweep_dir} ({type(e).__name__}: {common.one_line(e)[:200]}): listing every '
@@ -320,7 +324,8 @@ def _launchable(all_trials, trials, sweep_dir: str, dry_run: bool) -> tuple[list
 def _launch_xpk(args, workdir, spec, overrides, dist, all_trials, trials, opts) -> int:
   """The unfinished trials as XPK workloads (one per trial) or one `xpk batch` script: printed (--dry-run), or
   written to SWEEP/xpk/ and run."""
-  from vvt.studies import runner, xpk  # pylint: disable=g-import-not-at-top
+  from vvt.studies import runner
+  from vvt.studies import xpk
   opts = xpk.check(opts)
   sweep_dir = fileio.abspath(workdir)
   todo, held, number = _launchable(all_trials, trials, sweep_dir, args.dry_run)
@@ -379,7 +384,7 @@ def _launch_xpk(args, workdir, spec, overrides, dist, all_trials, trials, opts) 
 def _print_commands(workdir, spec, overrides, dist, trials) -> int:
   """--launch print: one `vvt train` per trial, with the `distributed.*` fields given (a multi-host slice needs
   them on every host); without any, a note on stderr says which."""
-  from vvt.studies import runner  # pylint: disable=g-import-not-at-top
+  from vvt.studies import runner
   for t in trials:
     argv = runner.train_argv(spec, overrides, t, fileio.join(workdir, t.name))
     print(runner.shell_command([*argv[:-2], *(f'--config.{k}={v}' for k, v in dist), *argv[-2:]]))
@@ -392,7 +397,9 @@ def _print_commands(workdir, spec, overrides, dist, trials) -> int:
 
 
 def _sweep(argv):
-  from vvt.studies import slice as slice_lib, slurm, xpk  # pylint: disable=g-import-not-at-top
+  from vvt.studies import slice as slice_lib
+  from vvt.studies import slurm
+  from vvt.studies import xpk
   slurm_opts, argv = slurm.split_options(argv)
   xpk_opts, argv = xpk.split_options(argv)
   args, spec, overrides = common.parse(_arguments(), argv)
@@ -414,7 +421,7 @@ def _sweep(argv):
   _check_lease(args)
   if args.trial is not None and (args.only or (args.parallel or 1) != 1):
     raise common.UsageError('--trial runs one trial: no --only or --parallel with it')
-  from vvt.studies import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  from vvt.studies import sweep as sweep_lib
   all_trials, _ = load_trials(spec)
   trials = [pick_trial(all_trials, args.trial)] if args.trial is not None else sweep_lib.select(all_trials,
                                                                                                 args.only)
@@ -448,8 +455,9 @@ def _dry_run(workdir, spec, trials, all_trials) -> int:
 
 
 def _run(args, workdir, spec, overrides, trials, all_trials, configs) -> int:
-  from vvt.studies import runner, slice as slice_lib  # pylint: disable=g-import-not-at-top
-  say = lambda msg: print(msg, flush=True)  # pylint: disable=unnecessary-lambda-assignment
+  from vvt.studies import runner
+  from vvt.studies import slice as slice_lib
+  say = lambda msg: print(msg, flush=True)
   dist_cfg = configs[trials[0].name].distributed
   group = None
   if slice_lib.wanted(dist_cfg):
@@ -481,7 +489,7 @@ def _run(args, workdir, spec, overrides, trials, all_trials, configs) -> int:
     group.close()
   failed = [n for n, s in status.items() if s == 'failed']
   if args.trial is None:
-    from vvt.cli import results as results_cli  # pylint: disable=g-import-not-at-top
+    from vvt.cli import results as results_cli
     results_cli.report(workdir, with_summary=not args.no_summary,
                        selected={t.name for t in trials} if args.only else None)
   if failed:

@@ -23,7 +23,7 @@ def _slurm(claim: dict) -> str:
 
 def trial_line(name: str, state: dict) -> dict:
   """{column: text} of one trial for the status table."""
-  from vvt.studies import claims  # pylint: disable=g-import-not-at-top
+  from vvt.studies import claims
   claim = state.get('claim') or {}
   shown = state['status'] if state['status'] in STATES else 'pending'
   detail = state['detail'] or ''
@@ -43,14 +43,14 @@ def trial_line(name: str, state: dict) -> dict:
 
 def table(sweep_dir: str) -> list[dict]:
   """[{column: text}] for every trial of the sweep in `sweep_dir`, in sweep order."""
-  from vvt.studies import results  # pylint: disable=g-import-not-at-top
+  from vvt.studies import results
   listed, _ = results.sweep_trials(sweep_dir)
   return [trial_line(name, results.trial_state(fileio.join(sweep_dir, name))) for name, _ in listed]
 
 
 def print_status(sweep_dir: str, out=print) -> int:
   """Prints the status table and a count per state; UsageError for a directory without a sweep."""
-  from vvt.studies import results  # pylint: disable=g-import-not-at-top
+  from vvt.studies import results
   if not fileio.exists(sweep_dir):
     raise common.UsageError(f'no such sweep directory: {sweep_dir}')
   try:

@@ -35,12 +35,12 @@ def _train(argv):
     run = _init_run(args.init, spec, overrides, args.workdir)
   else:
     run = common.run_spec(spec, overrides, args.workdir)
-  from vvt.train import storage  # pylint: disable=g-import-not-at-top
+  from vvt.train import storage
   storage.check_workdir(args.workdir)  # a run directory it cannot write: one line before anything is said
   for line in start_lines(run):
     print(line)
   # a signal recorded since `vvt train` started (vvt.cli.main) is acted on by the trainer's first start-up check
-  from vvt.train import trainer  # pylint: disable=g-import-not-at-top
+  from vvt.train import trainer
   res = trainer.train_and_evaluate(run, args.workdir, allow_config_change=args.allow_config_change)
   key = _headline(res)
   print(f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}; '
@@ -55,7 +55,7 @@ def _headline(res: dict) -> str:
 def start_lines(run) -> list[str]:
   """What a run's start says about its classes (where they came from), the EMA and layer-wise lr decay (`run`:
   its RunSpec)."""
-  from vvt.config import labels  # pylint: disable=g-import-not-at-top
+  from vvt.config import labels
   nc, names = run.model.num_classes, run.class_names
   if isinstance(nc, int):
     data_names, where = labels.data_class_names(run.data)
@@ -76,7 +76,7 @@ def start_lines(run) -> list[str]:
 
 def _init_run(source, spec, overrides, workdir):
   """The RunSpec of `vvt train --init SOURCE`: CONFIG run on SOURCE's weights (vvt.cli.finetune)."""
-  from vvt.cli import finetune  # pylint: disable=g-import-not-at-top
+  from vvt.cli import finetune
   base = common.run_config(spec, overrides, workdir, validate=False, files=(), init=False)
   start = finetune.prepare(source, base, workdir)
   lines = []
@@ -98,8 +98,8 @@ def _eval(argv):
     overrides = [*overrides, ('eval.raw_params', 'True')]
   # never refuses a training-only field
   run = common.run_spec(spec, overrides, args.workdir, purpose='eval')
-  from vvt.train import evaluate  # pylint: disable=g-import-not-at-top
-  from vvt.train import trainer  # pylint: disable=g-import-not-at-top
+  from vvt.train import evaluate
+  from vvt.train import trainer
   clip = evaluate.run_clip(args.workdir)
   if clip is not None and clip != (run.num_frames, run.image_size):
     print(f'vvt eval: warning: evaluating clips of {run.num_frames} frames at {run.image_size} px; the run '

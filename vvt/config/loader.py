@@ -31,7 +31,6 @@ from vvt.config.errors import ConfigError
 from vvt.data.reading import patterns
 from vvt.data.writing import synthetic
 
-
 # ----------------------------------------------------------------------------- config files (FILE.py[:ARG])
 
 

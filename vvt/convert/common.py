@@ -103,7 +103,7 @@ def naming_file(path: str | None, what: str = 'weight file'):
     yield
   except (FileNotFoundError, ImportError, WeightFileError):
     raise
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     if path is None:
       raise
     text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
@@ -124,13 +124,13 @@ def names_its_file(convert):
 
 def _torch_load(path: str) -> dict[str, np.ndarray]:
   try:
-    import torch  # pylint: disable=g-import-not-at-top
+    import torch
   except ImportError:
     raise ImportError(f'reading the PyTorch checkpoint {path} needs torch (pip install torch); '
                       'vvt needs it for nothing else') from None
   try:
     obj = torch.load(path, map_location='cpu', weights_only=True)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     if 'Unsupported global' in str(e) or 'not an allowed global' in str(e):
       raise WeightFileError(f'{path}: refused (weights_only): it holds objects other than tensors and plain '
                             f'containers, which would run code to load; {_reason(e)}') from e
@@ -171,7 +171,7 @@ def _read_npy_member(z, name: str):
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:
-  import zipfile  # pylint: disable=g-import-not-at-top
+  import zipfile
   with zipfile.ZipFile(path) as z:
     names = z.namelist()
     bad = [n for n in names if not n.endswith('.npy')]
@@ -191,8 +191,8 @@ def safetensors_header(path: str) -> tuple[dict, dict]:
   """(tensors {name: {dtype, shape, data_offsets}}, metadata) of a safetensors file, each tensor's byte range
   checked against the file's size before any data is read: WeightFileError naming the file and the tensor whose
   data offsets lie past the end of the file, overlap the header or disagree with its shape."""
-  import json  # pylint: disable=g-import-not-at-top
-  import struct  # pylint: disable=g-import-not-at-top
+  import json
+  import struct
   size = os.path.getsize(path)
   with open(path, 'rb') as f:
     head = f.read(8)
@@ -228,13 +228,13 @@ def safetensors_header(path: str) -> tuple[dict, dict]:
 
 
 def _read_safetensors(path: str) -> dict[str, np.ndarray]:
-  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  from safetensors.numpy import load_file
   safetensors_header(path)
   return dict(load_file(path))
 
 
 def _read_msgpack(path: str) -> dict[str, np.ndarray]:
-  from flax import serialization  # pylint: disable=g-import-not-at-top
+  from flax import serialization
   with open(path, 'rb') as f:
     tree = serialization.msgpack_restore(f.read())
   if not isinstance(tree, Mapping):
@@ -256,7 +256,7 @@ def checked_array(path: str, key: str, value) -> np.ndarray:
     raise WeightFileError(f'{path}: entry {key!r} is a {type(value).__name__}, not a tensor')
   try:
     array = np.asarray(value)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     raise WeightFileError(f'{path}: entry {key!r} is not an array ({_reason(e)})') from e
   if array.dtype.kind not in 'biuf':
     raise WeightFileError(f'{path}: tensor {key!r} has dtype {array.dtype}; weights must be real numbers')
@@ -285,7 +285,7 @@ def _strip_params_prefix(flat: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def sniff_format(path: str) -> str:
   """Format of a file without a known extension (e.g. flax's `checkpoint_<step>` msgpack files), from its bytes."""
-  import zipfile  # pylint: disable=g-import-not-at-top
+  import zipfile
   with open(path, 'rb') as f:
     head = f.read(16)
   if head[:2] == b'PK':
@@ -318,7 +318,7 @@ def format_of(path: str) -> str:
   return sniff_format(path)
 
 
-def load_state(path: str, format: str | None = None) -> State:  # pylint: disable=redefined-builtin
+def load_state(path: str, format: str | None = None) -> State:
   """Reads a checkpoint file into a flat {name: array} State (floats as float32), without executing code from
   the file.
 
@@ -419,7 +419,7 @@ class Converted:
 
   def model_config(self, **overrides):
     """The full vvt model config (`vvt.models.get_config(**fields)`), updated by `overrides`."""
-    import vvt.models  # pylint: disable=g-import-not-at-top
+    import vvt.models
     fields = dict(self.model_fields)
     fields.update(overrides)
     return vvt.models.get_config(**fields)
@@ -490,7 +490,7 @@ def torch_qkv(w: Writer, name: str, key: str, num_heads: int):
 def torch_separate_qkv(w: Writer, name: str, keys: tuple[str, str, str], num_heads: int):
   """Separate torch q/k/v Linear(D, D) -> flax query/key/value (D, H, d_h) + (H, d_h)."""
   has_bias = True
-  for part, key in zip(('query', 'key', 'value'), keys):
+  for part, key in zip(('query', 'key', 'value'), keys, strict=True):
     weight = w.src.matrix(f'{key}.weight')
     d_out, d = weight.shape
     if d_out % num_heads:
@@ -629,7 +629,7 @@ class TorchState:
 
   def fused_qkv(self, key: str, name: str, biases: tuple) -> None:
     """flax query/key/value -> one torch qkv Linear(D, 3D), rows [q | k | v]."""
-    parts = [self.projection(name, part, b) for part, b in zip(('query', 'key', 'value'), biases)]
+    parts = [self.projection(name, part, b) for part, b in zip(('query', 'key', 'value'), biases, strict=True)]
     self.put(f'{key}.weight', np.concatenate([w for w, _ in parts]))
     if parts[0][1] is not None:
       self.put(f'{key}.bias', np.concatenate([b for _, b in parts]))
@@ -672,11 +672,12 @@ def fresh_pooler(model_fields: dict, seed: int = 0) -> dict[str, np.ndarray]:
   """The attentive pooler (classifier='attentive') of a model of `model_fields`, freshly initialised by vvt's own
   initialisers (what training such a model from scratch starts from): flat names under `pooler/`. For a bare
   encoder converted with a new classification head."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.models import spec as spec_lib  # pylint: disable=g-import-not-at-top
-  from vvt.models import video_transformer  # pylint: disable=g-import-not-at-top
+  import jax
+  import jax.numpy as jnp
+
+  import vvt.models
+  from vvt.models import spec as spec_lib
+  from vvt.models import video_transformer
   cfg = vvt.models.resolve(vvt.models.get_config(**model_fields))
   pooler = video_transformer.attentive_pooler(spec_lib.spec_of(cfg))
   tokens = jnp.zeros((1, 1, cfg.hidden_size), jnp.float32)

@@ -25,7 +25,7 @@ from vvt.convert import common
 def to_safetensors(params, path: str, config=None, metadata=None) -> int:
   """Writes params (nested dict of arrays) to `path`; returns the number of tensors. `metadata`: more
   string -> string entries (e.g. "weights": 'ema' for the EMA params of a checkpoint)."""
-  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  from safetensors.numpy import save_file
   flat = {k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in common.flatten(params).items()}
   metadata = {**{str(k): str(v) for k, v in (metadata or {}).items()}, 'format': 'vvt'}
   if config is not None:

@@ -27,9 +27,15 @@ from typing import Callable
 
 import numpy as np
 
+from vvt.convert import common
+from vvt.convert import hf_videomae
+from vvt.convert import hf_videoprism
+from vvt.convert import hf_vivit
+from vvt.convert import hf_vjepa2
+from vvt.convert import timesformer
 import vvt.models
-from vvt.convert import common, hf_videomae, hf_videoprism, hf_vivit, hf_vjepa2, timesformer
-from vvt.models import layout, schemes
+from vvt.models import layout
+from vvt.models import schemes
 
 CONFIG_FILE, WEIGHTS_FILE = 'config.json', 'model.safetensors'
 
@@ -164,7 +170,7 @@ def to_hf(params, model_cfg, class_names=None) -> tuple[str, dict, dict[str, np.
 def write(params, model_cfg, output: str, class_names=None) -> tuple[str, int]:
   """Writes `output/config.json` and `output/model.safetensors` (float32, save_pretrained's names, metadata
   format 'pt'); nothing is written when the model is refused. Returns (transformers class, number of tensors)."""
-  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  from safetensors.numpy import save_file
   hf_class, config, state = to_hf(params, model_cfg, class_names)
   if os.path.exists(output) and not os.path.isdir(output):
     raise FileExistsError(f'{output} is a file; --format hf writes a folder (config.json, model.safetensors)')

@@ -237,7 +237,7 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   num_frames and image_size are the position tables' (a model run at another clip length needs transformers'
   interpolate_pos_encoding=True, which resizes them as vvt does). A model transformers cannot express is refused
   (NotExpressible naming the field)."""
-  import vvt.models.config  # pylint: disable=g-import-not-at-top
+  import vvt.models.config
   m = model_cfg
   check(m)
   nt, nh, nw = vvt.models.config.token_grid(m)

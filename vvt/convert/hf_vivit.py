@@ -121,7 +121,7 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   for i in range(m.num_layers):
     key, name = f'vivit.encoder.layer.{i}', f'encoder/layers/block_{i}'
     w.layer_norm(f'{key}.layernorm_before', f'{name}/joint_norm')
-    for part, bias in zip(('query', 'key', 'value'), biases):
+    for part, bias in zip(('query', 'key', 'value'), biases, strict=True):
       weight, b = w.projection(f'{name}/joint_attention', part, bias)
       w.put(f'{key}.{OLD[part[0]]}.weight', weight)
       if b is not None:

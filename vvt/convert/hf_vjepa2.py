@@ -214,7 +214,7 @@ def _torch_block(w: common.TorchState, key: str, name: str, norms: tuple[str, st
            out: str, bias: bool) -> None:
   """One pre-LN block `name` (vvt) -> torch `key`: norms, separate q/k/v, the output projection, the MLP."""
   w.layer_norm(f'{key}.{norms[0]}', f'{name}/joint_norm')
-  for part, torch_name in zip(('query', 'key', 'value'), qkv):
+  for part, torch_name in zip(('query', 'key', 'value'), qkv, strict=True):
     weight, b = w.projection(f'{name}/joint_attention', part, True if bias else None)
     w.put(f'{key}.{torch_name}.weight', weight)
     if b is not None:

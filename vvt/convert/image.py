@@ -182,7 +182,7 @@ def _read_torch(state, fmt, num_heads, origin) -> common.Writer:
   return w
 
 
-def read(path_or_state, format: str = 'auto', num_heads: int | None = None) -> ImageViT:  # pylint: disable=redefined-builtin
+def read(path_or_state, format: str = 'auto', num_heads: int | None = None) -> ImageViT:
   """An image ViT checkpoint (path or flat state dict) -> ImageViT in canonical names.
 
   num_heads: only needed for PyTorch layouts (heads are not stored there); default hidden_size // 64.

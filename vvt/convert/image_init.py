@@ -53,8 +53,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vvt.convert import common, image, init_options
-from vvt.models import embedding, schemes
+from vvt.convert import common
+from vvt.convert import image
+from vvt.convert import init_options
+from vvt.models import embedding
+from vvt.models import schemes
 
 
 def _resize_grid(grid: np.ndarray, shape, method: str) -> np.ndarray:
@@ -140,7 +143,7 @@ def _encoder(init: _Init, enc: str, stages, projected, num_layers: int, opts, mo
   for i in range(num_layers):
     t = f'{enc}/layers/block_{i}'
     _load_block(init, t, i, main)
-    for stage, proj in zip(stages, projected):
+    for stage, proj in zip(stages, projected, strict=True):
       if stage != main:
         if temporal == 'copy_spatial':
           _load_block(init, t, i, stage, f'copied from the image attention ({main}) for the {stage} stage')
@@ -216,7 +219,7 @@ def initialise(params, init: init_options.InitSpec, model):
   mismatch (model shape, checkpoint shape and the file tensor it came from). The mapping is by layer; a model
   with `scan_layers` gets its stacked layout back.
   """
-  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  from vvt.models import layout
   new, report = _initialise(layout.to_per_layer(params), init, model)
   return jax.tree.map(np.asarray, layout.to_model_layout(new, model)), report
 
@@ -280,7 +283,7 @@ def video_format(path: str, fmt: str = 'auto') -> bool:
     return True
   if fmt != 'auto' or not str(path).endswith('.safetensors') or not os.path.exists(path):
     return False
-  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
+  from safetensors import safe_open
   with common.naming_file(path, 'not a readable safetensors file'):
     with safe_open(path, framework='numpy') as f:
       return (f.metadata() or {}).get('format') == init_options.VIDEO_FORMAT
@@ -326,8 +329,8 @@ def _other_clip_length(src: dict, model: dict, cfg, report: common.Report) -> tu
   """(the file's flat params with their time axes resized to the clip length of `cfg` (the model initialised, its
   ModelSpec; `retarget`, at the file's own frame size: its patch grids are `resize`d after), {name: how} of those
   resized), when the file's model fields `model` say another clip length; else (src, {})."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.convert import retarget  # pylint: disable=g-import-not-at-top
+  from vvt.convert import retarget
+  import vvt.models
   if not model.get('num_frames') or model['num_frames'] == cfg.num_frames or not model.get('image_size'):
     return src, {}
   source = vvt.models.resolve(vvt.models.get_config(**model))
@@ -339,7 +342,7 @@ def _other_clip_length(src: dict, model: dict, cfg, report: common.Report) -> tu
 
 def _from_video(params, opts, model):
   """`initialise` for a vvt video checkpoint (format 'vvt'): load every matching parameter (see the docstring)."""
-  from vvt.convert import export  # pylint: disable=g-import-not-at-top
+  from vvt.convert import export
   path = opts.checkpoint
   with common.naming_file(path, 'not a readable safetensors file'):
     source, metadata = export.from_safetensors(path)

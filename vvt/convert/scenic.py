@@ -84,7 +84,7 @@ def _alike_splits(grids, scores):
   best = max((s for s in scores if s is not None), default=None)
   if best is None or best < TIME_SIMILARITY:
     return list(grids), False
-  return [g for g, s in zip(grids, scores) if s is not None and s >= best - TIME_MARGIN], True
+  return [g for g, s in zip(grids, scores, strict=True) if s is not None and s >= best - TIME_MARGIN], True
 
 
 def _by_hints(grids, frames_hint, size_hint):
@@ -125,7 +125,7 @@ def read_token_grid(table: np.ndarray, tubelet: tuple[int, int, int], *, num_fra
     t, frames, size = grids[0]
     return frames, size, f'{t}x{rows // t} tokens, the only split'
   scores = [time_similarity(table, rows // t) if t > 1 else None for t, _, _ in grids]
-  said = ', '.join(f'{t}x{rows // t}: {s:.2f}' for (t, _, _), s in zip(grids, scores) if s is not None)
+  said = ', '.join(f'{t}x{rows // t}: {s:.2f}' for (t, _, _), s in zip(grids, scores, strict=True) if s is not None)
   alike, counts = _alike_splits(grids, scores)
   shortest = min(alike, key=lambda g: rows // g[0])
   if counts and all((rows // g[0]) % (rows // shortest[0]) == 0 for g in alike):

@@ -34,7 +34,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vvt.convert import common, hf_videomae, hf_videoprism, hf_vivit, hf_vjepa2, retarget, scenic, timesformer, xvit
+from vvt.convert import common
+from vvt.convert import hf_videomae
+from vvt.convert import hf_videoprism
+from vvt.convert import hf_vivit
+from vvt.convert import hf_vjepa2
+from vvt.convert import retarget
+from vvt.convert import scenic
+from vvt.convert import timesformer
+from vvt.convert import xvit
 
 # Sources that run at another clip length / frame size themselves (X-ViT's periodic time table and resized
 # space grid, V-JEPA 2's RoPE, VideoPrism's run-time resize); the others are converted, then `resized`.
@@ -47,7 +55,7 @@ def _hint(model_cfg, field):
   if model_cfg is None:
     return None
   try:
-    import vvt.models  # pylint: disable=g-import-not-at-top
+    import vvt.models
     return vvt.models.resolve(model_cfg)[field]
   except (ValueError, KeyError, AttributeError):
     return model_cfg.get(field) if hasattr(model_cfg, 'get') else None
@@ -98,7 +106,7 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames
 def resized(result: common.Converted, num_frames: int | None, image_size: int | None) -> common.Converted:
   """A conversion moved to another clip length / frame size (`vvt.convert.retarget`): the resized tables reported
   as transformed (how, and from which file tensor), the clip change as a note of the report."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
+  import vvt.models
   model = vvt.models.resolve(vvt.models.get_config(**result.model_fields))
   params, fields, notes = retarget.retarget(result.params, model, num_frames, image_size)
   if (fields['num_frames'], fields['image_size']) == (model.num_frames, model.image_size):
@@ -187,7 +195,7 @@ def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check:
 
 def abstract_params(model_cfg):
   """Shapes of the params of `model_cfg` without allocating them."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
+  import vvt.models
   cfg = vvt.models.resolve(model_cfg)
   module = vvt.models.build(cfg)
   video = jax.ShapeDtypeStruct((1, cfg.num_frames, cfg.image_size, cfg.image_size, 3), jnp.float32)
@@ -197,7 +205,7 @@ def abstract_params(model_cfg):
 def check_params(params, model_cfg) -> None:
   """Raises ValueError listing every missing, unexpected or mis-shaped parameter against `model_cfg`
   (compared per layer: a model with `scan_layers` takes the same files)."""
-  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  from vvt.models import layout
   expected = {k: tuple(v.shape) for k, v in common.flatten(layout.to_per_layer(abstract_params(model_cfg))).items()}
   got = {k: tuple(np.shape(v)) for k, v in common.flatten(layout.to_per_layer(params)).items()}
   problems = [f'  {k}: missing (model expects {expected[k]})' for k in sorted(set(expected) - set(got))]

@@ -77,7 +77,7 @@ except (RuntimeError, ValueError):
 # ------------------------------------------------------------------ config --
 def _process(process_index, process_count):
   if process_index is None or process_count is None:
-    import jax  # pylint: disable=g-import-not-at-top
+    import jax
     process_index = jax.process_index() if process_index is None else process_index
     process_count = jax.process_count() if process_count is None else process_count
   return int(process_index), int(process_count)
@@ -244,9 +244,9 @@ def _most_batches(batches, count_all, process_count):
   `process_count` JAX processes, else (hosts simulated in one process) `count_all()`, every host's counted here."""
   if process_count == 1:
     return batches
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   if jax.process_count() == process_count:
-    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    from jax.experimental import multihost_utils
     return int(np.max(multihost_utils.process_allgather(np.int64(batches))))
   return max(count_all())
 
@@ -284,7 +284,7 @@ def make_eval_iterator(spec, split='test', global_batch_size=1,
   if mode.views == examples.VARIES:
     local_batch = _local_batch(global_batch_size, pc)
     ranges = [streams.host_range(source.num_records, p, pc) for p in range(pc)]
-    batches_of = lambda counts: math.ceil(int(counts.sum()) / local_batch)  # pylint: disable=unnecessary-lambda-assignment
+    batches_of = lambda counts: math.ceil(int(counts.sum()) / local_batch)
     view_counts = examples.view_counts(source, lo, hi, mode)
     num_batches = _most_batches(batches_of(view_counts), lambda: [
         batches_of(examples.view_counts(source, a, b, mode)) for a, b in ranges], pc)

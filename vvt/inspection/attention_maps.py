@@ -121,14 +121,14 @@ class Maps:
 
 def prepare(model, params):
   """(ModelSpec, params) for capture: unscanned layers, no remat, einsum attention (the same function)."""
-  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  from vvt.models import layout
   return (dataclasses.replace(model, scan_layers=False, remat='none', attention_impl='einsum'),
           layout.to_per_layer(params))
 
 
 def capture(module, params, video):
   """(logits, intermediates) with the query/key/value/out projections and outputs of every attention module."""
-  from vvt.models.attention import MultiHeadAttention  # pylint: disable=g-import-not-at-top
+  from vvt.models.attention import MultiHeadAttention
 
   def wanted(mdl, method):
     return method == '__call__' and (isinstance(mdl, MultiHeadAttention) or
@@ -213,7 +213,7 @@ def groupings(stage_name: str, num_heads: int, t: int, n: int, grid, has_cls: bo
   first half in `space`, the second in `time`; the class token joins the groupings that let it in, not
   TimeSformer's `time`).
   """
-  from vvt.models import groupings as grouping_table  # pylint: disable=g-import-not-at-top
+  from vvt.models import groupings as grouping_table
   ids = np.arange(t * n).reshape(1, t, n)
   return [Grouping(grouping, heads, np.asarray(grouping_table.group(ids, grouping, grid)),
                    has_cls and grouping_table.joins_class_token(grouping))
@@ -233,7 +233,7 @@ class _Projections:
 
 def _projections(node) -> _Projections:
   """The query / key / value calls recorded in `node` (patch tokens, then the class token, then summaries)."""
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   as_np = lambda a: np.asarray(jax.device_get(a), np.float64)
   qs, ks, vs = ([as_np(a) for a in node[name]['__call__']] for name in ('query', 'key', 'value'))
   has_cls = len(qs) > 1
@@ -244,7 +244,7 @@ def _projections(node) -> _Projections:
 
 def _mixed(x: np.ndarray, mixing) -> np.ndarray:
   """X-ViT eq. 9: keys or values (B, T, N, H, dh) with their channels shifted in time, as the model does."""
-  from vvt.models.groupings import temporal_shift  # pylint: disable=g-import-not-at-top
+  from vvt.models.groupings import temporal_shift
   if mixing is None:
     return x
   b, t, n, h, dh = x.shape
@@ -320,7 +320,7 @@ def _stage_of(model, encoder, layer, stage_name, node):
   b, t, n, h, _ = proj.q.shape
   grid, per_frame, mixing = _encoder_geometry(model, encoder, b, t, n)
   if model.positional_embedding == 'rope' and encoder == 'encoder':  # V-JEPA 2: q and k rotated as the model
-    from vvt.models import rope  # pylint: disable=g-import-not-at-top
+    from vvt.models import rope
     proj.q, proj.k = rope.rotate(proj.q, grid, xp=np), rope.rotate(proj.k, grid, xp=np)
   cap = model.attention_logit_cap
   k_used, v_used = _mixed(proj.k, mixing), _mixed(proj.v, mixing)
@@ -354,7 +354,7 @@ def attention_stages(module, params, video, model, *, prepared: bool = False) ->
   normalised as the model expects. Layers may be scanned or rematerialised: the maps are taken from an unscanned
   copy (`prepared`: `module`, `params` and `model` are that copy already, `prepare`).
   """
-  import vvt.models  # pylint: disable=g-import-not-at-top
+  import vvt.models
   if not prepared:
     model, params = prepare(model, params)
     module = vvt.models.build(model)
@@ -454,7 +454,7 @@ def frame_attention(st: Stage) -> np.ndarray:
 
 def attention_maps(params, video, model) -> Maps:
   """The maps of `video` under `params` of the model of ModelSpec `model` (see the module docstring)."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
+  import vvt.models
   model, params = prepare(model, params)
   stages = attention_stages(vvt.models.build(model), params, video, model, prepared=True)
   grid = tuple(model.grid)

@@ -17,9 +17,9 @@ from vvt.inspection import attention_maps as am
 
 
 def _pyplot():
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
   return plt
 
 
@@ -31,7 +31,7 @@ def _pixel(m, maps, size):
 
 def overlay(frame, heat, alpha=0.55, cmap='jet'):
   """uint8 (S, S, 3) frame blended with a [0, 1] heat map (S, S) -> uint8 (S, S, 3)."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   colour = matplotlib.colormaps[cmap](heat)[..., :3] * 255
   return np.clip((1 - alpha) * frame.astype(np.float32) + alpha * colour, 0, 255).astype(np.uint8)
 
@@ -85,10 +85,10 @@ def heads_png(frames, maps: am.Maps, path: str, example: int = 0) -> None:
 def frames_figure(maps: am.Maps, example: int = 0):
   """The figure of `frames_png`: one panel per stage, integer ticks (temporal indices), each with its colour bar."""
   plt = _pyplot()
-  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  from matplotlib import ticker
   items = list(maps.frames.items())
   fig, axes = plt.subplots(1, len(items), figsize=(2.4 * len(items) + 0.4, 2.5), squeeze=False)
-  for ax, (name, m) in zip(axes[0], items):
+  for ax, (name, m) in zip(axes[0], items, strict=True):
     image = ax.imshow(m[example].mean(axis=0), vmin=0, vmax=1, cmap='viridis')
     ax.set_title(name, fontsize=7)
     ax.set_xlabel('key index', fontsize=7)
@@ -113,7 +113,7 @@ def frames_png(maps: am.Maps, path: str, example: int = 0) -> None:
 
 def gif(frames, maps: am.Maps, path: str, example: int = 0, scale: int = 4, duration_ms: int = 250) -> None:
   """Animated GIF: the frame and the final map overlaid, side by side, `scale` x larger."""
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from PIL import Image
   heat = _pixel(maps.final[example], maps, frames.shape[1])
   images = []
   for i in range(frames.shape[0]):

@@ -39,8 +39,8 @@ INDEX = 'features.json'
 def features_step_fn(module, normalization: str, tokens: bool):
   """`step(params, batch) -> (features, passthrough)` before jit: features {'embedding': (B, D) float32 [,
   'tokens': (B, n_t, N, D) float32]}, passthrough the batch without 'inputs'."""
-  from vvt.data.transforms import normalization as norm_lib  # pylint: disable=g-import-not-at-top
-  from vvt.models.heads import ClassifierHead  # pylint: disable=g-import-not-at-top
+  from vvt.data.transforms import normalization as norm_lib
+  from vvt.models.heads import ClassifierHead
 
   def step(params, batch):
     inputs = norm_lib.normalize(batch['inputs'], normalization)
@@ -160,7 +160,7 @@ class ShardWriter:
     if self.fmt == 'npz':
       np.savez(path, video_id=np.array(ids, dtype=str), **arrays)
     else:
-      from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+      from safetensors.numpy import save_file
       save_file(arrays, path, metadata={'video_ids': json.dumps(ids)})
     self.shards.append(name)
     self.num_videos += len(videos)
@@ -175,12 +175,15 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
   """Embeddings of every video of `split` (default eval.split) of RunSpec `run` by the checkpoint of `workdir` (a
   run or a converted checkpoint; its EMA params where it has them unless eval.raw_params; written for another clip:
   its tables resized, `vvt.train.clip_resize`) -> shards in `output`; returns the index written to features.json."""
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
-  from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
-  from vvt.train import checkpoints, clip_resize, evaluate, steps  # pylint: disable=g-import-not-at-top
-  from vvt.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-  from vvt.train import trainer  # pylint: disable=g-import-not-at-top
-  from vvt.train.program import build_program  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline
+  from vvt.data.reading import names as names_lib
+  from vvt.train import checkpoints
+  from vvt.train import clip_resize
+  from vvt.train import evaluate
+  from vvt.train import mesh as mesh_lib
+  from vvt.train import steps
+  from vvt.train import trainer
+  from vvt.train.program import build_program
   if fmt not in FORMATS:
     raise ValueError(f'format must be one of {FORMATS}, got {fmt!r}')
   data = run.data
@@ -216,8 +219,8 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
     for batch in it:
       feats, passthrough = fn(params, mesh_lib.global_batch(batch, mesh, batch_size, rules))
       if writer is not None:
-        writer.add({k: evaluate._local(v) for k, v in feats.items()},  # pylint: disable=protected-access
-                   {k: evaluate._local(v) for k, v in passthrough.items()})  # pylint: disable=protected-access
+        writer.add({k: evaluate._local(v) for k, v in feats.items()},
+                   {k: evaluate._local(v) for k, v in passthrough.items()})
       bar.update(1)
   finally:
     bar.close()
@@ -249,7 +252,7 @@ def read(output: str) -> tuple[np.ndarray, list, dict]:
         part = {k: z[k] for k in z.files}
       ids += [str(x) for x in part.pop('video_id')]
     else:
-      from safetensors import safe_open  # pylint: disable=g-import-not-at-top
+      from safetensors import safe_open
       with safe_open(path, framework='numpy') as f:
         part = {k: f.get_tensor(k) for k in f.keys()}
         ids += json.loads(f.metadata()['video_ids'])

@@ -39,7 +39,7 @@ def write_csv(path: str, windows, probs: np.ndarray, names, top_k: int) -> None:
   w = csv.writer(buf)
   w.writerow(['window', 'start_s', 'end_s', 'start_frame', 'end_frame']
              + [f'{c}{j}' for j in range(1, k + 1) for c in ('top', 'p')])
-  for (index, start, end, start_s, end_s), p in zip(windows, probs):
+  for (index, start, end, start_s, end_s), p in zip(windows, probs, strict=True):
     order = np.argsort(-p, kind='stable')[:k]
     w.writerow([index, f'{start_s:.3f}', f'{end_s:.3f}', start, end]
                + [x for c in order for x in (names[c], f'{p[c]:.4f}')])
@@ -54,9 +54,9 @@ def _plotted(probs: np.ndarray) -> list:
 
 def timeline_png(path: str, windows, probs: np.ndarray, names, title: str = '') -> None:
   """Top: the probability of the top classes at each window's centre; bottom: the top class of each window."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
   starts = np.asarray([w[3] for w in windows], float)
   ends = np.asarray([w[4] for w in windows], float)
   centres, top = (starts + ends) / 2, np.argmax(probs, 1)

@@ -9,7 +9,8 @@ derived fields filled in); everything else is imported from its module. The conf
 Flax or JAX (config files and the CLI's checks stay fast); the modules load on first use.
 """
 from vvt.models import schemes
-from vvt.models.config import get_config, resolve  # noqa: F401  (the package's API, with `build`)
+from vvt.models.config import get_config  # noqa: F401  (the package's API, with `build`)
+from vvt.models.config import resolve  # noqa: F401  (the package's API, with `build`)
 
 
 def build(model, backend: str | None = None):
@@ -21,10 +22,13 @@ def build(model, backend: str | None = None):
   for any backend but 'tpu'. A deviceless TPU compile on a CPU host passes backend='tpu'. The module gets the
   resolved model as explicit fields (`ModelSpec`, its `spec`).
   """
-  import jax  # pylint: disable=g-import-not-at-top
-  from vvt.models import kernels, spec  # pylint: disable=g-import-not-at-top
-  from vvt.models.video_transformer import (  # pylint: disable=g-import-not-at-top
-      FactorisedEncoder, SpaceThenTime, VideoTransformer)
+  import jax
+
+  from vvt.models import kernels
+  from vvt.models import spec
+  from vvt.models.video_transformer import FactorisedEncoder
+  from vvt.models.video_transformer import SpaceThenTime
+  from vvt.models.video_transformer import VideoTransformer
   if not isinstance(model, spec.ModelSpec):
     model = spec.spec_of(resolve(model))
   backend = backend or jax.default_backend()

@@ -20,7 +20,9 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-from vvt.models import groupings, kernels, rope
+from vvt.models import groupings
+from vvt.models import kernels
+from vvt.models import rope
 
 
 class MultiHeadAttention(nn.Module):

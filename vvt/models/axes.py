@@ -111,7 +111,7 @@ def traced_axes(logical: str, size: int, rules=None) -> tuple[str, ...]:
   """The mesh axes of `logical` under `rules` (None: the active rules, `axis_rules`), those of > 1 device, that
   shard an axis of `size` under the mesh the caller is traced with (`jax.sharding.use_abstract_mesh`, as vvt's
   steps do); () without a mesh or when they do not divide `size`."""
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty:
     return ()

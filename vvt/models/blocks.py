@@ -122,7 +122,7 @@ class EncoderBlock(nn.Module):
     norm = lambda name: norms.layer_norm(self.layer_norm_eps, self.dtype, self.param_dtype, name,
                                          self.layer_norm_scale_offset)
     drop_path = DropPath()
-    for stage, projected in zip(self.stages, self.projected):
+    for stage, projected in zip(self.stages, self.projected, strict=True):
       ln = norm(f'{stage}_norm')
       y, cy = MultiHeadAttention(
           num_heads=self.num_heads, qkv_bias=self.qkv_bias, key_bias=self.key_bias,

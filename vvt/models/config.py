@@ -418,7 +418,7 @@ def _resolve_pooling(c) -> None:
 def _check_scheme_constraints(c, scheme: schemes.Scheme, grid) -> None:
   """The token grid and the heads the scheme's groupings need (e.g. local_global: an even grid)."""
   multiple = scheme.grid_multiple
-  if any(n % m for n, m in zip(grid, multiple)):
+  if any(n % m for n, m in zip(grid, multiple, strict=True)):
     need = 'an even token grid' if set(multiple) <= {1, 2} else f'a token grid divisible by {multiple}'
     raise ValueError(f'model.attention={scheme.name} needs {need} (t, h, w), got {tuple(grid)}')
   if c.num_heads % scheme.head_multiple:

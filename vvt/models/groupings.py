@@ -131,7 +131,7 @@ def temporal_shift(x, *, window: int, shift_div: int, num_segments: int | None =
   stay at frame t. num_segments (a divisor of T; None = T): the frames are cut into T / num_segments
   consecutive segments, each shifted as a clip of its own: (B, T, ...) -> (B * T/num_segments, num_segments, ...).
   """
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp
   b, t = x.shape[:2]
   if num_segments is not None and num_segments != t:
     if t % num_segments:

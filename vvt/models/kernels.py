@@ -29,6 +29,7 @@ import jax.numpy as jnp
 
 from vvt.models import axes
 from vvt.models.config import ATTENTION_IMPLS
+
 AUTO_MIN_LENGTH = 1024  # auto: groups of at least this many queries or keys leave einsum
 CHUNK_SIZE = 512  # chunked, tiled by keys (GPU, TPU): keys per block
 QUERY_TILE = 128  # chunked, tiled by queries (CPU): queries per tile
@@ -351,7 +352,7 @@ def splash_attention(q, k, v, *, interpret: bool = False):
   mask is empty); padded query rows are dropped. interpret=True runs the kernel in Pallas' interpreter (any
   backend: the tests' parity check on CPU).
   """
-  from jax.experimental.pallas.ops.tpu import splash_attention as sa  # pylint: disable=g-import-not-at-top
+  from jax.experimental.pallas.ops.tpu import splash_attention as sa
   g, lq, h, d = q.shape
   lk = k.shape[1]
   up = lambda n: -(-n // 128) * 128

@@ -19,8 +19,8 @@ axis). Checkpoints are restored in the layout they were written in and converted
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
+import re
 
 import jax
 import jax.numpy as jnp
@@ -111,7 +111,7 @@ def under_stacked_layers(path) -> bool:
   """True for a leaf of a stacked encoder (a key path through `blocks/block`): its first axis is the layer
   axis, the rest one layer's shape (what per-parameter rules such as the weight-decay mask must look at)."""
   keys = [str(getattr(k, 'key', getattr(k, 'name', k))) for k in path]
-  return any(a == STACKED_KEY and b == STACKED_BLOCK for a, b in zip(keys, keys[1:]))
+  return any(a == STACKED_KEY and b == STACKED_BLOCK for a, b in zip(keys, keys[1:], strict=False))
 
 
 def layout_of(tree) -> str | None:

@@ -28,8 +28,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from vvt.models import kernels, norms
-from vvt.models.blocks import Encoder, Mlp
+from vvt.models import kernels
+from vvt.models import norms
+from vvt.models.blocks import Encoder
+from vvt.models.blocks import Mlp
 
 R_SOFTPLUS_0 = 1.442695041  # 1 / softplus(0) = 1 / ln 2: VideoPrism's per-dimension scale is 1 at s = 0
 

@@ -55,7 +55,7 @@ def rotate(x, grid, xp=None):
 
   xp: the array module (default jax.numpy; numpy for NumPy arrays, as the attention maps use it)."""
   if xp is None:
-    import jax.numpy as xp  # pylint: disable=g-import-not-at-top
+    import jax.numpy as xp
   b, t, n, h, d = x.shape
   if d % 2:
     raise ValueError(f'rope: head size {d} must be even')

@@ -90,7 +90,7 @@ class Scheme:
   def grid_multiple(self) -> tuple[int, int, int]:
     """(t, h, w) multiples the token grid must have for every grouping of the scheme."""
     multiples = [groupings.GROUPINGS[g].grid_multiple for g in self.groupings]
-    return tuple(math.lcm(*axis) for axis in zip(*multiples))
+    return tuple(math.lcm(*axis) for axis in zip(*multiples, strict=True))
 
   @property
   def head_multiple(self) -> int:

@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import ml_collections
 
 from vvt.models import build
-from vvt.models.config import resolve, token_grid
+from vvt.models.config import resolve
+from vvt.models.config import token_grid
 
 
 def _abstract_params(module, cfg, batch):
@@ -78,7 +79,7 @@ def count_flops(fn, *args) -> tuple[float, str]:
                           (FLOP_SOURCES[2], _compiled_cost)):
     try:
       flops = _flops_of(cost_of(fn, args))
-    except Exception:  # pylint: disable=broad-except  # a backend without this analysis: try the next one
+    except Exception:  # a backend without this analysis: try the next one
       flops = None
     if flops is not None:
       return flops, source

@@ -20,8 +20,10 @@ import jax.numpy as jnp
 
 from vvt.models import norms
 from vvt.models.blocks import Encoder
-from vvt.models.embedding import PositionalEmbedding, TubeletEmbedding
-from vvt.models.heads import ClassifierHead, TemporalAttentionHead
+from vvt.models.embedding import PositionalEmbedding
+from vvt.models.embedding import TubeletEmbedding
+from vvt.models.heads import ClassifierHead
+from vvt.models.heads import TemporalAttentionHead
 from vvt.models.poolers import AttentivePooler
 from vvt.models.spec import ModelSpec
 

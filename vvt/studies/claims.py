@@ -36,8 +36,8 @@ import os
 import socket
 import threading
 import time
-import uuid
 from typing import Callable, Optional
+import uuid
 
 from vvt import fileio
 
@@ -161,7 +161,7 @@ def _not_found(e: BaseException) -> bool:
 def gcs_bucket(name: str):
   """The google-cloud-storage bucket `name` (the `gcs` extra)."""
   try:
-    from google.cloud import storage  # pylint: disable=g-import-not-at-top
+    from google.cloud import storage
   except ImportError:
     raise ImportError('a sweep on gs:// needs google-cloud-storage: pip install "vvt[gcs]"') from None
   return storage.Client().bucket(name)
@@ -183,7 +183,7 @@ class GcsStore:
         return None
       try:
         data = blob.download_as_bytes(if_generation_match=blob.generation)
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         if _precondition_failed(e) or _not_found(e):  # replaced between the two requests: read again
           continue
         raise
@@ -195,7 +195,7 @@ class GcsStore:
     try:
       blob.upload_from_string(json.dumps(record, indent=2), content_type='application/json',
                               if_generation_match=if_generation_match)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       if _precondition_failed(e):
         return None
       raise
@@ -367,7 +367,7 @@ def _write(claim: Claim, changes: dict, now: float) -> bool:
     for attempt in range(4):
       try:
         gen = claim.store.write(record, claim.generation)
-      except Exception:  # pylint: disable=broad-except
+      except Exception:
         if changes.get('status') not in DONE:
           return True
         if attempt == 3:
@@ -444,7 +444,7 @@ class Leases:
       for claim in held:
         try:
           held_still = not claim.lost and renew(claim)
-        except Exception:  # pylint: disable=broad-except  # a store that does not answer: the lease decides
+        except Exception:  # a store that does not answer: the lease decides
           held_still = check(claim)
         if not held_still:
           self.remove(claim)

@@ -89,7 +89,7 @@ def array_spec(indices: Sequence[int], throttle: int = 0) -> str:
 
 def unfinished(all_trials: Sequence[sweep_lib.Trial], chosen: Sequence[sweep_lib.Trial], sweep_dir: str) -> list[int]:
   """The task indices (positions in the sweep's list of trials) of the chosen trials not finished yet."""
-  from vvt.studies import results as results_lib  # pylint: disable=g-import-not-at-top
+  from vvt.studies import results as results_lib
   names = {t.name for t in chosen}
   return [i for i, t in enumerate(all_trials)
           if t.name in names and not results_lib.final_eval_path(fileio.join(sweep_dir, t.name))]

@@ -28,10 +28,10 @@ from typing import Any, Optional, Sequence
 from etils import epath
 
 from vvt import fileio
-from vvt.train import metrics as metrics_lib
 from vvt.config import paths
 from vvt.config import run_file
 from vvt.studies import claims
+from vvt.train import metrics as metrics_lib
 
 SWEEP_FILE = 'sweep.json'   # the sweep's definition: config spec, base overrides, trials
 TRIAL_FILE = 'trial.json'   # one trial's record: overrides, command, status, error, wall time
@@ -152,7 +152,7 @@ def model_summary(workdir: str) -> dict:
   config = run_file.load_saved(workdir)
   if config is None:
     return {}
-  from vvt.models import summary  # pylint: disable=g-import-not-at-top
+  from vvt.models import summary
   s = summary.summarise(config.model)
   out = {'params_m': s['params'] / 1e6, 'gflops': s['gflops']}
   write_json(cache, out)
@@ -193,7 +193,7 @@ def trial_row(workdir: str, with_summary: bool = True) -> dict:
   if with_summary and fileio.exists(run_file.path(workdir)):
     try:
       row.update(model_summary(workdir))
-    except Exception as e:  # pylint: disable=broad-except  # the table is still worth having without it
+    except Exception as e:  # the table is still worth having without it
       row['summary_error'] = f'{type(e).__name__}: {e}'.splitlines()[0]
   return row
 
@@ -315,7 +315,7 @@ def short_field(field: str) -> str:
 
 
 def group_label(fields: Sequence[str], values: tuple) -> str:
-  return ', '.join(f'{short_field(f)}={fmt(v)}' for f, v in zip(fields, values)) or 'all'
+  return ', '.join(f'{short_field(f)}={fmt(v)}' for f, v in zip(fields, values, strict=True)) or 'all'
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -380,9 +380,9 @@ def write_csv(table: Table, path: str) -> None:
 def plot(table: Table, path: str) -> Optional[str]:
   """results.png: the headline metric per group (mean, std error bars, one dot per seed) and the train loss
   and accuracy curves of every trial, coloured by group. None if no trial has logged anything."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
   groups = table.groups()
   curves = {r['trial']: [x for x in metrics_lib.read_jsonl(fileio.join(table.sweep_dir, r['trial']))
                          if x.get('kind') == 'train'] for r in table.rows}
@@ -413,7 +413,7 @@ def plot(table: Table, path: str) -> Optional[str]:
       pts = [(x['step'], x[key]) for x in curves[r['trial']] if _number(x.get(key))]
       if pts:
         g = group_of[r['trial']]
-        ax.plot(*zip(*pts), color=colours[g % len(colours)], alpha=0.8, lw=1.2,
+        ax.plot(*zip(*pts, strict=True), color=colours[g % len(colours)], alpha=0.8, lw=1.2,
                 ls='-' if r['status'] == 'finished' else '--',
                 label=None if g in labelled else labels[g])
         labelled.add(g)

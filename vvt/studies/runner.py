@@ -170,7 +170,7 @@ runpy.run_module('vvt', run_name='__main__', alter_sys=True)
 def _open_log(log_path: str, header: str):
   """The trial's output file (appended to), its header line written; (file, offset of the new output)."""
   os.makedirs(os.path.dirname(log_path), exist_ok=True)
-  log = open(log_path, 'a')  # pylint: disable=consider-using-with
+  log = open(log_path, 'a')
   offset = log.tell()
   log.write(f'\n===== vvt sweep: {time.strftime("%Y-%m-%d %H:%M:%S")}: {header}\n')
   log.flush()
@@ -362,7 +362,7 @@ def _take(w: _Worker, i: int, t: sweep_lib.Trial) -> Optional[claims.Outcome]:
   final = results_lib.final_eval_path(workdir)
   try:
     out = claims.take(workdir, t.name, w.me, w.lease_s, retry_failed_before=w.t0, retake_finished=not final)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     w.errors[t.name] = w.errors.get(t.name, 0) + 1
     if w.errors[t.name] >= 5:
       raise

@@ -57,7 +57,7 @@ def distributed_overrides(overrides: Sequence[tuple[str, str]]) -> tuple[list, l
 def wanted(dist_cfg, environ=None) -> bool:
   """Whether this `vvt sweep` is one process of a multi-process job: `distributed.initialize` set, or one task of a
   SLURM step of several (as `vvt train` decides, `vvt.train.mesh`)."""
-  from vvt.train import mesh  # pylint: disable=g-import-not-at-top
+  from vvt.train import mesh
   return bool(dist_cfg.initialize) or mesh.slurm_step_tasks(environ) > 1
 
 
@@ -137,7 +137,7 @@ class Slice:
       self.check()
       try:
         return _message(self.client.blocking_key_value_get(self._key(), GET_MS))
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         if 'DEADLINE_EXCEEDED' not in str(e) and 'timed out' not in str(e):
           raise
 
@@ -168,7 +168,7 @@ class Slice:
     """The sweep is over for this process: jax.distributed is shut down (all processes meet once more). Later JAX
     work of this process (the results table's model summary) runs on this host's CPU: the accelerators belong to the
     trainers, and one process alone cannot open a multi-host slice's TPU."""
-    import jax  # pylint: disable=g-import-not-at-top
+    import jax
     if self.watch is not None:
       self.watch.stop()
     jax.distributed.shutdown()
@@ -178,8 +178,8 @@ class Slice:
 def join(dist_cfg, say: Callable = print, prog: str = 'vvt sweep') -> Slice:
   """Initialises jax.distributed for the sweep's processes (`dist_cfg`: a config's `distributed` section, as
   `vvt train` reads it) and starts the peer watch; the Slice of this process."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from jax._src import distributed  # pylint: disable=g-import-not-at-top
+  import jax
+  from jax._src import distributed
   heartbeat = int(dist_cfg.get('heartbeat_timeout_seconds', DEFAULT_HEARTBEAT_S))
   kwargs = {'heartbeat_timeout_seconds': peers.jax_heartbeat_timeout(heartbeat)}
   if dist_cfg.coordinator_address:
@@ -214,4 +214,4 @@ def abandon(message: str, prog: str = 'vvt sweep') -> None:
   process until its heartbeat timeout and then abort."""
   sys.stdout.flush()
   print(f'{prog}: error: {message}', file=sys.stderr, flush=True)
-  os._exit(1)  # pylint: disable=protected-access
+  os._exit(1)

@@ -211,7 +211,7 @@ def submit(script_path: str, env: Optional[dict] = None) -> str:
 def record_job(sweep_dir: str, job_id: str, indices: Sequence[int], names: Sequence[str]) -> None:
   """Appends the submitted job to SWEEP/slurm/jobs.jsonl (job id, time, task index -> trial)."""
   line = json.dumps({'job': job_id, 'submitted': time.strftime('%Y-%m-%d %H:%M:%S'),
-                     'tasks': dict(zip(map(str, indices), names))})
+                     'tasks': dict(zip(map(str, indices), names, strict=True))})
   with open(os.path.join(sweep_dir, FOLDER, JOBS), 'a', encoding='utf-8') as f:
     f.write(line + '\n')
 

@@ -95,7 +95,7 @@ def zipped(*axes: Iterable[Mapping]) -> list[Overrides]:
   axes = [list(a) for a in axes]
   if len({len(a) for a in axes}) > 1:
     raise SweepError(f'zipped(): the axes have different lengths {[len(a) for a in axes]}')
-  return [_merge(combo) for combo in zip(*axes)]
+  return [_merge(combo) for combo in zip(*axes, strict=True)]
 
 
 def chain(*sweeps: Iterable[Mapping]) -> list[Overrides]:

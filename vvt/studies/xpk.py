@@ -117,7 +117,7 @@ def split_options(argv: Sequence[str]) -> tuple[Options, list[str]]:
 
 def check(opts: Options) -> Options:
   """The options of a launch, checked together: XpkOptionError (one line) for a missing, contradictory or wrong one."""
-  bad = lambda message: XpkOptionError(f'--launch xpk: {message}')  # pylint: disable=unnecessary-lambda-assignment
+  bad = lambda message: XpkOptionError(f'--launch xpk: {message}')
   if opts.mode not in MODES:
     raise bad(f'{PREFIX}mode={opts.mode}: one of {", ".join(MODES)}')
   if not opts.cluster:

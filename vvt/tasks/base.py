@@ -66,7 +66,7 @@ class Task(abc.ABC):
 
   def build_model(self, model_config, backend: Optional[str] = None):
     """The flax module of `model_config` (`vvt.models.build`): the backbone and its classifier."""
-    import vvt.models  # pylint: disable=g-import-not-at-top
+    import vvt.models
     return vvt.models.build(model_config, backend=backend)
 
   @abc.abstractmethod
@@ -75,7 +75,7 @@ class Task(abc.ABC):
 
   def outputs(self, module, params, inputs, *, train: bool, rng=None) -> dict:
     """{head: (B, C)}: the module applied to `inputs` (dropout from `rng` when training)."""
-    from vvt.tasks import losses  # pylint: disable=g-import-not-at-top
+    from vvt.tasks import losses
     if train:
       out = module.apply({'params': params}, inputs, train=True, rngs={'dropout': rng})
     else:

@@ -133,7 +133,7 @@ def classes_csv(names: Sequence[str], conf: np.ndarray) -> str:
 def pairs_csv(pairs, acc, counts, names_a, names_b) -> str:
   """Per-action table (Epic): verb, noun, names, videos, accuracy."""
   rows = [(a, b, f'{names_a[a]}/{names_b[b]}', int(n), _fmt(float(x)))
-          for (a, b), x, n in zip(pairs, acc, counts)]
+          for (a, b), x, n in zip(pairs, acc, counts, strict=True)]
   return _csv_text(['class_a', 'class_b', 'name', 'videos', 'accuracy'], rows)
 
 
@@ -146,9 +146,9 @@ def confusion_csv(names: Sequence[str], conf: np.ndarray) -> str:
 def confusion_png(path_or_file, names: Sequence[str], conf: np.ndarray,
                   title: Optional[str] = None) -> None:
   """Draws the confusion matrix (row-normalised colours, counts written when C <= 20)."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
   c = len(names)
   side = min(3.0 + 0.45 * c, 24.0)
   fig, ax = plt.subplots(figsize=(side + 1.5, side))

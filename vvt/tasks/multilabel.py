@@ -17,11 +17,11 @@ import csv
 import dataclasses
 import io
 
+from etils import epath
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from etils import epath
 
 from vvt.tasks import average_precision as ap_lib
 from vvt.tasks import losses
@@ -169,7 +169,8 @@ class MultiLabelAggregator:
             'clip_map': ap_lib.mean_average_precision(clip_s, clip_l),
             'video_top1_positive': float(labels[np.arange(len(best)), best].mean()),
             'classes_with_positives': int(np.isfinite(ap).sum()),
-            'video_per_class_ap': {n: (None if np.isnan(a) else float(a)) for n, a in zip(self.names(), ap)},
+            'video_per_class_ap': {n: (None if np.isnan(a) else float(a))
+                                   for n, a in zip(self.names(), ap, strict=True)},
             'class_names': self.names()}
 
   def arrays(self) -> dict:
@@ -195,9 +196,9 @@ class MultiLabelAggregator:
 
 def ap_png(path_or_file, names, ap: np.ndarray, title: str = '') -> None:
   """Bars of the per-class AP (classes without a positive left empty) and the mAP as a dashed line."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
   c = len(names)
   fig, ax = plt.subplots(figsize=(min(3.0 + 0.35 * c, 24.0), 4.0))
   ax.bar(range(c), np.nan_to_num(ap), color='tab:blue')

@@ -12,8 +12,8 @@ same per head and for actions (action = both heads right). Its `arrays()` are th
 """
 from typing import Mapping
 
-import numpy as np
 from etils import epath
+import numpy as np
 
 from vvt.tasks import eval_report
 
@@ -122,7 +122,7 @@ class MultiViewAggregator:
       acc = eval_report.per_class_accuracy(eval_report.confusion_matrix(preds[h], lab, c))
       out[f'video_mean_class_accuracy{sfx}'] = eval_report.mean_class_accuracy(acc)
       out[f'video_per_class_accuracy{sfx}'] = {
-          name: (None if np.isnan(a) else float(a)) for name, a in zip(self.names(h), acc)}
+          name: (None if np.isnan(a) else float(a)) for name, a in zip(self.names(h), acc, strict=True)}
     if len(self.heads) > 1:
       out['video_top1_action'] = float(action.mean())
       out['clip_top1_action'] = self.clip_action_correct / max(self.num_views, 1)
@@ -142,7 +142,7 @@ class MultiViewAggregator:
     """The `.npz` arrays: `video_scores[_head]` float32 (num_videos, num_classes), `video_labels[_head]` int64
     (num_videos,), `class_names[_head]` str (num_classes,), `views_per_video` int64, `skipped` bool and
     `video_ids` str (num_videos,)."""
-    sfx = lambda h: '_' + h if h else ''  # pylint: disable=unnecessary-lambda-assignment
+    sfx = lambda h: '_' + h if h else ''
     out = {f'video_scores{sfx(h)}': v for h, v in self.video_scores().items()}
     out.update({f'video_labels{sfx(h)}': v for h, v in self.video_labels.items()})
     out.update({f'class_names{sfx(h)}': np.array(self.names(h)) for h in self.heads})

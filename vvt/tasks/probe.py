@@ -56,7 +56,7 @@ class ProbeHead(nn.Module):
 
   @nn.compact
   def __call__(self, pooled, tokens):
-    from vvt.models.poolers import AttentivePooler  # pylint: disable=g-import-not-at-top
+    from vvt.models.poolers import AttentivePooler
     rep = pooled if self.head == 'linear' else AttentivePooler(**self.pooler, name='pooler')(tokens)
     return nn.Dense(self.num_classes, name='output_projection')(rep.astype(jnp.float32))
 
@@ -77,8 +77,8 @@ class ProbeGrid(nn.Module):
 def features(backbone: nn.Module, video) -> tuple:
   """(pooled (B, D), tokens (B, L, D)) of `backbone` (eval mode): the input of its classifier head and the tokens
   of its last encoder before the final norm."""
-  from vvt.models.heads import ClassifierHead  # pylint: disable=g-import-not-at-top
-  from vvt.models.video_transformer import SpaceTimeEncoder  # pylint: disable=g-import-not-at-top
+  from vvt.models.heads import ClassifierHead
+  from vvt.models.video_transformer import SpaceTimeEncoder
   got = {}
 
   def capture(next_fun, args, kwargs, context):
@@ -126,7 +126,7 @@ def probe_model(backbone: nn.Module, num_classes: int, num_probes: int, head: st
 def pooler_fields(spec, backend, *, num_queries: int, depth: int, num_heads: int) -> dict:
   """The AttentivePooler fields of an attentive probe on a backbone of ModelSpec `spec` (V-JEPA 2's: 'block'
   cross-attention, head_dim D / num_heads, an MLP of 4 D)."""
-  from vvt.models.video_transformer import block_fields  # pylint: disable=g-import-not-at-top
+  from vvt.models.video_transformer import block_fields
   d = spec.hidden_size
   if d % num_heads:
     raise ValueError(f'task.probe.num_heads: {num_heads} does not divide the hidden size {d}')
@@ -171,7 +171,7 @@ class Probe(Task):
     return self.base.label_specs(batch_size)
 
   def build_model(self, model_config, backend=None):
-    import vvt.models  # pylint: disable=g-import-not-at-top
+    import vvt.models
     backbone = vvt.models.build(model_config, backend=backend)
     pooler = None
     if self.head == 'attentive':
@@ -220,7 +220,7 @@ class Probe(Task):
     optimiser builder, `vvt.train.optimizers.make_optimizer`) of the run's `optimizer` spec with the probe's
     weight decay, over the schedule scaled to its lr."""
     transforms = {'frozen': optax.set_to_zero()}
-    for n, (lr, wd) in zip(self.names, self.settings):
+    for n, (lr, wd) in zip(self.names, self.settings, strict=True):
       transforms[n] = make(dataclasses.replace(optimizer, weight_decay=wd),
                            lambda step, s=lr / self.base_lr: schedule(step) * s)
     return optax.multi_transform(transforms, self.param_labels)
@@ -273,7 +273,7 @@ class ProbeAggregator:
     self._sync()
     key = self.task.main_metric
     return [dict(probe=n, lr=lr, weight_decay=wd, **{key: agg.result()[key]})
-            for (n, agg), (lr, wd) in zip(self.each.items(), self.task.settings)]
+            for (n, agg), (lr, wd) in zip(self.each.items(), self.task.settings, strict=True)]
 
   def best(self) -> str:
     key = self.task.main_metric

@@ -38,9 +38,9 @@ import hashlib
 import json
 from typing import Any, Callable, Optional
 
+from etils import epath
 import jax
 import orbax.checkpoint as ocp
-from etils import epath
 
 from vvt import fileio
 from vvt.models import layout
@@ -104,7 +104,7 @@ def _report_write_errors(mngr: ocp.CheckpointManager, workdir: str) -> None:
     def run(*args, **kwargs):
       try:
         return call(*args, **kwargs)
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         step = mngr.vvt_pending.get('step')
         error = storage.write_error(e, f'checkpoint step {step} could not be written to '
                                        f'{checkpoint_dir(workdir)}')
@@ -118,7 +118,7 @@ def _report_write_errors(mngr: ocp.CheckpointManager, workdir: str) -> None:
 def _last_intact(workdir: str) -> str:
   try:
     steps = all_steps(workdir)
-  except Exception:  # pylint: disable=broad-except
+  except Exception:
     steps = []
   return (f'the last checkpoint, step {steps[-1]}, is intact' if steps else
           'no checkpoint was written before it')
@@ -196,7 +196,7 @@ def _read_manifest(step_dir: epath.Path) -> dict:
     manifest = json.loads(path.read_text())
     files = manifest['files']
     ok = isinstance(files, dict) and manifest.get('digest') == _list_digest(files)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     raise _damaged(path, f'the checksum file cannot be read ({type(e).__name__}: '
                          f'{str(e).splitlines()[0] if str(e) else ""})') from None
   if not ok:
@@ -229,7 +229,7 @@ def verify_step(workdir: str, step: int, log: Optional[Callable] = None) -> None
       raise _damaged(path, 'missing')
     try:
       size, sha = file_digest(path)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       raise _damaged(path, f'cannot be read ({type(e).__name__}: {e})') from None
     if size != want['size']:
       raise _damaged(path, f'{size} bytes, {want["size"]} written '
@@ -293,7 +293,7 @@ def _restore(mngr: ocp.CheckpointManager, workdir: str, step: int, **items):
     return mngr.restore(step, args=ocp.args.Composite(**items))
   except (KeyboardInterrupt, CheckpointDamagedError):
     raise
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     lines = [l.strip() for l in str(e).splitlines() if l.strip()]
     raise _damaged(join(checkpoint_dir(workdir), str(step), *items.keys() if len(items) == 1 else ()),
                    f'cannot be restored ({type(e).__name__}: {lines[0] if lines else ""})') from None
@@ -423,7 +423,7 @@ def abstract_params_from_checkpoint(workdir: str, step: int, sharding=None):
   path = epath.Path(join(checkpoint_dir(workdir), str(step), 'params'))
   try:
     meta = ocp.StandardCheckpointer().metadata(path)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     raise _damaged(path, f'its array metadata cannot be read ({type(e).__name__})') from None
   tree = getattr(meta, 'item_metadata', meta)
   tree = getattr(tree, 'tree', tree)
@@ -469,7 +469,7 @@ def _train_shapes(workdir: str, step: int) -> Optional[list]:
     return None
   try:
     meta = ocp.StandardCheckpointer().metadata(path)
-  except Exception:  # pylint: disable=broad-except
+  except Exception:
     return None
   tree = getattr(meta, 'item_metadata', meta)
   tree = getattr(tree, 'tree', tree)

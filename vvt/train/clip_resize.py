@@ -36,9 +36,9 @@ def load_eval_params(workdir: str, step: int, abstract_params, model_cfg, raw: b
   """`checkpoints.load_eval_params` -> (params, weights) for the model `model_cfg` (a run's ModelSpec, or a model
   config, resolved here), its position tables resized first where the step was written for another clip length
   or frame size."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
-  from vvt.convert import retarget  # pylint: disable=g-import-not-at-top
-  from vvt.models import layout  # pylint: disable=g-import-not-at-top
+  from vvt.convert import retarget
+  import vvt.models
+  from vvt.models import layout
   if hasattr(model_cfg, 'to_dict'):  # a model config; a ModelSpec is resolved already
     model_cfg = vvt.models.resolve(model_cfg)
   stored = stored_model(workdir, step)

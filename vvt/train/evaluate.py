@@ -32,9 +32,9 @@ import json
 import time
 from typing import Callable, Optional
 
+from etils import epath
 import jax
 import numpy as np
-from etils import epath
 
 from vvt import fileio
 from vvt import progress as progress_lib
@@ -78,8 +78,8 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
   protocol for `write_results`. `progress` (default: when `log` is set, on the chief)
   shows a bar with ETA.
   """
-  from vvt.data.reading import names as names_lib  # pylint: disable=g-import-not-at-top
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline
+  from vvt.data.reading import names as names_lib
   task = program.task
   heads = task.heads
   batch_size = eval_spec.batch_size
@@ -116,7 +116,7 @@ def _add_skips(res: dict, data, split: str) -> Optional[str]:
   """Under on_error='skip': every skipped video in `res` (`videos_skipped` counts those the index holds and
   those past the damage of a broken TFRecord file; `skipped_files` and `data_skipped` say where and why);
   returns the console line naming them, or None when nothing was skipped. `data`: the run's DataSpec."""
-  from vvt.data.reading import skips  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import skips
   if data.on_error != 'skip':
     return None
   report = skips.skip_report(data, split, res['skipped_video_indices'])
@@ -133,7 +133,7 @@ def _aggregate(eval_step, params, batches, mesh, batch_size: int, agg: Aggregato
 
   Each batch's scores are read while the next one runs (dispatch is asynchronous).
   """
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline
 
   def consume(out):
     scores, passthrough = out
@@ -230,7 +230,7 @@ def write_results(workdir: str, step: int, split: str, results: dict, agg: Optio
   # the data split evaluated: 'test' for the raw params' results written under 'test_raw' (their `weights`: 'raw')
   data_split = split[:-len('_raw')] if results.get('weights') == 'raw' and split.endswith('_raw') else split
   payload = {'step': step, 'split': data_split, **results}
-  dump = lambda f: json.dump(payload, f, indent=2)  # pylint: disable=unnecessary-lambda-assignment
+  dump = lambda f: json.dump(payload, f, indent=2)
   paths = [prefix + '.json'] + ([checkpoints.eval_results_path(workdir, step, split)] if legacy else [])
   if agg is not None:
     arrays = agg.arrays()

@@ -25,8 +25,8 @@ def step_flops(jitted, *args) -> float:
 
 def measured_matmul_rate(dtype: str = 'float32', n: int = 1024, repeats: int = 3) -> float:
   """FLOP/s of the fastest of `repeats` (n, n) @ (n, n) matmuls in `dtype` on the default device."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import jax
+  import jax.numpy as jnp
   a = jnp.ones((n, n), dtype)
   f = jax.jit(lambda x: x @ x)
   f(a).block_until_ready()

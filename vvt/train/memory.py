@@ -127,7 +127,7 @@ def quiet_libtpu_env(topology: Topology) -> None:
 
 def topology_devices(topology: Topology) -> list:
   """The devices to compile for: libtpu's deviceless ones, or the first N CPU devices."""
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   if topology.platform == 'cpu':
     devices = jax.devices('cpu')
     if len(devices) < topology.num_devices:
@@ -135,11 +135,11 @@ def topology_devices(topology: Topology) -> list:
           f'--topology {topology.accelerator}: this process has {len(devices)} CPU device(s); '
           f'start it with XLA_FLAGS=--xla_force_host_platform_device_count={topology.num_devices}')
     return devices[:topology.num_devices]
-  from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
+  from jax.experimental import topologies
   kwargs = {'chip_config_name': 'megacore'} if topology.megacore else {}
   try:
     desc = topologies.get_topology_desc(topology_name=topology.name, platform='tpu', **kwargs)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     text = str(e).splitlines()[0] if str(e) else type(e).__name__
     hint = '' if _has_libtpu() else " (libtpu is not installed: pip install -e '.[tpu]')"
     raise TopologyError(f'cannot describe TPU topology {topology.name!r}: {text}{hint}') from None
@@ -147,7 +147,7 @@ def topology_devices(topology: Topology) -> list:
 
 
 def _has_libtpu() -> bool:
-  import importlib.util  # pylint: disable=g-import-not-at-top
+  import importlib.util
   return importlib.util.find_spec('libtpu') is not None
 
 
@@ -203,7 +203,7 @@ class Report:
     return self.flops_per_device / (self.peak.tflops * 1e12)
 
   def lines(self) -> list[str]:
-    g = lambda b: f'{b / GIB:8.2f} GiB'  # pylint: disable=unnecessary-lambda-assignment
+    g = lambda b: f'{b / GIB:8.2f} GiB'
     mesh = ' x '.join(f'{k}={v}' for k, v in self.mesh.items())
     out = [f'{self.step} step, global batch {self.batch_size}, {self.num_params / 1e6:.1f}M params, '
            f'{self.topology}: {self.devices} devices, mesh {mesh}',
@@ -228,8 +228,8 @@ class Report:
 
 def shard_bytes(tree) -> int:
   """Bytes one device holds of a pytree of ShapeDtypeStruct with shardings (the largest shard)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import jax
+  import numpy as np
   total = 0
   for x in jax.tree.leaves(tree):
     shape = x.sharding.shard_shape(x.shape) if x.sharding is not None else x.shape
@@ -262,8 +262,8 @@ def is_oom(error: BaseException) -> bool:
 
 def abstract_batch(program, batch_size: int, eval_step: bool = False) -> dict:
   """The step's batch as sharded ShapeDtypeStructs: uint8 pixels (B, T, S, S, 3), the task's labels, mask."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import jax
+  import jax.numpy as jnp
   sharding = program.batch_sharding
   s, t = program.clip.image_size, program.clip.num_frames
 
@@ -285,14 +285,14 @@ NOMINAL_EPOCH_BATCHES = 100  # the schedule's epoch when the training set's size
 def training_set_size(data) -> tuple[Optional[int], str]:
   """(videos, how it is known): the size of `dataset.train_files` (a RunSpec's `data`) that `vvt train` would
   count, or (None, why) when they are not here (the schedule then assumes epochs of `NOMINAL_EPOCH_BATCHES`)."""
-  from vvt.data.reading import patterns  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import patterns
   missing = patterns.missing_files(data, ('train_files',))
   if missing:
     return None, missing[0].split(';')[0]
   try:
-    from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+    from vvt.data import pipeline
     return int(pipeline.num_videos(data, 'train')), 'dataset.train_files'
-  except Exception as e:  # pylint: disable=broad-except  (unreadable: the plan does not need it)
+  except Exception as e:  # (unreadable: the plan does not need it)
     return None, f'dataset.train_files cannot be counted ({type(e).__name__})'
 
 
@@ -340,7 +340,7 @@ def _read_compiled(report: Report, compiled) -> Report:
 
 def plan_program(run, topology: Topology, mesh, eval_step: bool = False, log=None):
   """The program `vvt train` (or `vvt eval`) builds for RunSpec `run` on `mesh`, for `topology`'s platform."""
-  from vvt.train import program as program_lib  # pylint: disable=g-import-not-at-top
+  from vvt.train import program as program_lib
   if eval_step:  # auto attention: the topology's choice, not the host's
     return program_lib.build_program(run, mesh, platform=topology.platform)
   videos, source = training_set_size(run.data)
@@ -357,9 +357,10 @@ def plan(run, topology: Topology, devices, eval_step: bool = False, log=None) ->
   Raises ConfigError for a run that does not fit the mesh (before compiling); a step that
   does not fit the device memory gives a Report with `compiled` False and the compiler's figures.
   """
-  import jax  # pylint: disable=g-import-not-at-top
-  from vvt.config import run_spec  # pylint: disable=g-import-not-at-top
-  from vvt.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  import jax
+
+  from vvt.config import run_spec
+  from vvt.train import mesh as mesh_lib
   num_processes = len({d.process_index for d in devices})
   devices = mesh_lib.mesh_devices(run.mesh, devices)
   run_spec.check_devices(run, len(devices), num_processes)
@@ -388,7 +389,7 @@ def plan(run, topology: Topology, devices, eval_step: bool = False, log=None) ->
   lowered = fn.lower(*args)
   try:
     compiled = lowered.compile()
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     if not is_oom(e):
       raise
     return _read_oom(report, e)

@@ -27,10 +27,14 @@ import os
 from typing import Any, Optional, Sequence
 
 import jax
+from jax.sharding import Mesh
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from vvt.config.sharding import MeshError, MeshSpec, resolve_axes
+from vvt.config.sharding import MeshError
+from vvt.config.sharding import MeshSpec
+from vvt.config.sharding import resolve_axes
 from vvt.models import axes as logical_axes
 from vvt.train import peers
 
@@ -110,7 +114,7 @@ def mesh_of_axes(axes: Any = None, devices: Optional[Sequence[Any]] = None) -> M
 
 def axis_sizes(mesh: Mesh) -> dict:
   """{axis name: size} of `mesh`."""
-  return dict(zip(mesh.axis_names, mesh.devices.shape))
+  return dict(zip(mesh.axis_names, mesh.devices.shape, strict=True))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:

@@ -12,9 +12,9 @@ import sys
 import time
 from typing import Callable, Mapping, Optional
 
+from etils import epath
 import jax
 import numpy as np
-from etils import epath
 
 from vvt import fileio
 
@@ -98,7 +98,7 @@ def read_jsonl(workdir: str) -> list[dict]:
 
 def make_writers(workdir: str, is_chief: bool):
   """(train_writer, eval_writer): TensorBoard + JSON lines on the chief process only."""
-  from clu import metric_writers  # pylint: disable=g-import-not-at-top  # imports TensorFlow
+  from clu import metric_writers  # imports TensorFlow
   if not is_chief:
     w = metric_writers.MultiWriter([])
     return w, w
@@ -179,9 +179,9 @@ def plot_curves(workdir: str, out_path: Optional[str] = None) -> Optional[str]:
   records = read_jsonl(workdir)
   if not records:
     return None
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
 
   # Last record wins per (kind, step) (a resumed run re-logs some steps).
   by_key = {}

@@ -28,7 +28,7 @@ from vvt.train import state as state_lib
 def build_model(model, backend: str | None = None):
   """The flax module of `model` (a run's ModelSpec), built for `backend` (the platform it is compiled for; None:
   jax's default backend): `attention_impl='auto'` chooses for it."""
-  import vvt.models  # pylint: disable=g-import-not-at-top
+  import vvt.models
   return vvt.models.build(model, backend=backend)
 
 

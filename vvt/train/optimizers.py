@@ -25,8 +25,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vvt.config.run_spec import OptimizerSpec, ScheduleSpec
-from vvt.config.schema import OPTIMIZERS, SCHEDULES
+from vvt.config.run_spec import OptimizerSpec
+from vvt.config.run_spec import ScheduleSpec
+from vvt.config.schema import OPTIMIZERS
+from vvt.config.schema import SCHEDULES
 from vvt.models import layout
 from vvt.train import layer_decay as layer_decay_lib
 

@@ -41,7 +41,7 @@ TABLE = (
 
 def matmul_precision() -> str:
   """JAX's default matmul precision now: 'default' or 'highest' (what a float32 dot runs at)."""
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   value = str(jax.config.jax_default_matmul_precision or 'default').lower()
   return 'highest' if value in ('highest', 'float32') else 'default'
 

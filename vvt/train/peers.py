@@ -63,7 +63,7 @@ class PeerWatch:
     self._stop.set()
     try:
       self.client.key_value_set(f'{PREFIX}{self.me}', DONE, allow_overwrite=True)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       pass
 
   def settle(self) -> None:
@@ -88,14 +88,14 @@ class PeerWatch:
         self._beat(count)
         self.reached = now
         self._note()
-      except Exception:  # pylint: disable=broad-except
+      except Exception:
         if now - self.reached > self.timeout and not self._stop.is_set():
           self._lost(0, 'the coordinator, which runs jax\'s coordination service, cannot be reached')
         continue
       for p, (value, when) in list(self.seen.items()):
         try:
           new = self.client.key_value_try_get(f'{PREFIX}{p}')
-        except Exception:  # pylint: disable=broad-except  (not set yet)
+        except Exception:  # (not set yet)
           new = value
         if new != value:
           self.seen[p] = (new, now)
@@ -113,24 +113,24 @@ class PeerWatch:
       with open(path + '.tmp', 'w', encoding='utf-8') as f:
         f.write(where)
       os.replace(path + '.tmp', path)
-    except Exception:  # pylint: disable=broad-except  (a note only)
+    except Exception:  # (a note only)
       pass
 
   def _lost(self, process: int, why: str) -> None:
     try:
       where = self.describe()
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       where = ''
     print(f'{self.prog}: error: process {process} of {self.n} was lost ({why}: killed, crashed or its host is '
           f'down); process {self.me} stops' + (f'; {where}' if where else ''), file=sys.stderr, flush=True)
     sys.stdout.flush()
-    os._exit(1)  # pylint: disable=protected-access
+    os._exit(1)
 
 
 def watch(timeout_s: float, describe: Callable[[], str] = lambda: '', prog: str = 'vvt train') -> Optional[PeerWatch]:
   """A started PeerWatch when this is one of several jax.distributed processes, else None."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from jax._src import distributed  # pylint: disable=g-import-not-at-top
+  import jax
+  from jax._src import distributed
   client = getattr(distributed.global_state, 'client', None)
   if client is None or jax.process_count() < 2:
     return None

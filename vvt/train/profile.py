@@ -67,7 +67,7 @@ class Performance:
   def of(cls, run, workdir: str, is_chief: bool, first_step: int, total_steps: int,
          log: Callable = print) -> 'Performance':
     """The performance of a run's training loop (`run`: its RunSpec: `profile.steps`, `model.dtype`)."""
-    import jax  # pylint: disable=g-import-not-at-top
+    import jax
     window = trace_window(run.profile.steps, first_step, total_steps) if is_chief else None
     device = jax.devices()[0]
     dtype = str(run.model.dtype)
@@ -101,14 +101,14 @@ class Performance:
   def before_step(self, step: int) -> None:
     """Starts the trace before optimiser step `step` is dispatched, if it opens the window."""
     if self.window and step == self.window[0] and not self.tracing:
-      import jax  # pylint: disable=g-import-not-at-top
+      import jax
       jax.profiler.start_trace(self.trace_dir, create_perfetto_trace=True)
       self.tracing = True
 
   def after_step(self, step: int, state) -> None:
     """Stops the trace once step `step`, the window's last, has finished."""
     if self.tracing and step >= self.window[1]:
-      import jax  # pylint: disable=g-import-not-at-top
+      import jax
       jax.block_until_ready(state)
       jax.profiler.stop_trace()
       self.tracing = False
@@ -118,7 +118,7 @@ class Performance:
   def close(self) -> None:
     """Stops a trace still running (the loop ended inside the window)."""
     if self.tracing:
-      import jax  # pylint: disable=g-import-not-at-top
+      import jax
       jax.profiler.stop_trace()
       self.tracing = False
 

@@ -10,9 +10,12 @@ this module reads the parameter paths and shapes of a pytree and makes the Named
 from typing import Any, Mapping
 
 import jax
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
-from vvt.config.sharding import MeshSpec, follow, param_specs
+from vvt.config.sharding import MeshSpec
+from vvt.config.sharding import follow
+from vvt.config.sharding import param_specs
 from vvt.train import mesh as mesh_lib
 
 

@@ -54,14 +54,14 @@ def signal_name(signum: int) -> str:
 
 def _again(signum: int) -> None:
   print(f'vvt: {signal_name(signum)} again: exiting at once', file=sys.stderr, flush=True)
-  os._exit(128 + signum)  # pylint: disable=protected-access
+  os._exit(128 + signum)
 
 
-def _exit_quietly(signum, frame):  # pylint: disable=unused-argument
-  os._exit(128 + signum)  # pylint: disable=protected-access
+def _exit_quietly(signum, frame):
+  os._exit(128 + signum)
 
 
-def _record_early(signum, frame):  # pylint: disable=unused-argument
+def _record_early(signum, frame):
   if _repeated(_early['signum'], _early['at'], signum):
     return
   if _early['signum'] is not None:
@@ -125,7 +125,7 @@ class StopSignals:
       raise Interrupted(f'interrupted ({name}) during start-up, before the first training step: nothing to '
                         'save', self.signum)
 
-  def _handle(self, signum, frame):  # pylint: disable=unused-argument
+  def _handle(self, signum, frame):
     if _repeated(self.signum, self._first_at, signum):
       return
     if self.signum is not None:

@@ -18,11 +18,11 @@ import dataclasses
 import functools
 from typing import Callable
 
+from clu import metrics as clu_metrics
 import jax
 import jax.numpy as jnp
-import optax
-from clu import metrics as clu_metrics
 from jax.sharding import NamedSharding
+import optax
 
 from vvt.data.transforms import normalization
 from vvt.models import axes as logical_axes
@@ -31,7 +31,6 @@ from vvt.tasks.base import Task
 from vvt.train import ema as ema_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train.state import TrainState
-
 
 # ----------------------------------------------------------------------------- settings
 

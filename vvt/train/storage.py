@@ -92,7 +92,7 @@ def write_error(error: BaseException, what: str, path: Optional[str] = None) -> 
 
 
 def _probe(directory: str) -> None:
-  import uuid  # pylint: disable=g-import-not-at-top
+  import uuid
   probe = os.path.join(directory, f'.vvt-write-test-{uuid.uuid4().hex}')  # unique across the hosts of a run
   with open(probe, 'w') as f:
     f.write('')

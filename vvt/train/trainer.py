@@ -34,21 +34,26 @@ from typing import Any, Callable, Optional
 import jax
 import orbax.checkpoint as ocp
 
-from vvt.config import resume, run_file, run_spec
+from vvt.config import resume
+from vvt.config import run_file
+from vvt.config import run_spec
 from vvt.data.reading import patterns as data_patterns
 from vvt.train import checkpoints
 from vvt.train import clip_resize
 from vvt.train import ema as ema_lib
-from vvt.train import flops as flops_lib
 from vvt.train import evaluate as evaluate_lib
+from vvt.train import flops as flops_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
 from vvt.train import peers
 from vvt.train import profile as profile_lib
 from vvt.train import state as state_lib
 from vvt.train import storage
-from vvt.train.signals import Interrupted, StopSignals, signal_name
-from vvt.train.program import Program, build_program
+from vvt.train.program import Program
+from vvt.train.program import build_program
+from vvt.train.signals import Interrupted
+from vvt.train.signals import StopSignals
+from vvt.train.signals import signal_name
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -129,7 +134,7 @@ def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
 
 def make_program(run: Run) -> Program:
   """The training program of `run.spec` on the run's mesh, for the training set's size."""
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline
   return build_program(run.spec, run.mesh, num_train_videos=pipeline.num_videos(run.spec.data, 'train'))
 
 
@@ -150,7 +155,7 @@ def _resume(run: Run, state, meta: dict, step: int) -> tuple[state_lib.TrainStat
 
 def _init_from(run: Run, params):
   """`init_from` (image-ViT weights) applied to fresh `params`; the report is saved."""
-  from vvt.convert import image_init  # pylint: disable=g-import-not-at-top
+  from vvt.convert import image_init
   params, report = image_init.initialise(params, run.spec.init_from, run.spec.model)
   path = checkpoints.join(run.workdir, 'init_from_report.txt')
   if run.is_chief:
@@ -285,7 +290,8 @@ def count_flops(run: Run, program: Program, state, batch) -> float:
 def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
                       progress: metrics_lib.Progress) -> None:
   """Writes the metrics merged since the last log (+ throughput, epoch, skipped records)."""
-  from vvt.data.reading import errors, skips  # pylint: disable=g-import-not-at-top
+  from vvt.data.reading import errors
+  from vvt.data.reading import skips
   _check_pending(run, loop)
   scalars = {k: float(v) for k, v in jax.device_get(loop.metrics.compute()).items()}
   scalars.update(progress.rates(loop.step))
@@ -359,8 +365,8 @@ def stop_requested(run: Run, stop: Optional[StopSignals], step: int) -> bool:
     return stop.signum is not None
   if not _due(step, run.spec.log_every_steps):
     return False
-  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  from jax.experimental import multihost_utils
+  import numpy as np
   flags = multihost_utils.process_allgather(np.int32(stop.signum or 0))
   stop.signum = stop.signum or int(np.max(flags)) or None
   return stop.signum is not None
@@ -385,7 +391,7 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
   With `stop`, a first SIGINT / SIGTERM saves the state at the step reached and raises Interrupted
   (during a periodic evaluation: at once, the state is that of the step before it).
   """
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  from vvt.data import pipeline
   spec, total = run.spec, program.training.total_steps
   it = pipeline.make_train_iterator(
       spec.data, global_batch_size=spec.batch_size, seed=spec.seed,
@@ -489,10 +495,13 @@ def _train_and_evaluate(spec, workdir, log, stop_after_step, allow_config_change
       result = final_evaluation(run, program, writers, state, step)
     failed = False
     return result
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     if watch is not None:
       watch.settle()  # a collective failed because a process is gone? the watch names it and exits
-    raise storage_failure(run, e) or e
+    failure = storage_failure(run, e)
+    if failure is None:
+      raise
+    raise failure from e
   finally:
     finish_writes(run, failed)
     if watch is not None:
@@ -511,7 +520,7 @@ def finish_writes(run: Run, failed: bool) -> None:
   is not raised: the first error is the one the run reports."""
   try:
     run.mngr.wait_until_finished()
-  except Exception:  # pylint: disable=broad-except
+  except Exception:
     if not failed:
       raise
 
@@ -525,7 +534,7 @@ def storage_failure(run: Run, error: Exception) -> Optional[storage.WriteError]:
     run.mngr.wait_until_finished()
   except storage.WriteError as e:
     return e
-  except Exception:  # pylint: disable=broad-except
+  except Exception:
     pass
   steps = checkpoints.all_steps(run.workdir)
   intact = (f'the last checkpoint, step {steps[-1]}, is intact' if steps else 'no checkpoint was written')

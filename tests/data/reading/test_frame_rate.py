@@ -3,19 +3,18 @@ config's stride counts at, the sampler maps the clips onto the stored frames nea
 import json
 import pathlib
 
+from data_helpers import jpeg
+from data_helpers import make_video
+from data_helpers import small_config
 import numpy as np
 import pytest
 
 from vvt.config import loader
 from vvt.config.errors import ConfigError
-from vvt.data.writing import video_shards
 from vvt.data import pipeline
 from vvt.data.transforms import sampling
 from vvt.data.writing import dmvr_records
-
-from data_helpers import jpeg
-from data_helpers import small_config
-from data_helpers import make_video
+from vvt.data.writing import video_shards
 
 VIVIT = str(pathlib.Path(__file__).parents[3] / 'configs/kinetics400/vivit_b_fe.py')
 
@@ -131,14 +130,15 @@ def test_a_30_fps_conversion_read_by_a_25_fps_config_samples_the_same_moments(tm
 
 
 def test_videos_at_several_rates_are_mapped_each_by_its_own(mixed_rates):
-  from vvt.data.reading import frame_rate  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  from vvt.data.reading import frame_rate
   ids = [v['id'] for v in mixed_rates['videos']]
   assert frame_rate.ratios(25.0, [mixed_rates['path']]) == {ids[0]: 1.0, ids[1]: 15 / 25, ids[2]: 1.0}
   assert frame_rate.ratios(15.0, [mixed_rates['path']]) == {ids[0]: 25 / 15, ids[1]: 1.0, ids[2]: 25 / 15}
   assert frame_rate.ratios(15.2, [mixed_rates['path']]) is not None  # 15 is more than 1% away from 15.2
   cfg = small_config(mixed_rates['pattern'], num_classes=2, fps=25)
-  source = pipeline._source(cfg, 'train')  # pylint: disable=protected-access
+  source = pipeline._source(cfg, 'train')
   ratio_of = frame_rate.ratio_fn(cfg, source)
   got = [float(ratio_of({'video_id': tf.constant(k)})) for k in ids + ['unlisted']]
   assert got == [1.0, 0.6, 1.0, 1.0]

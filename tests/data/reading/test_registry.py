@@ -3,14 +3,13 @@ TensorFlow."""
 import subprocess
 import sys
 
+from data_helpers import small_config
 import pytest
 
 from vvt.config import validation
 from vvt.data import choices
 from vvt.data.reading import registry
 from vvt.data.reading import source
-
-from data_helpers import small_config
 
 
 def test_every_name_is_a_source_class_that_keeps_the_protocol():

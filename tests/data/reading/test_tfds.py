@@ -1,12 +1,12 @@
 """A TFDS video dataset by name and data_dir, built locally (no network)."""
+from data_helpers import check_source_contract
+from data_helpers import small_config
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
 from vvt.data import pipeline
 from vvt.data.reading import registry
-
-from data_helpers import check_source_contract, small_config
 
 
 class VvtTinyVideos(tfds.core.GeneratorBasedBuilder):
@@ -64,7 +64,7 @@ def test_tfds_train_and_eval(tfds_dir):
       real = eb['mask'] == 1
       grey = eb['inputs'][real][:, 0].mean(axis=(1, 2, 3))
       np.testing.assert_array_equal(np.round((grey - 10) / 20), eb['label'][real])
-      views += list(zip(eb['video_index'][real], eb['view_index'][real]))
+      views += list(zip(eb['video_index'][real], eb['view_index'][real], strict=True))
   assert sorted(views) == [(v, c) for v in range(5) for c in range(2)]
 
 

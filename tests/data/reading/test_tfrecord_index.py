@@ -3,8 +3,10 @@ import os
 
 import pytest
 
-from vvt.data.reading import patterns, streams, tfrecord_index
+from vvt.data.reading import patterns
+from vvt.data.reading import streams
 from vvt.data.reading import tfrecord_framing
+from vvt.data.reading import tfrecord_index
 from vvt.data.writing import dmvr_records
 
 
@@ -35,7 +37,7 @@ def test_host_ranges_partition_the_records():
     for count in (1, 2, 3, 8):
       ranges = [streams.host_range(n, p, count) for p in range(count)]
       assert ranges[0][0] == 0 and ranges[-1][1] == n
-      assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+      assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
       sizes = [b - a for a, b in ranges]
       assert max(sizes) - min(sizes) <= 1
   with pytest.raises(ValueError):

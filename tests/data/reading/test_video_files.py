@@ -1,11 +1,10 @@
 """The one PyAV decoder: frames listed from packets, and a clip's frames decoded from the keyframe before it."""
 import av
+from data_helpers import write_footage
 import numpy as np
 import pytest
 
 from vvt.data.reading import video_files
-
-from data_helpers import write_footage
 
 
 @pytest.fixture(scope='module')

@@ -3,6 +3,9 @@
 import os
 import shutil
 
+from data_helpers import check_source_contract
+from data_helpers import small_config
+from data_helpers import write_footage
 import numpy as np
 import pytest
 
@@ -13,8 +16,6 @@ from vvt.data.reading import names
 from vvt.data.reading import registry
 from vvt.data.reading import skips
 from vvt.data.writing import video_shards
-
-from data_helpers import check_source_contract, small_config, write_footage
 
 LABELS = (0, 1, 2, 0, 1, 2)
 
@@ -64,7 +65,7 @@ def test_eval_views_and_padding_equal_the_tfrecord_path(footage):
   a = list(pipeline.make_eval_iterator(folder, 'test', 5, process_index=0, process_count=1))
   b = list(pipeline.make_eval_iterator(records, 'test', 5, process_index=0, process_count=1))
   assert len(a) == len(b) == 8  # 6 videos x 6 views in batches of 5: 4 rows of padding
-  for x, y in zip(a, b):
+  for x, y in zip(a, b, strict=True):
     for key in ('label', 'video_index', 'view_index', 'mask'):
       np.testing.assert_array_equal(x[key], y[key])
     _close(x['inputs'], y['inputs'])
@@ -166,5 +167,5 @@ def test_an_unknown_label_is_named_or_skipped(tmp_path):
 
 
 def _run_config(dataset):
-  import ml_collections  # pylint: disable=g-import-not-at-top
+  import ml_collections
   return ml_collections.ConfigDict({'num_classes': 0, 'class_names': None, 'dataset': dataset})

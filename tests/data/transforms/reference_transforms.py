@@ -17,7 +17,8 @@ import math
 
 import tensorflow as tf
 
-from vvt.data.transforms import crops, random_draws
+from vvt.data.transforms import crops
+from vvt.data.transforms import random_draws
 from vvt.data.transforms.random_draws import fold_in
 
 _LUMA = random_draws.RGB_TO_YIQ[0]

@@ -1,15 +1,15 @@
 """Spatial ops: decode windows, crops, flips, video-consistent augmentation."""
+from data_helpers import jpeg
 import numpy as np
 import pytest
+import reference_transforms as reference
 import tensorflow as tf
 
-from vvt.data.transforms import augment
 from vvt.config import dataset as data_config
 from vvt.data.reading import image_frames
-from vvt.data.transforms import crops, random_draws
-
-import reference_transforms as reference
-from data_helpers import jpeg
+from vvt.data.transforms import augment
+from vvt.data.transforms import crops
+from vvt.data.transforms import random_draws
 
 
 def _seed(a, b=0):
@@ -76,7 +76,7 @@ def test_flip_reverses_width_of_all_frames():
   outs = [reference.random_flip(v, _seed(s)).numpy() for s in range(20)]
   flipped = [np.array_equal(o, v.numpy()[:, :, ::-1]) for o in outs]
   same = [np.array_equal(o, v.numpy()) for o in outs]
-  assert all(f or s for f, s in zip(flipped, same)) and any(flipped) and any(same)
+  assert all(f or s for f, s in zip(flipped, same, strict=True)) and any(flipped) and any(same)
 
 
 def _constant_in_time(video):

@@ -2,18 +2,17 @@
 frame, determinism and exact resume, bad input."""
 import pathlib
 
+from data_helpers import small_config
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from vvt.config import loader
 from vvt.config.errors import ConfigError
+from vvt.data import pipeline
 from vvt.data.transforms import augment
 from vvt.data.transforms import autoaugment
-from vvt.data import pipeline
 from vvt.data.transforms import random_draws
-
-from data_helpers import small_config
 
 # Cubuk et al. 2018, Appendix, the ImageNet policy, as printed: "Operation, probability, magnitude" twice per
 # sub-policy, magnitudes of operations without one left out.
@@ -117,7 +116,7 @@ def test_draws_follow_the_probabilities():
   for k in range(300):
     d = random_draws.train_draws(cfg, tf.constant([0, k], tf.int64), 16, 16)
     index, applied = int(d['aa_index']), d['aa_applied'].numpy()
-    for (_, prob, _), on in zip(table[index], applied):
+    for (_, prob, _), on in zip(table[index], applied, strict=True):
       if prob in ran:
         ran[prob] += int(on) if prob == 0.0 else int(not on)
   assert ran == {0.0: 0, 1.0: 0}  # 'Equalize 0.0' never runs, probability 1.0 always does
@@ -130,9 +129,9 @@ def test_autoaugment_is_deterministic_and_resumes_exactly(synthetic_dir):
     it = pipeline.make_train_iterator(cfg, 8, seed=4, start_step=start, process_index=0, process_count=1)
     return [next(it)['inputs'] for _ in range(n)]
   fresh = stream(0, 4)
-  for a, b in zip(fresh, stream(0, 4)):
+  for a, b in zip(fresh, stream(0, 4), strict=False):
     np.testing.assert_array_equal(a, b)
-  for a, b in zip(fresh[2:], stream(2, 2)):
+  for a, b in zip(fresh[2:], stream(2, 2), strict=False):
     np.testing.assert_array_equal(a, b)
 
 

@@ -1,13 +1,13 @@
 """Label-aware flip (`dataset.label_aware_flip`): flipped clips of left/right classes take their mirror's label."""
+from data_helpers import jpeg
+from data_helpers import small_config
 import numpy as np
 import pytest
 
-from vvt.data.transforms import label_flip
 from vvt.data import pipeline
 from vvt.data.spec import DataSpec
+from vvt.data.transforms import label_flip
 from vvt.data.writing import dmvr_records
-
-from data_helpers import jpeg, small_config
 
 NAMES = ('Pushing something from left to right', 'Pushing something from right to left', 'Holding something',
          'Turning the camera left while filming something', 'Moving something Left', 'Moving something Right')
@@ -48,7 +48,7 @@ def test_flipped_clips_of_left_right_classes_take_the_mirror_label(direction_dat
                      shuffle_buffer=0)
   flips = 0
   for plain, aware in zip(_batches(small_config(direction_data, num_classes=4, horizontal_flip=True,
-                                                shuffle_buffer=0)), _batches(cfg)):
+                                                shuffle_buffer=0)), _batches(cfg), strict=True):
     np.testing.assert_array_equal(plain['inputs'], aware['inputs'])  # the same clips, only labels change
     flipped = aware['inputs'][:, 0, :, 0, 0].mean(axis=1) > aware['inputs'][:, 0, :, -1, 0].mean(axis=1)
     expected = np.where(flipped, np.array([1, 0, 2, 3])[plain['label']], plain['label'])

@@ -17,7 +17,7 @@ def test_zero_centre_and_imagenet():
   one = normalization.normalize(jnp.full((1, 3), 255, jnp.uint8), 'imagenet')
   np.testing.assert_allclose(
       one[0], [(1 - m) / s for m, s in
-               zip((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))], rtol=1e-5)
+               zip((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), strict=True)], rtol=1e-5)
   half = normalization.normalize(jnp.zeros((1, 3), jnp.uint8), 'zero_centre',
                                  jnp.bfloat16)
   assert half.dtype == jnp.bfloat16

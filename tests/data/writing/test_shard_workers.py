@@ -5,9 +5,8 @@ import os
 
 import pytest
 
-from vvt.data.writing import video_shards
 from vvt.data.writing import shard_workers
-
+from vvt.data.writing import video_shards
 
 ARGS = dict(num_shards=4, short_side=32, workers=1, progress=False, check=False)
 
@@ -69,7 +68,7 @@ def test_worker_arguments_and_slurm_default():
 
 
 def test_worker_and_assemble_on_the_command_line(video_dir, capsys):
-  from vvt.cli import main as vvt_main  # pylint: disable=g-import-not-at-top
+  from vvt.cli import main as vvt_main
   out = str(video_dir / 'cli' / 'train')
   args = ['data', 'convert', '--input', str(video_dir / 'videos.csv'), '--classes', str(video_dir / 'classes.txt'),
           '--output', out, '--shards', '4', '--short-side', '32', '--workers', '1', '--no-progress']

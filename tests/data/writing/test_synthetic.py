@@ -2,14 +2,13 @@
 import json
 import os
 
+from data_helpers import small_config
 import numpy as np
 import pytest
 
 from vvt.cli import main as vvt_main
 from vvt.data import pipeline
 from vvt.data.writing import synthetic
-
-from data_helpers import small_config
 
 
 def test_classes_show_the_same_frames_in_different_orders():

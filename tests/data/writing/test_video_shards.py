@@ -2,6 +2,7 @@
 import json
 import os
 
+from data_helpers import small_config
 import numpy as np
 import pytest
 
@@ -9,8 +10,6 @@ from vvt.cli import main as vvt_main
 from vvt.data import pipeline
 from vvt.data.reading import video_lists
 from vvt.data.writing import video_shards
-
-from data_helpers import small_config
 
 
 def test_convert_writes_shards_manifest_and_records_failures(video_dir):

@@ -66,7 +66,7 @@ class DmvrSource:
       order = tf.random.experimental.stateless_shuffle(order, shuffle_seed)
     ds = tf.data.Dataset.from_tensor_slices(tuple(
         tf.gather(t, order) for t in (paths, starts, counts, offsets)))
-    byte_of = lambda index: tf.gather(first_byte, index - lo)  # pylint: disable=unnecessary-lambda-assignment
+    byte_of = lambda index: tf.gather(first_byte, index - lo)
     return ds.interleave(
         lambda *seg: read_segment(*seg, byte_of),
         cycle_length=min(self._cycle_length, len(segs)),

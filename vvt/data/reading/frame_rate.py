@@ -90,7 +90,7 @@ def ratio_fn(spec, source):
   found = ratios(float(fps), paths) if paths else None
   if found is None:
     return None
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   if isinstance(found, float):
     return lambda parsed: tf.constant(found, tf.float64)
   table = tf.lookup.StaticHashTable(

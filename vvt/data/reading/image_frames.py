@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from vvt.data.reading import errors
 
+
 def frame_shape(encoded):
   """(height, width) int32 of one encoded frame (JPEG: header only)."""
   return tf.cond(

@@ -131,6 +131,6 @@ def video_ids(spec, split: str) -> list:
     for index, video_id in ds.ignore_errors(log_warning=False).as_numpy_iterator():
       if video_id:
         ids[int(index)] = video_id.decode('utf-8', 'replace')
-  except Exception:  # pylint: disable=broad-except  (ids are for reports: a split that cannot be read keeps indices)
+  except Exception:  # (ids are for reports: a split that cannot be read keeps indices)
     pass
   return ids

@@ -21,12 +21,12 @@ class TfdsSource:
   damaged = ()
 
   def __init__(self, spec, split):
-    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+    import tensorflow_datasets as tfds
     if not spec.tfds_name:
       raise ValueError("dataset.tfds_name must be set when dataset.name == 'tfds'")
     try:
       self._builder = tfds.builder(spec.tfds_name, data_dir=spec.data_dir or None)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       raise FileNotFoundError(
           f'TFDS dataset {spec.tfds_name!r} not found in data_dir '
           f'{spec.data_dir!r}: {e}') from e

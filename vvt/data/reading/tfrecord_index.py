@@ -74,7 +74,7 @@ class FileIndex:
 
   def locate(self, index):
     """Global record `index` -> (path, record in file)."""
-    for path, count in zip(self.files, self.counts):
+    for path, count in zip(self.files, self.counts, strict=True):
       if index < count:
         return path, index
       index -= count
@@ -109,7 +109,7 @@ def index_files(files, on_error='raise'):
 def segments(index, lo, hi):
   """The per-file segments covering global records [lo, hi)."""
   out, offset = [], 0
-  for path, count in zip(index.files, index.counts):
+  for path, count in zip(index.files, index.counts, strict=True):
     a, b = max(lo, offset), min(hi, offset + count)
     if a < b:
       out.append(Segment(path, a - offset, b - a, a))

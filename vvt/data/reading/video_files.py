@@ -72,10 +72,10 @@ def declared_frames(stream, container):
 
 def _open(path: str):
   """(container, its first video stream); UnreadableVideo naming `path` when it has none or cannot be opened."""
-  import av  # pylint: disable=g-import-not-at-top
+  import av
   try:
     container = av.open(path)
-  except Exception as e:  # pylint: disable=broad-except  (PyAV / FFmpeg errors of every kind)
+  except Exception as e:  # (PyAV / FFmpeg errors of every kind)
     raise UnreadableVideo(f'{path}: cannot open ({type(e).__name__}: {e})') from e
   if not container.streams.video:
     container.close()
@@ -91,7 +91,7 @@ def frame_times(path: str) -> np.ndarray:
   try:
     with container:
       times = [p.pts for p in container.demux(stream) if p.size]
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     raise UnreadableVideo(f'{path}: cannot read its packets ({type(e).__name__}: {e})') from e
   if any(t is None for t in times):
     return np.full(len(times), -1, np.int64)
@@ -141,7 +141,7 @@ def read_frames(path: str, wanted, times=None) -> dict:
         kept, decoded = _decode(container, stream, times, wanted, None)
   except UnreadableVideo:
     raise
-  except Exception as e:  # pylint: disable=broad-except  (PyAV / FFmpeg errors of every kind)
+  except Exception as e:  # (PyAV / FFmpeg errors of every kind)
     raise UnreadableVideo(f'{path}: decoding stopped near frame {max(decoded, 0)} ({type(e).__name__}: {e})') from e
   if len(kept) < len(wanted):
     missing = [i for i in wanted if i not in kept]
@@ -174,7 +174,7 @@ def check_jpeg_ends(files) -> None:
 
 def read_image(path: str) -> np.ndarray:
   """uint8 (h, w, 3) RGB of one image file (OpenCV); UnreadableVideo naming it when it cannot be read."""
-  import cv2  # pylint: disable=g-import-not-at-top
+  import cv2
   image = cv2.imread(path, cv2.IMREAD_COLOR)
   if image is None:
     raise UnreadableVideo(f'{path}: cannot read the image')

@@ -222,7 +222,7 @@ def augment(video, draws, level, policy=None):
     means = np.array([cv2.mean(f)[:3] for f in video], np.float32)
     video = _colour_map(video, draws['jitter_scale'],
                         means @ draws['jitter_offset'])
-  for op, sign in zip(draws['ops'], draws['signs']):
+  for op, sign in zip(draws['ops'], draws['signs'], strict=True):
     video = RANDAUGMENT[random_draws.RANDAUGMENT_OPS[op]](video, level,
                                                         float(sign))
   if policy is not None and draws.get('aa_index', -1) >= 0:
@@ -255,7 +255,7 @@ def train_clip_fn(spec):
   policy = random_draws.autoaugment_args(spec)
 
   def run(window, flip, *values):
-    return make_clip(window, size, bool(flip), dict(zip(_DRAW_KEYS, values)),
+    return make_clip(window, size, bool(flip), dict(zip(_DRAW_KEYS, values, strict=True)),
                      level, policy)
 
   def fn(window, flip, seed):

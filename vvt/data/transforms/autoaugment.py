@@ -95,7 +95,7 @@ def sub_policy_steps(name, index, applied, signs):
   """[(operation, level, sign)] of the steps of sub-policy `index` of policy `name` that were drawn to run
   (`applied` (2,) bools, `signs` (2,) +-1), in order."""
   steps = []
-  for (op, _, magnitude), on, sign in zip(policy(name)[int(index)], applied, signs):
+  for (op, _, magnitude), on, sign in zip(policy(name)[int(index)], applied, signs, strict=True):
     if on:
       steps.append(op_arguments(op, magnitude, sign))
   return steps

@@ -36,5 +36,5 @@ def normalize(pixels, mode, dtype=jnp.float32):
   if jnp.issubdtype(pixels.dtype, jnp.floating):
     return pixels.astype(dtype)
   scale = jnp.asarray([1.0 / s for s in std], jnp.float32)
-  offset = jnp.asarray([-m / s for m, s in zip(mean, std)], jnp.float32)
+  offset = jnp.asarray([-m / s for m, s in zip(mean, std, strict=True)], jnp.float32)
   return (pixels.astype(jnp.float32) * scale + offset).astype(dtype)

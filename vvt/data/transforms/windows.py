@@ -49,7 +49,7 @@ class FrameSource:
 
 
 def _video_source(path: str) -> FrameSource:
-  import av  # pylint: disable=g-import-not-at-top
+  import av
   try:
     with av.open(path) as container:
       if not container.streams.video:
@@ -59,7 +59,7 @@ def _video_source(path: str) -> FrameSource:
       fps, declared = float(rate) if rate else 0.0, video_files.declared_frames(stream, container)
   except video_files.UnreadableVideo:
     raise
-  except Exception as e:  # pylint: disable=broad-except  (PyAV / FFmpeg errors of every kind)
+  except Exception as e:  # (PyAV / FFmpeg errors of every kind)
     raise video_files.UnreadableVideo(f'{path}: cannot decode ({type(e).__name__}: {e})') from e
   if fps <= 0:
     raise video_files.UnreadableVideo(f'{path}: the video stream states no frame rate')
@@ -73,7 +73,7 @@ def _video_source(path: str) -> FrameSource:
         for frame in container.decode(stream):
           yield frame.to_ndarray(format='rgb24'), (float(frame.time) if frame.time is not None else n / fps)
           n += 1
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       raise video_files.UnreadableVideo(f'{path}: decoding stopped at frame {n} ({type(e).__name__}: {e})') from e
   return FrameSource(path, fps, declared, frames)
 

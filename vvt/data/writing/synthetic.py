@@ -140,8 +140,9 @@ def motion_frames(directions, rng, frame_size=64, noise=4.0):
 
 
 def _encode_jpeg(frame, quality=90):
-  import io  # pylint: disable=g-import-not-at-top
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  import io
+
+  from PIL import Image
   buf = io.BytesIO()
   Image.fromarray(frame).save(buf, format='JPEG', quality=quality)
   return buf.getvalue()
@@ -158,7 +159,7 @@ def _write_split(out_dir, split, num_clips, num_shards, class_ids, num_frames,
                  frame_size, seed, multi_label=False):
   """Label i of the split is motion class `class_ids[i]` (an index of CLASS_NAMES); `multi_label`: half the
   clips also show a second object of another class (the two renderings' brighter pixels), labelled with both."""
-  from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top  (TensorFlow: only to write the files)
+  from vvt.data.writing import dmvr_records  # (TensorFlow: only to write the files)
   num_classes = len(class_ids)
   rng = np.random.default_rng([seed, 0 if split == 'train' else 1])
   labels = rng.permutation(np.arange(num_clips) % num_classes)
@@ -246,7 +247,7 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
       'test_clips': test_clips, 'num_frames': num_frames,
       'frame_size': frame_size, 'class_names': list(names),
   }
-  from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
+  from vvt.data.writing import dmvr_records
   manifest = dict(info, format='dmvr', seed=seed, frames_key=dmvr_records.FRAMES_KEY,
                   label_key=dmvr_records.LABEL_KEY, videos_per_class=counts, multi_label=bool(multi_label),
                   shards=shards)

@@ -49,7 +49,6 @@ from vvt.data.reading import video_files
 from vvt.data.reading import video_lists
 from vvt.data.writing import shard_workers
 
-
 # A video must decode to at least this share of the frames its container
 # declares (and at most 2 frames fewer): containers round their counts.
 FRAME_TOLERANCE = 0.05
@@ -83,9 +82,10 @@ def decode_video(path, fps=0.0, short_side=256, jpeg_quality=90, max_frames=0):
   """Encoded JPEG frames of one video (`Frames`, a list of bytes with the
   stored rate). Raises on failure, `PartialVideo` when it decodes to fewer
   frames than its container says."""
-  import io  # pylint: disable=g-import-not-at-top
-  import av  # pylint: disable=g-import-not-at-top
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  import io
+
+  import av
+  from PIL import Image
   if not os.path.exists(path):
     raise FileNotFoundError('file not found')
   frames, decoded, capped = Frames(), 0, False
@@ -138,7 +138,7 @@ def _work(job):
     return index, decode_video(path, **options), 'ok', None
   except PartialVideo as e:
     return index, None, 'partial', str(e)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     return index, None, 'failed', f'{type(e).__name__}: {e}'
 
 
@@ -342,7 +342,7 @@ class _Conversion:
 
   def add(self, index, frames, status, reason):
     """One decoded row: its record waits for the rest of its shard."""
-    from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
+    from vvt.data.writing import dmvr_records
     entry = self.videos[index]
     if frames is None:
       entry.update(status=status, reason=reason, frames=0)
@@ -356,7 +356,7 @@ class _Conversion:
 
   def finish_ready_shards(self):
     """Writes every shard whose rows are all decoded, then the manifest (resumable from here)."""
-    from vvt.data.writing import dmvr_records  # pylint: disable=g-import-not-at-top
+    from vvt.data.writing import dmvr_records
     bounds, n = self.bounds, self.num_shards
     for s in sorted(self.pending):
       if all(i in self.done for i in self.pending[s]):
@@ -414,7 +414,7 @@ def convert(video_list, output, classes, num_shards=16, fps=0.0,
   jobs = _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_options)
   run = _Conversion(video_list, output, num_shards, options, entries, videos, bounds, kept, worker)
   jobs = [j for j in jobs if shard_of[j[0]] in run.mine]
-  from vvt import progress as progress_lib  # pylint: disable=g-import-not-at-top
+  from vvt import progress as progress_lib
   with progress_lib.bar(len(jobs), f'convert {os.path.basename(video_list)}', 'video',
                         disable=not progress) as bar, _decoded(jobs, workers) as stream:
     run.finish_ready_shards()
