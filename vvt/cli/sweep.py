@@ -51,6 +51,7 @@ from vvt import fileio
 from vvt.cli import common
 from vvt.cli import sweep_status as status_cli
 from vvt.config import loader as config_lib
+from vvt.config import run_spec
 from vvt.config.errors import ConfigError
 from vvt.studies import claims
 from vvt.studies import launch as launch_lib
@@ -458,12 +459,12 @@ def _run(args, workdir, spec, overrides, trials, all_trials, configs) -> int:
   from vvt.studies import runner
   from vvt.studies import slice as slice_lib
   say = lambda msg: print(msg, flush=True)
-  dist_cfg = configs[trials[0].name].distributed
+  distributed = run_spec.DistributedSpec.of(configs[trials[0].name].distributed)
   group = None
-  if slice_lib.wanted(dist_cfg):
+  if slice_lib.wanted(distributed):
     if (args.parallel or 1) > 1:
       raise common.UsageError('a multi-process worker trains one trial at a time on all its processes: no --parallel')
-    group = slice_lib.join(dist_cfg, say)
+    group = slice_lib.join(distributed, say)
     if not group.leader:
       try:
         runner.follow(group, workdir, say)

@@ -54,11 +54,12 @@ def distributed_overrides(overrides: Sequence[tuple[str, str]]) -> tuple[list, l
   return mine, [(k, v) for k, v in overrides if k.split('.', 1)[0] != 'distributed']
 
 
-def wanted(dist_cfg, environ=None) -> bool:
-  """Whether this `vvt sweep` is one process of a multi-process job: `distributed.initialize` set, or one task of a
-  SLURM step of several (as `vvt train` decides, `vvt.train.mesh`)."""
+def wanted(distributed, environ=None) -> bool:
+  """Whether this `vvt sweep` is one process of a multi-process job: `distributed.initialize` set (`distributed`: a
+  run's DistributedSpec, `vvt.config.run_spec`), or one task of a SLURM step of several (as `vvt train` decides,
+  `vvt.train.mesh`)."""
   from vvt.train import mesh
-  return bool(dist_cfg.initialize) or mesh.slurm_step_tasks(environ) > 1
+  return distributed.initialize or mesh.slurm_step_tasks(environ) > 1
 
 
 def trainer_address(address: str) -> str:
@@ -175,19 +176,19 @@ class Slice:
     jax.config.update('jax_platforms', 'cpu')
 
 
-def join(dist_cfg, say: Callable = print, prog: str = 'vvt sweep') -> Slice:
-  """Initialises jax.distributed for the sweep's processes (`dist_cfg`: a config's `distributed` section, as
-  `vvt train` reads it) and starts the peer watch; the Slice of this process."""
+def join(spec, say: Callable = print, prog: str = 'vvt sweep') -> Slice:
+  """Initialises jax.distributed for the sweep's processes (`spec`: a run's DistributedSpec, `vvt.config.run_spec`,
+  as `vvt train` reads it) and starts the peer watch; the Slice of this process."""
   import jax
   from jax._src import distributed
-  heartbeat = int(dist_cfg.get('heartbeat_timeout_seconds', DEFAULT_HEARTBEAT_S))
+  heartbeat = spec.heartbeat_timeout_seconds
   kwargs = {'heartbeat_timeout_seconds': peers.jax_heartbeat_timeout(heartbeat)}
-  if dist_cfg.coordinator_address:
-    kwargs['coordinator_address'] = dist_cfg.coordinator_address
-  if dist_cfg.num_processes > 0:
-    kwargs['num_processes'] = int(dist_cfg.num_processes)
-  if dist_cfg.process_id >= 0:
-    kwargs['process_id'] = int(dist_cfg.process_id)
+  if spec.coordinator_address:
+    kwargs['coordinator_address'] = spec.coordinator_address
+  if spec.num_processes > 0:
+    kwargs['num_processes'] = spec.num_processes
+  if spec.process_id >= 0:
+    kwargs['process_id'] = spec.process_id
   jax.distributed.initialize(**kwargs)
   state = distributed.global_state
   me = Slice(state.process_id, state.num_processes, state.coordinator_address, state.client, heartbeat)
