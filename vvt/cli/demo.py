@@ -27,6 +27,7 @@ def _demo(argv):
     return 0
   spec = spec or f'configs/synthetic.py:divided,data_dir={args.data_dir}'
   run = config_lib.load_run(spec, overrides)
+  from vvt.data.transforms import views as views_lib
   from vvt.train import checkpoints
   from vvt.train import metrics
   from vvt.train import trainer
@@ -34,10 +35,11 @@ def _demo(argv):
         f'{args.workdir}', flush=True)
   res = trainer.train_and_evaluate(run, args.workdir)
   wd = res['workdir']
-  views = run.data.num_test_clips * run.data.num_spatial_crops
+  per_video = views_lib.views_per_video(run.data)  # None: each whole video tiled (num_test_clips='all')
+  views = f'{per_video} views each' if per_video else f'each tiled, {run.data.num_spatial_crops} crops a clip'
   print('')
   print(f'[demo] {run.model.attention} attention: video-level top-1 = {res["video_top1"]:.3f} on '
-        f'{res["num_videos"]} test videos ({views} views each; chance = {1.0 / run.model.num_classes:.3f}); '
+        f'{res["num_videos"]} test videos ({views}; chance = {1.0 / run.model.num_classes:.3f}); '
         f'clip-level top-1 = {res["clip_top1"]:.3f}; total time {time.time() - t0:.0f}s')
   print(f'[demo] run directory: {wd}')
   print(f'         checkpoints     {checkpoints.checkpoint_dir(wd)}')
