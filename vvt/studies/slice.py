@@ -181,15 +181,10 @@ def join(spec, say: Callable = print, prog: str = 'vvt sweep') -> Slice:
   as `vvt train` reads it) and starts the peer watch; the Slice of this process."""
   import jax
   from jax._src import distributed
+
+  from vvt.train import mesh
   heartbeat = spec.heartbeat_timeout_seconds
-  kwargs = {'heartbeat_timeout_seconds': peers.jax_heartbeat_timeout(heartbeat)}
-  if spec.coordinator_address:
-    kwargs['coordinator_address'] = spec.coordinator_address
-  if spec.num_processes > 0:
-    kwargs['num_processes'] = spec.num_processes
-  if spec.process_id >= 0:
-    kwargs['process_id'] = spec.process_id
-  jax.distributed.initialize(**kwargs)
+  jax.distributed.initialize(**mesh.initialize_kwargs(spec))
   state = distributed.global_state
   me = Slice(state.process_id, state.num_processes, state.coordinator_address, state.client, heartbeat)
   if me.processes > 1:

@@ -49,23 +49,28 @@ def slurm_step_tasks(environ=None) -> int:
     return 1
 
 
-def maybe_initialize_distributed(distributed) -> None:
-  """Calls `jax.distributed.initialize` when `distributed.initialize` is set (a run's DistributedSpec), or when this
-  process is one of several tasks of a SLURM step (`srun`): jax then reads the coordinator, process count and id
-  from SLURM's environment, so a multi-node trial needs no `distributed.*` field."""
-  if not distributed.initialize and slurm_step_tasks() <= 1:
-    return
-  kwargs = {}
+def initialize_kwargs(distributed) -> dict:
+  """The arguments of `jax.distributed.initialize` for a run's DistributedSpec: the fields that are set (the rest
+  jax reads from the environment), and jax's heartbeat, which comes after vvt's (vvt.train.peers) so that vvt names
+  a lost process first."""
+  kwargs = {'heartbeat_timeout_seconds': peers.jax_heartbeat_timeout(distributed.heartbeat_timeout_seconds)}
   if distributed.coordinator_address:
     kwargs['coordinator_address'] = distributed.coordinator_address
   if distributed.num_processes > 0:
     kwargs['num_processes'] = distributed.num_processes
   if distributed.process_id >= 0:
     kwargs['process_id'] = distributed.process_id
-  # jax's own heartbeat comes after vvt's (vvt.train.peers), which names a lost process first
-  kwargs['heartbeat_timeout_seconds'] = peers.jax_heartbeat_timeout(distributed.heartbeat_timeout_seconds)
+  return kwargs
+
+
+def maybe_initialize_distributed(distributed) -> None:
+  """Calls `jax.distributed.initialize` when `distributed.initialize` is set (a run's DistributedSpec), or when this
+  process is one of several tasks of a SLURM step (`srun`): jax then reads the coordinator, process count and id
+  from SLURM's environment, so a multi-node trial needs no `distributed.*` field."""
+  if not distributed.initialize and slurm_step_tasks() <= 1:
+    return
   try:
-    jax.distributed.initialize(**kwargs)
+    jax.distributed.initialize(**initialize_kwargs(distributed))
   except RuntimeError as e:  # already initialised (e.g. by the caller)
     if 'already' not in str(e).lower():
       raise
