@@ -196,6 +196,31 @@ def test_every_trial_schedule_is_checked_before_any_trial_starts(tiny_data, tmp_
   assert not out.exists()
 
 
+def test_a_schedule_in_steps_is_checked_without_reading_the_training_set(tmp_path):
+  """The training set is counted only for a schedule in epochs (num_epochs, warmup_epochs, decay_epochs): a
+  schedule in steps is checked even when the data cannot be read (here it does not exist), and a schedule in
+  epochs on unreadable data is left to its trial, as before."""
+  from configs import common as configs_common  # pylint: disable=g-import-not-at-top
+  from vvt.cli import sweep as sweep_cli  # pylint: disable=g-import-not-at-top
+  from vvt.config.errors import ConfigError  # pylint: disable=g-import-not-at-top
+
+  def config(**schedule):
+    c = configs_common.synthetic_config('divided', str(tmp_path / 'no_data'))
+    c.num_train_steps, c.schedule.name = 6, 'cosine'
+    c.schedule.update(schedule)
+    return c
+  assert not sweep_cli._counts_in_epochs(config(warmup_steps=1))  # noqa: SLF001
+  assert not sweep_cli._counts_in_epochs(config(warmup_steps=-1, warmup_epochs=0.0))  # noqa: SLF001
+  assert sweep_cli._counts_in_epochs(config(warmup_steps=-1, warmup_epochs=0.5))  # noqa: SLF001
+  assert sweep_cli._counts_in_epochs(config(warmup_steps=1, decay_epochs=(1.0,)))  # noqa: SLF001
+  in_epochs = config(warmup_steps=1)
+  in_epochs.num_train_steps = 0
+  assert sweep_cli._counts_in_epochs(in_epochs)  # noqa: SLF001
+  with pytest.raises(ConfigError, match="trial 'a': schedule: warmup of 6 steps does not fit in 6 training steps"):
+    sweep_cli.check_schedules({'a': config(warmup_steps=6), 'b': config(warmup_steps=5)})
+  sweep_cli.check_schedules({'c': config(warmup_steps=-1, warmup_epochs=10.0)})  # unreadable: left to the trial
+
+
 def test_trials_left_out_by_only_are_not_missing(tmp_path):
   from vvt.studies import results, runner, sweep as sweep_lib  # pylint: disable=g-import-not-at-top
   trials = sweep_lib.trials(sweep_lib.axis('seed', [0, 1]))

@@ -110,15 +110,19 @@ def check_trial(spec, base_overrides, trial, files: bool):
 def check_schedules(configs: dict) -> None:
   """Every trial's learning-rate schedule over its steps on its training set (a warmup in epochs becomes steps only
   then), before any trial starts: one ConfigError with a line per trial that would fail. A trial whose training
-  set cannot be read is left to fail (and be recorded) when it runs."""
-  from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+  set cannot be read is left to fail (and be recorded) when it runs. The training set is counted (TensorFlow
+  imported, every file's records scanned) only for a schedule in epochs."""
   from vvt.train import optimizers, program  # pylint: disable=g-import-not-at-top
   problems = []
   for name, config in configs.items():
-    try:
-      videos = pipeline.num_videos(config.dataset, 'train')
-    except Exception:  # pylint: disable=broad-except  # unreadable data: the trial fails and is recorded, as before
-      continue
+    if _counts_in_epochs(config):
+      from vvt.data import pipeline  # pylint: disable=g-import-not-at-top
+      try:
+        videos = pipeline.num_videos(config.dataset, 'train')
+      except Exception:  # pylint: disable=broad-except  # unreadable data: the trial fails and is recorded, as before
+        continue
+    else:
+      videos = 1  # not read: no step count below depends on the size of an epoch
     epoch = program.steps_per_epoch(videos, int(config.batch_size))
     total = program.total_steps(int(config.num_train_steps), float(config.num_epochs), epoch)
     try:
@@ -127,6 +131,14 @@ def check_schedules(configs: dict) -> None:
       problems.append(f'trial {name!r}: {e}')
   if problems:
     raise ConfigError(*problems)
+
+
+def _counts_in_epochs(config) -> bool:
+  """Whether the schedule's step counts depend on the size of an epoch: training for num_epochs
+  (`program.total_steps`), warmup_epochs (`optimizers.warmup_steps`) or decay_epochs (`optimizers.step_boundaries`)."""
+  schedule = config.schedule
+  warmup_in_epochs = int(schedule.warmup_steps) < 0 and float(schedule.warmup_epochs) != 0
+  return int(config.num_train_steps) <= 0 or warmup_in_epochs or bool(tuple(schedule.decay_epochs))
 
 
 def _ensure_data(config) -> None:
