@@ -196,6 +196,34 @@ def test_every_trial_schedule_is_checked_before_any_trial_starts(tiny_data, tmp_
   assert not out.exists()
 
 
+def test_a_schedule_in_steps_is_checked_without_reading_the_training_set(tmp_path):
+  """The training set is counted only for a schedule in epochs (num_epochs, warmup_epochs, decay_epochs): a
+  schedule in steps is checked even when the data cannot be read (here it does not exist), and a schedule in
+  epochs on unreadable data is left to its trial, as before."""
+  from configs import common as configs_common
+  from vvt.cli import sweep as sweep_cli
+  from vvt.config import run_spec
+  from vvt.config.errors import ConfigError
+  from vvt.train import program
+
+  def config(**schedule):
+    c = configs_common.synthetic_config('divided', str(tmp_path / 'no_data'))
+    c.num_train_steps, c.schedule.name = 6, 'cosine'
+    c.schedule.update(schedule)
+    return c
+  counts = lambda c: program.counts_epochs(int(c.num_train_steps), run_spec.ScheduleSpec.of(c.schedule))
+  assert not counts(config(warmup_steps=1))
+  assert not counts(config(warmup_steps=-1, warmup_epochs=0.0))
+  assert counts(config(warmup_steps=-1, warmup_epochs=0.5))
+  assert counts(config(warmup_steps=1, decay_epochs=(1.0,)))
+  in_epochs = config(warmup_steps=1)
+  in_epochs.num_train_steps = 0
+  assert counts(in_epochs)
+  with pytest.raises(ConfigError, match="trial 'a': schedule: warmup of 6 steps does not fit in 6 training steps"):
+    sweep_cli.check_schedules({'a': config(warmup_steps=6), 'b': config(warmup_steps=5)})
+  sweep_cli.check_schedules({'c': config(warmup_steps=-1, warmup_epochs=10.0)})  # unreadable: left to the trial
+
+
 def test_trials_left_out_by_only_are_not_missing(tmp_path):
   from vvt.studies import results
   from vvt.studies import runner

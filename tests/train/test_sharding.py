@@ -20,18 +20,20 @@ from vvt.train import sharding
 HELPER = str(common.REPO / 'tests' / 'train' / 'shard_run.py')
 
 
-def _run(tiny_data, wd, num_devices, accum=1):
-  proc = subprocess.run([common.PY, HELPER, str(tiny_data), str(wd), str(num_devices), str(accum)],
+def _runs(tiny_data, *runs):
+  """Trains the tiny config once per (workdir, num_devices, accum) in one subprocess of 8 host devices (the runs one
+  after another, each on its own mesh); their results, in order."""
+  proc = subprocess.run([common.PY, HELPER, str(tiny_data), *(f'{wd}:{n}:{accum}' for wd, n, accum in runs)],
                         cwd=common.REPO, env=common.env(devices=8), capture_output=True,
                         text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-4000:]
-  line = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')][-1]
-  return json.loads(line[len('RESULT '):])
+  lines = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')]
+  assert len(lines) == len(runs), proc.stdout[-4000:]
+  return [json.loads(line[len('RESULT '):]) for line in lines]
 
 
 def test_eight_devices_equal_one_device(tiny_data, tmp_path):
-  one = _run(tiny_data, tmp_path / 'one', 1)
-  eight = _run(tiny_data, tmp_path / 'eight', 8, accum=2)
+  one, eight = _runs(tiny_data, (tmp_path / 'one', 1, 1), (tmp_path / 'eight', 8, 2))
   assert one['devices'] == eight['devices'] == 8
   for k in ('video_top1', 'clip_top1', 'num_views'):
     assert one[k] == eight[k], k

@@ -111,20 +111,25 @@ def check_trial(spec, base_overrides, trial, files: bool):
 def check_schedules(configs: dict) -> None:
   """Every trial's learning-rate schedule over its steps on its training set (a warmup in epochs becomes steps only
   then), before any trial starts: one ConfigError with a line per trial that would fail. A trial whose training
-  set cannot be read is left to fail (and be recorded) when it runs."""
-  from vvt.data import pipeline
+  set cannot be read is left to fail (and be recorded) when it runs. The training set is counted (TensorFlow
+  imported, every file's records scanned) only where a step count depends on the size of an epoch."""
+  from vvt.data.spec import DataSpec
   from vvt.train import optimizers
   from vvt.train import program
   problems = []
   for name, config in configs.items():
-    try:
-      videos = pipeline.num_videos(config.dataset, 'train')
-    except Exception:  # unreadable data: the trial fails and is recorded, as before
-      continue
+    schedule = run_spec.ScheduleSpec.of(config.schedule)
+    videos = 1  # not read: no step count below depends on the size of an epoch
+    if program.counts_epochs(int(config.num_train_steps), schedule):
+      from vvt.data import pipeline
+      try:
+        videos = pipeline.num_videos(DataSpec.of(config.dataset), 'train')
+      except Exception:  # unreadable data: the trial fails and is recorded, as before
+        continue
     epoch = program.steps_per_epoch(videos, int(config.batch_size))
     total = program.total_steps(int(config.num_train_steps), float(config.num_epochs), epoch)
     try:
-      optimizers.make_schedule(config.schedule, total, epoch)
+      optimizers.make_schedule(schedule, total, epoch)
     except ValueError as e:
       problems.append(f'trial {name!r}: {e}')
   if problems:

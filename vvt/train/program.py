@@ -111,6 +111,13 @@ def total_steps(num_train_steps: int, num_epochs: float, epoch_steps: int) -> in
   return max(1, int(math.ceil(num_epochs * epoch_steps)))
 
 
+def counts_epochs(num_train_steps: int, schedule) -> bool:
+  """Whether a step count of the run depends on the size of an epoch: training for num_epochs (`total_steps`), a
+  warmup in epochs (`optimizers.warmup_steps`) or step decays in epochs (`optimizers.step_boundaries`)."""
+  warmup_in_epochs = schedule.warmup_steps < 0 and schedule.warmup_epochs != 0
+  return num_train_steps <= 0 or warmup_in_epochs or bool(schedule.decay_epochs)
+
+
 def build_training(run, module, clip: model_state.ClipShape, mesh, num_train_videos: int, task=None) -> Training:
   """The optimiser and schedule of RunSpec `run` for a training set of `num_train_videos`, and the train step
   (`task`: the run's, where built already)."""
