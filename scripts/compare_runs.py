@@ -5,8 +5,8 @@
     python scripts/compare_runs.py OUT_A OUT_B
 
 Compares every metrics.jsonl, results .json, .npz and .csv file under OUT_A with its namesake under OUT_B, value
-for value, leaving out wall-clock figures (times, rates, the workdir); config.json byte for byte. Prints each file
-that differs and the count; exits 1 if any differs.
+for value, leaving out wall-clock figures (times, rates, TFLOP/s, MFU, input wait, the workdir); config.json byte
+for byte. Prints each file that differs and the count; exits 1 if any differs.
 """
 import json
 import pathlib
@@ -14,7 +14,8 @@ import sys
 
 import numpy as np
 
-TIMING = {'time', 'steps_per_sec', 'clips_per_sec', 'eval_seconds', 'workdir'}
+TIMING = {'time', 'steps_per_sec', 'clips_per_sec', 'eval_seconds', 'workdir', 'tflops_per_device', 'mfu',
+          'input_wait_fraction'}  # wall-clock figures
 
 
 def _strip(x):
