@@ -137,7 +137,8 @@ def one_line(error: BaseException) -> str:
 
 
 def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
-  """Runs a command: exit 0 on success, 2 for a bad config or argument (one line per problem), 1 otherwise;
+  """Runs a command: exit 0 on success, 2 for a bad config or argument (one line per problem) or an error marked
+  `bad_input` (e.g. a Hugging Face folder's unreadable config.json), 1 otherwise;
   interrupted: 130, or the exception's `exit_code` (128 + the signal: 143 for SIGTERM)."""
   argv = list(argv)
   verbose = '--verbose' in argv
@@ -165,7 +166,7 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
     what = one_line(e) if known else f'{type(e).__name__}: {one_line(e)}'
     hint = '' if verbose else ' (--verbose shows the traceback)'
     print(f'{prog}: error: {what}{hint if not known else ""}', file=sys.stderr)
-    return 1
+    return 2 if getattr(e, 'bad_input', False) else 1  # bad input that is no config field (e.g. a file's config.json)
 
 
 def _config_spec(spec, workdir: str | None) -> str:

@@ -62,16 +62,16 @@ def kind_of(source: str) -> str:
                      'a Hugging Face model folder (image checkpoints: --config.init_from.checkpoint)')
   if not os.path.isdir(source):
     raise FileNotFoundError(f'--init {source}: no such file or folder (absolute: {os.path.abspath(source)})')
-  config_path = os.path.join(source, 'config.json')
-  if not os.path.isfile(config_path):
-    raise ValueError(f'--init {source}: the folder has no config.json (a vvt run, or a Hugging Face model folder)')
-  with open(config_path) as f:
-    values = json.load(f)
-  if isinstance(values, dict) and 'model' in values and 'dataset' in values:
+  from vvt.convert import hf_folder
+  try:
+    values = hf_folder.read_config(source)
+  except hf_folder.ConfigFileError as e:
+    raise hf_folder.ConfigFileError(f'--init {e}') from None
+  if 'model' in values and 'dataset' in values:
     if not os.path.isdir(os.path.join(source, 'checkpoints')):
       raise ValueError(f'--init {source}: the run has no checkpoints/ yet')
     return 'run'
-  model_type = values.get('model_type') if isinstance(values, dict) else None
+  model_type = values.get('model_type')
   kind = f'hf_{model_type}'
   if kind not in SOURCES:
     known = ', '.join(s[3:] for s in SOURCES if s.startswith('hf_'))
@@ -89,16 +89,16 @@ def _plain(value):
 
 
 def _hf_normalization(folder: str, kind: str) -> str | None:
-  """'imagenet' / 'zero_centre' from the folder's preprocessor_config.json (image_mean), else the family's."""
-  path = os.path.join(folder, 'preprocessor_config.json')
-  if os.path.isfile(path):
-    with open(path) as f:
-      mean = json.load(f).get('image_mean')
-    if isinstance(mean, list) and len(mean) == 3:
-      if all(abs(m - 0.5) < 1e-3 for m in mean):
-        return 'zero_centre'
-      if all(abs(m - r) < 1e-3 for m, r in zip(mean, (0.485, 0.456, 0.406), strict=True)):
-        return 'imagenet'
+  """'imagenet' / 'zero_centre' from the mean and std of the folder's preprocessor config
+  (`hf_folder.normalization`: preprocessor_config.json or video_preprocessor_config.json), else the family's."""
+  from vvt.convert import hf_folder
+  from vvt.data.transforms import normalization
+  given = hf_folder.normalization(folder)
+  if given is not None:
+    for name in ('imagenet', 'zero_centre'):
+      mean, std = normalization.mean_std(name)
+      if all(abs(a * 255 - b) < 0.3 for a, b in zip(given[0] + given[1], mean + std, strict=True)):
+        return name
   return HF_NORMALIZATION.get(kind)
 
 

@@ -27,7 +27,6 @@ by the table's own evidence, else the config's values; only where neither tells 
 """
 from __future__ import annotations
 
-import json
 import os
 
 import jax
@@ -35,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vvt.convert import common
+from vvt.convert import hf_folder
 from vvt.convert import hf_videomae
 from vvt.convert import hf_videoprism
 from vvt.convert import hf_vivit
@@ -62,11 +62,13 @@ def _hint(model_cfg, field):
 
 
 def _hf_config(checkpoint: str, hf_config):
-  if hf_config is None and os.path.isdir(checkpoint) and os.path.exists(os.path.join(checkpoint, 'config.json')):
-    hf_config = os.path.join(checkpoint, 'config.json')
+  """The Hugging Face config of `checkpoint`: `hf_config` (a dict, or a config file read by
+  `hf_folder.read_config`), else the folder's config.json (refused naming it when missing, not JSON or not an
+  object); None for a weight file given without a config (the converter's defaults and the weights decide)."""
+  if hf_config is None and os.path.isdir(checkpoint):
+    hf_config = checkpoint
   if isinstance(hf_config, str):
-    with open(hf_config) as f:
-      hf_config = json.load(f)
+    hf_config = hf_folder.read_config(hf_config)
   return hf_config
 
 
