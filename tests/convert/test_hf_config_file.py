@@ -1,6 +1,7 @@
 """A Hugging Face folder whose config.json is not JSON, holds a list, or is missing: `vvt convert` and
 `vvt train --init` (one reader, `vvt.convert.hf_folder`) refuse it in one line naming config.json and what is
 wrong, exit 2, and write nothing."""
+import json
 import shutil
 
 import pytest
@@ -67,3 +68,17 @@ def test_init_reads_the_config_through_the_same_reader(videomae, tmp_path, capsy
   assert code == 2, err
   assert err == f'vvt train: error: --init {folder / "config.json"}{BROKEN["a_list"][1]}'
   assert not (wd / 'init').exists()
+
+
+def test_init_takes_the_normalisation_of_a_video_preprocessor_config(videomae, tmp_path):
+  """transformers 5's video processors write video_preprocessor_config.json (no preprocessor_config.json): its
+  mean and std ([-1, 1] inputs here) decide over the family's (ImageNet for VideoMAE)."""
+  from vvt.cli import finetune
+  from vvt.config import loader
+  folder = tmp_path / 'video_processor'
+  shutil.copytree(videomae, folder)
+  (folder / 'video_preprocessor_config.json').write_text(json.dumps(
+      {'video_processor_type': 'VideoMAEVideoProcessor', 'image_mean': [0.5] * 3, 'image_std': [0.5] * 3}))
+  base = loader.load(CONFIG, [], validate=False, files=(), init=False)
+  start = finetune.prepare(str(folder), base, str(tmp_path / 'run'), log=lambda *a: None)
+  assert start.preprocessing['normalization'] == 'zero_centre'
