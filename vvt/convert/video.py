@@ -90,14 +90,15 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames
   fills in what they do not say (see the module doc), so a config written for another clip length is no error.
   num_frames / image_size: the clip length and frame size to run at (None: the weights'); see the module doc.
   """
-  if source in NATIVE_SIZES or (num_frames is None and image_size is None):
-    result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
-  else:
-    try:  # the tables read at the sizes they say (or the config's, where they do not), then resized
-      result = _convert_state(source, state, model_cfg, hf_config, None, None)
-    except ValueError:  # tables that do not say their split: the sizes asked choose it
+  with common.naming_file(common.path_of(state), 'cannot convert its weights'):  # every converter's errors
+    if source in NATIVE_SIZES or (num_frames is None and image_size is None):
       result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
-    result = resized(result, num_frames, image_size)
+    else:
+      try:  # the tables read at the sizes they say (or the config's, where they do not), then resized
+        result = _convert_state(source, state, model_cfg, hf_config, None, None)
+      except ValueError:  # tables that do not say their split: the sizes asked choose it
+        result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
+      result = resized(result, num_frames, image_size)
   for name, value in (('num_frames', num_frames), ('image_size', image_size)):
     got = result.model_fields.get(name)
     if value is not None and got != value:
