@@ -379,7 +379,8 @@ def load_state(path: str, format: str | None = None) -> State:
   with '/', PyTorch state dicts keep their '.'-separated keys. A leading `params/` collection is unwrapped.
   A directory is read as a Hugging Face model folder (model.safetensors, else pytorch_model.bin).
   Any failure to read the file, and any entry that is not a real-valued array, raises one `WeightFileError`
-  naming the file and what is wrong.
+  naming the file and what is wrong. An npz's values are `NpyMember`s (their header checked, their data inflated
+  on first use, in their own dtype: `np.asarray` gives the array; `Source.take` the float32 parameter).
   """
   if not os.path.exists(path):
     raise FileNotFoundError(f'checkpoint file {path} does not exist')
