@@ -25,8 +25,12 @@ VideoPrism resizes at run time; X-ViT as its official code), recorded in config.
 `vvt export --format hf` writes FOLDER/config.json and FOLDER/model.safetensors, which transformers'
 `<Class>.from_pretrained(FOLDER)` loads: TimeSformer divided and joint (TimesformerForVideoClassification), ViViT
 Model 1 (VivitForVideoClassification), joint attention without a class token (VideoMAEForVideoClassification),
-labels from the run's class names (`vvt.convert.hf_export`). A model no transformers class expresses is refused
-with one line naming its scheme or field (exit 2) before anything is written.
+V-JEPA 2 (VJEPA2ForVideoClassification, with an empty predictor), VideoPrism (VideoPrismForVideoClassification);
+labels from the run's class names, `problem_type` multi_label_classification for a multi-label run, a probe run's
+backbone with its best linear probe as the classifier (`vvt.convert.hf_export`). A model no transformers class
+expresses, a probe it cannot hold, or a FOLDER holding files the export does not write (another model's) is
+refused with one line saying why (exit 2) before anything is written. `vvt export --workdir` refuses --config and
+--config.FIELD (they apply to --import only): the checkpoint is written as its run saved it.
 """
 from __future__ import annotations
 
