@@ -108,6 +108,6 @@ def test_traced_steps_after_the_last_step_of_a_run_of_epochs_are_refused_once_it
   validation.validate(c)  # its length is not known yet
   with pytest.raises(ConfigError) as e:
     profile.check_window(run_spec.resolve(c), 40)
-  assert e.value.problems == ("profile.steps=(11, 12) starts after the run's last step 10 (2.0 epochs of 5 steps), "
-                              'so no trace would be written: give steps within the run (or () for no trace)',)
+  assert e.value.problems == ("profile.steps=(11, 12) starts after the run's last step 10 (num_epochs=2.0, 5 steps per "
+                              'epoch), so no trace would be written: give steps within the run (or () for no trace)',)
   profile.check_window(run_spec.resolve(c), 48)  # 12 steps

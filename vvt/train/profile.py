@@ -41,8 +41,9 @@ def check_window(run, num_train_videos: int) -> None:
   from vvt.train import program
   epoch = program.steps_per_epoch(num_train_videos, run.batch_size)
   total = program.total_steps(run.num_train_steps, run.num_epochs, epoch)
-  line = validation.profile_past_end(run.profile.steps, total, f' ({run.num_epochs} epochs of {epoch} steps)'
-                                     if run.num_train_steps <= 0 else f' (num_train_steps={total})')
+  given = f'num_epochs={run.num_epochs}, {epoch} steps per epoch' if run.num_train_steps <= 0 else \
+      f'num_train_steps={total}'
+  line = validation.profile_past_end(run.profile.steps, total, f' ({given})')
   if line:
     raise ConfigError(line)
 
