@@ -129,11 +129,32 @@ def one_line(error: BaseException) -> str:
   problems = getattr(error, 'problems', None)
   if problems and len(problems) > 1:
     return '; '.join(_one(p) for p in problems)
-  text = _unquoted(str(error).strip()) or type(error).__name__
-  if isinstance(error, KeyError) and error.args:
-    text = str(error.args[0])
-  lines = [l.strip() for l in text.splitlines() if l.strip()]
+  lines = _message_lines(error)
+  if not lines:  # no message (KeyError(''), RuntimeError()): the type, the key, and where it was raised
+    return _without_message(error)
   return ' '.join(lines) if len(lines) <= 3 else lines[0] + ' ...'
+
+
+def _message_lines(error: BaseException) -> list:
+  """The non-blank lines of the error's message (a KeyError's: its key), [] when it has none."""
+  text = _unquoted(str(error).strip())
+  if isinstance(error, KeyError) and error.args:
+    text = str(error.args[0]).strip()
+  return [l.strip() for l in text.splitlines() if l.strip()]
+
+
+def _without_message(error: BaseException) -> str:
+  """'KeyError '' at vvt/cli/predict.py:141 in _score_videos': an error that carries no message, named by its
+  type, its argument (where it has one) and the place it was raised (the innermost frame of its traceback)."""
+  what = type(error).__name__ + (f' {error.args[0]!r}' if len(error.args) == 1 else '')
+  frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ is not None else []
+  if not frames:
+    return what
+  last = frames[-1]
+  root = os.path.dirname(os.path.dirname(os.path.abspath(vvt.__file__)))
+  path = os.path.abspath(last.filename)
+  shown = os.path.relpath(path, root) if path.startswith(root + os.sep) else os.path.basename(path)
+  return f'{what} at {shown}:{last.lineno} in {last.name}'
 
 
 def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
@@ -162,7 +183,7 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
     if verbose:
       traceback.print_exc()
     known = isinstance(e, USER_ERRORS) or getattr(e, 'user_error', False)
-    what = one_line(e) if known else f'{type(e).__name__}: {one_line(e)}'
+    what = one_line(e) if known or not _message_lines(e) else f'{type(e).__name__}: {one_line(e)}'
     hint = '' if verbose else ' (--verbose shows the traceback)'
     print(f'{prog}: error: {what}{hint if not known else ""}', file=sys.stderr)
     return 1
