@@ -37,8 +37,17 @@ class _NoProgress(argparse.Action):
     progress.disable()
 
 
+class _Progress(_NoProgress):
+  """`--progress`: draws the bars also where stderr is not a terminal (a log file, a pipe), in this process and the
+  ones it starts (`vvt.progress`); `--no-progress` wins."""
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    setattr(namespace, self.dest, True)
+    progress.force()
+
+
 class Parser(argparse.ArgumentParser):
-  """argparse with one-line errors; `--verbose` and `--no-progress` on every command."""
+  """argparse with one-line errors; `--verbose`, `--progress` and `--no-progress` on every command."""
 
   def __init__(self, prog: str | None = None, doc: str | None = None, config: bool | str = False, **kwargs):
     """config: True (--config is optional) or 'required' (--config must be given)."""
@@ -49,6 +58,9 @@ class Parser(argparse.ArgumentParser):
                       help='show library logs and, on an error, the traceback')
     self.add_argument('--no-progress', action=_NoProgress,
                       help=f'no progress bars (also for the processes it starts; or {progress.ENV}=1)')
+    self.add_argument('--progress', action=_Progress,
+                      help='progress bars also when stderr is not a terminal (a log file, a pipe; bars are drawn '
+                           f'on a terminal only; or {progress.FORCE_ENV}=1)')
     self.config_required = config == 'required'
     if config:
       self.add_argument('--config', metavar='FILE[:ARG]', required=self.config_required,
