@@ -2,6 +2,7 @@
 
 tests/conftest.py turns the bars off for the whole session; the tests here that need a bar unset it."""
 import io
+import select
 import subprocess
 import sys
 
@@ -211,3 +212,28 @@ def test_the_filter_drops_what_a_real_bar_writes_at_any_speed():
   text = out.getvalue()
   assert 'batch/s]' in text and 's/batch]' in text, text
   assert without_progress(text) == ['vvt eval: a message'] * 4, text
+
+
+def test_the_vvt_commands_stderr_filter_keeps_bars_on_a_terminal_and_off_a_redirected_child(bars_not_forced,
+                                                                                             tmp_path):
+  """`vvt` points descriptor 2 at its stderr filter's pipe (`native_stderr`): on a terminal, the bars still show, also
+  in a child on the same stderr; a child whose stderr is a log file draws none."""
+  del bars_not_forced
+  child = 'import sys; from vvt import progress; print("child", progress.shown(), file=sys.stderr)'
+  code = ('import subprocess, sys; from vvt.cli import native_stderr; assert native_stderr.install(); '
+          'from vvt import progress; b = progress.bar(3, "work", "video", mininterval=0); b.update(3); b.close(); '
+          f'subprocess.run([sys.executable, "-c", {child!r}]); '
+          f'subprocess.run([sys.executable, "-c", {child!r}], stderr=open({str(tmp_path / "log")!r}, "w"))')
+  terminal, reader = _pty_pair()
+  try:
+    proc = subprocess.run([sys.executable, '-c', code], stderr=terminal, cwd=REPO, timeout=120)
+    terminal.close()
+    got = b''
+    while b'child' not in got and select.select([reader], [], [], 60)[0]:
+      got += reader.read(4096)
+  finally:
+    terminal.close()
+    reader.close()
+  assert proc.returncode == 0
+  assert b'work: 100%|' in got and b'child True' in got, got
+  assert (tmp_path / 'log').read_text() == 'child False\n'

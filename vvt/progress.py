@@ -2,7 +2,8 @@
 them on.
 
 Long work (evaluation batches, predicted videos, windows of a long video, converted videos) shows a tqdm bar on
-stderr, drawn only where its stream is a terminal: a log redirected to a file gets no `\\r` frames. `vvt COMMAND
+stderr, drawn only where its stream is a terminal (or the `vvt` command's stderr filter, whose pipe leads to one:
+`note_terminal_pipe`): a log redirected to a file gets no `\\r` frames. `vvt COMMAND
 --progress` or the environment variable `VVT_PROGRESS=1` draws them into a file or pipe too; `vvt COMMAND
 --no-progress` (every command takes both) or `VVT_NO_PROGRESS=1` turns every bar off, and wins over both. The flags
 set the variables, so the processes a command starts (a sweep's trials) inherit them. A bar's rates and ETA depend
@@ -16,6 +17,7 @@ from typing import Optional
 
 ENV = 'VVT_NO_PROGRESS'
 FORCE_ENV = 'VVT_PROGRESS'
+PIPE_ENV = 'VVT_STDERR_TERMINAL_PIPE'  # the pipe (st_dev:st_ino) that stands for a terminal (`note_terminal_pipe`)
 _OFF_VALUES = ('', '0', 'false', 'no', 'off')
 
 
@@ -44,10 +46,35 @@ def force() -> None:
   os.environ[FORCE_ENV] = '1'
 
 
-def is_terminal(stream) -> bool:
-  """Whether `stream` (a file object) is a terminal; False for files, pipes, in-memory and closed streams."""
+def _identity(fd: int) -> str:
+  st = os.fstat(fd)
+  return f'{st.st_dev}:{st.st_ino}'
+
+
+def leads_to_terminal(fd: int) -> bool:
+  """Whether descriptor `fd` is a terminal, or the pipe `note_terminal_pipe` named (one whose reader, the `vvt`
+  command's stderr filter, writes to a terminal)."""
   try:
-    return bool(stream.isatty())
+    return os.isatty(fd) or os.environ.get(PIPE_ENV, '') == _identity(fd)
+  except OSError:
+    return False
+
+
+def note_terminal_pipe(fd: int, terminal: bool) -> None:
+  """Says whether the pipe now at descriptor `fd` leads to a terminal (`vvt.cli.native_stderr`: its filter writes
+  to what stderr was); inherited by the processes started from now on, which draw bars only while their stderr is
+  that same pipe."""
+  if terminal:
+    os.environ[PIPE_ENV] = _identity(fd)
+  else:
+    os.environ.pop(PIPE_ENV, None)
+
+
+def is_terminal(stream) -> bool:
+  """Whether `stream` (a file object) leads to a terminal (`leads_to_terminal`); False for files, other pipes,
+  in-memory and closed streams."""
+  try:
+    return bool(stream.isatty()) or leads_to_terminal(stream.fileno())
   except (AttributeError, ValueError, OSError):
     return False
 

@@ -155,10 +155,14 @@ def test_attention_features_summary_memory_and_export(runs, task, tmp_path, caps
   emb, ids, rest = features.read(str(tmp_path / 'feats'))
   assert emb.shape == (4, 32) and len(ids) == 4
   assert rest['label'].shape == ((4, 4) if multi else (4,))
+  for returned in ('embeddings', 'video_ids', *rest):  # `read` says what it returns, with shapes
+    assert returned in features.read.__doc__, returned
   index = json.loads((tmp_path / 'feats' / 'features.json').read_text())
   assert index['class_names'] == NAMES and index['class_names_from'] == 'dataset'
   rc, out, err = _call(capsys, 'summary', '--config', wd)
   assert rc == 0 and 'params' in out and 'GFLOPs/view' in out, err
+  probes = "task probe: the figures above are the frozen backbone's; 2 linear probe(s)"
+  assert (probes in out) == task.startswith('probe'), out  # what the figures leave out
   rc, out, err = _call(capsys, 'memory', '--config', wd, '--topology', 'cpu:1')
   assert rc == 0 and json.loads(out.strip().splitlines()[-1])['fits'] is True, err
   rc, out, err = _call(capsys, 'export', '--workdir', wd, '--output', str(tmp_path / 'w.safetensors'))
