@@ -207,7 +207,7 @@ def _predict(argv):
   failed = scored[2]
   if args.json:
     print(json.dumps({'workdir': fileio.abspath(workdir), 'step': model.step, 'probe': model.probe,
-                      'probabilities': _MEANING[model.average == predict_model.SIGMOID],
+                      'probabilities': 'sigmoid' if model.average == predict_model.SIGMOID else 'softmax',
                       'views_per_video': views, 'predictions': out,
                       'failed': [{'input': items[n][0], 'error': e} for n, e in sorted(failed.items())]},
                      indent=1))
@@ -217,10 +217,6 @@ def _predict(argv):
     print(f'vvt predict: {len(failed)} of {len(items)} inputs could not be read', file=sys.stderr)
     return 1
   return 0
-
-
-# what the JSON's probabilities are: over the classes (single-label), or each class's own (multi-label)
-_MEANING = {False: 'softmax', True: 'sigmoid'}
 
 
 def main(argv) -> int:
