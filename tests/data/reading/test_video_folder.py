@@ -120,9 +120,14 @@ def test_an_unreadable_video_is_raised_or_skipped_and_named(footage, tmp_path):
   shutil.copy(footage / 'classes.txt', tmp_path / 'classes.txt')
   csv = str(tmp_path / 'train.csv')
   cfg, _ = _configs(tmp_path)
+  with pytest.raises(FileNotFoundError, match=f'^dataset.eval_files: {csv}: line 6: video file .*clips/v4.mp4 does '
+                                              'not exist$'):  # stat'ed when the source is built (line 1: header)
+    pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1)
+  shutil.copy(footage / 'clips' / 'v4.mp4', tmp_path / 'clips' / 'v4.mp4')
   with pytest.raises(errors.DataError, match=f'{csv}: record 2: video file cannot be read: .*clips/v2.mp4: cannot'):
     list(pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1))
-  cfg.on_error = 'skip'
+  os.remove(tmp_path / 'clips' / 'v4.mp4')
+  cfg.on_error = 'skip'  # a missing video is then a bad record, counted when read
   before = errors.error_counts()['unreadable_video']
   batches = list(pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1))
   skipped = np.unique(np.concatenate([pipeline.skipped_videos(b) for b in batches]))
