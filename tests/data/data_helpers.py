@@ -118,22 +118,3 @@ def check_source_contract(src):
     where, rec = src.locate(i)
     assert (str(where), int(rec)) == (row[0].decode(), int(row[1]))
   return rows
-
-
-def make_partial_video(path, num_frames=16, size=(32, 48), keep=0.15):
-  """An mp4 whose index comes first (declaring `num_frames` frames), cut to `keep` of its bytes: its header still
-  declares them all, one frame can be read."""
-  with av.open(path, 'w', options={'movflags': 'faststart'}) as container:
-    stream = container.add_stream('mpeg4', rate=10)
-    stream.height, stream.width = size
-    stream.pix_fmt = 'yuv420p'
-    for t in range(num_frames):
-      frame = np.random.default_rng(t).integers(0, 255, size + (3,), dtype=np.uint8)
-      for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format='rgb24')):
-        container.mux(packet)
-    for packet in stream.encode():
-      container.mux(packet)
-  with open(path, 'rb') as f:
-    data = f.read()
-  with open(path, 'wb') as f:
-    f.write(data[:int(len(data) * keep)])

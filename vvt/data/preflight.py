@@ -13,15 +13,8 @@ files fields a command reads ('train_files', 'eval_files').
 import os
 from typing import Optional
 
-from vvt.data.reading import patterns
 from vvt.data.reading import video_lengths
 from vvt.data.reading import video_lists
-
-
-def _lists(spec, field) -> list:
-  return [f for p in patterns.split_patterns(getattr(spec, field))
-          for f in patterns.local_matches(patterns.resolve(p, spec.data_dir or ''))
-          if f.lower().endswith(video_lengths.LIST_EXTENSIONS)]
 
 
 def list_problems(spec, fields) -> list:
@@ -32,7 +25,7 @@ def list_problems(spec, fields) -> list:
     return []
   out = []
   for field in fields:
-    for where in _lists(spec, field):
+    for where in video_lengths.video_lists_of(spec, field):
       try:
         missing = video_lists.missing_videos(where)
       except ValueError as e:

@@ -58,6 +58,11 @@ def _files(spec, field) -> list:
           for f in patterns.local_matches(patterns.resolve(p, spec.data_dir or ''))]
 
 
+def video_lists_of(spec, field) -> list:
+  """The local video lists (CSV / TSV) that dataset field `field` names, in order."""
+  return [f for f in _files(spec, field) if f.lower().endswith(LIST_EXTENSIONS)]
+
+
 def _folder_lengths(lists) -> Lengths:
   heads = [header(video_lists.video_path(path, os.path.dirname(where)))
            for where in lists for _, path, _, _ in video_lists.read_video_rows(where)]
@@ -98,7 +103,7 @@ def lengths(spec, field) -> Optional[Lengths]:
   """The `Lengths` of the videos of dataset field `field` ('train_files' / 'eval_files'), or None when they are
   not known without decoding."""
   if spec.name == 'video_folder':
-    lists = [f for f in _files(spec, field) if f.lower().endswith(LIST_EXTENSIONS)]
+    lists = video_lists_of(spec, field)
     return _folder_lengths(lists) if lists else None
   if spec.name != 'dmvr':
     return None
