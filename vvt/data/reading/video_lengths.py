@@ -94,7 +94,9 @@ def _synthetic_lengths(spec, field) -> Optional[Lengths]:
   except (OSError, ValueError):
     return None
   key = {'train_files': 'train_clips', 'eval_files': 'test_clips'}[field]
-  if not isinstance(manifest, dict) or manifest.get(field) != pattern or not manifest.get('num_frames'):
+  named = manifest.get(field) if isinstance(manifest, dict) else None
+  if not isinstance(named, str) or os.path.basename(named) != os.path.basename(pattern) or not manifest.get(
+      'num_frames'):
     return None
   return Lengths(((int(manifest['num_frames']), None),) * int(manifest.get(key) or 0), 0, path)
 
