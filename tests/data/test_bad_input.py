@@ -36,6 +36,11 @@ BAD_RECORDS = {
     'bad_label': (lambda: dmvr_records.encode_sequence_example(solid_video(30, 5), 7),
                   'clip/label/index=7 \\(num_classes=6\\)'),
     'no_frames': (lambda: dmvr_records.encode_sequence_example([], 1), 'no frames'),
+    # a multi-label record read by a single-label run: named as such (was: "could not be parsed")
+    'several_labels': (lambda: dmvr_records.encode_sequence_example(solid_video(50, 5), [1, 3]),
+                       'record has several labels: clip/label/index holds 2 labels \\(a multi-label record\\): '
+                       "dataset.multi_label=False reads one label a record; set dataset.multi_label=True "
+                       "\\(task.name='multilabel'\\) to read them all$"),
     'not_a_sequence_example': (lambda: b'\x08\x96\x01 this is not a proto',
                                'could not be parsed'),
     'missing_label': (lambda: dmvr_records.encode_sequence_example(

@@ -28,6 +28,7 @@ from vvt.config import runlocal
 from vvt.config import schema
 from vvt.config import validation
 from vvt.config.errors import ConfigError
+from vvt.data import preflight
 from vvt.data.reading import patterns
 from vvt.data.writing import synthetic
 
@@ -234,6 +235,7 @@ def _load(spec, overrides, validate, purpose, files, init, adapt, finish=None
   problems += validation.missing_files(config) if init else []
   if files and not (synthetic_run and problems):  # the synthetic data is written once the config is valid
     problems += _missing_data(config, files)
+    problems += _data_problems(config, files, valid=not problems)
   if problems:
     raise ConfigError(*problems)
   if finish is not None:
@@ -244,6 +246,23 @@ def _load(spec, overrides, validate, purpose, files, init, adapt, finish=None
 
 def _missing_data(config, fields) -> list[str]:
   return patterns.missing_files(config.dataset, tuple(fields))
+
+
+def _data_problems(config, fields, valid: bool) -> list[str]:
+  """What the data refuses before any work (`vvt.data.preflight`): its video lists whenever they exist; a split
+  whose every video is shorter than a clip, and a batch of decoded clips larger than the host's memory, once the
+  config is otherwise valid."""
+  data = config.dataset
+  out = preflight.list_problems(data, fields)
+  if not valid or out:
+    return out
+  out += preflight.clip_problems(data, fields)
+  processes = max(int(config.distributed.num_processes), 1)
+  batches = {'train_files': (config.batch_size, 'a training batch (batch_size)'),
+             'eval_files': (config.eval.batch_size, 'an evaluation batch (eval.batch_size)')}
+  lines = (preflight.batch_memory_problem(data, max(int(batches[f][0]) // processes, 1), batches[f][1])
+           for f in fields if f in batches)
+  return out + [line for line in lines if line]
 
 
 def ensure_synthetic(data_dir: str, log=None) -> bool:

@@ -137,6 +137,9 @@ def build(source, lo, hi, classes, mode, on_error):
     parsed = source.parse(raw)
     frames, code, detail = source.frames.inspect(parsed['frames'])
     label_ok, label_detail = labels_lib.check(parsed, classes, heads)
+    several, several_detail = labels_lib.several_labels(parsed, heads)
+    several &= code == errors.OK
+    code, detail = tf.where(several, errors.SEVERAL_LABELS, code), tf.where(several, several_detail, detail)
     bad_label = (code == errors.OK) & ~label_ok
     code = tf.where(bad_label, errors.BAD_LABEL, code)
     detail = tf.where(bad_label, label_detail, detail)

@@ -115,6 +115,16 @@ def setup(spec: run_spec.RunSpec, workdir: str, log: Callable = print) -> Run:
              log=log if is_chief else (lambda *a, **k: None), is_chief=is_chief)
 
 
+def log_short_videos(data, fields, log: Callable) -> None:
+  """One line per split whose videos are shorter than a clip: how many, and what dataset.short_video_policy does
+  with them (`vvt.data.reading.video_lengths`; lengths from manifests or container headers, nothing decoded)."""
+  from vvt.data.reading import video_lengths
+  for field in fields:
+    line = video_lengths.short_line(data, field)
+    if line:
+      log(line)
+
+
 def latest_kind(run: Run) -> Optional[str]:
   """The kind of the newest intact checkpoint ('train_state' | 'params'), None if there is none."""
   try:
@@ -480,6 +490,7 @@ def train_and_evaluate(spec: run_spec.RunSpec, workdir: str, *, log: Callable = 
 def _train_and_evaluate(spec, workdir, log, stop_after_step, allow_config_change, stop):
   stop.check()
   run = setup(spec, workdir, log)
+  log_short_videos(spec.data, ('train_files', 'eval_files'), run.log)
   watch = peers.watch(spec.distributed.heartbeat_timeout_seconds, lambda: _last_checkpoint(run))
   failed = True
   try:
@@ -562,6 +573,7 @@ def evaluate_checkpoint(spec: run_spec.RunSpec, workdir: str, step: Optional[int
   explicit = step
   step = checkpoints.resolve_step(workdir, step)  # first: a wrong --step is the commonest mistake
   require_files(spec.data, fields=('eval_files',))
+  log_short_videos(spec.data, ('eval_files',), log if jax.process_index() == 0 else (lambda *a: None))
   program = build_program(spec, mesh)  # shardings of this mesh, not the training one
   abstract = program.abstract_params()
   # --step N: that step or a one-line error naming the damaged file; latest: the newest intact

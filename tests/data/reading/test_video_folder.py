@@ -9,6 +9,8 @@ from data_helpers import write_footage
 import numpy as np
 import pytest
 
+from tests.reliability.test_video_conversion_faults import cut
+from tests.reliability.test_video_conversion_faults import make_mp4
 from vvt.config import labels as config_labels
 from vvt.data import pipeline
 from vvt.data.reading import errors
@@ -120,9 +122,14 @@ def test_an_unreadable_video_is_raised_or_skipped_and_named(footage, tmp_path):
   shutil.copy(footage / 'classes.txt', tmp_path / 'classes.txt')
   csv = str(tmp_path / 'train.csv')
   cfg, _ = _configs(tmp_path)
+  with pytest.raises(FileNotFoundError, match=f'^dataset.eval_files: {csv}: line 6: video file .*clips/v4.mp4 does '
+                                              'not exist$'):  # stat'ed when the source is built (line 1: header)
+    pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1)
+  shutil.copy(footage / 'clips' / 'v4.mp4', tmp_path / 'clips' / 'v4.mp4')
   with pytest.raises(errors.DataError, match=f'{csv}: record 2: video file cannot be read: .*clips/v2.mp4: cannot'):
     list(pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1))
-  cfg.on_error = 'skip'
+  os.remove(tmp_path / 'clips' / 'v4.mp4')
+  cfg.on_error = 'skip'  # a missing video is then a bad record, counted when read
   before = errors.error_counts()['unreadable_video']
   batches = list(pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1))
   skipped = np.unique(np.concatenate([pipeline.skipped_videos(b) for b in batches]))
@@ -139,6 +146,41 @@ def test_an_unreadable_video_is_raised_or_skipped_and_named(footage, tmp_path):
   assert sorted(labels.tolist()) == sorted([0, 1, 0, 2] * 3)  # videos 2 and 4 (labels 2 and 1) never come
 
 
+def test_a_video_that_lies_about_its_length_is_partial_raised_or_counted(footage, tmp_path):
+  shutil.copytree(footage / 'clips', tmp_path / 'clips')
+  cut(make_mp4(tmp_path / 'clips' / 'v2.mp4', 16, (32, 48)), 0.15)  # its header declares 16 frames, one reads
+  shutil.copy(footage / 'train.csv', tmp_path / 'train.csv')
+  shutil.copy(footage / 'classes.txt', tmp_path / 'classes.txt')
+  csv = str(tmp_path / 'train.csv')
+  cfg, _ = _configs(tmp_path)
+  said = r'video file cut short: .*clips/v2.mp4: partial: decoded 1 of the 16 frames its container declares'
+  with pytest.raises(errors.DataError, match=f'{csv}: record 2: {said}'):
+    list(pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1))
+  with pytest.raises(errors.DataError, match=f'{csv}: record 2: {said}'):
+    it = pipeline.make_train_iterator(cfg, 6, seed=0, process_index=0, process_count=1)
+    next(it)
+  cfg.on_error = 'skip'
+  before = errors.error_counts()['partial_video']
+  batches = list(pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1))
+  assert np.unique(np.concatenate([pipeline.skipped_videos(b) for b in batches])).tolist() == [2]
+  assert errors.error_counts()['partial_video'] == before + 1
+  it = pipeline.make_train_iterator(cfg, 5, seed=0, process_index=0, process_count=1)
+  assert sorted(next(it)['label'].tolist()) == [0, 0, 1, 1, 2]  # an epoch without video 2
+  it.close()
+  assert f'{csv}: record 2 (partial_video 1: ' in skips.new_skips_line()  # the line training prints at its log
+
+
+def test_dataset_fps_maps_the_folder_as_the_records_by_each_container_s_rate(footage, capsys):
+  folder, records = _configs(footage, fps=20, stride=2)  # stored at 10 fps: a stride of 2 at 20 fps is 1 stored
+  a = list(pipeline.make_eval_iterator(folder, 'test', 6, process_index=0, process_count=1))
+  b = list(pipeline.make_eval_iterator(records, 'test', 6, process_index=0, process_count=1))
+  for x, y in zip(a, b, strict=True):
+    _close(x['inputs'], y['inputs'])  # the same stored frames: the records map by their manifest's rates
+  err = capsys.readouterr().err
+  assert f"note: dataset.fps=20: 6 of 6 videos in {footage / 'train.csv'} are stored at another rate (6 at 10 fps)" \
+      in err
+
+
 def test_classes_and_counts_come_from_the_list(footage, tmp_path):
   folder, _ = _configs(footage)
   assert pipeline.num_videos(folder, 'train') == 6
@@ -149,7 +191,7 @@ def test_classes_and_counts_come_from_the_list(footage, tmp_path):
   config = _run_config(listed)
   config_labels.resolve(config, check=True)  # what a run config takes from its data (no TensorFlow)
   assert config.num_classes == 2 and tuple(config.class_names) == ('run', 'walk')
-  listed.num_classes = 2
+  listed.num_classes, listed.on_error = 2, 'skip'  # (its videos are not there: bad records when read)
   assert [int(r[3]['label']) for r in registry.make_source(listed, 'train').records(0, 3).as_numpy_iterator()] == \
       [1, 0, 1]
   (tmp_path / 'ints.csv').write_text('a.mp4,1\nb.mp4,0\n')

@@ -97,16 +97,16 @@ class DmvrSource:
 
 
 def parse_record(serialized, frames_key, label_keys, video_id_key, multi_label=False):
-  """tf.data: serialized SequenceExample -> {'frames', 'labels', 'video_id'}.
+  """tf.data: serialized SequenceExample -> {'frames', 'labels', 'video_id', 'label_counts'}.
 
   `label_keys` maps batch field -> context key. A missing label becomes -1 and
   a missing frame list an empty one, so `check_record` can name the problem
   instead of the parse failing here. `multi_label`: a label is the int64 vector
-  of all the key's values (empty when missing).
+  of all the key's values (empty when missing); else its first value, and
+  'label_counts' says how many the key holds (a multi-label record read by a
+  single-label run is then named as such, `labels.several_labels`).
   """
-  label_feature = (tf.io.VarLenFeature(tf.int64) if multi_label else
-                   tf.io.FixedLenFeature([], tf.int64, default_value=-1))
-  context_features = {key: label_feature for key in label_keys.values()}
+  context_features = {key: tf.io.VarLenFeature(tf.int64) for key in label_keys.values()}
   if video_id_key:
     context_features[video_id_key] = tf.io.FixedLenFeature(
         [], tf.string, default_value='')
@@ -115,10 +115,12 @@ def parse_record(serialized, frames_key, label_keys, video_id_key, multi_label=F
       context_features=context_features,
       sequence_features={frames_key: tf.io.FixedLenSequenceFeature(
           [], tf.string, allow_missing=True)})
+  values = {head: tf.sparse.to_dense(context[key]) for head, key in label_keys.items()}
+  first = {head: tf.concat([v, tf.constant([-1], tf.int64)], 0)[0] for head, v in values.items()}
   return {
       'frames': sequence[frames_key],
-      'labels': {head: (tf.sparse.to_dense(context[key]) if multi_label else context[key])
-                 for head, key in label_keys.items()},
+      'labels': values if multi_label else first,
+      'label_counts': {head: tf.size(v) for head, v in values.items()},
       'video_id': context[video_id_key] if video_id_key else tf.constant(''),
   }
 

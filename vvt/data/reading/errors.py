@@ -3,7 +3,8 @@
 A bad record (no frames, label missing or out of range, unparsable record or
 undecodable frame, frames of different sizes, a JPEG frame cut short, a record
 of a TFRecord file that cannot be read past corrupt data, a video file that
-cannot be opened) gets an error code
+cannot be opened or holds fewer frames than its container declares, a record
+with several labels read by a single-label run) gets an error code
 in the pipeline. Under `on_error='raise'` the first one raises `DataError`
 naming the file and the record; under 'skip' bad records are dropped and
 counted per reason (`error_counts()`), and each is noted with its file and
@@ -19,9 +20,10 @@ import tensorflow as tf
 
 # Per-record error codes (the index); 0 = good.
 ERROR_NAMES = ('ok', 'no_frames', 'bad_label', 'corrupt', 'frame_sizes',
-               'unreadable_tfrecord', 'truncated_frame', 'unreadable_video')
+               'unreadable_tfrecord', 'truncated_frame', 'unreadable_video', 'partial_video',
+               'several_labels')
 (OK, NO_FRAMES, BAD_LABEL, CORRUPT, FRAME_SIZES, UNREADABLE,
- TRUNCATED_FRAME, UNREADABLE_VIDEO) = range(len(ERROR_NAMES))
+ TRUNCATED_FRAME, UNREADABLE_VIDEO, PARTIAL_VIDEO, SEVERAL_LABELS) = range(len(ERROR_NAMES))
 _REASONS = (
     'ok',
     'record has no frames (its frame feature list is missing or empty)',
@@ -32,6 +34,8 @@ _REASONS = (
     'TFRecord data cannot be read',
     'JPEG frame cut short',
     'video file cannot be read',
+    'video file cut short',
+    'record has several labels',
 )
 # Fields of an element that only serve the error handling.
 ERROR_FIELDS = ('code', 'source', 'record', 'detail')
@@ -65,7 +69,7 @@ def error_counts():
   """Records skipped under on_error='skip' in this process, by reason.
 
   {'no_frames', 'bad_label', 'corrupt', 'frame_sizes', 'unreadable_tfrecord',
-  'truncated_frame', 'unreadable_video': records dropped by the pipelines
+  'truncated_frame', 'unreadable_video', 'partial_video', 'several_labels': records dropped by the pipelines
   (counted when tf.data processes them, i.e. up to a few batches ahead of what
   was consumed), 'truncated_files': distinct truncated TFRecord
   files of which only the complete records were read}. All zero under
@@ -208,5 +212,5 @@ def as_data_error(error, description):
   m = re.search(re.escape(_MARK_OPEN) + '(.*?)' + re.escape(_MARK_CLOSE),
                 text, re.S)
   if m:
-    return DataError(m.group(1).replace('\\"', '"'))
+    return DataError(m.group(1).replace('\\"', '"').replace("\\'", "'"))
   return DataError(f'reading {description}: {text}')

@@ -6,8 +6,9 @@ TimeSformer and X-ViT: 30 fps). `vvt data convert` records each video's stored r
 rate). When a config states `dataset.fps`, training and evaluation read the manifests beside their TFRecord
 shards; for the videos stored at another rate (more than 1% away: 29.97 is 30) the sampler maps each clip onto
 the stored frames nearest to its frames' times at `dataset.fps` (`ratio_fn`, `vvt.data.transforms.sampling`),
-so one conversion serves configs of every rate. One line says so, once, on the console (`note_once`). Data
-without a manifest (other converters, TFDS, a video list read as it is) is read as stored.
+so one conversion serves configs of every rate. A video list read as it is (`video_folder`) maps its videos the
+same way, each by the rate its container gives (the source's `stored_rates`). One line says so, once, on the
+console (`note_once`). Data without a manifest (other converters, TFDS) is read as stored.
 """
 import collections
 import json
@@ -29,17 +30,6 @@ def manifest_paths(files) -> list:
     if path and path not in out and os.path.exists(path):
       out.append(path)
   return out
-
-
-def stored_rates(manifest: dict) -> list:
-  """The stored rate of each video of a manifest that is in a shard (None where the manifest does not say)."""
-  resampled = float((manifest.get('options') or {}).get('fps') or 0)
-  rates = []
-  for v in manifest.get('videos', []):
-    if v.get('status') == 'ok':
-      rate = v.get('fps') or resampled or None
-      rates.append(float(rate) if rate else None)
-  return rates
 
 
 def differing(fps: float, rates) -> collections.Counter:
@@ -69,10 +59,24 @@ def rates_by_id(paths) -> dict:
   return out
 
 
+def source_rates(source) -> tuple:
+  """({video id: stored rate}, what they were read from) of a source: the rates its own videos give
+  (`stored_rates()`, the video folder's containers), else those of the manifests beside its files."""
+  own = getattr(source, 'stored_rates', None)
+  if own is not None:
+    return own(), ', '.join(source.files)
+  paths = manifest_paths(source.files)
+  return rates_by_id(paths), ', '.join(paths)
+
+
 def ratios(fps: float, paths):
   """None when no video of the manifests `paths` is stored at a rate other than `fps`; else the ratio (stored
   rate / fps) every video shares (a float), or {video id: ratio} (1 for the videos at `fps`)."""
-  rates = rates_by_id(paths)
+  return ratios_of(fps, rates_by_id(paths))
+
+
+def ratios_of(fps: float, rates: dict):
+  """`ratios` of {video id: stored rate}."""
   if not differing(fps, rates.values()):
     return None
   by_id = {k: (1.0 if abs(r - fps) <= TOLERANCE * fps else r / fps) for k, r in rates.items()}
@@ -86,8 +90,8 @@ def ratio_fn(spec, source):
   manifests do not list)."""
   fps = spec.fps
   check(fps)
-  paths = manifest_paths(source.files) if fps is not None else []
-  found = ratios(float(fps), paths) if paths else None
+  rates = source_rates(source)[0] if fps is not None else {}
+  found = ratios_of(float(fps), rates) if rates else None
   if found is None:
     return None
   import tensorflow as tf
@@ -99,16 +103,15 @@ def ratio_fn(spec, source):
   return lambda parsed: table.lookup(parsed['video_id'])
 
 
-def mismatch_message(fps: float, paths) -> str | None:
-  """One line naming the videos of the manifests `paths` stored at a rate other than `fps` and what the sampler
-  does with them, or None."""
-  rates = [r for p in paths for r in stored_rates(_read(p) or {})]
-  other = differing(fps, rates)
+def mismatch_message(fps: float, rates: dict, where: str) -> str | None:
+  """One line naming the videos of {video id: stored rate} `rates` (read from `where`) stored at a rate other
+  than `fps` and what the sampler does with them, or None."""
+  other = differing(fps, rates.values())
   if not other:
     return None
   count = sum(other.values())
   listing = ', '.join(f'{n} at {r:g} fps' for r, n in sorted(other.items()))
-  return (f'note: dataset.fps={fps:g}: {count} of {len(rates)} videos in {", ".join(paths)} are stored at another '
+  return (f'note: dataset.fps={fps:g}: {count} of {len(rates)} videos in {where} are stored at another '
           f'rate ({listing}); their clips take the stored frames nearest to the times of dataset.stride at '
           f'{fps:g} fps')
 
@@ -126,12 +129,12 @@ def note_once(spec, source, process_index: int = 0, stream=None) -> str | None:
   check(fps)
   if fps is None or process_index != 0:
     return None
-  paths = manifest_paths(source.files)
-  key = (tuple(paths), float(fps))
-  if not paths or key in _NOTED:
+  rates, where = source_rates(source)
+  key = (where, float(fps))
+  if not rates or key in _NOTED:
     return None
   _NOTED.add(key)
-  message = mismatch_message(float(fps), paths)
+  message = mismatch_message(float(fps), rates, where)
   if message:
     print(message, file=stream or sys.stderr, flush=True)
   return message

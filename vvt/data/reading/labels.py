@@ -70,6 +70,26 @@ def check(parsed, classes, heads):
   return ok, tf.strings.reduce_join(details, separator=', ')
 
 
+def several_labels(parsed, heads):
+  """(True when a single-label record's label key holds several values, the detail naming the key, its values
+  and dataset.multi_label); (False, '') for records without 'label_counts' (sources of one value per label)."""
+  counts = parsed.get('label_counts')
+  if not counts:
+    return tf.constant(False), tf.constant('')
+  several, details = tf.constant(False), []
+  for field, key in heads.items():
+    if parsed['labels'][field].shape.rank == 1:  # multi-label: every value read
+      continue
+    many = counts[field] > 1
+    several |= many
+    details.append(tf.where(many, tf.strings.join(
+        [f'{key} holds ', tf.strings.as_string(counts[field]), ' labels']), ''))
+  joined = tf.strings.reduce_join(tf.stack(details or [tf.constant('')]), separator=' ')
+  return several, tf.strings.join([tf.strings.strip(joined), ' (a multi-label record): dataset.multi_label=False '
+                                   'reads one label a record; set dataset.multi_label=True (task.name='
+                                   "'multilabel') to read them all"])
+
+
 def labels(parsed, heads, classes=None):
   """dict field -> int32 scalar label (a missing label, -1, becomes 0; the
   record is dropped or raised by its code anyway); a multi-label record's

@@ -38,7 +38,9 @@ class Row(NamedTuple):
 
 class Parsed(dict):
   """What `Source.parse` returns (a dict, built in tf.data): 'frames' (what the source's `FrameReader` takes),
-  'labels' ({label field: int64 scalar}, -1 where missing) and 'video_id' (string, '' when unknown)."""
+  'labels' ({label field: int64 scalar}, -1 where missing) and 'video_id' (string, '' when unknown); optionally
+  'label_counts' ({label field: int32 scalar}: how many values the record's label key holds, so that a record of
+  several labels read by a single-label run is named as such, `labels.several_labels`)."""
 
 
 @runtime_checkable

@@ -2,6 +2,7 @@
 
     find_inputs(paths)              -> [(name, kind 'video' | 'frames' | 'missing', path)]   (`vvt predict`)
     frame_times(path)               -> int64 (N,): the presentation time of each of a video's N frames
+    header(path)                    -> (frames its container declares or 0, frame rate or None): no packet read
     read_frames(path, wanted, times) -> {index: uint8 (h, w, 3)} of the frames `wanted`
 
 A video's frames are its video stream's packets in presentation order: `frame_times` lists them from the
@@ -9,7 +10,9 @@ container alone (packets are read, nothing is decoded), so counting costs no dec
 from the keyframe before the first wanted frame (a seek) to the last wanted one, and knows each decoded frame's
 index by its time; where times are unknown (packets without them), it decodes from the start and counts. The
 `video_folder` source and `vvt predict` read videos through these; `vvt data convert` and `vvt predict --window`
-stream every frame. A file that cannot be read raises `UnreadableVideo` naming it.
+stream every frame. A file that cannot be read raises `UnreadableVideo` naming it. A video whose packets fall
+short of the frames its container declares (`falls_short`: a file cut short) is what `vvt data convert` calls
+partial; the `video_folder` source counts it as a bad record (`errors.PARTIAL_VIDEO`).
 """
 import bisect
 import os
@@ -56,6 +59,24 @@ def find_inputs(paths: Sequence[str]) -> list:
   return out
 
 
+# A video must hold at least this share of the frames its container declares (and at most 2 frames fewer):
+# containers round their counts.
+FRAME_TOLERANCE = 0.05
+
+
+def falls_short(counted: int, declared: int) -> bool:
+  """Whether `counted` frames fall short of the `declared` ones by more than the tolerance (max(2,
+  FRAME_TOLERANCE * declared) frames); never when the container declares none."""
+  allowed = max(2, int(FRAME_TOLERANCE * declared))
+  return bool(declared) and counted < declared - allowed
+
+
+def partial_reason(counted: int, declared: int) -> str:
+  """What `vvt data convert` and the `video_folder` source say of a partial video."""
+  return (f'partial: decoded {counted} of the {declared} frames its container declares (file cut short or '
+          'corrupt)')
+
+
 def declared_frames(stream, container):
   """Frames a video stream's container declares (0 when it does not say)."""
   if stream.frames:
@@ -83,19 +104,32 @@ def _open(path: str):
   return container, container.streams.video[0]
 
 
-def frame_times(path: str) -> np.ndarray:
+def header(path: str) -> tuple:
+  """(frames its container declares, 0 when it does not say; frame rate, None when unknown) of a video, from its
+  header alone (no packet read). UnreadableVideo when it cannot be opened."""
+  container, stream = _open(path)
+  with container:
+    rate = stream.average_rate or stream.guessed_rate
+    return declared_frames(stream, container), (float(rate) if rate else None)
+
+
+def frame_times(path: str, with_declared: bool = False):
   """int64 (N,): the presentation time (in the stream's time base) of each frame of a video, in order, from its
   packets alone (empty: no frames); all -1 when its packets carry no times (frames are then counted by decoding,
-  in `read_frames`). UnreadableVideo when it cannot be opened or read."""
+  in `read_frames`). With `with_declared`: (times, frames its container declares or 0). UnreadableVideo when it
+  cannot be opened or read."""
   container, stream = _open(path)
   try:
     with container:
+      declared = declared_frames(stream, container)
       times = [p.pts for p in container.demux(stream) if p.size]
   except Exception as e:
     raise UnreadableVideo(f'{path}: cannot read its packets ({type(e).__name__}: {e})') from e
   if any(t is None for t in times):
-    return np.full(len(times), -1, np.int64)
-  return np.sort(np.asarray(times, np.int64))
+    times = np.full(len(times), -1, np.int64)
+  else:
+    times = np.sort(np.asarray(times, np.int64))
+  return (times, declared) if with_declared else times
 
 
 def _decode(container, stream, times, wanted, seek):

@@ -16,7 +16,11 @@ the shuffle buffer. Frames are decoded at read time (`VideoFiles`): opening a vi
 container's packets (nothing decoded), and a clip decodes only from the keyframe before its first frame to its
 last (`video_files.read_frames`), inside tf.data's parallel map. A video that cannot be opened is a bad record
 (`errors.UNREADABLE_VIDEO`: raised naming it, or counted and skipped under on_error='skip'); one that breaks off
-while its clip is decoded is `errors.CORRUPT`.
+while its clip is decoded is `errors.CORRUPT`; one whose packets fall short of the frames its container declares
+(a file cut short: what `vvt data convert` calls partial) is `errors.PARTIAL_VIDEO`. Under on_error='raise' every
+listed file is stat'ed when the source is built: a missing one is refused naming the list and its line. With
+`dataset.fps` set, each video's clips are mapped by the rate its container gives (`stored_rates`,
+`frame_rate.ratio_fn`), as the TFRecords of `vvt data convert` are by their manifest's.
 """
 import os
 
@@ -28,17 +32,25 @@ from vvt.data.reading import names
 from vvt.data.reading import patterns
 from vvt.data.reading import source
 from vvt.data.reading import video_files
+from vvt.data.reading import video_lengths
 from vvt.data.reading import video_lists
 
 LABEL_KEY = 'label'  # the list's column: what messages name a bad label by
 
 
 def _probe(path):
-  """numpy_function: (int64 (N,) frame times, why the video cannot be read or b'')."""
+  """numpy_function: (int64 (N,) frame times, int32 error code, why the video cannot be read or b''): code
+  `errors.UNREADABLE_VIDEO` when it cannot be opened, `errors.PARTIAL_VIDEO` when its packets fall short of the
+  frames its container declares (`video_files.falls_short`), else `errors.OK`."""
+  where = path.decode()
   try:
-    return video_files.frame_times(path.decode()), b''
+    times, declared = video_files.frame_times(where, with_declared=True)
   except video_files.UnreadableVideo as e:
-    return np.zeros([0], np.int64), str(e).encode()
+    return np.zeros([0], np.int64), np.int32(errors.UNREADABLE_VIDEO), str(e).encode()
+  if video_files.falls_short(len(times), declared):
+    why = f'{where}: {video_files.partial_reason(len(times), declared)}'
+    return times, np.int32(errors.PARTIAL_VIDEO), why.encode()
+  return times, np.int32(errors.OK), b''
 
 
 def _decode(path, times, indices):
@@ -58,10 +70,11 @@ class VideoFiles:
 
   def inspect(self, frames):
     """({'path', 'times'}, code, detail): `errors.UNREADABLE_VIDEO` (detail: the file and why) when it cannot be
-    opened, `errors.NO_FRAMES` when it has none, else `errors.OK`; a stand-in path '' for a bad video."""
-    times, why = tf.numpy_function(_probe, [frames], [tf.int64, tf.string], stateful=False)
-    times, why = tf.ensure_shape(times, [None]), tf.reshape(why, [])
-    code = tf.where(why != '', errors.UNREADABLE_VIDEO, tf.where(tf.size(times) == 0, errors.NO_FRAMES, errors.OK))
+    opened, `errors.PARTIAL_VIDEO` when it holds fewer frames than its container declares, `errors.NO_FRAMES` when
+    it has none, else `errors.OK`; a stand-in path '' for a bad video."""
+    times, code, why = tf.numpy_function(_probe, [frames], [tf.int64, tf.int32, tf.string], stateful=False)
+    times, code, why = tf.ensure_shape(times, [None]), tf.reshape(code, []), tf.reshape(why, [])
+    code = tf.where((code == errors.OK) & (tf.size(times) == 0), errors.NO_FRAMES, code)
     ok = code == errors.OK
     usable = {'path': tf.where(ok, frames, ''),
               'times': tf.cond(ok, lambda: times, lambda: tf.zeros([1], tf.int64))}
@@ -124,6 +137,11 @@ class VideoFolderSource:
     if hasattr(spec.label_keys, 'keys'):
       raise ValueError("dataset.label_keys: dataset.name='video_folder' reads one label per video (path,label)")
     self.files = tuple(_lists(spec, field))
+    if spec.on_error != 'skip':  # every listed file stat'ed now, not found when a batch reaches it
+      missing = [line for where in self.files for line in video_lists.missing_videos(where)]
+      if missing:
+        more = f' (and {len(missing) - 1} more missing)' if len(missing) > 1 else ''
+        raise FileNotFoundError(f'dataset.{field}: {missing[0]}{more}')
     rows = [(where, row, video_lists.video_path(path, os.path.dirname(where)), path, label) for where in self.files
             for row, (path, label, _) in enumerate(video_lists.read_video_list(where))]
     self.num_records = len(rows)
@@ -133,6 +151,16 @@ class VideoFolderSource:
     self._lists, self._paths, self._ids = ([r[k] for r in rows] for k in (0, 2, 3))
     self._rows = np.asarray([r[1] for r in rows], np.int64)
     self._labels = _label_indices([(r[0], r[1], r[4]) for r in rows], self.class_names, spec.on_error)
+
+  def stored_rates(self):
+    """{video id: the frame rate its container gives} of the listed videos whose rate is known (headers only,
+    `video_lengths.header`): what `dataset.fps` maps clips by (`frame_rate.ratio_fn`)."""
+    rates = {}
+    for video_id, path in zip(self._ids, self._paths, strict=True):
+      rate = video_lengths.header(path)[1]
+      if rate:
+        rates.setdefault(video_id, rate)
+    return rates
 
   def records(self, lo, hi, shuffle_seed=None):
     """(list, row in list, global index, {'path', 'id', 'label'}, '') for [lo, hi): in order, or permuted by

@@ -28,26 +28,69 @@ def read_class_list(path):
   return names
 
 
-def read_video_list(path):
-  """[(path, label, extra dict)] from a CSV/TSV file."""
-  with open(path, encoding='utf-8', newline='') as f:
-    text = f.read()
+def _text(path) -> str:
+  """The text of a list file; ValueError naming it and the first line that is not UTF-8."""
+  with open(path, 'rb') as f:
+    data = f.read()
+  try:
+    return data.decode('utf-8')
+  except UnicodeDecodeError as e:
+    line = data[:e.start].count(b'\n') + 1
+    raise ValueError(f'{path}: line {line}: not UTF-8 text (byte 0x{data[e.start]:02x}); save the list as '
+                     'UTF-8') from None
+
+
+def _rows(text, delimiter):
+  """[(1-based line, fields)] of the lines of `text` with any non-blank field."""
+  lines = text.splitlines()
+  return [(n, r) for n, r in ((n, next(csv.reader([line], delimiter=delimiter), []))
+                              for n, line in enumerate(lines, start=1)) if r and any(c.strip() for c in r)]
+
+
+def _check_columns(path, line, row, names, delimiter):
+  """ValueError naming the list and line of a row with fewer than 2 columns, or more than `names` name."""
+  shown = delimiter.join(row)
+  if len(row) < 2:
+    raise ValueError(f'{path}: line {line}: expected path{delimiter}label, got "{shown}"')
+  if len(row) > len(names):
+    named = f'its header names {len(names)} ({delimiter.join(names)})' if len(names) > 2 else 'the format is path,label'
+    raise ValueError(f'{path}: line {line}: {len(row)} columns in "{shown}", but {named}; several labels of one '
+                     f'video are separated by "{LABEL_SEPARATOR}" (path{delimiter}label1{LABEL_SEPARATOR}label2), '
+                     'and other columns need a header line naming them (path,label,...)')
+
+
+def read_video_rows(path):
+  """[(1-based line, path, label, extra dict)] from a CSV/TSV file; ValueError naming the file and line of a
+  file that is not UTF-8, a row without a label or a row with more columns than its header names (path,label
+  without a header)."""
+  text = _text(path)
   first = text.splitlines()[0] if text.strip() else ''
   delimiter = '\t' if path.endswith('.tsv') or '\t' in first else ','
-  rows = [r for r in csv.reader(text.splitlines(), delimiter=delimiter)
-          if r and any(c.strip() for c in r)]
-  header = None
-  if rows and rows[0][0].strip().lower() == 'path':
-    header, rows = [c.strip() for c in rows[0]], rows[1:]
+  rows = _rows(text, delimiter)
+  names = ['path', 'label']
+  if rows and rows[0][1][0].strip().lower() == 'path':
+    header, rows = [c.strip() for c in rows[0][1]], rows[1:]
+    names = header if len(header) >= 2 else names
   out = []
-  for line, row in enumerate(rows, start=2 if header else 1):
-    if len(row) < 2:
-      raise ValueError(f'{path}: line {line}: expected path{delimiter}label, '
-                       f'got {delimiter.join(row)!r}')
-    names = header or [f'column{i}' for i in range(len(row))]
-    extra = {names[i]: row[i].strip() for i in range(2, min(len(row), len(names)))}
-    out.append((row[0].strip(), row[1].strip(), extra))
+  for line, row in rows:
+    _check_columns(path, line, row, names, delimiter)
+    extra = {names[i]: row[i].strip() for i in range(2, len(row))}
+    out.append((line, row[0].strip(), row[1].strip(), extra))
   return out
+
+
+def read_video_list(path):
+  """[(path, label, extra dict)] from a CSV/TSV file (`read_video_rows` without the line numbers)."""
+  return [row[1:] for row in read_video_rows(path)]
+
+
+def missing_videos(list_path, root=None) -> list:
+  """One line per listed video file that does not exist (a stat each, nothing opened): the list, the 1-based
+  line and the path; relative paths taken from `root`, by default the list's folder."""
+  root = os.path.dirname(list_path) if root is None else root
+  return [f'{list_path}: line {line}: video file {full} does not exist'
+          for line, path, _, _ in read_video_rows(list_path)
+          for full in [video_path(path, root)] if not os.path.isfile(full)]
 
 
 LABEL_SEPARATOR = ';'  # several labels of one video (multi-label data): `path,label1;label2`

@@ -21,7 +21,7 @@ Nothing is lost silently:
 
 * a video that cannot be read (missing, corrupt, no frames, unknown label) is
   'failed', and one that decodes to fewer frames than its container declares
-  (beyond `FRAME_TOLERANCE`: cut short) is 'partial'; both are left out of the
+  (beyond `video_files.FRAME_TOLERANCE`: cut short) is 'partial'; both are left out of the
   shards and listed in the manifest's `failures` with the reason, and
   `convert` then raises `ConversionFailures` (the command exits non-zero)
   after writing everything else;
@@ -49,10 +49,6 @@ from vvt.data.reading import video_files
 from vvt.data.reading import video_lists
 from vvt.data.writing import shard_workers
 
-# A video must decode to at least this share of the frames its container
-# declares (and at most 2 frames fewer): containers round their counts.
-FRAME_TOLERANCE = 0.05
-
 
 class PartialVideo(ValueError):
   """A video decoded to fewer frames than its container declares."""
@@ -60,11 +56,9 @@ class PartialVideo(ValueError):
 
 def check_frame_count(decoded, declared):
   """Raises PartialVideo when `decoded` falls short of `declared` by more
-  than the tolerance (max(2, FRAME_TOLERANCE * declared) frames)."""
-  allowed = max(2, int(FRAME_TOLERANCE * declared))
-  if declared and decoded < declared - allowed:
-    raise PartialVideo(f'partial: decoded {decoded} of the {declared} frames its '
-                       'container declares (file cut short or corrupt)')
+  than the tolerance (`video_files.falls_short`)."""
+  if video_files.falls_short(decoded, declared):
+    raise PartialVideo(video_files.partial_reason(decoded, declared))
 
 
 class Frames(list):
