@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vvt import progress as progress_lib
+from vvt.models import frame_size
 
 FORMATS = ('npz', 'safetensors')
 INDEX = 'features.json'
@@ -230,7 +231,8 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
   index = dict(checkpoint=workdir, step=int(step), weights=weights, split=split, protocol=evaluate.protocol(data),
                format=fmt, dim=writer.dim, num_videos=writer.num_videos, shards=writer.shards,
                videos_skipped=sorted(writer.skipped), tokens=bool(tokens), tokens_view=int(tokens_view) if tokens
-               else None, num_frames=run.model.num_frames, image_size=run.model.image_size,
+               else None, num_frames=run.model.num_frames,
+               image_size=frame_size.config_value(run.model.image_size),
                class_names=None if run.class_names is None else list(run.class_names))
   with open(os.path.join(output, INDEX), 'w') as f:
     json.dump(index, f, indent=1, default=str)
