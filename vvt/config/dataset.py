@@ -38,7 +38,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.fps = flexible(None)          # frame rate `stride` counts at (None = unstated); other stored rates are mapped
   c.num_test_clips = flexible(1)  # eval clips spread uniformly over each video, or 'all': tile each whole video
   # --- spatial ---------------------------------------------------------------
-  c.image_size = flexible(224)    # the crop fed to the model: S (square) or (H, W)
+  c.image_size = 224              # the crop fed to the model: S (square) or (H, W), the top-level's
   c.train_min_resize = 256        # train: shorter side resized to U[min, max]
   c.train_max_resize = 320
   c.eval_resize = 256             # eval: shorter side resized to this

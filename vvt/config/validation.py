@@ -86,7 +86,7 @@ _MINUS_ONE_OK = ('num_train_steps', 'schedule.warmup_steps', 'mesh.num_devices',
 # Numeric fields that may also be None (off).
 _NONE_OK = ('optimizer.ema_decay',)
 # The fields whose values the type check leaves to their own checks.
-_OWN_CHECKS = ('model', 'num_classes', 'class_names')
+_OWN_CHECKS = ('model', 'num_classes', 'class_names', 'image_size')
 
 
 

@@ -192,10 +192,6 @@ def _merge(defaults: dict, overrides) -> ml_collections.ConfigDict:
     merged[key] = value
   # remat takes a policy name or a bool (existing configs): a field of any type, also for `c.remat = True`.
   merged['remat'] = config_dict.FieldReference(merged.get('remat', 'none'), field_type=object)
-  # image_size: an int (square frames) or a pair (H, W), also for `c.image_size = (48, 40)` after the fact.
-  size = merged.get('image_size')
-  merged['image_size'] = config_dict.FieldReference(tuple(size) if isinstance(size, list) else size,
-                                                    field_type=object)
   return ml_collections.ConfigDict(merged)
 
 
