@@ -110,3 +110,46 @@ def test_a_size_the_patch_does_not_divide_is_refused_naming_it():
   model, cfg = _vivit(32)
   with pytest.raises(ValueError, match=r'^image_size=\(48, 41\) is not a multiple of the tubelet \(2, 8, 8\)'):
     video.convert_state('hf_vivit', _state(model), hf_config=cfg.to_dict(), image_size=(48, 41))
+
+
+def test_export_writes_the_pair_transformers_reads(tmp_path):
+  """A 48 x 40 conversion exported back (vvt -> transformers): config image_size [48, 40], the same logits."""
+  from vvt.convert import hf_export
+  import vvt.models
+  model, cfg = _vivit(32)
+  conv = video.convert_state('hf_vivit', _state(model), hf_config=cfg.to_dict(), image_size=SIZE)
+  hf_export.write(conv.params, vvt.models.resolve(conv.model_config()), str(tmp_path))
+  back = transformers.VivitForVideoClassification.from_pretrained(str(tmp_path)).eval()
+  assert list(back.config.image_size) == list(SIZE)
+  x = _clip(2, seed=3)
+  assert max_diff(_hf(back, x)[0], _vvt_logits(conv, x)) < ATOL
+
+
+def test_convert_cli_takes_h_w_and_refuses_what_is_no_size(tmp_path, capsys):
+  """`vvt convert --image-size 48,40` with a run config: config.json holds [48, 40] everywhere and resize fields
+  that fit the crop; the checkpoint loads back at 32 px (its 6 x 5 grid resized to 4 x 4). A bad size: exit 2."""
+  import json
+  import pathlib
+
+  from vvt.cli import main as vvt_main
+  from vvt.train import clip_resize
+  repo = pathlib.Path(__file__).resolve().parents[2]
+  model, cfg = _vivit(32, frames=8)
+  model.save_pretrained(str(tmp_path / 'hf'))
+  config = f'{repo / "tests" / "train" / "tiny_config.py"}:{tmp_path / "none"},joint'
+  args = ['convert', '--source', 'hf_vivit', '--checkpoint', str(tmp_path / 'hf'), '--config', config,
+          '--output', str(tmp_path / 'out'), '--config.num_classes=5']
+  assert vvt_main([*args, '--image-size', '48,40']) == 0
+  assert '[convert] 8 frames of 48x40px, 5 classes' in capsys.readouterr().out
+  run = json.loads((tmp_path / 'out' / 'config.json').read_text())
+  assert run['image_size'] == run['model']['image_size'] == run['dataset']['image_size'] == [48, 40]
+  assert min(run['dataset'][f] for f in ('train_min_resize', 'train_max_resize', 'eval_resize')) >= 48
+  direct = video.convert_state('hf_vivit', _state(model), hf_config=cfg.to_dict())
+  logged = []
+  params, _ = clip_resize.load_eval_params(str(tmp_path / 'out'), 0, None, direct.model_config(), log=logged.append)
+  assert 'checkpoint written for 8 frames of 48x40px, run at 8 frames of 32px' in logged[0]
+  assert params['encoder']['posembed']['pos_embedding'].shape == (1, 1 + 4 * 4 * 4, 32)
+  assert vvt_main([*args, '--output', str(tmp_path / 'refused'), '--image-size', '48x']) == 2
+  assert "--image-size must be a positive int S (square frames) or H,W (e.g. 48,40), got '48x'" in (
+      capsys.readouterr().err)
+  assert not (tmp_path / 'refused').exists()

@@ -18,8 +18,8 @@ def _config(data_dir):
   c = train_helpers.tiny_config(data_dir, 'joint')
   overrides.apply_overrides(c, [('image_size', '(48,40)'), ('dataset.train_min_resize', '48'),
                                 ('dataset.train_max_resize', '56'), ('dataset.eval_resize', '48'),
-                                ('num_train_steps', '2'), ('schedule.warmup_steps', '1'), ('checkpoint.every_steps', '2'),
-                                ('dataset.num_spatial_crops', '3')])
+                                ('num_train_steps', '2'), ('schedule.warmup_steps', '1'),
+                                ('checkpoint.every_steps', '2'), ('dataset.num_spatial_crops', '3')])
   return c
 
 

@@ -136,7 +136,8 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w.layer_norm('vivit.layernorm', 'encoder/encoder_norm')
   w.dense('classifier', 'head/output_projection')
   config = dict(
-      model_type='vivit', architectures=[HF_CLASS], image_size=int(m.image_size), num_frames=int(m.num_frames),
+      model_type='vivit', architectures=[HF_CLASS], image_size=common.hf_image_size(m, HF_CLASS, True),
+      num_frames=int(m.num_frames),
       tubelet_size=[int(x) for x in m.tubelet], num_channels=3, hidden_size=int(m.hidden_size),
       num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
       hidden_act=common.hf_activation(m.gelu_approximate, 'gelu_fast'), hidden_dropout_prob=0.0,

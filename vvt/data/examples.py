@@ -33,6 +33,7 @@ from vvt.data.reading import errors
 from vvt.data.reading import labels as labels_lib
 from vvt.data.reading import streams
 from vvt.data.transforms import clips
+from vvt.models import frame_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +81,7 @@ def train_mode(spec, seed, start=0):
   """Training: the infinite stream from position `start`, one augmented
   random clip per record (per copy of a record with
   `dataset.repeated_augmentation` > 1)."""
-  size = tuple(spec.image_size)
+  size = frame_size.parse(spec.image_size)
   return Mode(
       records=functools.partial(
           streams.train_records, seed=seed, shuffle_buffer=spec.shuffle_buffer,
@@ -93,7 +94,7 @@ def train_mode(spec, seed, start=0):
 
 def eval_mode(spec):
   """Evaluation: the host's records once, all the views of each video."""
-  size = tuple(spec.image_size)
+  size = frame_size.parse(spec.image_size)
   tiled = clips.tiles_video(spec)
   views = VARIES if tiled else int(spec.num_test_clips) * int(spec.num_spatial_crops)
   # A video's views are one element (V x T x H x W x 3 bytes): keep few in

@@ -45,7 +45,8 @@ class DataSpec:
   fps: Optional[float]
   num_test_clips: Any        # int, or 'all' (each whole video tiled)
   # spatial
-  image_size: tuple[int, int]  # (H, W) of the frames fed to the model (the section's int S: (S, S))
+  image_size: tuple[int, int]  # (H, W) of the frames fed to the model (the section's int S: (S, S); the
+                               # transforms read either, through vvt.models.frame_size.parse)
   train_min_resize: int
   train_max_resize: int
   eval_resize: int

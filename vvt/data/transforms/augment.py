@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from vvt.data.transforms import autoaugment
 from vvt.data.transforms import random_draws
+from vvt.models import frame_size
 
 # OpenCV's own thread pool is left as it is: cv2.setNumThreads() in a process
 # that runs TF's thread pools crashed or hung here (opencv-python-headless
@@ -249,7 +250,7 @@ def train_clip_fn(spec):
   """fn(window, flip, seed) -> uint8 (T, H, W, 3) tensor, for tf.data: the
   crop window resized to spec.image_size = (H, W) and augmented by the ops of
   `random_draws.train_op_names(spec)`."""
-  size = tuple(spec.image_size)
+  size = frame_size.parse(spec.image_size)
   ra = random_draws.randaugment_args(spec)
   level = random_draws.randaugment_level(ra[1]) if ra else 0.0
   random_draws.train_op_names(spec)  # validates the augmentation fields now

@@ -19,6 +19,7 @@ from vvt.data.transforms import augment
 from vvt.data.transforms import crops
 from vvt.data.transforms import random_draws
 from vvt.data.transforms import sampling
+from vvt.models import frame_size
 
 
 def flip_flag(spec, seed):
@@ -36,7 +37,7 @@ def train_clip(spec, reader):
   jitter and position, from the first sampled frame's size), 4 the flip, 3 the
   augmentation of `augment.train_clip_fn`.
   """
-  num_frames, size = int(spec.num_frames), tuple(spec.image_size)
+  num_frames, size = int(spec.num_frames), frame_size.parse(spec.image_size)
   make_clip = augment.train_clip_fn(spec)
 
   def clip(frames, seed, ratio=None):
@@ -91,7 +92,7 @@ def eval_views(spec, reader):
   (`sampling.tile_indices`, decoded clip by clip), x num_spatial_crops crops (`crops.eval_crop_windows`),
   view = clip * num_spatial_crops + crop. Deterministic: `seed` is not used.
   """
-  num_frames, size = int(spec.num_frames), tuple(spec.image_size)
+  num_frames, size = int(spec.num_frames), frame_size.parse(spec.image_size)
   num_crops = int(spec.num_spatial_crops)
 
   def crop_all(video, num_clips):

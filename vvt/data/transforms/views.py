@@ -18,6 +18,7 @@ from vvt.data.transforms import augment
 from vvt.data.transforms import clips as clips_lib
 from vvt.data.transforms import crops
 from vvt.data.transforms import sampling
+from vvt.models import frame_size
 
 
 def views_per_video(spec):
@@ -40,7 +41,7 @@ def frame_indices(num_frames_in_video: int, spec) -> np.ndarray:
 def views_from_clips(video: np.ndarray, spec) -> np.ndarray:
   """uint8 (clips*T, h, w, 3) frames of the clips -> uint8 (clips*crops, T, H, W, 3) views, (H, W) =
   spec.image_size."""
-  t, size = int(spec.num_frames), tuple(spec.image_size)
+  t, size = int(spec.num_frames), frame_size.parse(spec.image_size)
   clips, num_crops = len(video) // t, int(spec.num_spatial_crops)
   h, w = video.shape[1:3]
   windows = np.asarray(crops.eval_crop_windows(h, w, size, int(spec.eval_resize), num_crops))
