@@ -36,3 +36,12 @@ def test_a_48x40_run_trains_and_evaluates(tiny_data, tmp_path):
   assert res['step'] == 2 and np.isfinite(res['video_top1'])
   with open(checkpoints.eval_results_path(str(tmp_path / 'run'), 2, 'test')) as f:
     assert json.load(f)['image_size'] == list(SIZE)
+
+
+def test_results_of_another_frame_size_are_named_by_it(tmp_path):
+  from vvt.train import evaluate
+  for run_size, results_size, name in (([48, 40], [48, 40], '1x3'), ([48, 40], 32, '1x3_8f_32px'),
+                                       (32, [48, 40], '1x3_8f_48x40px'), (32, 32, '1x3')):
+    (tmp_path / 'config.json').write_text(json.dumps({'num_frames': 8, 'image_size': run_size}))
+    assert evaluate.protocol_name(str(tmp_path), {'protocol': '1x3', 'num_frames': 8,
+                                                  'image_size': results_size}) == name
