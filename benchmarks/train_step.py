@@ -19,9 +19,8 @@ EPOCH_BATCHES = 100  # the schedule's epoch (throughput does not depend on it)
 
 
 def random_batch(run, batch_size: int, rng) -> dict:
-  """Float pixels (B, T, S, S, 3), labels and mask of the shape of RunSpec `run`."""
-  t, s = run.num_frames, run.image_size
-  return {'inputs': rng.normal(size=(batch_size, t, s, s, 3)).astype(np.float32),
+  """Float pixels (B, T, H, W, 3), labels and mask of the shape of RunSpec `run`."""
+  return {'inputs': rng.normal(size=(batch_size, run.num_frames, *run.image_size, 3)).astype(np.float32),
           'label': rng.integers(0, int(run.model.num_classes), batch_size).astype(np.int32),
           'mask': np.ones((batch_size,), np.float32)}
 
@@ -52,7 +51,7 @@ def main():
     run = config_loader.load_run(args.config, [('batch_size', str(bs))], files=(), init=False)
     if i == 0:
       m = run.model
-      print(f'{args.config}: {m.family}/{m.attention}, {m.num_frames}x{m.image_size}^2, '
+      print(f'{args.config}: {m.family}/{m.attention}, {m.num_frames}x{m.image_size[0]}x{m.image_size[1]}, '
             f'{mesh.devices.size} device(s) [{jax.devices()[0].platform}]')
     program = program_lib.build_program(run, mesh, num_train_videos=EPOCH_BATCHES * bs)
     state = program.init_state(jax.random.PRNGKey(0))

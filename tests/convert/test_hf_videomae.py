@@ -157,7 +157,8 @@ def test_backbone_without_classes_is_one_line():
     (dict(num_frames=9), 'hf_config.num_frames=9 is not a multiple of hf_config.tubelet_size=2'),
     (dict(tubelet_size=4), 'hf_config.tubelet_size=4 but the patch embedding kernel has shape'),
     (dict(patch_size=8), 'hf_config.patch_size=8 but the patch embedding kernel'),
-    (dict(image_size=[32, 48]), 'hf_config.image_size=[32, 48]: vvt takes square frames'),
+    (dict(patch_size=[16, 8]), 'hf_config.patch_size=[16, 8]: vvt takes square patches'),
+    (dict(image_size=[32, 40]), 'hf_config.image_size=(32, 40) is not a multiple of hf_config.patch_size=16'),
     (dict(num_channels=1), 'hf_config.num_channels=1: vvt models take RGB video'),
     (dict(num_hidden_layers=1), 'hf_config.num_hidden_layers=1 but the checkpoint also has layers [1]'),
 ])

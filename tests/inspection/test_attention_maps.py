@@ -24,7 +24,7 @@ def tiny(scheme, **overrides):
   ov = [(f'model.{k}', str(v)) for k, v in dict(hidden_size=16, num_heads=2, mlp_dim=16, **overrides).items()]
   run = config_cli.load_run(f'configs/synthetic.py:{scheme}', ov, files=(), init=False)
   module = vvt.models.build(run.model)
-  video = jax.random.normal(jax.random.key(1), (2, run.num_frames, run.image_size, run.image_size, 3))
+  video = jax.random.normal(jax.random.key(1), (2, run.num_frames, *run.image_size, 3))
   params = module.init(jax.random.key(0), video)['params']
   params = jax.tree.map(lambda p: p + 0.3 * jax.random.normal(jax.random.key(2), p.shape), params)  # not zero-init
   return run, module, params, video

@@ -26,7 +26,7 @@ def test_an_evaluation_program_has_no_optimiser_and_shards_as_training_does():
     evaluation.abstract_state()
   training = program_lib.build_program(c, mesh, num_train_videos=48)
   assert (training.training.steps_per_epoch, training.training.total_steps) == (6, 12)
-  assert training.clip == model_state.ClipShape(num_frames=8, image_size=32)
+  assert training.clip == model_state.ClipShape(num_frames=8, image_size=(32, 32))
   assert jax.tree.structure(training.abstract_state().params) == jax.tree.structure(evaluation.abstract_params())
   assert training.param_shardings == evaluation.param_shardings
   assert training.task.heads == {'': 4} and training.task.average == 'logits' and training.task.name == 'classification'

@@ -111,7 +111,10 @@ def _summary(model_fields: dict, class_names) -> str:
   m = model_fields
   names = list(class_names or ())
   shown = f' ({", ".join(map(str, names[:3]))}{", ..." if len(names) > 3 else ""})' if names else ''
-  return f'[convert] {m.get("num_frames")} frames of {m.get("image_size")}px, {m.get("num_classes")} classes{shown}'
+  from vvt.models import frame_size
+  size = m.get('image_size')
+  size = frame_size.label(size) if size is not None else None
+  return f'[convert] {m.get("num_frames")} frames of {size}px, {m.get("num_classes")} classes{shown}'
 
 
 def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_config=None, log=print,
@@ -303,12 +306,24 @@ def _convert(argv):
                  help='clip length to run the weights at, any the tubelet divides: the time tables resized as the '
                       'reference does (TimeSformer nearest, ViViT bicubic; X-ViT: a multiple of its 8-row table, '
                       'used periodically; scenic Models 1/3/4: also which split of the T*N table is meant)')
-  p.add_argument('--image-size', type=int, default=None,
-                 help='frame size to run the weights at: the patch grids of the position tables resized likewise')
+  p.add_argument('--image-size', type=_image_size, default=None, metavar='S|H,W',
+                 help='frame size to run the weights at, S (square) or H,W: the patch grids of the position tables '
+                      'resized likewise')
   args, spec, overrides = common.parse(p, argv)
   config = common.run_config(spec, overrides, validate=False, files=(), init=False)
   convert_to_checkpoint(args.source, args.checkpoint, config, args.output, args.hf_config,
                         num_frames=args.num_frames, image_size=args.image_size)
+
+
+def _image_size(text: str):
+  """--image-size: S or H,W (`vvt.models.frame_size.from_text`), an argparse error (exit 2) otherwise."""
+  import argparse
+
+  from vvt.models import frame_size
+  try:
+    return frame_size.from_text(text)
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _export(argv):

@@ -102,8 +102,10 @@ def _eval(argv):
   from vvt.train import trainer
   clip = evaluate.run_clip(args.workdir)
   if clip is not None and clip != (run.num_frames, run.image_size):
-    print(f'vvt eval: warning: evaluating clips of {run.num_frames} frames at {run.image_size} px; the run '
-          f'trained on {clip[0]} frames at {clip[1]} px (results named _{run.num_frames}f_{run.image_size}px)',
+    from vvt.models import frame_size
+    size, trained = frame_size.label(run.image_size), frame_size.label(clip[1])
+    print(f'vvt eval: warning: evaluating clips of {run.num_frames} frames at {size} px; the run '
+          f'trained on {clip[0]} frames at {trained} px (results named _{run.num_frames}f_{size}px)',
           file=sys.stderr)
   res = trainer.evaluate_checkpoint(run, args.workdir, step=args.step, split=args.split)
   key = _headline(res)

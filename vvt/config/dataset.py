@@ -8,6 +8,7 @@ resize fields for another crop size, at the same ratios (`vvt convert` writes th
 import ml_collections
 
 from vvt.config.schema import flexible
+from vvt.models import frame_size
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -37,7 +38,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.fps = flexible(None)          # frame rate `stride` counts at (None = unstated); other stored rates are mapped
   c.num_test_clips = flexible(1)  # eval clips spread uniformly over each video, or 'all': tile each whole video
   # --- spatial ---------------------------------------------------------------
-  c.image_size = 224              # side of the square crop fed to the model
+  c.image_size = 224              # the crop fed to the model: S (square) or (H, W), the top-level's
   c.train_min_resize = 256        # train: shorter side resized to U[min, max]
   c.train_max_resize = 320
   c.eval_resize = 256             # eval: shorter side resized to this
@@ -66,7 +67,9 @@ def get_config() -> ml_collections.ConfigDict:
 SIZE_FIELDS = ('train_min_resize', 'train_max_resize', 'eval_resize')
 
 
-def scaled_sizes(d, image_size: int, new_size: int) -> dict:
-  """{field: value} of SIZE_FIELDS for crops of `new_size` instead of `image_size`, each keeping its ratio to the
-  crop (a 256-px shorter side for 224-px crops -> 73 for 64-px crops), and never smaller than the crop."""
-  return {f: max(int(new_size), round(d[f] * new_size / image_size)) for f in SIZE_FIELDS}
+def scaled_sizes(d, image_size, new_size) -> dict:
+  """{field: value} of SIZE_FIELDS for crops of `new_size` instead of `image_size` (each an int or (H, W)), each
+  keeping its ratio to the crop's longer side (a 256-px shorter side for 224-px crops -> 73 for 64-px crops), and
+  never smaller than that side (the crop fits whichever side of the frame is the shorter)."""
+  old, new = max(frame_size.parse(image_size)), max(frame_size.parse(new_size))
+  return {f: max(new, round(d[f] * new / old)) for f in SIZE_FIELDS}

@@ -42,6 +42,7 @@ from vvt.config.errors import ConfigError
 from vvt.config.errors import problems_of
 from vvt.convert import init_options
 from vvt.data.spec import DataSpec
+from vvt.models import frame_size
 from vvt.models import spec as model_spec
 
 
@@ -193,7 +194,7 @@ class RunSpec:
   num_train_steps: int       # > 0 overrides num_epochs
   log_every_steps: int
   num_frames: int            # the shared fields: the model's and the data's
-  image_size: int
+  image_size: tuple[int, int]  # (H, W) of a frame
   class_names: Optional[tuple]  # names in label order (None: the dataset's, if it has them)
   config: str = dataclasses.field(repr=False, compare=False)  # the config as JSON text, as config.json holds it
 
@@ -225,7 +226,7 @@ def resolve(config: ml_collections.ConfigDict, purpose: Optional[str] = None, *,
       init_from=None if config.init_from is None else init_options.validate(config.init_from),
       seed=int(config.seed), batch_size=int(config.batch_size), num_epochs=float(config.num_epochs),
       num_train_steps=int(config.num_train_steps), log_every_steps=int(config.log_every_steps),
-      num_frames=int(config.num_frames), image_size=int(config.image_size),
+      num_frames=int(config.num_frames), image_size=frame_size.parse(config.image_size),
       class_names=None if config.class_names is None else tuple(config.class_names),
       config=run_file.as_json(config))
 

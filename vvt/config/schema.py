@@ -3,7 +3,8 @@
 A run config is an `ml_collections.ConfigDict`:
 
   num_frames, image_size, num_classes, class_names
-               the shared fields: stated once at the top and read by the model and the data,
+               the shared fields (image_size: an int S for S x S frames, or a pair (H, W)): stated once at
+               the top and read by the model and the data,
                whose `model.X` / `dataset.X` are references to them (`link_shared`), so
                `--config.image_size=64` and `--config.model.num_frames=8` both move the whole run
   model        vvt.models.get_config(...)        (checked by vvt.models.resolve)
@@ -73,7 +74,7 @@ def get_base_config() -> ml_collections.ConfigDict:
   """Every run-level field with its default; `model` and `dataset` are filled by the config file."""
   c = ml_collections.ConfigDict()
   c.num_frames = 16
-  c.image_size = 224
+  c.image_size = flexible(224)      # int (square frames) or (H, W)
   c.num_classes = flexible(0)       # int, or dict head -> int for multi-head data
   c.class_names = flexible(None)    # None, or a tuple of names in label order
   c.model = ml_collections.ConfigDict()

@@ -39,6 +39,7 @@ from vvt.convert import init_options
 from vvt.data import choices as dataset_choices
 from vvt.models import axes as logical_axes
 from vvt.models import config as model_config
+from vvt.models import frame_size
 from vvt.tasks import registry as tasks_registry
 
 # Numeric ranges: path -> (lowest, highest, lowest excluded, highest excluded); None = unbounded.
@@ -47,7 +48,7 @@ _NON_NEGATIVE = (0, None, False, False)
 _RATE = (0, 1, False, True)          # [0, 1)
 _PROBABILITY = (0, 1, False, False)  # [0, 1]
 RANGES = {
-    'num_frames': _POSITIVE, 'image_size': _POSITIVE,
+    'num_frames': _POSITIVE,
     'batch_size': _POSITIVE, 'num_epochs': _NON_NEGATIVE, 'seed': _NON_NEGATIVE,
     'optimizer.momentum': _RATE, 'optimizer.b1': _RATE, 'optimizer.b2': _RATE,
     'optimizer.eps': _POSITIVE, 'optimizer.weight_decay': _NON_NEGATIVE,
@@ -85,7 +86,7 @@ _MINUS_ONE_OK = ('num_train_steps', 'schedule.warmup_steps', 'mesh.num_devices',
 # Numeric fields that may also be None (off).
 _NONE_OK = ('optimizer.ema_decay',)
 # The fields whose values the type check leaves to their own checks.
-_OWN_CHECKS = ('model', 'num_classes', 'class_names')
+_OWN_CHECKS = ('model', 'num_classes', 'class_names', 'image_size')
 
 
 
@@ -239,6 +240,7 @@ def _collect(config, num_devices, num_processes, purpose, unset_classes_ok) -> _
   _check_complete(p, config, reference)
   _check_types(p, config, reference)
   _check_values(p, config)
+  _check_image_size(p, config)
   _check_shared(p, config, unset_classes_ok)
   _check_data(p, config)
   shards = _check_mesh(p, config.mesh, num_devices)
@@ -460,8 +462,24 @@ def _check_data(p: _Problems, config):
     p.add(f'{lo}={d.train_min_resize} is larger than {hi}={d.train_max_resize}')
   for field, group in ((lo, 'train_data'), ('dataset.eval_resize', 'views')):
     value = paths.get(config, field)
-    if p.runs((group, 'model'), field, 'image_size') and value < size:
-      p.add(f'{field}={value} is smaller than the crop image_size={size}')
+    if p.runs((group, 'model'), field, 'image_size') and value < max(frame_size.parse(size)):
+      p.add(_crop_misfit(field, value, size))
+
+
+def _check_image_size(p: _Problems, config):
+  """image_size: an int (square frames) or a pair (H, W) of positive ints."""
+  line = frame_size.problem(config.image_size) if p.uses('image_size') and p.good('image_size') else None
+  if line:
+    p.add(line, 'image_size')
+
+
+def _crop_misfit(field: str, value: int, size) -> str:
+  """The line of a shorter side resized to `value`, too small for the crop `size` (an int or (H, W))."""
+  h, w = frame_size.parse(size)
+  if h == w:
+    return f'{field}={value} is smaller than the crop image_size={h}'
+  return (f'{field}={value} is smaller than the longer side {max(h, w)} of the crop image_size={(h, w)} (the '
+          'frame\'s shorter side is resized to it, and the crop must fit either way round)')
 
 
 # ----------------------------------------------------------------------------- mesh, batch, schedule

@@ -728,6 +728,18 @@ def require(model_cfg, field: str, allowed, target: str, why: str = '') -> None:
     raise NotExpressible(f'model.{field}={value!r}: {target} needs {need}' + (f' ({why})' if why else ''))
 
 
+def hf_image_size(model_cfg, target: str, pair_ok: bool):
+  """The model's frame size as a transformers config writes it: an int (square), or [H, W] where the class takes a
+  pair (`pair_ok`); NotExpressible naming model.image_size otherwise."""
+  from vvt.models import frame_size
+  h, w = frame_size.parse(model_cfg['image_size'])
+  if h == w:
+    return int(h)
+  if not pair_ok:
+    raise NotExpressible(f'model.image_size={(h, w)}: {target} needs square frames (an int image_size)')
+  return [int(h), int(w)]
+
+
 def fresh_pooler(model_fields: dict, seed: int = 0) -> dict[str, np.ndarray]:
   """The attentive pooler (classifier='attentive') of a model of `model_fields`, freshly initialised by vvt's own
   initialisers (what training such a model from scratch starts from): flat names under `pooler/`. For a bare

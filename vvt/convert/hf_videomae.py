@@ -40,6 +40,7 @@ from typing import Mapping
 import numpy as np
 
 from vvt.convert import common
+from vvt.models import frame_size
 
 # transformers' VideoMAEConfig defaults (absent from a diff-only config.json).
 HF_DEFAULTS = dict(model_type='videomae', image_size=224, patch_size=16, num_channels=3, num_frames=16,
@@ -75,13 +76,13 @@ def read_config(hf_config: Mapping | None) -> dict:
   if cfg.get('attention_type', 'joint_space_time') != 'joint_space_time':
     raise ValueError(f"hf_config.attention_type={cfg['attention_type']!r}: VideoMAE attends jointly over space "
                      "and time ('joint_space_time')")
-  for name in ('image_size', 'patch_size'):
-    value = cfg[name]
-    if isinstance(value, (list, tuple)):
-      if len(set(value)) != 1:
-        raise ValueError(f'hf_config.{name}={list(value)}: vvt takes square frames and patches')
-      cfg[name] = value[0]
-  for name in ('image_size', 'patch_size', 'num_frames', 'tubelet_size', 'num_attention_heads', 'num_hidden_layers'):
+  value = cfg['patch_size']
+  if isinstance(value, (list, tuple)):
+    if len(set(value)) != 1:
+      raise ValueError(f'hf_config.patch_size={list(value)}: vvt takes square patches')
+    cfg['patch_size'] = value[0]
+  cfg['image_size'] = frame_size.config_value(frame_size.parse(cfg['image_size'], 'hf_config.image_size'))
+  for name in ('patch_size', 'num_frames', 'tubelet_size', 'num_attention_heads', 'num_hidden_layers'):
     if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
       raise ValueError(f'hf_config.{name} must be a positive int, got {cfg[name]!r}')
   if cfg['num_channels'] != 3:
@@ -89,7 +90,8 @@ def read_config(hf_config: Mapping | None) -> dict:
   if cfg['num_frames'] % cfg['tubelet_size']:
     raise ValueError(f"hf_config.num_frames={cfg['num_frames']} is not a multiple of "
                      f"hf_config.tubelet_size={cfg['tubelet_size']} (vvt tokenises whole tubelets only)")
-  if cfg['image_size'] % cfg['patch_size']:
+  height, width = frame_size.parse(cfg['image_size'])
+  if height % cfg['patch_size'] or width % cfg['patch_size']:
     raise ValueError(f"hf_config.image_size={cfg['image_size']} is not a multiple of "
                      f"hf_config.patch_size={cfg['patch_size']}")
   try:
@@ -185,7 +187,7 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   mean = bool(cfg['use_mean_pooling'])
   fields = dict(
       family='vivit', attention='spatiotemporal', variant=common.variant_name(hidden, th, tt),
-      tubelet=(int(tt), int(th), int(tw)), num_frames=int(cfg['num_frames']), image_size=int(cfg['image_size']),
+      tubelet=(int(tt), int(th), int(tw)), num_frames=int(cfg['num_frames']), image_size=cfg['image_size'],
       num_classes=classes, hidden_size=int(hidden), num_layers=int(cfg['num_hidden_layers']), num_heads=int(heads),
       mlp_dim=int(w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]),
       classifier='gap', class_token=None, pooling='mean_then_norm' if mean else 'first_token',
@@ -245,7 +247,8 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w.layer_norm('fc_norm' if mean else 'videomae.layernorm', 'encoder/encoder_norm')
   w.dense('classifier', 'head/output_projection')
   config = dict(
-      model_type='videomae', architectures=[HF_CLASS], image_size=int(m.image_size), patch_size=int(th),
+      model_type='videomae', architectures=[HF_CLASS], image_size=common.hf_image_size(m, HF_CLASS, True),
+      patch_size=int(th),
       num_channels=3, num_frames=int(m.num_frames), tubelet_size=int(tt), hidden_size=int(m.hidden_size),
       num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
       hidden_act=common.hf_activation(m.gelu_approximate), hidden_dropout_prob=0.0,

@@ -20,6 +20,7 @@ from typing import Mapping
 import numpy as np
 
 from vvt.convert import common
+from vvt.models import frame_size
 
 # transformers' VivitConfig defaults (absent from a diff-only config.json).
 HF_DEFAULTS = dict(num_attention_heads=12, layer_norm_eps=1e-6, hidden_act='gelu_fast', num_frames=32,
@@ -47,7 +48,7 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   hidden, _, tt, th, tw = kernel.shape
   num_heads = num_heads or hf_config.get('num_attention_heads') or max(hidden // 64, 1)
   num_frames = num_frames or hf_config.get('num_frames')
-  image_size = image_size or hf_config.get('image_size')
+  image_size = image_size or hf_config.get('image_size')  # an int, or [H, W] (transformers takes both)
   w.copy('encoder/cls', 'vivit.embeddings.cls_token')
   pos = src.take('vivit.embeddings.position_embeddings')
   rows = pos.shape[1] - 1
@@ -57,11 +58,13 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   if image_size is None:
     per_frame = rows // (num_frames // tt)
     image_size = math.isqrt(per_frame) * th
+  height, width = frame_size.parse(image_size, 'hf_config.image_size')
+  image_size = frame_size.config_value((height, width))
   if num_frames is None:
-    num_frames = rows // ((image_size // th) * (image_size // tw)) * tt
-  if (num_frames // tt) * (image_size // th) * (image_size // tw) != rows:
+    num_frames = rows // ((height // th) * (width // tw)) * tt
+  if (num_frames // tt) * (height // th) * (width // tw) != rows:
     raise ValueError(f'HF ViViT position_embeddings has {rows} token rows, not ({num_frames}/{tt}) x '
-                     f'({image_size}/{th})^2 for num_frames={num_frames}, image_size={image_size}')
+                     f'({height}/{th}) x ({width}/{tw}) for num_frames={num_frames}, image_size={image_size}')
   w.put('encoder/posembed/pos_embedding', pos, 'vivit.embeddings.position_embeddings')
 
   layers = sorted({int(m.group(1)) for k in state if (m := _LAYER.match(k))})
@@ -85,7 +88,7 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   fields = dict(
       family='vivit', attention='spatiotemporal', variant=common.variant_name(hidden, th, tt),
       tubelet=(int(tt), int(th), int(tw)),
-      num_frames=int(num_frames), image_size=int(image_size),
+      num_frames=int(num_frames), image_size=image_size,
       num_classes=int(src.state['classifier.weight'].shape[0]), hidden_size=int(hidden), num_layers=len(layers),
       num_heads=int(num_heads), mlp_dim=int(mlp_dim), classifier='token', class_token='global',
       positional_embedding='joint', layer_norm_eps=float(hf_config.get('layer_norm_eps', 1e-6)),
@@ -133,7 +136,8 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w.layer_norm('vivit.layernorm', 'encoder/encoder_norm')
   w.dense('classifier', 'head/output_projection')
   config = dict(
-      model_type='vivit', architectures=[HF_CLASS], image_size=int(m.image_size), num_frames=int(m.num_frames),
+      model_type='vivit', architectures=[HF_CLASS], image_size=common.hf_image_size(m, HF_CLASS, True),
+      num_frames=int(m.num_frames),
       tubelet_size=[int(x) for x in m.tubelet], num_channels=3, hidden_size=int(m.hidden_size),
       num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
       hidden_act=common.hf_activation(m.gelu_approximate, 'gelu_fast'), hidden_dropout_prob=0.0,

@@ -293,7 +293,8 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   _empty_predictor(w, int(m.hidden_size))
   hf = dict(
       model_type='vjepa2', architectures=[HF_CLASS], patch_size=int(m.tubelet[1]),
-      crop_size=int(m.image_size), frames_per_clip=int(m.num_frames), tubelet_size=int(m.tubelet[0]),
+      crop_size=common.hf_image_size(m, HF_CLASS, False), frames_per_clip=int(m.num_frames),
+      tubelet_size=int(m.tubelet[0]),
       hidden_size=int(m.hidden_size), in_chans=3, num_attention_heads=int(m.num_heads),
       num_hidden_layers=int(m.num_layers), mlp_ratio=_mlp_ratio(m.hidden_size, m.mlp_dim),
       layer_norm_eps=float(m.layer_norm_eps), qkv_bias=bool(m.qkv_bias),

@@ -24,6 +24,7 @@ import numpy as np
 
 from vvt.convert import common
 from vvt.models import embedding
+from vvt.models import frame_size
 
 
 def kernel_of(model) -> str:
@@ -32,14 +33,16 @@ def kernel_of(model) -> str:
 
 
 def _grids(model, num_frames, image_size):
+  """((n_t, n_h, n_w) of the model now, of `num_frames` x `image_size` = (H, W)); ValueError where the tubelet does
+  not divide the new clip."""
   tt, th, tw = model['tubelet']
-  for name, value, size in (('num_frames', num_frames, tt), ('image_size', image_size, th), ('image_size',
-                                                                                             image_size, tw)):
-    if value % size:
-      raise ValueError(f'{name}={value} is not a multiple of the tubelet {tuple(model["tubelet"])} '
-                       f'(the tokeniser needs whole tubelets)')
-  return (model['num_frames'] // tt, model['image_size'] // th, model['image_size'] // tw), (
-      num_frames // tt, image_size // th, image_size // tw)
+  (h0, w0), (h, w) = frame_size.parse(model['image_size']), image_size
+  if num_frames % tt or h % th or w % tw:
+    name, value = ('num_frames', num_frames) if num_frames % tt else (
+        'image_size', frame_size.config_value(image_size))
+    raise ValueError(f'{name}={value} is not a multiple of the tubelet {tuple(model["tubelet"])} '
+                     f'(the tokeniser needs whole tubelets)')
+  return (model['num_frames'] // tt, h0 // th, w0 // tw), (num_frames // tt, h // th, w // tw)
 
 
 def _resize_rows(value, old_axes, new_axes, kernel):
@@ -69,15 +72,17 @@ def _plan(name, model, old, new):
   return (nh0, nw0), (nh, nw)  # separable / spatial: the space table
 
 
-def retarget(params, model_fields: dict, num_frames: int | None = None, image_size: int | None = None):
+def retarget(params, model_fields: dict, num_frames: int | None = None, image_size=None):
   """Params of a model of `model_fields` (a dict or resolved config: family, attention, tubelet, num_frames,
-  image_size, positional_embedding, ...) -> (params for `num_frames` x `image_size` (None: unchanged), the model
-  fields for them, notes [(param name, how)]). `params` nested or flat; returned in the same form."""
+  image_size, positional_embedding, ...) -> (params for `num_frames` x `image_size` (an int S for S x S frames, a
+  pair (H, W); None: unchanged), the model fields for them (image_size as a config holds it: an int where square),
+  notes [(param name, how)]). `params` nested or flat; returned in the same form. A patch grid resized to another
+  shape (n_h, n_w) -> (n_h', n_w') takes the kernel along each axis, as torch's 2D interpolation of it does."""
   model = dict(model_fields)
   num_frames = num_frames or model['num_frames']
-  image_size = image_size or model['image_size']
+  image_size = frame_size.parse(image_size or model['image_size'])
   old, new = _grids(model, num_frames, image_size)
-  fields = {**model, 'num_frames': int(num_frames), 'image_size': int(image_size)}
+  fields = {**model, 'num_frames': int(num_frames), 'image_size': frame_size.config_value(image_size)}
   nested = any(isinstance(v, Mapping) for v in params.values())
   flat = dict(common.flatten(params)) if nested else dict(params)
   notes = []
@@ -117,5 +122,5 @@ def retarget(params, model_fields: dict, num_frames: int | None = None, image_si
 
 def describe(model_fields: dict, fields: dict) -> str:
   """One line: the clip and frame size before and after."""
-  return (f'{model_fields["num_frames"]} frames of {model_fields["image_size"]}px -> '
-          f'{fields["num_frames"]} frames of {fields["image_size"]}px')
+  return (f'{model_fields["num_frames"]} frames of {frame_size.label(model_fields["image_size"])}px -> '
+          f'{fields["num_frames"]} frames of {frame_size.label(fields["image_size"])}px')

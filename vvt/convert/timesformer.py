@@ -255,7 +255,8 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w.layer_norm('timesformer.layernorm', 'encoder/encoder_norm')
   w.dense('classifier', 'head/output_projection')
   config = dict(
-      model_type='timesformer', architectures=[HF_CLASS], image_size=int(m.image_size), patch_size=int(th),
+      model_type='timesformer', architectures=[HF_CLASS], image_size=common.hf_image_size(m, HF_CLASS, False),
+      patch_size=int(th),
       num_channels=3, num_frames=int(m.num_frames), hidden_size=int(m.hidden_size),
       num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
       hidden_act=common.hf_activation(m.gelu_approximate), hidden_dropout_prob=0.0,

@@ -43,6 +43,7 @@ from vvt.convert import retarget
 from vvt.convert import scenic
 from vvt.convert import timesformer
 from vvt.convert import xvit
+from vvt.models import frame_size
 
 # Sources that run at another clip length / frame size themselves (X-ViT's periodic time table and resized
 # space grid, V-JEPA 2's RoPE, VideoPrism's run-time resize); the others are converted, then `resized`.
@@ -101,7 +102,8 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames
       result = resized(result, num_frames, image_size)
   for name, value in (('num_frames', num_frames), ('image_size', image_size)):
     got = result.model_fields.get(name)
-    if value is not None and got != value:
+    if value is not None and (frame_size.parse(got) != frame_size.parse(value) if name == 'image_size'
+                              else got != value):
       raise ValueError(f'{source} checkpoint: internal error: converted for {name}={got}, asked {value}')
   return result
 
@@ -112,7 +114,8 @@ def resized(result: common.Converted, num_frames: int | None, image_size: int | 
   import vvt.models
   model = vvt.models.resolve(vvt.models.get_config(**result.model_fields))
   params, fields, notes = retarget.retarget(result.params, model, num_frames, image_size)
-  if (fields['num_frames'], fields['image_size']) == (model.num_frames, model.image_size):
+  if (fields['num_frames'], frame_size.parse(fields['image_size'])) == (model.num_frames,
+                                                                       frame_size.parse(model.image_size)):
     return result
   report = result.report
   for name, how in notes:
@@ -181,11 +184,15 @@ def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check:
   vvt model abstractly and verifies every parameter name and shape (clear error listing all differences).
   num_frames / image_size: the clip length and frame size to run at (`vvt convert --num-frames/--image-size`;
   see `convert_state`), checked before the file is read."""
-  for name, value in (('num_frames', num_frames), ('image_size', image_size)):
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-      raise ValueError(f'{name} must be a positive int, got {value!r}')
+  if num_frames is not None and (not isinstance(num_frames, int) or isinstance(num_frames, bool) or num_frames < 1):
+    raise ValueError(f'num_frames must be a positive int, got {num_frames!r}')
+  if image_size is not None and frame_size.problem(image_size):
+    raise ValueError(frame_size.problem(image_size))
   if source not in SOURCES:
     raise ValueError(f'unknown source {source!r}; expected one of {", ".join(SOURCES)}')
+  if source in NATIVE_SIZES and image_size is not None and len(set(frame_size.parse(image_size))) > 1:
+    raise ValueError(f'image_size={frame_size.config_value(image_size)}: {source} checkpoints are converted for '
+                     'square frames only (an int image_size)')
   hf_config = _hf_config(checkpoint, hf_config) if source.startswith('hf_') else None
   safetensors_only = source in ('hf_videomae', 'hf_vjepa2', 'hf_videoprism')
   state = common.load_state(hf_videomae.weights_file(checkpoint, source) if safetensors_only else checkpoint)
@@ -201,7 +208,7 @@ def abstract_params(model_cfg):
   import vvt.models
   cfg = vvt.models.resolve(model_cfg)
   module = vvt.models.build(cfg)
-  video = jax.ShapeDtypeStruct((1, cfg.num_frames, cfg.image_size, cfg.image_size, 3), jnp.float32)
+  video = jax.ShapeDtypeStruct((1, cfg.num_frames, *frame_size.parse(cfg.image_size), 3), jnp.float32)
   return jax.eval_shape(lambda v: module.init(jax.random.key(0), v), video)['params']
 
 

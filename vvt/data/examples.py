@@ -33,6 +33,7 @@ from vvt.data.reading import errors
 from vvt.data.reading import labels as labels_lib
 from vvt.data.reading import streams
 from vvt.data.transforms import clips
+from vvt.models import frame_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,26 +81,26 @@ def train_mode(spec, seed, start=0):
   """Training: the infinite stream from position `start`, one augmented
   random clip per record (per copy of a record with
   `dataset.repeated_augmentation` > 1)."""
-  size = int(spec.image_size)
+  size = frame_size.parse(spec.image_size)
   return Mode(
       records=functools.partial(
           streams.train_records, seed=seed, shuffle_buffer=spec.shuffle_buffer,
           cache=spec.cache, start=start,
           repeats=int(spec.repeated_augmentation)),
       clip=functools.partial(clips.train_clip, spec),
-      shape=(int(spec.num_frames), size, size, 3),
+      shape=(int(spec.num_frames), *size, 3),
       views=None, seed=seed, parallelism=_parallelism(16))
 
 
 def eval_mode(spec):
   """Evaluation: the host's records once, all the views of each video."""
-  size = int(spec.image_size)
+  size = frame_size.parse(spec.image_size)
   tiled = clips.tiles_video(spec)
   views = VARIES if tiled else int(spec.num_test_clips) * int(spec.num_spatial_crops)
-  # A video's views are one element (V x T x S x S x 3 bytes): keep few in
+  # A video's views are one element (V x T x H x W x 3 bytes): keep few in
   # flight.
   return Mode(records=streams.eval_records, clip=functools.partial(clips.eval_views, spec),
-              shape=(1 if tiled else views, int(spec.num_frames), size, size, 3),
+              shape=(1 if tiled else views, int(spec.num_frames), *size, 3),
               views=views, seed=0, parallelism=_parallelism(4),
               count=functools.partial(clips.num_views, spec))
 

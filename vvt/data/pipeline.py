@@ -67,6 +67,7 @@ from vvt.data.reading import labels
 from vvt.data.reading import registry
 from vvt.data.reading import streams
 from vvt.data.transforms import label_flip
+from vvt.models import frame_size
 
 try:  # tf.data runs on the host CPU; never let TF grab an accelerator.
   tf.config.set_visible_devices([], 'GPU')
@@ -99,10 +100,10 @@ def _check_choice(spec, field, allowed):
 def _validate(spec):
   for field, values in choices.CHOICES.items():
     _check_choice(spec, field, values)
-  for field in ('num_frames', 'stride', 'image_size',
-                'train_min_resize', 'train_max_resize', 'eval_resize'):
+  for field in ('num_frames', 'stride', 'train_min_resize', 'train_max_resize', 'eval_resize'):
     if getattr(spec, field) < 1:
       raise ValueError(f'dataset.{field} must be >= 1, got {getattr(spec, field)!r}')
+  frame_size.parse(spec.image_size, 'dataset.image_size')
   check_test_clips(spec)
   if int(spec.repeated_augmentation) < 1:
     raise ValueError(f'dataset.repeated_augmentation must be >= 1, got '
@@ -253,8 +254,7 @@ def _most_batches(batches, count_all, process_count):
 
 def _padding(spec, heads, classes):
   """One padding view: zero inputs and labels (`labels.zeros`), index -1, mask 0."""
-  size = int(spec.image_size)
-  out = {'inputs': tf.zeros([int(spec.num_frames), size, size, 3], tf.uint8),
+  out = {'inputs': tf.zeros([int(spec.num_frames), *frame_size.parse(spec.image_size), 3], tf.uint8),
          'video_index': tf.constant(-1, tf.int32),
          'view_index': tf.constant(-1, tf.int32),
          'mask': tf.constant(0.0, tf.float32)}

@@ -16,6 +16,8 @@ import dataclasses
 import types
 from typing import Any, Optional
 
+from vvt.models import frame_size
+
 
 @dataclasses.dataclass(frozen=True)
 class DataSpec:
@@ -43,7 +45,8 @@ class DataSpec:
   fps: Optional[float]
   num_test_clips: Any        # int, or 'all' (each whole video tiled)
   # spatial
-  image_size: int
+  image_size: tuple[int, int]  # (H, W) of the frames fed to the model (the section's int S: (S, S); the
+                               # transforms read either, through vvt.models.frame_size.parse)
   train_min_resize: int
   train_max_resize: int
   eval_resize: int
@@ -72,6 +75,7 @@ class DataSpec:
   def of(cls, section, class_names=None) -> 'DataSpec':
     """The DataSpec of a validated dataset section (a ConfigDict) and the run's `class_names`."""
     values = {f.name: _frozen(section[f.name], f.type) for f in dataclasses.fields(cls) if f.name != 'class_names'}
+    values['image_size'] = frame_size.parse(section['image_size'], 'dataset.image_size')
     return cls(**values, class_names=None if class_names is None else tuple(class_names))
 
 

@@ -507,23 +507,24 @@ def _on_clip_tokens(stages: list, b: int, nt: int, n: int) -> list:
   return out
 
 
-def upsample(m: np.ndarray, tubelet_t: int, size: int) -> np.ndarray:
-  """(T, nh, nw) token map -> (T * tubelet_t, size, size) per-frame pixel map (nearest; each frame sums to its
-  share of the mass)."""
+def upsample(m: np.ndarray, tubelet_t: int, size: tuple[int, int]) -> np.ndarray:
+  """(T, nh, nw) token map -> (T * tubelet_t, H, W) per-frame pixel map, size = (H, W) (nearest; each frame sums
+  to its share of the mass)."""
   t, nh, nw = m.shape
-  up = np.repeat(np.repeat(m, size // nh, axis=1), size // nw, axis=2) / ((size // nh) * (size // nw))
+  (height, width) = size
+  up = np.repeat(np.repeat(m, height // nh, axis=1), width // nw, axis=2) / ((height // nh) * (width // nw))
   return np.repeat(up, tubelet_t, axis=0) / tubelet_t
 
 
 def token_mask(mask: np.ndarray, grid, tubelet_t: int) -> np.ndarray:
-  """bool (T, nh, nw): the tokens (tubelets) that hold any pixel of a bool (F, S, S) mask."""
+  """bool (T, nh, nw): the tokens (tubelets) that hold any pixel of a bool (F, H, W) mask."""
   t, nh, nw = grid
-  f, s = mask.shape[:2]
-  return mask.reshape(t, f // t, nh, s // nh, nw, s // nw).any(axis=(1, 3, 5))
+  f, h, w = mask.shape[:3]
+  return mask.reshape(t, f // t, nh, h // nh, nw, w // nw).any(axis=(1, 3, 5))
 
 
 def mass_on_tokens(final: np.ndarray, mask: np.ndarray, tubelet_t: int) -> tuple:
-  """(share of a (T, nh, nw) map's mass on the tokens that hold the bool (F, S, S) mask, their share of the
+  """(share of a (T, nh, nw) map's mass on the tokens that hold the bool (F, H, W) mask, their share of the
   tokens: what a uniform map would give)."""
   tokens = token_mask(mask, final.shape, tubelet_t)
   return float(np.asarray(final)[tokens].sum() / np.asarray(final).sum()), float(tokens.mean())

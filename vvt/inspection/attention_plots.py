@@ -24,13 +24,13 @@ def _pyplot():
 
 
 def _pixel(m, maps, size):
-  """(T, nh, nw) -> (F, size, size) per-frame map, scaled to [0, 1] by its maximum."""
+  """(T, nh, nw) -> (F, H, W) per-frame map, size = (H, W), scaled to [0, 1] by its maximum."""
   up = am.upsample(np.asarray(m), maps.tubelet_t, size)
   return up / max(float(up.max()), 1e-12)
 
 
 def overlay(frame, heat, alpha=0.55, cmap='jet'):
-  """uint8 (S, S, 3) frame blended with a [0, 1] heat map (S, S) -> uint8 (S, S, 3)."""
+  """uint8 (H, W, 3) frame blended with a [0, 1] heat map (H, W) -> uint8 (H, W, 3)."""
   import matplotlib
   colour = matplotlib.colormaps[cmap](heat)[..., :3] * 255
   return np.clip((1 - alpha) * frame.astype(np.float32) + alpha * colour, 0, 255).astype(np.uint8)
@@ -59,7 +59,7 @@ def _panel_grid(frames, columns, path, title):
 
 def grid_png(frames, maps: am.Maps, path: str, example: int = 0) -> None:
   """PNG: frames x (frame, every stage of every layer, final map)."""
-  size = frames.shape[1]
+  size = frames.shape[1:3]
   cols = [('frame', None)]
   for name, m in maps.per_stage.items():
     cols.append((name, _pixel(m[example].mean(axis=0), maps, size)))
@@ -69,7 +69,7 @@ def grid_png(frames, maps: am.Maps, path: str, example: int = 0) -> None:
 
 def heads_png(frames, maps: am.Maps, path: str, example: int = 0) -> None:
   """PNG: frames x (frame, every head of the last layer's stages)."""
-  size = frames.shape[1]
+  size = frames.shape[1:3]
   last = max(s.layer for s in maps.stages if s.encoder == maps.stages[-1].encoder)
   cols = [('frame', None)]
   for st in maps.stages:
@@ -114,7 +114,7 @@ def frames_png(maps: am.Maps, path: str, example: int = 0) -> None:
 def gif(frames, maps: am.Maps, path: str, example: int = 0, scale: int = 4, duration_ms: int = 250) -> None:
   """Animated GIF: the frame and the final map overlaid, side by side, `scale` x larger."""
   from PIL import Image
-  heat = _pixel(maps.final[example], maps, frames.shape[1])
+  heat = _pixel(maps.final[example], maps, frames.shape[1:3])
   images = []
   for i in range(frames.shape[0]):
     pair = np.concatenate([frames[i], overlay(frames[i], heat[i])], axis=1)

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vvt import progress as progress_lib
+from vvt.models import frame_size
 
 FORMATS = ('npz', 'safetensors')
 INDEX = 'features.json'
@@ -196,7 +197,7 @@ def _contents(run, writer: ShardWriter, fmt: str, tokens: bool, tokens_view: int
   return dict(format=fmt, dim=writer.dim, num_videos=writer.num_videos, shards=writer.shards,
               videos_skipped=sorted(writer.skipped), tokens=bool(tokens),
               tokens_view=int(tokens_view) if tokens else None, num_frames=run.model.num_frames,
-              image_size=run.model.image_size, class_names=names, class_names_from=names_from)
+              image_size=frame_size.config_value(run.model.image_size), class_names=names, class_names_from=names_from)
 
 
 def _stream(batches, step: Callable, writer: Optional[ShardWriter], bar) -> None:

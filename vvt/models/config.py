@@ -13,6 +13,8 @@ Field names follow the papers:
                   (Model 3), factorised_dot_product (Model 4), space / joint / divided / local_global / axial
                   (TimeSformer Fig. 1), space_time_mixing (X-ViT eq. 10)
   variant         'Ti/16', 'B/16', 'L/16x2' (ViViT naming: patch h=w=16, tubelet t=2) ...
+  image_size      the frame size: an int S (S x S frames) or a pair (H, W); the tubelet's h divides H, its w W
+                  (`vvt.models.frame_size`; the ModelSpec holds (H, W))
   tubelet         (t, h, w) of the tokeniser; t=1 is uniform frame sampling (2D patches per frame)
   mixing          X-ViT space-time mixing (eq. 9): window t_w, shift_div (each neighbour gives 1/shift_div of
                   the channels, rho = 2/shift_div; official default and Kinetics configs 8, SSv2 4),
@@ -70,6 +72,7 @@ import difflib
 import ml_collections
 from ml_collections import config_dict
 
+from vvt.models import frame_size
 from vvt.models import schemes
 
 # ViT sizes (Dosovitskiy et al., Table 1): hidden size, layers, heads, MLP width.
@@ -266,8 +269,8 @@ def _check_ranges(c) -> None:
   p = []
   for name in ('dropout_rate', 'attention_dropout_rate', 'stochastic_depth'):
     _collect(p, _rate, name, c[name])
-  for name in ('num_frames', 'image_size'):
-    _collect(p, _positive_int, name, c[name])
+  _collect(p, _positive_int, 'num_frames', c.num_frames)
+  _collect(p, frame_size.parse, c.image_size, 'model.image_size')
   for name in ('hidden_size', 'num_layers', 'num_heads', 'mlp_dim',  # None: from the variant
                'temporal_num_heads', 'temporal_mlp_dim', 'representation_size', 'time_embedding_rows'):
     _collect(p, _positive_int, name, c[name], True)
@@ -367,8 +370,7 @@ def _fill_sizes(c) -> None:
   problems = []
   if c.num_frames % tt:
     problems.append(f'model.num_frames={c.num_frames} is not divisible by the tubelet length {tt}')
-  if c.image_size % th or c.image_size % tw:
-    problems.append(f'model.image_size={c.image_size} is not divisible by the tubelet ({th}, {tw})')
+  problems.extend(frame_size.indivisible(c.image_size, (th, tw), 'model.image_size'))
   if c.hidden_size % c.num_heads:
     problems.append(f'model.hidden_size={c.hidden_size} is not divisible by model.num_heads={c.num_heads}')
   _raise_if(problems)
@@ -585,4 +587,5 @@ def _check_num_classes(num_classes):
 def token_grid(cfg) -> tuple[int, int, int]:
   """(n_t, n_h, n_w): the token grid of a resolved config."""
   tt, th, tw = cfg.tubelet
-  return cfg.num_frames // tt, cfg.image_size // th, cfg.image_size // tw
+  h, w = frame_size.parse(cfg.image_size)
+  return cfg.num_frames // tt, h // th, w // tw

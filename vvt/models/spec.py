@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from vvt.models import frame_size
 from vvt.models import schemes
 from vvt.models.config import token_grid
 
@@ -58,7 +59,7 @@ class ModelSpec:
   stages: tuple[str, ...]  # of one block (attention_order applied)
   projected: tuple[bool, ...]  # per stage: TimeSformer's extra projection
   num_frames: int
-  image_size: int
+  image_size: tuple[int, int]  # (H, W) of a frame
   tubelet: tuple[int, int, int]
   grid: tuple[int, int, int]  # (n_t, n_h, n_w)
   hidden_size: int
@@ -126,7 +127,7 @@ def spec_of(cfg) -> ModelSpec:
   return ModelSpec(
       family=cfg.family, attention=cfg.attention, stages=stages,
       projected=schemes.projected_stages(stages, cfg.temporal_projection), num_frames=cfg.num_frames,
-      image_size=cfg.image_size, tubelet=tuple(cfg.tubelet), grid=tuple(token_grid(cfg)),
+      image_size=frame_size.parse(cfg.image_size), tubelet=tuple(cfg.tubelet), grid=tuple(token_grid(cfg)),
       hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=cfg.num_heads, mlp_dim=cfg.mlp_dim,
       num_classes=_num_classes(cfg.num_classes), classifier=cfg.classifier,
       pooling=cfg.pooling, class_token=cfg.class_token if cfg.classifier == 'token' else None,

@@ -21,12 +21,13 @@ import jax.numpy as jnp
 import ml_collections
 
 from vvt.models import build
+from vvt.models import frame_size
 from vvt.models.config import resolve
 from vvt.models.config import token_grid
 
 
 def _abstract_params(module, cfg, batch):
-  video = jax.ShapeDtypeStruct((batch, cfg.num_frames, cfg.image_size, cfg.image_size, 3), jnp.float32)
+  video = jax.ShapeDtypeStruct((batch, cfg.num_frames, *frame_size.parse(cfg.image_size), 3), jnp.float32)
   variables = jax.eval_shape(lambda v: module.init({'params': jax.random.key(0)}, v), video)
   return variables['params'], video
 

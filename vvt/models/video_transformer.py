@@ -18,6 +18,7 @@ import chex
 import flax.linen as nn
 import jax.numpy as jnp
 
+from vvt.models import frame_size
 from vvt.models import norms
 from vvt.models.blocks import Encoder
 from vvt.models.embedding import PositionalEmbedding
@@ -36,11 +37,12 @@ def dtypes(spec: ModelSpec) -> tuple:
   return DTYPES[spec.dtype], DTYPES[spec.param_dtype]
 
 
-def check_video(video, num_frames: int, image_size: int) -> None:
-  """The model boundary: video must be (B, T, H, W, 3) with T = model.num_frames, H = W = model.image_size."""
-  expected = (None, num_frames, image_size, image_size, 3)
-  message = (f'video input must be (B, T, H, W, 3) = (B, {num_frames}, {image_size}, {image_size}, 3) '
-             f'for model.num_frames={num_frames}, model.image_size={image_size}; got {tuple(video.shape)}')
+def check_video(video, num_frames: int, image_size: tuple[int, int]) -> None:
+  """The model boundary: video must be (B, T, H, W, 3) with T = model.num_frames, (H, W) = model.image_size."""
+  h, w = image_size
+  expected = (None, num_frames, h, w, 3)
+  message = (f'video input must be (B, T, H, W, 3) = (B, {num_frames}, {h}, {w}, 3) for model.num_frames='
+             f'{num_frames}, model.image_size={frame_size.config_value(image_size)}; got {tuple(video.shape)}')
   chex.assert_rank(video, 5, custom_message=message)
   chex.assert_shape(video, expected, custom_message=message)
 

@@ -22,13 +22,16 @@ def stored_model(workdir: str, step: int) -> Optional[dict]:
 
 
 def clip_change(stored: Optional[dict], model_cfg) -> Optional[tuple]:
-  """((frames, size) stored, (frames, size) of `model_cfg`) when the same architecture runs at another clip
+  """((frames, (H, W)) stored, (frames, (H, W)) of `model_cfg`) when the same architecture runs at another clip
   length or frame size; None when nothing differs (or the stored config does not say)."""
   if not stored or any(stored.get(f) not in (None, getattr(model_cfg, f)) for f in ('family', 'attention')):
     return None
-  old = (stored.get('num_frames'), stored.get('image_size'))
-  new = (model_cfg.num_frames, model_cfg.image_size)
-  return (old, new) if None not in old and old != new else None
+  from vvt.models import frame_size
+  if stored.get('num_frames') is None or stored.get('image_size') is None:
+    return None
+  old = (stored['num_frames'], frame_size.parse(stored['image_size']))
+  new = (model_cfg.num_frames, frame_size.parse(model_cfg.image_size))
+  return (old, new) if old != new else None
 
 
 def load_eval_params(workdir: str, step: int, abstract_params, model_cfg, raw: bool = False,
@@ -38,6 +41,7 @@ def load_eval_params(workdir: str, step: int, abstract_params, model_cfg, raw: b
   or frame size."""
   from vvt.convert import retarget
   import vvt.models
+  from vvt.models import frame_size
   from vvt.models import layout
   if hasattr(model_cfg, 'to_dict'):  # a model config; a ModelSpec is resolved already
     model_cfg = vvt.models.resolve(model_cfg)
@@ -51,7 +55,9 @@ def load_eval_params(workdir: str, step: int, abstract_params, model_cfg, raw: b
   params = jax.tree.map(lambda x: x, layout.to_per_layer(jax.device_get(params)))
   params, _, notes = retarget.retarget(params, source, model_cfg.num_frames, model_cfg.image_size)
   params = layout.to_model_layout(params, model_cfg)
-  log(f'[eval] checkpoint written for {change[0][0]} frames of {change[0][1]}px, run at {change[1][0]} frames of '
-      f'{change[1][1]}px: ' + ('; '.join(f'{name} {how}' for name, how in notes) or 'no position table to resize'))
+  (frames0, size0), (frames1, size1) = change
+  how = '; '.join(f'{name} {how}' for name, how in notes) or 'no position table to resize'
+  log(f'[eval] checkpoint written for {frames0} frames of {frame_size.label(size0)}px, run at {frames1} frames of '
+      f'{frame_size.label(size1)}px: {how}')
   shardings = jax.tree.map(lambda a: a.sharding, abstract_params)
   return jax.device_put(params, shardings), weights

@@ -38,6 +38,7 @@ import numpy as np
 
 from vvt import fileio
 from vvt import progress as progress_lib
+from vvt.models import frame_size
 from vvt.tasks.base import Aggregator
 from vvt.train import checkpoints
 from vvt.train import mesh as mesh_lib
@@ -103,7 +104,8 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
   res = agg.result()
   res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=eval_spec.average,
              num_test_clips=_clips(data.num_test_clips), num_spatial_crops=int(data.num_spatial_crops),
-             protocol=protocol(data), num_frames=int(data.num_frames), image_size=int(data.image_size))
+             protocol=protocol(data), num_frames=int(data.num_frames),
+             image_size=frame_size.config_value(data.image_size))
   line = _add_skips(res, data, split)
   if log:
     log(_summary(split, res, batch_size, task.main_metric))
@@ -172,12 +174,12 @@ def results_prefix(workdir: str, step: int, split: str, protocol_name: str) -> s
   return base[:-len('.json')] + f'_{protocol_name}'
 
 
-def run_clip(workdir: str) -> Optional[tuple[int, int]]:
-  """(frames, frame size) of the run's own WORKDIR/config.json, or None without one."""
+def run_clip(workdir: str) -> Optional[tuple[int, tuple[int, int]]]:
+  """(frames, (H, W)) of the run's own WORKDIR/config.json, or None without one."""
   path = fileio.join(fileio.abspath(workdir), 'config.json')
   try:
     data = json.loads(fileio.read_text(path))
-    return int(data['num_frames']), int(data['image_size'])
+    return int(data['num_frames']), frame_size.parse(data['image_size'])
   except (OSError, ValueError, KeyError, TypeError, AttributeError):
     return None
 
@@ -196,10 +198,10 @@ def protocol_name(workdir: str, results: dict) -> Optional[str]:
   """The results' protocol as the file names say it: '<clips>x<crops>', and '_<frames>f_<size>px' after it when
   the clips' frames or frame size differ from the run's own (so that no evaluation overwrites another's)."""
   name = results.get('protocol')
-  clip = (results.get('num_frames'), results.get('image_size'))
+  frames, size = results.get('num_frames'), results.get('image_size')
   run = run_clip(workdir)
-  if name and None not in clip and run is not None and clip != run:
-    name += f'_{clip[0]}f_{clip[1]}px'
+  if name and None not in (frames, size) and run is not None and (frames, frame_size.parse(size)) != run:
+    name += f'_{frames}f_{frame_size.label(size)}px'
   return name
 
 

@@ -261,16 +261,16 @@ def is_oom(error: BaseException) -> bool:
 
 
 def abstract_batch(program, batch_size: int, eval_step: bool = False) -> dict:
-  """The step's batch as sharded ShapeDtypeStructs: uint8 pixels (B, T, S, S, 3), the task's labels, mask."""
+  """The step's batch as sharded ShapeDtypeStructs: uint8 pixels (B, T, H, W, 3), the task's labels, mask."""
   import jax
   import jax.numpy as jnp
   sharding = program.batch_sharding
-  s, t = program.clip.image_size, program.clip.num_frames
+  (h, w), t = program.clip.image_size, program.clip.num_frames
 
   def spec(shape, dtype):
     return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
 
-  batch = {'inputs': spec((batch_size, t, s, s, 3), jnp.uint8),
+  batch = {'inputs': spec((batch_size, t, h, w, 3), jnp.uint8),
            'mask': spec((batch_size,), jnp.float32)}
   for key, (shape, dtype) in program.task.label_specs(batch_size).items():
     batch[key] = spec(shape, jnp.dtype(dtype))

@@ -9,7 +9,7 @@
   param_shardings(module, clip, mesh, run.mesh)     # params of NamedSharding
 
 Shapes come from `jax.eval_shape` (nothing is allocated). The dummy input is one clip of the run's shared
-fields, float32 `(1, clip.num_frames, clip.image_size, clip.image_size, 3)`.
+fields, float32 `(1, clip.num_frames, H, W, 3)`, (H, W) = clip.image_size.
 A `sharding` (one Sharding for every leaf, e.g. `mesh.replicated(mesh)`, or a pytree of them such
 as `state_shardings(...)`) is attached to the leaves; without one the leaves carry none (enough to
 count bytes, or to restore on one device).
@@ -34,9 +34,9 @@ def build_model(model, backend: str | None = None):
 
 @dataclasses.dataclass(frozen=True)
 class ClipShape:
-  """The model's input clip: `num_frames` RGB frames of `image_size`^2 pixels (the run's shared fields)."""
+  """The model's input clip: `num_frames` RGB frames of `image_size` = (H, W) pixels (the run's shared fields)."""
   num_frames: int
-  image_size: int
+  image_size: tuple[int, int]
 
   @classmethod
   def of(cls, run) -> 'ClipShape':
@@ -46,8 +46,7 @@ class ClipShape:
 
 def dummy_input(clip: ClipShape, batch_size: int = 1) -> jax.Array:
   """Zeros of one batch of clips: float32 (batch_size, T, H, W, 3)."""
-  t, s = clip.num_frames, clip.image_size
-  return jnp.zeros((batch_size, t, s, s, 3), jnp.float32)
+  return jnp.zeros((batch_size, clip.num_frames, *clip.image_size, 3), jnp.float32)
 
 
 def init_params(module, clip: ClipShape, rng: jax.Array) -> Any:

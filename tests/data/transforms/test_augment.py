@@ -39,7 +39,7 @@ def test_train_crop_window_scale_jitter():
   sides = []
   for s in range(50):
     y, x, h, w = crops.train_crop_window(
-        tf.constant(256), tf.constant(340), 224, 256, 320, _seed(s)).numpy()
+        tf.constant(256), tf.constant(340), (224, 224), 256, 320, _seed(s)).numpy()
     assert h == w and 0 <= y <= 256 - h and 0 <= x <= 340 - w
     sides.append(h)
   # resize 256..320 then crop 224 <=> source side 224*256/r in [179, 224]
@@ -47,19 +47,36 @@ def test_train_crop_window_scale_jitter():
 
 
 def test_eval_three_crops_landscape_and_portrait():
-  land = crops.eval_crop_windows(tf.constant(100), tf.constant(200), 50, 50,
+  land = crops.eval_crop_windows(tf.constant(100), tf.constant(200), (50, 50), 50,
                                       3).numpy()
   np.testing.assert_array_equal(land, [[0, 0, 100, 100], [0, 50, 100, 100],
                                        [0, 100, 100, 100]])
-  port = crops.eval_crop_windows(tf.constant(200), tf.constant(100), 50,
+  port = crops.eval_crop_windows(tf.constant(200), tf.constant(100), (50, 50),
                                       100, 3).numpy()
   np.testing.assert_array_equal(port, [[0, 25, 50, 50], [75, 25, 50, 50],
                                        [150, 25, 50, 50]])
-  centre = crops.eval_crop_windows(tf.constant(100), tf.constant(200), 50,
+  centre = crops.eval_crop_windows(tf.constant(100), tf.constant(200), (50, 50),
                                         100, 1).numpy()
   np.testing.assert_array_equal(centre, [[25, 75, 50, 50]])
   with pytest.raises(ValueError, match='num_spatial_crops'):
-    crops.eval_crop_windows(tf.constant(9), tf.constant(9), 4, 4, 2)
+    crops.eval_crop_windows(tf.constant(9), tf.constant(9), (4, 4), 4, 2)
+
+
+def test_non_square_crops_keep_their_shape():
+  """(H, W) = (48, 40): the shorter side resized, then an H x W window of it, in source pixels."""
+  for s in range(20):
+    y, x, h, w = crops.train_crop_window(
+        tf.constant(256), tf.constant(340), (48, 40), 64, 80, _seed(s)).numpy()
+    assert abs(h / w - 48 / 40) < 0.05 and 0 <= y <= 256 - h and 0 <= x <= 340 - w
+  # shorter side 100 -> 50: a 48 x 40 crop is 96 x 80 source pixels; three along the longer side
+  land = crops.eval_crop_windows(tf.constant(100), tf.constant(200), (48, 40), 50, 3).numpy()
+  np.testing.assert_array_equal(land, [[2, 0, 96, 80], [2, 60, 96, 80], [2, 120, 96, 80]])
+  port = crops.eval_crop_windows(tf.constant(200), tf.constant(100), (48, 40), 50, 3).numpy()
+  np.testing.assert_array_equal(port, [[0, 10, 96, 80], [52, 10, 96, 80], [104, 10, 96, 80]])
+  frames = np.random.default_rng(0).integers(0, 256, (2, 96, 80, 3), dtype=np.uint8)
+  out = augment.resize_frames(frames, (48, 40), flip=True)
+  assert out.shape == (2, 48, 40, 3)
+  np.testing.assert_array_equal(out, augment.resize_frames(np.ascontiguousarray(frames[:, :, ::-1]), (48, 40)))
 
 
 def test_resize_flip_and_identity():
@@ -218,9 +235,9 @@ def test_opencv_resize_and_flip_match_tf():
   window = tf.cast(tf.clip_by_value(tf.round(window), 0, 255), tf.uint8)
   for size in (32, 16):  # up and down
     want = reference.to_uint8(reference.resize(window, size)).numpy()
-    got = augment.resize_frames(window.numpy(), size)
+    got = augment.resize_frames(window.numpy(), (size, size))
     _close(got, want, levels=1, frac=0.0, mean=0.5)
-    flipped = augment.resize_frames(window.numpy(), size, flip=True)
+    flipped = augment.resize_frames(window.numpy(), (size, size), flip=True)
     want = reference.to_uint8(reference.resize(window, size, True)).numpy()
     _close(flipped, want, levels=1, frac=0.0, mean=0.5)
   # train_draws' jitter is the reference's: on a clip the jitter is the only

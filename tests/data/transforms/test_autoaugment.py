@@ -93,7 +93,7 @@ def test_every_frame_of_a_clip_gets_the_same_sub_policy():
     clip = fn(window, tf.constant(False), seed).numpy()
     for t in range(1, 4):  # identical frames in, identical frames out: one draw for the whole clip
       np.testing.assert_array_equal(clip[t], clip[0], err_msg=f'seed {k}, frame {t}')
-    plain = augment.resize_frames(window.numpy(), 16)
+    plain = augment.resize_frames(window.numpy(), (16, 16))
     changed += not np.array_equal(clip, plain)
     subs.add(int(random_draws.train_draws(cfg, seed, 16, 16)['aa_index']))
   assert changed >= 20 and len(subs) >= 15

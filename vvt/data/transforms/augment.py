@@ -4,7 +4,7 @@ For each training clip the tf.data pipeline decodes the crop window (uint8
 (T, h, w, 3), the source's `FrameReader.decode`) and draws every random number in TF
 (`random_draws.train_draws`, from the clip's stateless seed). One
 `tf.numpy_function` then runs `make_clip`: horizontal flip, bilinear resize to
-(T, S, S, 3), colour jitter, RandAugment or AutoAugment (`vvt.data.transforms.autoaugment`)
+(T, H, W, 3), colour jitter, RandAugment or AutoAugment (`vvt.data.transforms.autoaugment`)
 and random erasing, all on uint8
 frames with OpenCV's vectorised kernels (each op writes uint8, as PIL-based
 RandAugment does). The tests hold this to an op-by-op float TF reference
@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from vvt.data.transforms import autoaugment
 from vvt.data.transforms import random_draws
+from vvt.models import frame_size
 
 # OpenCV's own thread pool is left as it is: cv2.setNumThreads() in a process
 # that runs TF's thread pools crashed or hung here (opencv-python-headless
@@ -204,13 +205,14 @@ OPS = {**RANDAUGMENT, 'invert': _invert}
 
 # ------------------------------------------------------------------- clips --
 def resize_frames(video, size, flip=False):
-  """uint8 (T, h, w, 3) -> (T, size, size, 3): bilinear with half-pixel
-  centres (as TF's resize without antialiasing), flipped left-right first
-  when `flip`."""
-  out = np.empty((video.shape[0], size, size, 3), np.uint8)
+  """uint8 (T, h, w, 3) -> (T, H, W, 3) for size = (H, W): bilinear with
+  half-pixel centres (as TF's resize without antialiasing), flipped
+  left-right first when `flip`."""
+  height, width = size
+  out = np.empty((video.shape[0], height, width, 3), np.uint8)
   for t in range(video.shape[0]):
     frame = cv2.flip(video[t], 1) if flip else video[t]
-    cv2.resize(frame, (size, size), dst=out[t], interpolation=cv2.INTER_LINEAR)
+    cv2.resize(frame, (width, height), dst=out[t], interpolation=cv2.INTER_LINEAR)
   return out
 
 
@@ -236,7 +238,7 @@ def augment(video, draws, level, policy=None):
 
 
 def make_clip(window, size, flip, draws, level, policy=None):
-  """The training clip: uint8 crop window (T, h, w, 3) -> (T, size, size, 3)."""
+  """The training clip: uint8 crop window (T, h, w, 3) -> (T, H, W, 3), size = (H, W)."""
   return augment(resize_frames(window, size, flip), draws, level, policy)
 
 
@@ -245,10 +247,10 @@ _DRAW_KEYS = ('jitter_on', 'jitter_scale', 'jitter_offset', 'ops', 'signs',
 
 
 def train_clip_fn(spec):
-  """fn(window, flip, seed) -> uint8 (T, S, S, 3) tensor, for tf.data: the
-  crop window resized to spec.image_size and augmented by the ops of
+  """fn(window, flip, seed) -> uint8 (T, H, W, 3) tensor, for tf.data: the
+  crop window resized to spec.image_size = (H, W) and augmented by the ops of
   `random_draws.train_op_names(spec)`."""
-  size = int(spec.image_size)
+  size = frame_size.parse(spec.image_size)
   ra = random_draws.randaugment_args(spec)
   level = random_draws.randaugment_level(ra[1]) if ra else 0.0
   random_draws.train_op_names(spec)  # validates the augmentation fields now
@@ -259,16 +261,16 @@ def train_clip_fn(spec):
                      level, policy)
 
   def fn(window, flip, seed):
-    draws = random_draws.train_draws(spec, seed, size, size)
+    draws = random_draws.train_draws(spec, seed, *size)
     clip = tf.numpy_function(run, [window, flip] + [draws[k] for k in _DRAW_KEYS],
                              tf.uint8, stateful=False)
-    return tf.ensure_shape(clip, [window.shape[0], size, size, 3])
+    return tf.ensure_shape(clip, [window.shape[0], *size, 3])
   return fn
 
 
 def resize_tf(video, size):
-  """tf.data op: uint8 (T, h, w, 3) -> uint8 (T, size, size, 3), as
+  """tf.data op: uint8 (T, h, w, 3) -> uint8 (T, H, W, 3), size = (H, W), as
   `resize_frames` (evaluation views)."""
   out = tf.numpy_function(lambda v: resize_frames(v, size), [video], tf.uint8,
                           stateful=False)
-  return tf.ensure_shape(out, [video.shape[0], size, size, 3])
+  return tf.ensure_shape(out, [video.shape[0], *size, 3])

@@ -1,12 +1,12 @@
 """A video's frames -> the uint8 pixels the model sees.
 
-    train_clip(spec, reader)(frames, seed, ratio) -> (T, S, S, 3)     one random clip, augmented
-    eval_views(spec, reader)(frames, seed, ratio) -> (V, T, S, S, 3)  every evaluation view
+    train_clip(spec, reader)(frames, seed, ratio) -> (T, H, W, 3)     one random clip, augmented
+    eval_views(spec, reader)(frames, seed, ratio) -> (V, T, H, W, 3)  every evaluation view
     num_views(spec, reader)(frames, ratio) -> V                       without decoding
 
 `frames` is a record's frames as its source's `FrameReader` takes them (`vvt.data.reading.source`: encoded
 images, or a video file), `seed` a [2] int64 stateless seed, `ratio` the video's stored frame rate over
-`spec.fps` (None: no mapping; `sampling`); T = spec.num_frames, S = spec.image_size, V = spec.num_test_clips *
+`spec.fps` (None: no mapping; `sampling`); T = spec.num_frames, (H, W) = spec.image_size, V = spec.num_test_clips *
 spec.num_spatial_crops, or with num_test_clips='all' the clips that tile the video (`sampling.tile_indices`,
 different per video) times num_spatial_crops. Each samples frame indices (`sampling`), has the reader decode
 only those frames (of a JPEG only the crop window), then crops and resizes them (and, in training, augments
@@ -19,6 +19,7 @@ from vvt.data.transforms import augment
 from vvt.data.transforms import crops
 from vvt.data.transforms import random_draws
 from vvt.data.transforms import sampling
+from vvt.models import frame_size
 
 
 def flip_flag(spec, seed):
@@ -30,13 +31,13 @@ def flip_flag(spec, seed):
 
 
 def train_clip(spec, reader):
-  """fn(frames, seed) -> uint8 (T, S, S, 3): one random clip of the video.
+  """fn(frames, seed) -> uint8 (T, H, W, 3): one random clip of the video.
 
   Seeds: fold_in(seed, 1) the temporal sampling, 2 the crop window (scale
   jitter and position, from the first sampled frame's size), 4 the flip, 3 the
   augmentation of `augment.train_clip_fn`.
   """
-  num_frames, size = int(spec.num_frames), int(spec.image_size)
+  num_frames, size = int(spec.num_frames), frame_size.parse(spec.image_size)
   make_clip = augment.train_clip_fn(spec)
 
   def clip(frames, seed, ratio=None):
@@ -52,7 +53,7 @@ def train_clip(spec, reader):
 
 def _crops(video, windows, num_crops, size):
   """uint8 (F, h, w, 3) and (C, 4) windows [y, x, height, width] -> uint8
-  (C, F, size, size, 3): each window of every frame, resized."""
+  (C, F, H, W, 3), size = (H, W): each window of every frame, resized."""
   per_crop = []
   for k in range(num_crops):
     y, x, ch, cw = tf.unstack(windows[k])
@@ -61,10 +62,10 @@ def _crops(video, windows, num_crops, size):
 
 
 def _as_views(per_crop, num_crops, num_clips, num_frames, size):
-  """(C, clips*T, S, S, 3) -> (clips*C, T, S, S, 3): view = clip * C + crop."""
-  v = tf.reshape(per_crop, [num_crops, num_clips, num_frames, size, size, 3])
+  """(C, clips*T, H, W, 3) -> (clips*C, T, H, W, 3), size = (H, W): view = clip * C + crop."""
+  v = tf.reshape(per_crop, [num_crops, num_clips, num_frames, *size, 3])
   return tf.reshape(tf.transpose(v, [1, 0, 2, 3, 4, 5]),
-                    [num_clips * num_crops, num_frames, size, size, 3])
+                    [num_clips * num_crops, num_frames, *size, 3])
 
 
 def tiles_video(spec) -> bool:
@@ -85,13 +86,13 @@ def num_views(spec, reader):
 
 
 def eval_views(spec, reader):
-  """fn(frames, seed, ratio=None) -> uint8 (V, T, S, S, 3): every view of the video.
+  """fn(frames, seed, ratio=None) -> uint8 (V, T, H, W, 3): every view of the video.
 
   num_test_clips clips (`sampling.eval_indices`), or with num_test_clips='all' the clips that tile the video
   (`sampling.tile_indices`, decoded clip by clip), x num_spatial_crops crops (`crops.eval_crop_windows`),
   view = clip * num_spatial_crops + crop. Deterministic: `seed` is not used.
   """
-  num_frames, size = int(spec.num_frames), int(spec.image_size)
+  num_frames, size = int(spec.num_frames), frame_size.parse(spec.image_size)
   num_crops = int(spec.num_spatial_crops)
 
   def crop_all(video, num_clips):
@@ -102,8 +103,8 @@ def eval_views(spec, reader):
   def tiled(frames, ratio):
     idx = sampling.tile_indices(reader.count(frames), num_frames, int(spec.stride), spec.short_video_policy, ratio)
     per_clip = tf.map_fn(lambda clip: crop_all(reader.decode(frames, clip), 1), idx,
-                         fn_output_signature=tf.TensorSpec([num_crops, num_frames, size, size, 3], tf.uint8))
-    return tf.reshape(per_clip, [-1, num_frames, size, size, 3])
+                         fn_output_signature=tf.TensorSpec([num_crops, num_frames, *size, 3], tf.uint8))
+    return tf.reshape(per_clip, [-1, num_frames, *size, 3])
 
   def views(frames, seed, ratio=None):
     del seed

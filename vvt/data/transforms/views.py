@@ -18,6 +18,7 @@ from vvt.data.transforms import augment
 from vvt.data.transforms import clips as clips_lib
 from vvt.data.transforms import crops
 from vvt.data.transforms import sampling
+from vvt.models import frame_size
 
 
 def views_per_video(spec):
@@ -38,15 +39,16 @@ def frame_indices(num_frames_in_video: int, spec) -> np.ndarray:
 
 
 def views_from_clips(video: np.ndarray, spec) -> np.ndarray:
-  """uint8 (clips*T, h, w, 3) frames of the clips -> uint8 (clips*crops, T, S, S, 3) views."""
-  t, size = int(spec.num_frames), int(spec.image_size)
+  """uint8 (clips*T, h, w, 3) frames of the clips -> uint8 (clips*crops, T, H, W, 3) views, (H, W) =
+  spec.image_size."""
+  t, size = int(spec.num_frames), frame_size.parse(spec.image_size)
   clips, num_crops = len(video) // t, int(spec.num_spatial_crops)
   h, w = video.shape[1:3]
   windows = np.asarray(crops.eval_crop_windows(h, w, size, int(spec.eval_resize), num_crops))
   per_crop = np.stack([augment.resize_frames(np.ascontiguousarray(video[:, y:y + ch, x:x + cw]), size)
-                       for y, x, ch, cw in windows.tolist()])  # (crops, clips*T, S, S, 3)
-  v = per_crop.reshape(num_crops, clips, t, size, size, 3).transpose(1, 0, 2, 3, 4, 5)
-  return np.ascontiguousarray(v.reshape(clips * num_crops, t, size, size, 3))
+                       for y, x, ch, cw in windows.tolist()])  # (crops, clips*T, H, W, 3)
+  v = per_crop.reshape(num_crops, clips, t, *size, 3).transpose(1, 0, 2, 3, 4, 5)
+  return np.ascontiguousarray(v.reshape(clips * num_crops, t, *size, 3))
 
 
 def _gather(indices: np.ndarray, frames: Callable, where: str) -> np.ndarray:
