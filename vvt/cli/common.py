@@ -17,6 +17,7 @@ from vvt.config import overrides as overrides_lib
 from vvt.config import run_file
 from vvt.config.errors import ConfigError
 
+SHOWN_LINES = 3  # the lines of a long error message `one_line` shows (then how many more there are)
 # Errors a user can cause and fix: printed as one line (the traceback only with --verbose).
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, PermissionError, KeyError,
                FloatingPointError, ImportError)
@@ -133,7 +134,9 @@ def one_line(error: BaseException) -> str:
   if isinstance(error, KeyError) and error.args:
     text = str(error.args[0])
   lines = [l.strip() for l in text.splitlines() if l.strip()]
-  return ' '.join(lines) if len(lines) <= 3 else lines[0] + ' ...'
+  if len(lines) <= SHOWN_LINES:
+    return ' '.join(lines)
+  return ' '.join(lines[:SHOWN_LINES]) + f' (and {len(lines) - SHOWN_LINES} more lines: --verbose shows them)'
 
 
 def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:

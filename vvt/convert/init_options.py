@@ -3,11 +3,16 @@
   checkpoint (or path)  image checkpoint file, or a vvt video checkpoint exported by `vvt export` (.safetensors,
   format 'vvt'); format, num_heads, positional_embedding, resize, tubelet (or tubelet_init), temporal_attention,
   reinit_head: documented in vvt/convert/image_init.py.
+
+`source_kind` says what a run may start from (`vvt train --init SOURCE`, the probe task's `task.probe.backbone`)
+without reading the weights.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
+import os
 
 import ml_collections
 
@@ -20,6 +25,9 @@ CHOICES = dict(positional_embedding=('auto', 'repeat', 'separate_time_zero'),
                resize=('bilinear', 'bicubic', 'nearest'), tubelet=('central_frame', 'inflate'),
                temporal_attention=('auto', 'copy_spatial', 'zero'), format=(*image.FORMATS, VIDEO_FORMAT))
 ALIASES = {'path': 'checkpoint', 'tubelet_init': 'tubelet'}  # other spellings accepted in configs
+# The Hugging Face model folders a run starts from: the `hf_<model_type>` sources of vvt.convert.video.SOURCES.
+HF_SOURCES = ('hf_timesformer', 'hf_vivit', 'hf_videomae', 'hf_vjepa2', 'hf_videoprism')
+PARAMS_FOLDER = 'params'  # a folder of params checkpoints without a config.json (`source_kind(bare_ok=True)`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,3 +77,42 @@ def validate(init_from) -> InitSpec:
   if problems:
     raise ValueError('\n'.join(problems))
   return InitSpec(**opts)
+
+
+def _json_object(path: str, what: str):
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError) as e:
+    raise ValueError(f'{what}: {path} is not readable JSON ({type(e).__name__}: {e})') from None
+
+
+def source_kind(source: str, what: str = '--init', bare_ok: bool = False) -> str:
+  """What SOURCE is, from its names and config.json only: 'run' (a vvt run or converted folder: config.json with
+  model and dataset, and checkpoints/), 'file' (a .safetensors file), 'hf_<model_type>' (a Hugging Face model
+  folder of HF_SOURCES) or, with `bare_ok`, PARAMS_FOLDER (checkpoints/ without a config.json). ValueError: one
+  line starting with `what SOURCE` (the option or field that named it) saying what is wrong."""
+  name = f'{what} {source}'
+  if os.path.isfile(source):
+    if source.endswith('.safetensors'):
+      return 'file'
+    raise ValueError(f'{name}: expected a vvt run folder, a .safetensors file written by `vvt export`, or a Hugging '
+                     'Face model folder (image checkpoints: --config.init_from.checkpoint)')
+  if not os.path.isdir(source):
+    raise ValueError(f'{name}: no such file or folder (absolute: {os.path.abspath(source)})')
+  config_path = os.path.join(source, 'config.json')
+  has_steps = os.path.isdir(os.path.join(source, 'checkpoints'))
+  if not os.path.isfile(config_path):
+    if bare_ok and has_steps:
+      return PARAMS_FOLDER
+    raise ValueError(f'{name}: the folder has no config.json (a vvt run, or a Hugging Face model folder)')
+  values = _json_object(config_path, name)
+  if isinstance(values, dict) and 'model' in values and 'dataset' in values:
+    if not has_steps:
+      raise ValueError(f'{name}: the run has no checkpoints/ yet')
+    return 'run'
+  model_type = values.get('model_type') if isinstance(values, dict) else None
+  if f'hf_{model_type}' not in HF_SOURCES:
+    known = ', '.join(s[3:] for s in HF_SOURCES)
+    raise ValueError(f'{name}: config.json has model_type={model_type!r}; vvt converts {known}')
+  return f'hf_{model_type}'
