@@ -59,7 +59,9 @@ def _train(argv):
 def probe_line(res: dict, workdir: str, split: str) -> str:
   """The winner of a probe run's results `res`: its lr, weight decay and main metric, the ties broken (the smaller
   lr, then the smaller weight decay: `vvt.tasks.probe.best_of`) and the path of the table of every probe."""
+  from vvt.train import ema
   from vvt.train import evaluate
+  split = ema.results_split(split, res.get('weights', 'params'))
   best = next(r for r in res['probes'] if r['probe'] == res['best_probe'])
   key = next(k for k in best if k not in ('probe', 'lr', 'weight_decay'))
   tied = res.get('tied_probes') or []
@@ -173,6 +175,8 @@ def _eval(argv):
   res = trainer.evaluate_checkpoint(run, args.workdir, step=args.step, split=args.split)
   key = _headline(res)
   print(f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}')
+  if 'best_probe' in res:
+    print(probe_line(res, args.workdir, args.split or run.eval.split))
 
 
 def train_main(argv) -> int:

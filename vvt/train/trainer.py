@@ -239,7 +239,8 @@ def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, i
     params = _load_backbone(run, program, state.params)
   elif run.spec.init_from is not None:
     # init_from reads the params on the host: gather them (every process gets all of them)
-    params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params))
+    params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params),
+                        keep=getattr(program.task, 'own_params', ()))
     params = jax.device_put(params, program.param_shardings)
   else:
     return state, 0
