@@ -130,16 +130,25 @@ def test_probe_and_init_refusals_come_first_all_at_once_and_write_nothing(source
   assert 'name two backbones of the probe run: give one' in err
 
 
-def test_a_backbone_folder_of_damaged_steps_is_one_line_naming_it(sources, capsys, tmp_path):
+@pytest.mark.parametrize('run_folder', [False, True])
+def test_a_backbone_folder_of_damaged_steps_is_one_line_naming_it(sources, capsys, tmp_path, run_folder):
+  """A params folder (read by the trainer) or a run folder (converted first, as --init converts it): one line
+  naming the folder, exit 1; a run folder's weights never written, the workdir not made."""
   folder = tmp_path / 'garbage'
   for name in ('checksums.json', '_CHECKPOINT_METADATA', 'params/_METADATA', 'params/manifest.ocdbt', 'meta/x'):
     (folder / 'checkpoints' / '3' / name).parent.mkdir(parents=True, exist_ok=True)
     (folder / 'checkpoints' / '3' / name).write_bytes(bytes(range(7, 200)))
+  if run_folder:
+    (folder / 'config.json').write_text('{"model": {}, "dataset": {}}')
   argv = ['train', '--config', f'{REPO}/configs/synthetic.py:divided', '--workdir', str(tmp_path / 'w'),
           f'--config.dataset.train_files={sources}/data/mine/train-*',
           f'--config.dataset.eval_files={sources}/data/mine/test-*', '--config.task.name=probe',
           f'--config.task.probe.backbone={folder}', *TINY[:4]]
   assert vvt_main(argv) == 1
   (line,) = [l for l in capsys.readouterr().err.splitlines() if 'error' in l]
-  assert line.startswith(f'vvt train: error: task.probe.backbone {folder}: no intact checkpoint in {folder}/')
+  if run_folder:
+    assert line.startswith(f'vvt train: error: damaged checkpoint file {folder}/checkpoints/3/')
+    assert not (tmp_path / 'w').exists()
+  else:
+    assert line.startswith(f'vvt train: error: task.probe.backbone {folder}: no intact checkpoint in {folder}/')
   assert 'Error:' not in line.split('(')[0]  # no exception class: a known error

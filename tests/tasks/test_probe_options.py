@@ -35,19 +35,24 @@ def test_every_bad_probe_option_is_a_line_of_the_configs_one_run_list():
       'task.probe.weight_decays[1] must be a number >= 0 (a weight decay), got -0.05',
       'task.probe.num_queries must be >= 1 for an attentive probe (its learned query tokens), got 0',
       'task.probe.num_heads must be >= 1 for an attentive probe (its attention heads), got 0',
-      'optimizer.layer_decay=0.75: a probe run trains no backbone layer: leave it at 1',
+      'optimizer.layer_decay=0.75: a probe run trains no backbone layer: leave it at 1']
+  # with the files a training run starts from (the loader adds them to the same list)
+  assert validation.missing_files(c) == [
       'task.probe.backbone is not set: the probes would read the features of a randomly initialised backbone; set '
       "it to the backbone's weights (a vvt run or converted folder, a `vvt export` .safetensors file or a Hugging "
       'Face model folder), or give `vvt train --init CHECKPOINT`']
 
 
-def test_a_probe_config_with_a_backbone_is_valid_and_an_evaluation_needs_none(tmp_path):
+def test_a_probe_config_with_a_backbone_is_valid_and_init_from_is_one(tmp_path):
   (tmp_path / 'checkpoints').mkdir()
-  assert validation.problems(_config(backbone=str(tmp_path))) == []
-  assert validation.problems(_config(), purpose='eval') == []  # a trained probe run's evaluation reads its own params
+  c = _config(backbone=str(tmp_path))  # a params folder
+  assert validation.problems(c) == [] and validation.missing_files(c) == []
+  assert validation.problems(_config()) == []  # no backbone: a problem of the files a training run starts from only
+  weights = tmp_path / 'weights.safetensors'
+  weights.write_bytes(b'')
   c = _config()
-  c.init_from = init_options.get_config(checkpoint='weights.safetensors', format='vvt')
-  assert validation.problems(c) == []  # init_from is the backbone
+  c.init_from = init_options.get_config(checkpoint=str(weights), format='vvt')
+  assert validation.problems(c) == [] and validation.missing_files(c) == []
 
 
 def test_the_grid_fields_take_tuples_of_numbers_only():
@@ -87,10 +92,11 @@ def test_validating_a_probe_config_imports_no_jax():
 
 
 def test_a_task_without_options_has_no_problems_and_every_hook_is_jax_free_and_registered():
-  assert registry.check_options(_config(), training=True)  # the probe's hook runs
-  c = _config()
+  assert registry.check_options(_config(lrs=())) == ['task.probe.lrs is empty: the grid of probes needs at least '
+                                                      'one learning rate']  # the probe's hook
+  c = _config(lrs=())
   c.task.name = 'classification'
-  assert registry.check_options(c, training=True) == []
+  assert registry.check_options(c) == []
   assert set(registry.CHECKS) <= set(registry.TASKS)
 
 

@@ -39,7 +39,7 @@ def _train(argv):
   args, spec, overrides = common.parse(p, argv)
   source, probe, overrides = _start(args.init, spec, overrides, args.workdir)
   if source:
-    run = _init_run(source, spec, overrides, args.workdir, probe=probe)
+    run = _init_run(source, spec, overrides, args.workdir, probe=probe, what='--init' if args.init else None)
   else:
     run = common.run_spec(spec, overrides, args.workdir)
   from vvt.train import storage
@@ -121,11 +121,12 @@ def _start(init, spec, overrides, workdir) -> tuple:
   return (backbone if kind not in (None, init_options.PARAMS_FOLDER) else None), True, overrides
 
 
-def _init_run(source, spec, overrides, workdir, probe: bool = False):
+def _init_run(source, spec, overrides, workdir, probe: bool = False, what: str | None = '--init'):
   """The RunSpec of `vvt train --init SOURCE` (or of a probe run on the backbone SOURCE): CONFIG run on SOURCE's
-  weights (vvt.cli.finetune), once the config and SOURCE are valid (nothing is written before)."""
+  weights (vvt.cli.finetune), once the config and SOURCE are valid (nothing is written before). `what`: the option
+  or field that named SOURCE (None: task.probe.backbone)."""
   from vvt.cli import finetune
-  what, problems, base = ('task.probe.backbone' if probe else '--init'), [], None
+  what, problems, base = what or 'task.probe.backbone', [], None
   try:
     base = common.run_config(spec, overrides, workdir, init=False, adapt=finetune.data_classes)
   except ConfigError as e:

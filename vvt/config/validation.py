@@ -39,6 +39,7 @@ from vvt.convert import init_options
 from vvt.data import choices as dataset_choices
 from vvt.models import axes as logical_axes
 from vvt.models import config as model_config
+from vvt.tasks import probe_options
 from vvt.tasks import registry as tasks_registry
 
 # Numeric ranges: path -> (lowest, highest, lowest excluded, highest excluded); None = unbounded.
@@ -273,11 +274,10 @@ def _check_task(p: _Problems, config):
 
 
 def _check_task_options(p: _Problems, config):
-  """The task's own options: its `check` hook (`vvt.tasks.registry.check_options`; no JAX), told whether the
-  command trains."""
+  """The task's own options: its `check` hook (`vvt.tasks.registry.check_options`; no JAX)."""
   if not p.runs(('model',), 'task', 'task.name') or config.task.name not in tasks_registry.TASKS:
     return
-  for line in tasks_registry.check_options(config, training='training' in p.groups):
+  for line in tasks_registry.check_options(config):
     p.add(line)
 
 
@@ -620,10 +620,14 @@ def missing_files(config) -> list[str]:
 
 
 def _backbone_problems(config) -> list[str]:
-  """A probe run's `task.probe.backbone`: something a run starts from (`init_options.source_kind`: a vvt run or
-  converted folder, a `vvt export` file, a Hugging Face model folder), read from its names and config.json only."""
+  """A probe run's `task.probe.backbone`: set (or `init_from`), and something a run starts from
+  (`init_options.source_kind`: a vvt run or converted folder, a `vvt export` file, a Hugging Face model folder),
+  read from its names and config.json only."""
   if tasks_registry.name_of(config) != 'probe':
     return []
+  unset = probe_options.backbone_problem(config)
+  if unset:
+    return [unset]
   backbone = config.task.probe.get('backbone')
   if not backbone or not isinstance(backbone, str) or fileio.is_url(backbone):
     return []

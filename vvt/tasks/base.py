@@ -32,17 +32,16 @@ from typing import Any, Mapping, Optional, Protocol
 
 
 class CheckOptions(Protocol):
-  """The `check` hook of a task: `check(config, training)` -> the problems of the task's options in the run config
-  `config` (a ConfigDict, or a RunSpec: the same fields), one line each naming its field, in a stable order; [] when
-  there are none. `training`: the command trains (it may then check what only training reads, e.g. the files a
-  run starts from). Imports neither jax nor flax (the config's validation calls it before any heavy import)."""
+  """The `check` hook of a task: `check(config)` -> the problems of the task's options in the run config `config`
+  (a ConfigDict, or a RunSpec: the same fields), one line each naming its field, in a stable order; [] when there
+  are none. Imports neither jax nor flax (the config's validation calls it before any heavy import)."""
 
-  def __call__(self, config: Any, training: bool) -> list[str]: ...
+  def __call__(self, config: Any) -> list[str]: ...
 
 
-def no_problems(config: Any, training: bool) -> list[str]:
+def no_problems(config: Any) -> list[str]:
   """The default `check` hook (`CheckOptions`): a task without options of its own has no problems to report."""
-  del config, training
+  del config
   return []
 
 

@@ -311,7 +311,7 @@ def from_config(config) -> Probe:
   """The probe task of a run config: `task.probe` (base, head, lrs, weight_decays, num_queries, depth,
   num_heads) and the base task read from the rest of the config as that task reads it. ValueError: the problems
   of its options (`vvt.tasks.probe_options.check`, which the config's validation reports first), one line each."""
-  problems = probe_options.check(config, training=False)
+  problems = probe_options.check(config)
   if problems:
     raise ValueError('\n'.join(problems))
   p = config.task.probe

@@ -9,8 +9,8 @@ builds the task from the same options (`grid`).
   lrs            the probes' learning rates: positive numbers (at least one)
   weight_decays  their weight decays: numbers >= 0 (at least one); the grid is every lr with every weight decay
   num_queries, depth, num_heads   the attentive probe's pooler: >= 1, >= 0, >= 1
-  backbone       the frozen backbone's weights; a training run needs it (or `init_from`), else its probes would
-                 read the features of a random backbone
+  backbone       the frozen backbone's weights (`vvt.config.validation` checks it with the files a run starts
+                 from: `backbone_problem`)
 """
 from __future__ import annotations
 
@@ -74,10 +74,9 @@ def option_problems(probe) -> list[str]:
   return out
 
 
-def check(config: Any, training: bool) -> list[str]:
-  """The probe task's `check` hook (`vvt.tasks.base.CheckOptions`): `option_problems` of `task.probe`, the run's
-  fields a probe run constrains (one classifier head, no layer-wise lr decay) and, for training, a backbone to
-  read (`task.probe.backbone`, or `init_from`)."""
+def check(config: Any) -> list[str]:
+  """The probe task's `check` hook (`vvt.tasks.base.CheckOptions`): `option_problems` of `task.probe` and the run's
+  fields a probe run constrains (one classifier head, no layer-wise lr decay)."""
   probe = _get(_get(config, 'task'), 'probe')
   out = option_problems(probe)
   nc = _get(config, 'num_classes')
@@ -87,7 +86,13 @@ def check(config: Any, training: bool) -> list[str]:
   decay = _get(_get(config, 'optimizer'), 'layer_decay')
   if _is_number(decay) and 0 < decay < 1:
     out.append(f'optimizer.layer_decay={decay}: a probe run trains no backbone layer: leave it at 1')
-  if training and not _get(probe, 'backbone') and _get(config, 'init_from') is None:
-    out.append('task.probe.backbone is not set: the probes would read the features of a randomly initialised '
-               f'backbone; set it to the backbone\'s weights ({SOURCES}), or give `vvt train --init CHECKPOINT`')
   return out
+
+
+def backbone_problem(config: Any) -> str | None:
+  """The problem of a probe run to train with neither `task.probe.backbone` nor `init_from`: its probes would read
+  the features of a random backbone. None where it has one."""
+  if _get(_get(_get(config, 'task'), 'probe'), 'backbone') or _get(config, 'init_from') is not None:
+    return None
+  return ('task.probe.backbone is not set: the probes would read the features of a randomly initialised backbone; '
+          f'set it to the backbone\'s weights ({SOURCES}), or give `vvt train --init CHECKPOINT`')

@@ -37,10 +37,10 @@ def task_of(config):
   return importlib.import_module(TASKS[name]).from_config(config)
 
 
-def check_options(config, training: bool) -> list[str]:
+def check_options(config) -> list[str]:
   """The problems of the options of `config`'s task (its `check` hook; [] for an unknown task name, which the
   config's validation of `task.name` reports): one line each naming the field. Imports no jax."""
   name = name_of(config)
   if name not in CHECKS:
-    return base.no_problems(config, training)
-  return list(importlib.import_module(CHECKS[name]).check(config, training))
+    return base.no_problems(config)
+  return list(importlib.import_module(CHECKS[name]).check(config))
