@@ -2,6 +2,7 @@
 
 tests/conftest.py turns the bars off for the whole session; the tests here that need a bar unset it."""
 import io
+import select
 import subprocess
 import sys
 
@@ -18,13 +19,23 @@ from vvt.cli import common
 
 @pytest.fixture
 def bars_on(monkeypatch):
+  """The bars switched on (and drawn into files: forced); both variables restored afterwards."""
   monkeypatch.delenv(progress.ENV, raising=False)  # restored to the session's value afterwards
+  monkeypatch.setenv(progress.FORCE_ENV, '1')
+
+
+@pytest.fixture
+def bars_not_forced(monkeypatch):
+  """The bars switched on, not forced: drawn on a terminal only."""
+  monkeypatch.setenv(progress.ENV, '')  # '' is off, and the test's changes are undone afterwards
+  monkeypatch.setenv(progress.FORCE_ENV, '')
 
 
 @pytest.mark.parametrize('value,on', [('1', False), ('true', False), ('yes', False), ('0', True), ('', True),
                                       ('false', True), ('off', True)])
 def test_the_variable_turns_the_bars_off(monkeypatch, value, on):
   monkeypatch.setenv(progress.ENV, value)
+  monkeypatch.setenv(progress.FORCE_ENV, '1')  # drawn into the StringIO where on
   assert progress.enabled() is on
   out = io.StringIO()
   with progress.bar(3, 'work', 'video', file=out, mininterval=0) as b:
@@ -69,10 +80,67 @@ def _write_mp4(path, colour, frames=6, size=32):
       container.mux(packet)
 
 
-@pytest.mark.parametrize('flag', [[], ['--no-progress']], ids=['bar', 'no-progress'])
-def test_a_command_shows_its_bar_unless_no_progress(bars_on, tmp_path, capsys, flag):
-  """`vvt data convert` draws a bar over the videos; with `--no-progress` stderr is empty."""
-  del bars_on
+def _pty_pair():
+  """(terminal end the bar writes to, master end to read it back), both file objects."""
+  import fcntl
+  import os
+  import pty
+  import struct
+  import termios
+  master, slave = pty.openpty()
+  fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 100, 0, 0))  # a terminal's size: tqdm reads it
+  return os.fdopen(slave, 'w', buffering=1), os.fdopen(master, 'rb', buffering=0)
+
+
+def _read_bar(reader) -> bytes:
+  """What the terminal received, up to the full bar (the select: a hang guard only)."""
+  import select
+  got = b''
+  while b'100%|' not in got and select.select([reader], [], [], 60)[0]:
+    got += reader.read(4096)
+  return got
+
+
+def _drawn(stream) -> None:
+  with progress.bar(3, 'work', 'video', file=stream, mininterval=0) as b:
+    b.update(3)
+  (stream or sys.stderr).flush()
+
+
+def test_bars_are_drawn_on_a_terminal_and_not_into_a_redirected_log(bars_not_forced, tmp_path, monkeypatch):
+  """No `\r` frames in a log file unless forced (VVT_PROGRESS=1 or --progress); on a terminal (a pty) they are
+  drawn, also as the default stream (stderr); VVT_NO_PROGRESS wins over the force."""
+  del bars_not_forced
+  for default in (False, True):  # the bar's own stream, then stderr as the default one
+    terminal, reader = _pty_pair()
+    try:
+      with monkeypatch.context() as m:
+        m.setattr(sys, 'stderr', terminal if default else sys.stderr)
+        _drawn(None if default else terminal)
+      assert b'work: 100%|' in _read_bar(reader)
+    finally:
+      terminal.close()
+      reader.close()
+  with open(tmp_path / 'log', 'w') as log:
+    _drawn(log)
+  assert (tmp_path / 'log').read_text() == ''
+  monkeypatch.setenv(progress.FORCE_ENV, '1')
+  with open(tmp_path / 'forced', 'w') as log:
+    _drawn(log)
+  assert b'\rwork: 100%|' in (tmp_path / 'forced').read_bytes()
+  monkeypatch.setenv(progress.ENV, '1')
+  with open(tmp_path / 'off', 'w') as log:
+    _drawn(log)
+  assert (tmp_path / 'off').read_text() == ''
+
+
+@pytest.mark.parametrize('flag', [[], ['--progress'], ['--progress', '--no-progress']],
+                         ids=['redirected', 'progress', 'no-progress'])
+def test_a_command_draws_its_bar_into_a_redirected_stderr_only_with_progress(bars_not_forced, tmp_path, capsys,
+                                                                            flag):
+  """`vvt data convert` draws a bar over the videos into a stderr that is not a terminal only with `--progress`
+  (which its child processes inherit); `--no-progress` wins."""
+  del bars_not_forced
   from vvt.cli import main as vvt_main
   for i, colour in enumerate([(200, 30, 30), (30, 200, 30)]):
     _write_mp4(tmp_path / f'v{i}.mp4', colour)
@@ -83,11 +151,12 @@ def test_a_command_shows_its_bar_unless_no_progress(bars_on, tmp_path, capsys, f
                    '--short-side', '16', '--workers', '1', *flag])
   err = capsys.readouterr().err
   assert code == 0, err
-  if flag:
-    assert err == '' and not progress.enabled()
-  else:
+  if flag == ['--progress']:
     assert 'convert videos.csv: 100%|' in err and '2/2 [' in err, err
-    assert without_progress(err) == [], err
+    assert without_progress(err) == [] and progress.forced(), err
+  else:
+    assert err == '', err
+    assert progress.enabled() == (not flag)
 
 
 # Lines as tqdm 4 draws them: with a total, without one, fast and slow (`s/unit`), before the first rate (`?`),
@@ -143,3 +212,28 @@ def test_the_filter_drops_what_a_real_bar_writes_at_any_speed():
   text = out.getvalue()
   assert 'batch/s]' in text and 's/batch]' in text, text
   assert without_progress(text) == ['vvt eval: a message'] * 4, text
+
+
+def test_the_vvt_commands_stderr_filter_keeps_bars_on_a_terminal_and_off_a_redirected_child(bars_not_forced,
+                                                                                             tmp_path):
+  """`vvt` points descriptor 2 at its stderr filter's pipe (`native_stderr`): on a terminal, the bars still show, also
+  in a child on the same stderr; a child whose stderr is a log file draws none."""
+  del bars_not_forced
+  child = 'import sys; from vvt import progress; print("child", progress.shown(), file=sys.stderr)'
+  code = ('import subprocess, sys; from vvt.cli import native_stderr; assert native_stderr.install(); '
+          'from vvt import progress; b = progress.bar(3, "work", "video", mininterval=0); b.update(3); b.close(); '
+          f'subprocess.run([sys.executable, "-c", {child!r}]); '
+          f'subprocess.run([sys.executable, "-c", {child!r}], stderr=open({str(tmp_path / "log")!r}, "w"))')
+  terminal, reader = _pty_pair()
+  try:
+    proc = subprocess.run([sys.executable, '-c', code], stderr=terminal, cwd=REPO, timeout=120)
+    terminal.close()
+    got = b''
+    while b'child' not in got and select.select([reader], [], [], 60)[0]:
+      got += reader.read(4096)
+  finally:
+    terminal.close()
+    reader.close()
+  assert proc.returncode == 0
+  assert b'work: 100%|' in got and b'child True' in got, got
+  assert (tmp_path / 'log').read_text() == 'child False\n'

@@ -161,3 +161,21 @@ def test_classes_that_disagree_with_the_data_say_what_to_type(tmp_path):
   config = load(SYNTHETIC, *data, 'num_classes=5', "class_names=('a','b','c','d','e')", *typed)
   labels.resolve(config, check=True)
   assert config.num_classes == 3 and tuple(config.class_names) == ('left', 'right', 'still')
+
+
+def test_a_step_decay_or_a_trace_past_the_end_of_the_run_is_refused_naming_the_field():
+  """A decay epoch at or after num_epochs, and traced steps after num_train_steps, never happen: both refused in one
+  run; within the run both pass, and a decay of a run of steps waits for the training set's size
+  (tests/train/test_optimizers.py)."""
+  epochs = {'schedule.name': 'step', 'num_train_steps': -1, 'num_epochs': 2.0, 'schedule.warmup_steps': -1}
+  assert problems(edited(SYNTHETIC, {**epochs, 'schedule.decay_epochs': [1, 2, 3.5]})) == [
+      'schedule.decay_epochs=(1, 2, 3.5): 2, 3.5 not before the end of the run (num_epochs=2.0), so that decay '
+      'never happens: give epochs below num_epochs (or () for none)']
+  assert problems(edited(SYNTHETIC, {'num_train_steps': 10, 'profile.steps': [11, 12]})) == [
+      "profile.steps=(11, 12) starts after the run's last step 10 (num_train_steps=10), so no trace would be "
+      'written: give steps within the run (or () for no trace)']
+  assert len(problems(edited(SYNTHETIC, {**epochs, 'schedule.decay_epochs': [3, 1]}))) == 2  # decreasing, and 3
+  validation.validate(edited(SYNTHETIC, {**epochs, 'schedule.decay_epochs': [1, 1.5]}))
+  validation.validate(edited(SYNTHETIC, {'num_train_steps': 10, 'profile.steps': [10, 20],
+                                         'schedule.name': 'step', 'schedule.decay_epochs': [50]}))
+  validation.validate(edited(SYNTHETIC, {**epochs, 'schedule.name': 'cosine', 'schedule.decay_epochs': [5]}))

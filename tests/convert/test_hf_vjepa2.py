@@ -220,13 +220,13 @@ def test_round_trip_is_bit_identical_and_loads_in_transformers(classifier, tmp_p
   names = [f'c{i}' for i in range(conv.model_fields['num_classes'])]
   _, hf, state = hf_export.to_hf(conv.params, conv.model_config(), class_names=names)
   original = {k: v.numpy() for k, v in model.state_dict().items() if not k.startswith('vjepa2.predictor.')}
-  assert sorted(state) == sorted(original)
+  assert sorted(k for k in state if not k.startswith('vjepa2.predictor.')) == sorted(original)
   for k, v in original.items():
     assert state[k].dtype == v.dtype and state[k].shape == v.shape and np.array_equal(state[k], v), k
   out = tmp_path / 'exported'
   out.mkdir()
   save_file(state, str(out / 'model.safetensors'), metadata={'format': 'pt'})
-  (out / 'config.json').write_text(json.dumps({**hf, **PREDICTOR}))  # a small predictor (vvt has none): loads faster
+  (out / 'config.json').write_text(json.dumps(hf))
   loaded = transformers.VJEPA2ForVideoClassification.from_pretrained(str(out)).eval()
   assert loaded.config.id2label[1] == 'c1'
   x = H.clip(2, 4, 32, seed=9)

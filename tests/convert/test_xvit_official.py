@@ -100,7 +100,7 @@ def test_through_the_python_api_with_num_frames(fixture, tmp_path):
   import torch
   name, state, clip, expected, meta = fixture
   path = tmp_path / f'{name}.pth'
-  torch.save({'state_dict': {f'module.{k}': torch.from_numpy(v) for k, v in state.items()}}, path)
+  torch.save({'state_dict': {f'module.{k}': torch.from_numpy(np.asarray(v)) for k, v in state.items()}}, path)
   cfg = meta['config']
   model_cfg = vvt.models.get_config('xvit', num_heads=cfg['num_heads'], image_size=cfg['image_size'],
                                     mixing=dict(shift_div=cfg['shift_div'], num_segments=cfg['num_segments']),

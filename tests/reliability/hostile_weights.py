@@ -180,3 +180,19 @@ def makers(fixture=SCENIC):
       'unknown_format': lambda d: (_write(os.path.join(d, 'weights'), os.urandom(256)), 'scenic_vivit'),
   }
   return cases
+
+
+def zip_bomb(d, fixture=SCENIC, member='params/embedding/kernel', items=2 ** 27):
+  """The fixture's npz with `member` replaced by `items` float32 zeros (512 MB), deflated to a few megabytes;
+  streamed through zipfile in 1 MiB chunks (the test never holds the array)."""
+  path = os.path.join(d, 'bomb.npz')
+  chunk = bytes(2 ** 20)
+  with zipfile.ZipFile(fixture) as src, zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+    for name in src.namelist():
+      if name != member + '.npy':
+        z.writestr(name, src.read(name))
+    with z.open(member + '.npy', 'w', force_zip64=True) as f:
+      np.lib.format.write_array_header_1_0(f, {'descr': '<f4', 'fortran_order': False, 'shape': (items,)})
+      for _ in range(items * 4 // len(chunk)):
+        f.write(chunk)
+  return path

@@ -138,3 +138,22 @@ def test_init_from_refuses_naming_the_file(tmp_path, case):
   with pytest.raises(ValueError) as info:
     image_init.initialise(params, init_options.validate(dict(checkpoint=path, format=fmt)), model)
   assert path in str(info.value)
+
+
+def test_a_zip_bomb_member_is_refused_by_its_header_before_it_is_inflated(tmp_path):
+  """A 512 MB member of zeros behind a small npz, of the wrong rank: refused from its header's shape (the
+  traced memory stays far below the member's size), in one line naming the file."""
+  import tracemalloc
+  path = hw.zip_bomb(str(tmp_path))
+  assert os.path.getsize(path) < 2 ** 22  # 4 MiB, the fixture's own members included
+  tracemalloc.start()
+  try:
+    code, err = _convert(tmp_path, path, 'scenic_vivit')
+    _, peak = tracemalloc.get_traced_memory()
+  finally:
+    tracemalloc.stop()
+  assert code == 1, err
+  assert err.strip() == (f'vvt convert: error: {path}: cannot convert its weights: ValueError: scenic '
+                         'embedding/kernel has shape (134217728,); expected 4 or 5 dimensions')
+  assert peak < 2 ** 27, f'{peak / 2 ** 20:.0f} MiB traced: the member was inflated'
+  assert not os.path.exists(tmp_path / 'out' / 'checkpoints')

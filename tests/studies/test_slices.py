@@ -18,35 +18,35 @@ from tests.cli.test_sweep_workers import processes_using
 from tests.cli.test_sweep_workers import start
 from tests.cli.test_sweep_workers import train_steps
 from vvt.studies import claims
+from vvt.train import coordinator
 
 HANG_S = 600  # far above a slice's trial on 2 cores
 
 
-def _free_port_pair() -> int:
-  """A port P with P and P+1 free here (the sweep's coordinator and the trainers' of one slice)."""
+def _free_ports(n: int = 1) -> int:
+  """A port P with P .. P+n-1 free here."""
   for _ in range(100):
     with socket.socket() as a:
       a.bind(('', 0))
       port = a.getsockname()[1]
-      if port >= 65535:
+      if port + n > 65536 or any(coordinator.port_problem(p) for p in range(port + 1, port + n)):
         continue
-      with socket.socket() as b:
-        try:
-          b.bind(('', port + 1))
-        except OSError:
-          continue
     return port
-  raise AssertionError('no two free ports in a row')
+  raise AssertionError(f'no {n} free ports in a row')
 
 
-def _slice(*args):
-  """The two processes of one slice, each `vvt sweep ARGS` with its distributed.* fields; (the processes, the
-  address of their trainers' coordinator, which every trainer's command line holds)."""
-  port = _free_port_pair()
-  procs = [start('sweep', *args, '--lease_s', '60', '--renew_s', '2', '--no_summary',
-                 '--config.distributed.initialize=True', f'--config.distributed.coordinator_address=127.0.0.1:{port}',
-                 '--config.distributed.num_processes=2', f'--config.distributed.process_id={p}') for p in range(2)]
-  return procs, f'127.0.0.1:{port + 1}'
+def _slice(*args, port=None):
+  """The two processes of one slice, each `vvt sweep ARGS` with its distributed.* fields, the sweep's coordinator
+  on `port` of 127.0.0.1 (default: a free one)."""
+  port = _free_ports() if port is None else port
+  return [start('sweep', *args, '--lease_s', '60', '--renew_s', '2', '--no_summary',
+                '--config.distributed.initialize=True', f'--config.distributed.coordinator_address=127.0.0.1:{port}',
+                '--config.distributed.num_processes=2', f'--config.distributed.process_id={p}') for p in range(2)]
+
+
+def _trainers(trial) -> str:
+  """The address of a trial's trainers' coordinator, from its command line in the trial's log."""
+  return re.findall(r'--config.distributed.coordinator_address=(\S+)', (trial / 'train.log').read_text())[-1]
 
 
 def _wait(ready, procs, what):
@@ -72,12 +72,18 @@ def _trained_by(output: str) -> list[str]:
 
 
 def test_two_slices_of_two_processes_train_every_trial_exactly_once_each_on_both_processes(tiny_data, tmp_path):
+  """The slices' coordinators are on adjacent ports of one host: the second's on the port below the first's, so that
+  trainers meeting beside their sweep's coordinator (port + 1) would meet at the first slice's."""
   spec, out = study(tmp_path, tiny_data, body='return sweep.seeds(2)'), tmp_path / 'sweep'
-  first, _ = _slice('--config', spec, '--workdir', str(out), '--only', '^seed=0$')
+  port = _free_ports(2) + 1
+  first = _slice('--config', spec, '--workdir', str(out), '--only', '^seed=0$', port=port)
   _wait(lambda: _held(out / 'seed=0'), first, 'the first slice\'s claim')
-  second, _ = _slice(str(out))  # joins the sweep (its config from sweep.json): seed=0 is held, seed=1 is free
+  second = _slice(str(out), port=port - 1)  # joins the sweep (its config from sweep.json): seed=1 is free
   outputs = [[finish(p, HANG_S) for p in procs] for procs in (first, second)]
   assert [_trained_by(o[1]) for o in outputs] == [['seed=0'], ['seed=1']], outputs
+  assert not any('coordination_service' in o for pair in outputs for o in pair), outputs
+  used = {_trainers(out / 'seed=0'), _trainers(out / 'seed=1')}
+  assert len(used) == 2 and not used & {f'127.0.0.1:{p}' for p in (port - 1, port)}, used
   for name, (procs, (leader, _)) in zip(('seed=0', 'seed=1'), zip((first, second), outputs, strict=True), strict=True):
     trial = out / name
     state = json.loads((trial / 'state.json').read_text())
@@ -100,10 +106,11 @@ def test_two_slices_of_two_processes_train_every_trial_exactly_once_each_on_both
 def test_a_process_killed_mid_trial_releases_the_trial_and_another_slice_resumes_it(tiny_data, tmp_path):
   spec, out = study(tmp_path, tiny_data, body='return sweep.seeds(1)'), tmp_path / 'sweep'
   trial = out / 'seed=0'
-  first, trainers = _slice('--config', spec, '--workdir', str(out), '--config.checkpoint.every_steps=2',
+  first = _slice('--config', spec, '--workdir', str(out), '--config.checkpoint.every_steps=2',
                  '--config.log_every_steps=2', '--config.distributed.heartbeat_timeout_seconds=10')
   _wait(lambda: any(p.name.isdigit() for p in (trial / 'checkpoints').glob('[0-9]*')), first, 'a checkpoint')
-  second, _ = _slice(str(out))  # waits on the sweep: its only trial is held
+  trainers = _trainers(trial)
+  second = _slice(str(out))  # waits on the sweep: its only trial is held
   first[1].send_signal(signal.SIGKILL)  # process 1 of the first slice, as a host that goes down
   first[1].communicate()
   text = first[0].communicate(timeout=HANG_S)[0]
@@ -139,4 +146,18 @@ def test_a_slice_takes_no_parallel_and_slurm_no_distributed_fields(tiny_data, tm
              'a multi-process worker trains one trial at a time on all its processes: no --parallel')
   error_line(capsys, ['--config', spec, '--workdir', str(out), *dist, '--launch', 'slurm', '--dry-run'],
              '--launch slurm sets up jax.distributed from SLURM\'s environment')
+  assert not out.exists()
+
+
+def test_a_slice_whose_coordinator_port_is_in_use_says_so_in_one_line_and_writes_nothing(tiny_data, tmp_path, capsys):
+  from tests.cli.test_sweep_xpk import error_line
+  spec, out = study(tmp_path, tiny_data), tmp_path / 'sweep'
+  with socket.socket() as other:  # another job's coordinator
+    other.bind(('127.0.0.1', 0))
+    other.listen()
+    port = other.getsockname()[1]
+    error_line(capsys, ['--config', spec, '--workdir', str(out), '--config.distributed.initialize=True',
+                        f'--config.distributed.coordinator_address=127.0.0.1:{port}',
+                        '--config.distributed.num_processes=2', '--config.distributed.process_id=0'],
+               f'process 0 cannot start the coordinator on port {port} of this host (Address already in use')
   assert not out.exists()

@@ -158,3 +158,15 @@ def test_gradient_accumulation_equals_full_batch(tiny_data):
   # the masked row does not count: the accuracy is a multiple of 1/7
   acc7 = float(m1['accuracy']) * 7
   assert acc7 == pytest.approx(round(acc7), abs=1e-4)
+
+
+def test_a_step_decay_at_or_after_the_last_step_is_one_line_naming_the_field():
+  """Epochs 11 and 14 of 10 steps each are steps 110 and 140: in a run of 140 steps (0 .. 139) the second never
+  happens (a recipe shortened by num_train_steps: the trainer warns; a run of epochs is refused,
+  tests/config/test_validation.py)."""
+  spec = sched_cfg(name='step', decay_epochs=(11, 14))
+  assert optimizers.decays_past_end(spec, total_steps=141, steps_per_epoch=10) == ''
+  assert optimizers.decays_past_end(spec, total_steps=140, steps_per_epoch=10) == (
+      'schedule.decay_epochs=(11.0, 14.0): 14.0 not before the end of the run (140 steps of 10 per epoch), so that '
+      'decay never happens')
+  assert optimizers.decays_past_end(sched_cfg(name='cosine', decay_epochs=(11, 14)), 10, 10) == ''

@@ -96,3 +96,18 @@ def test_a_bad_profile_steps_is_one_line_naming_the_field(steps):
     validation.validate(c)
   c.profile.steps = (2, 2)
   validation.validate(c)
+
+
+def test_traced_steps_after_the_last_step_of_a_run_of_epochs_are_refused_once_its_length_is_known():
+  """40 videos in batches of 8 for 2 epochs: 10 steps; a trace from step 11 would never be written."""
+  import tiny_config
+
+  from vvt.config import run_spec
+  c = tiny_config.get_config('unused')
+  c.num_train_steps, c.num_epochs, c.schedule.warmup_steps, c.profile.steps = -1, 2.0, 1, (11, 12)
+  validation.validate(c)  # its length is not known yet
+  with pytest.raises(ConfigError) as e:
+    profile.check_window(run_spec.resolve(c), 40)
+  assert e.value.problems == ("profile.steps=(11, 12) starts after the run's last step 10 (num_epochs=2.0, 5 steps per "
+                              'epoch), so no trace would be written: give steps within the run (or () for no trace)',)
+  profile.check_window(run_spec.resolve(c), 48)  # 12 steps

@@ -38,8 +38,17 @@ class _NoProgress(argparse.Action):
     progress.disable()
 
 
+class _Progress(_NoProgress):
+  """`--progress`: draws the bars also where stderr is not a terminal (a log file, a pipe), in this process and the
+  ones it starts (`vvt.progress`); `--no-progress` wins."""
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    setattr(namespace, self.dest, True)
+    progress.force()
+
+
 class Parser(argparse.ArgumentParser):
-  """argparse with one-line errors; `--verbose` and `--no-progress` on every command."""
+  """argparse with one-line errors; `--verbose`, `--progress` and `--no-progress` on every command."""
 
   def __init__(self, prog: str | None = None, doc: str | None = None, config: bool | str = False, **kwargs):
     """config: True (--config is optional) or 'required' (--config must be given)."""
@@ -50,6 +59,9 @@ class Parser(argparse.ArgumentParser):
                       help='show library logs and, on an error, the traceback')
     self.add_argument('--no-progress', action=_NoProgress,
                       help=f'no progress bars (also for the processes it starts; or {progress.ENV}=1)')
+    self.add_argument('--progress', action=_Progress,
+                      help='progress bars also when stderr is not a terminal (a log file, a pipe; bars are drawn '
+                           f'on a terminal only; or {progress.FORCE_ENV}=1)')
     self.config_required = config == 'required'
     if config:
       self.add_argument('--config', metavar='FILE[:ARG]', required=self.config_required,
@@ -130,17 +142,39 @@ def one_line(error: BaseException) -> str:
   problems = getattr(error, 'problems', None)
   if problems and len(problems) > 1:
     return '; '.join(_one(p) for p in problems)
-  text = _unquoted(str(error).strip()) or type(error).__name__
-  if isinstance(error, KeyError) and error.args:
-    text = str(error.args[0])
-  lines = [l.strip() for l in text.splitlines() if l.strip()]
+  lines = _message_lines(error)
+  if not lines:  # no message (KeyError(''), RuntimeError()): the type, the key, and where it was raised
+    return _without_message(error)
   if len(lines) <= SHOWN_LINES:
     return ' '.join(lines)
   return ' '.join(lines[:SHOWN_LINES]) + f' (and {len(lines) - SHOWN_LINES} more lines: --verbose shows them)'
 
 
+def _message_lines(error: BaseException) -> list:
+  """The non-blank lines of the error's message (a KeyError's: its key), [] when it has none."""
+  text = _unquoted(str(error).strip())
+  if isinstance(error, KeyError) and error.args:
+    text = str(error.args[0]).strip()
+  return [l.strip() for l in text.splitlines() if l.strip()]
+
+
+def _without_message(error: BaseException) -> str:
+  """'KeyError '' at vvt/cli/predict.py:141 in _score_videos': an error that carries no message, named by its
+  type, its argument (where it has one) and the place it was raised (the innermost frame of its traceback)."""
+  what = type(error).__name__ + (f' {error.args[0]!r}' if len(error.args) == 1 else '')
+  frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ is not None else []
+  if not frames:
+    return what
+  last = frames[-1]
+  root = os.path.dirname(os.path.dirname(os.path.abspath(vvt.__file__)))
+  path = os.path.abspath(last.filename)
+  shown = os.path.relpath(path, root) if path.startswith(root + os.sep) else os.path.basename(path)
+  return f'{what} at {shown}:{last.lineno} in {last.name}'
+
+
 def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
-  """Runs a command: exit 0 on success, 2 for a bad config or argument (one line per problem), 1 otherwise;
+  """Runs a command: exit 0 on success, 2 for a bad config or argument (one line per problem) or an error marked
+  `bad_input` (e.g. a Hugging Face folder's unreadable config.json), 1 otherwise;
   interrupted: 130, or the exception's `exit_code` (128 + the signal: 143 for SIGTERM)."""
   argv = list(argv)
   verbose = '--verbose' in argv
@@ -165,10 +199,10 @@ def run(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[s
     if verbose:
       traceback.print_exc()
     known = isinstance(e, USER_ERRORS) or getattr(e, 'user_error', False)
-    what = one_line(e) if known else f'{type(e).__name__}: {one_line(e)}'
+    what = one_line(e) if known or not _message_lines(e) else f'{type(e).__name__}: {one_line(e)}'
     hint = '' if verbose else ' (--verbose shows the traceback)'
     print(f'{prog}: error: {what}{hint if not known else ""}', file=sys.stderr)
-    return 1
+    return 2 if getattr(e, 'bad_input', False) else 1  # bad input that is no config field (e.g. a file's config.json)
 
 
 def _config_spec(spec, workdir: str | None) -> str:

@@ -25,8 +25,12 @@ VideoPrism resizes at run time; X-ViT as its official code), recorded in config.
 `vvt export --format hf` writes FOLDER/config.json and FOLDER/model.safetensors, which transformers'
 `<Class>.from_pretrained(FOLDER)` loads: TimeSformer divided and joint (TimesformerForVideoClassification), ViViT
 Model 1 (VivitForVideoClassification), joint attention without a class token (VideoMAEForVideoClassification),
-labels from the run's class names (`vvt.convert.hf_export`). A model no transformers class expresses is refused
-with one line naming its scheme or field (exit 2) before anything is written.
+V-JEPA 2 (VJEPA2ForVideoClassification, with an empty predictor), VideoPrism (VideoPrismForVideoClassification);
+labels from the run's class names, `problem_type` multi_label_classification for a multi-label run, a probe run's
+backbone with its best linear probe as the classifier (`vvt.convert.hf_export`). A model no transformers class
+expresses, a probe it cannot hold, or a FOLDER holding files the export does not write (another model's) is
+refused with one line saying why (exit 2) before anything is written. `vvt export --workdir` refuses --config and
+--config.FIELD (they apply to --import only): the checkpoint is written as its run saved it.
 """
 from __future__ import annotations
 
@@ -176,8 +180,11 @@ def _run_config(workdir: str, step: int):
 
 def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bool = False):
   """A vvt checkpoint (the EMA params of a step that has them unless `raw_params`) -> a Hugging Face transformers
-  folder (`vvt.convert.hf_export.write`). common.UsageError (exit 2) for a model no transformers class expresses,
-  before anything is written. Returns (transformers class, number of tensors, weights: 'ema' | 'raw' | 'params')."""
+  folder (`vvt.convert.hf_export.write`): a multi-label run's config says `problem_type`, a probe run exports its
+  backbone with the best linear probe as the classifier (`_probe_params`). common.UsageError (exit 2) for a model
+  no transformers class expresses, a probe that cannot be the class's classifier, or an --output folder holding
+  other files, before anything is written. Returns (transformers class, number of tensors, weights: 'ema' | 'raw'
+  | 'params')."""
   from vvt.convert import hf_export
   from vvt.convert.common import NotExpressible
   import vvt.models
@@ -189,12 +196,53 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
                             '--format hf writes the model the config describes')
   model_cfg = vvt.models.get_config(**config['model'])
   try:
-    hf_export.check(model_cfg)
+    target, model = hf_export.check(model_cfg)
+    best = _best_probe(workdir, step, config, model, target.hf_class) if _task(config) == 'probe' else None
+    hf_export.check_output(output)
     params, step, weights = checkpoints.load_eval_params(workdir, step, raw=raw_params)
-    hf_class, n = hf_export.write(params, model_cfg, output, config.get('class_names'))
-  except NotExpressible as e:
+    if best is not None:
+      params = {**{k: v for k, v in params.items() if k != 'probes'},
+                'head': {'output_projection': dict(params['probes'][best]['output_projection'])}}
+    hf_class, n = hf_export.write(params, model_cfg, output, config.get('class_names'), _multi_label(config))
+  except (NotExpressible, hf_export.OutputFolderError) as e:
     raise common.UsageError(f'cannot export to Hugging Face: {e}') from None
   return hf_class, n, weights
+
+
+def _task(config: dict) -> str:
+  """The task of a run config (a dict): 'classification' where it has no task section."""
+  return str((config.get('task') or {}).get('name') or 'classification')
+
+
+def _multi_label(config: dict) -> bool:
+  """Whether a run's classes are independent (sigmoid per class): a multi-label task, or probes judged by one."""
+  probe = (config.get('task') or {}).get('probe') or {}
+  return _task(config) == 'multilabel' or (_task(config) == 'probe' and probe.get('base') == 'multilabel')
+
+
+def _best_probe(workdir: str, step: int, config: dict, model, hf_class: str) -> str:
+  """The probe of a probe run that `vvt export --format hf` writes as the classifier: the best one of the step's
+  evaluation (its `best_probe`). UsageError (one line saying why) where the class cannot hold it: an attentive
+  probe (its own pooler), a linear probe on a backbone whose classifier is attentive (the probe reads the tokens'
+  mean, the class's classifier its pooler's output), or no evaluation of the step."""
+  from vvt import fileio
+  from vvt.train import checkpoints
+  probe = (config.get('task') or {}).get('probe') or {}
+  if probe.get('head', 'linear') != 'linear':
+    raise common.UsageError(f"cannot export to Hugging Face: task.probe.head={probe.get('head')!r}: each probe has "
+                            f'its own attentive pooler over the tokens, which {hf_class} has no place for (a linear '
+                            'probe on the pooled features exports)')
+  if model.classifier == 'attentive':
+    raise common.UsageError("cannot export to Hugging Face: model.classifier='attentive': a linear probe reads the "
+                            f"mean of the backbone's tokens, {hf_class}'s classifier the output of its attentive "
+                            'pooler')
+  split = (config.get('eval') or {}).get('split') or 'test'
+  path = checkpoints.eval_results_path(workdir, step, split)
+  best = json.loads(fileio.read_text(path)).get('best_probe') if fileio.exists(path) else None
+  if not best:
+    raise common.UsageError(f'cannot export to Hugging Face: {path}: no evaluation of step {step} names the best '
+                            f'probe (`vvt eval --workdir {workdir} --step {step}` writes it)')
+  return str(best)
 
 
 def import_safetensors(path: str, output: str, config=None, step: int = 0) -> str:
@@ -278,6 +326,10 @@ def _export(argv):
   p.add_argument('--raw_params', action='store_true',
                  help='export the trained params even where the checkpoint has EMA ones')
   args, spec, overrides = common.parse(p, argv)
+  if not args.import_file and (spec or overrides):
+    given = f'--config {spec}' if spec else f'--config.{overrides[0][0]}={overrides[0][1]}'
+    raise common.UsageError(f'{given}: vvt export --workdir writes the checkpoint as its run saved it; --config and '
+                            '--config.FIELD apply to --import only')
   if args.import_file and args.format == 'hf':
     raise common.UsageError('--import reads vvt safetensors files; a Hugging Face folder is read by '
                             '`vvt convert --source hf_timesformer|hf_vivit|hf_videomae`')

@@ -73,16 +73,16 @@ def _plain(value):
 
 
 def _hf_normalization(folder: str, kind: str) -> str | None:
-  """'imagenet' / 'zero_centre' from the folder's preprocessor_config.json (image_mean), else the family's."""
-  path = os.path.join(folder, 'preprocessor_config.json')
-  if os.path.isfile(path):
-    with open(path) as f:
-      mean = json.load(f).get('image_mean')
-    if isinstance(mean, list) and len(mean) == 3:
-      if all(abs(m - 0.5) < 1e-3 for m in mean):
-        return 'zero_centre'
-      if all(abs(m - r) < 1e-3 for m, r in zip(mean, (0.485, 0.456, 0.406), strict=True)):
-        return 'imagenet'
+  """'imagenet' / 'zero_centre' from the mean and std of the folder's preprocessor config
+  (`hf_folder.normalization`: preprocessor_config.json or video_preprocessor_config.json), else the family's."""
+  from vvt.convert import hf_folder
+  from vvt.data.transforms import normalization
+  given = hf_folder.normalization(folder)
+  if given is not None:
+    for name in ('imagenet', 'zero_centre'):
+      mean, std = normalization.mean_std(name)
+      if all(abs(a * 255 - b) < 0.3 for a, b in zip(given[0] + given[1], mean + std, strict=True)):
+        return name
   return HF_NORMALIZATION.get(kind)
 
 

@@ -29,6 +29,8 @@ import signal
 import sys
 import tempfile
 
+from vvt import progress
+
 # absl / glog records: severity letter, MMDD, time, thread, file:line] message.
 _RECORD = re.compile(rb'^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\] ')
 _NOISE = tuple(re.compile(p) for p in (
@@ -226,6 +228,7 @@ def install(prog: str = 'vvt') -> bool:
     terminal = os.dup(2)
   except OSError:
     return False
+  to_terminal = progress.leads_to_terminal(terminal)  # where the filter writes: bars are drawn there or not
   read_fd, write_fd = os.pipe()
   note_file = os.path.join(tempfile.gettempdir(), f'vvt-stderr-note-{os.getpid()}')
   sys.stderr.flush()
@@ -244,5 +247,6 @@ def install(prog: str = 'vvt') -> bool:
   os.close(terminal)
   os.dup2(write_fd, 2)
   os.close(write_fd)
+  progress.note_terminal_pipe(2, to_terminal)
   os.environ[NOTE_ENV] = note_file
   return True

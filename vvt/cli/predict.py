@@ -9,8 +9,12 @@ by name) or a folder of those. Every video gives the config's evaluation views (
 num_spatial_crops, same sampling, crops and normalisation as `vvt eval`; override them with
 `--config.dataset.num_test_clips=...`), views of many videos are batched, the scores are averaged per
 video as in evaluation (`eval.average`), and the top-k classes are printed with their probabilities
-(class names from the checkpoint's config, else the dataset's classes.txt). `--json`: one JSON list on
-stdout. Paths that do not exist are refused at once, before the model loads (one line, exit 2); a file that
+(class names from the checkpoint's config, else the dataset's classes.txt). Every task (`vvt.cli.predict_model`):
+a classification run's probabilities are a softmax over the classes; a multi-label run's are each class's own
+sigmoid probability (they need not sum to 1); a probe run predicts with its best probe (the one its evaluation
+of that step names, as `vvt eval` reports it) or `--probe NAME`. `--json`: one JSON object on stdout (`probabilities`:
+'softmax' or 'sigmoid'); `--logits`: also every view's logits (JSON `logits`: (views, C) per video; text: their
+mean). Paths that do not exist are refused at once, before the model loads (one line, exit 2); a file that
 cannot be read is reported on stderr and skipped; the exit code is 1 if any was, after all the others were
 predicted.
 
@@ -56,22 +60,6 @@ def _inputs(paths) -> list:
   return items
 
 
-def _predictor(run, workdir, step):
-  """(fn(uint8 (B, T, S, S, 3)) -> {head: (B, C) scores}, step): the eval step of RunSpec `run` on this host's
-  first device."""
-  import jax
-
-  from vvt.train import checkpoints
-  from vvt.train import mesh as mesh_lib
-  from vvt.train import program as program_lib
-  program = program_lib.build_program(run, mesh_lib.make_mesh(devices=jax.local_devices()[:1]))
-  # restored in the config's encoder layout, whichever the step was written in; the EMA params where it has them
-  params, step, _ = checkpoints.load_eval_params(checkpoints.abspath(workdir), step, program.abstract_params(),
-                                                 raw=run.eval.raw_params)
-  scores = lambda x: program.eval_step(params, {'inputs': x})[0]
-  return (lambda x: {h: jax.device_get(v) for h, v in scores(x).items()}), step
-
-
 def _batches(items, views_of, batch_size, log_error):
   """Yields (uint8 (B, T, S, S, 3) padded, [(item number, row) ...]) over readable items."""
   import numpy as np
@@ -107,6 +95,10 @@ def _parser():
   p.add_argument('--top_k', type=int, default=5, help='classes printed per video (default 5)')
   p.add_argument('--batch_size', type=int, default=None, help='views per batch (default: eval.batch_size)')
   p.add_argument('--json', action='store_true', help='print one JSON list instead of text')
+  p.add_argument('--logits', action='store_true',
+                 help='also the logits of every view (JSON: `logits`, (views, C) per video; text: their mean)')
+  p.add_argument('--probe', default=None, metavar='NAME',
+                 help='a probe run: the probe to predict with (default: the best of its evaluation of the step)')
   p.add_argument('--window', default=None, metavar='S',
                  help='score every window of S seconds (or 15f: frames) of each video, of any length; default '
                       'with --stride: the model\'s clip span. Writes OUT/NAME.windows.csv and .timeline.png')
@@ -117,16 +109,17 @@ def _parser():
   return p
 
 
-def _score_videos(predict, items, heads, data, batch_size):
-  """(sums {head: (N, C) float64}, views per video (N,), {item number: error}): the views' scores of every
-  readable input summed per video; unreadable inputs are reported on stderr and skipped."""
+def _score_videos(predict, items, heads, data, batch_size, keep_logits=False):
+  """(sums {head: (N, C) float64}, views per video (N,), {item number: error}, logits {item number: {head: [(C,)
+  per view]}} (with `keep_logits`)): the views' scores of every readable input summed per video; unreadable inputs
+  are reported on stderr and skipped."""
   import numpy as np
 
   from vvt import progress
   from vvt.data.transforms import views
   sums = {h: np.zeros((len(items), c)) for h, c in heads.items()}
   counts = np.zeros(len(items), np.int64)
-  failed = {}
+  failed, logits = {}, {}
   bar = progress.bar(len(items), 'predict', 'video', disable=len(items) < 2, file=sys.stderr)
 
   def log_error(n, text):
@@ -136,65 +129,85 @@ def _score_videos(predict, items, heads, data, batch_size):
   done = 0
   for x, owners, last in _batches(items, lambda it: views.load_views(it[2], it[1], data),
                                   batch_size, log_error):
-    scores = predict(x)
+    scores, outputs = predict(x)
     for h in heads:
       np.add.at(sums[h], owners, np.asarray(scores[h], np.float64)[:len(owners)])
+      for row, n in enumerate(owners if keep_logits else ()):
+        logits.setdefault(n, {}).setdefault(h, []).append(np.asarray(outputs[h][row], np.float64))
     np.add.at(counts, owners, 1)
     bar.update(last + 1 - done)
     done = last + 1
   bar.update(len(items) - done)
   bar.close()
-  return sums, counts, failed
+  return sums, counts, failed, logits
 
 
-def _records(items, sums, counts, failed, heads, names, average, top_k) -> list:
-  """One record per predicted video: input, kind, views and the top classes of each head."""
-  from vvt.tasks import eval_report
+def _records(items, scored, heads, names, average, top_k) -> list:
+  """One record per predicted video: input, kind, views, the top classes of each head and, where kept, the
+  views' logits (`logits[_head]`: (views, C) lists)."""
+  from vvt.cli import predict_model
+  sums, counts, failed, logits = scored
   out = []
   for n, (name, kind, _) in enumerate(items):
     if n in failed or counts[n] == 0:
       continue
     rec = {'input': name, 'kind': kind, 'views': int(counts[n])}
     for h in heads:
-      probs = eval_report.probabilities(sums[h][n][None] / counts[n], average)[0]
+      probs = predict_model.probabilities(sums[h][n][None] / counts[n], average)[0]
       rec['top' if not h else f'top_{h}'] = _top(probs, names[h], min(top_k, heads[h]))
+      if n in logits:
+        rec['logits' if not h else f'logits_{h}'] = [row.tolist() for row in logits[n][h]]
     out.append(rec)
   return out
 
 
 def _print_text(records, heads) -> None:
+  import numpy as np
   for rec in records:
     for h in heads:
       top = rec['top' if not h else f'top_{h}']
       text = ', '.join(f'{t["name"]} {t["probability"]:.3f}' for t in top)
       print(f'{rec["input"]}{" [" + h + "]" if h else ""}: {text}')
+      logits = rec.get('logits' if not h else f'logits_{h}')
+      if logits is not None:
+        mean = np.mean(np.asarray(logits), axis=0)
+        print(f'  logits (mean of {len(logits)} views): {" ".join(f"{v:.4f}" for v in mean)}')
+
+
+def _check_args(args) -> None:
+  """The arguments' own problems (UsageError, one line), before any file is read."""
+  if args.top_k < 1:
+    raise common.UsageError(f'--top_k must be >= 1, got {args.top_k}')
+  if args.logits and (args.window is not None or args.stride is not None):
+    raise common.UsageError('--logits gives the views\' logits of whole videos: it does not combine with --window')
+  if args.window is not None or args.stride is not None:
+    from vvt.cli import predict_windows
+    predict_windows.check_spans(args)
 
 
 def _predict(argv):
   args, spec, overrides = common.parse(_parser(), argv)
-  if args.top_k < 1:
-    raise common.UsageError(f'--top_k must be >= 1, got {args.top_k}')
-  windowed = args.window is not None or args.stride is not None
-  if windowed:
-    from vvt.cli import predict_windows
-    predict_windows.check_spans(args)
+  _check_args(args)
   workdir, step = _locate(args)
   items = _inputs(args.inputs)  # every path checked before the model is loaded
   run = common.run_spec(spec, overrides, workdir, purpose='predict')  # needs no dataset files
+  from vvt.cli import predict_model
   from vvt.data.reading import names as names_lib
-  from vvt.tasks.classification import heads_of
-  predict, step = _predictor(run, workdir, step)
-  heads = heads_of(run.model)
+  model = predict_model.load(run, workdir, step, args.probe)
+  heads = model.heads
   names = {h: names_lib.label_names(names_lib.class_names(run.data, h), c) for h, c in heads.items()}
   from vvt.data.transforms import views as views_lib
   views = views_lib.views_per_video(run.data)  # None: as many as each video needs ('all')
   batch_size = max(views or 1, int(args.batch_size or run.eval.batch_size))
-  if windowed:
-    return predict_windows.run(args, run, predict, heads, names, batch_size, items)
-  sums, counts, failed = _score_videos(predict, items, heads, run.data, batch_size)
-  out = _records(items, sums, counts, failed, heads, names, run.eval.average, args.top_k)
+  if args.window is not None or args.stride is not None:
+    from vvt.cli import predict_windows
+    return predict_windows.run(args, run, model, names, batch_size, items)
+  scored = _score_videos(model.predict, items, heads, run.data, batch_size, keep_logits=args.logits)
+  out = _records(items, scored, heads, names, model.average, args.top_k)
+  failed = scored[2]
   if args.json:
-    print(json.dumps({'workdir': fileio.abspath(workdir), 'step': step,
+    print(json.dumps({'workdir': fileio.abspath(workdir), 'step': model.step, 'probe': model.probe,
+                      'probabilities': 'sigmoid' if model.average == predict_model.SIGMOID else 'softmax',
                       'views_per_video': views, 'predictions': out,
                       'failed': [{'input': items[n][0], 'error': e} for n, e in sorted(failed.items())]},
                      indent=1))

@@ -57,7 +57,7 @@ class _Scores:
 
   def _run(self, n) -> None:
     rows = self.views[:n] + [np.zeros_like(self.views[0])] * (self.batch_size - n)
-    scores = self.predict(np.stack(rows))
+    scores, _ = self.predict(np.stack(rows))  # (scores, logits) of the views
     for h in self.heads:
       s = np.asarray(scores[h], np.float64)
       for j in range(n):
@@ -94,15 +94,15 @@ def score_video(item, predict, heads, data, args, batch_size) -> dict:
 
 def _report(item, got, heads, names, average, top_k, out_dir) -> dict:
   """The video's record (per head: windows' top classes, average, segments) and its CSV and PNG files."""
+  from vvt.cli import predict_model
   from vvt.data.transforms import windows
   from vvt.inspection import timeline
-  from vvt.tasks import eval_report
   rows = got['rows']
   rec = {'input': item[0], 'kind': item[1], 'fps': got['fps'], 'window_frames': got['window'],
          'stride_frames': got['stride'], 'windows': len(rows), 'heads': {}}
   for h, c in heads.items():
     scores = got['scores'][h] / got['views']  # (W, C): each window's views averaged, as evaluation does
-    probs = eval_report.probabilities(scores, average)
+    probs = predict_model.probabilities(scores, average)
     mean = probs.mean(0)  # the windows' probabilities averaged: each window counts once, whatever it shows
     suffix = f'_{h}' if h else ''
     base = os.path.join(out_dir, windows.stem(item[0]))
@@ -132,19 +132,20 @@ def _print(rec) -> None:
     print(f'  {r["csv"]}  {r["png"]}')
 
 
-def run(args, spec, predict, heads, names, batch_size, items) -> int:
-  """Scores, writes and prints every window of every input; 1 if any input was skipped."""
+def run(args, spec, model, names, batch_size, items) -> int:
+  """Scores, writes and prints every window of every input with `model` (`vvt.cli.predict_model.Model`); 1 if any
+  input was skipped."""
   out_dir = args.out or '.'
   os.makedirs(out_dir, exist_ok=True)
   records, failed = [], []
   for item in items:
     try:
-      got = score_video(item, predict, heads, spec.data, args, batch_size)
+      got = score_video(item, model.predict, model.heads, spec.data, args, batch_size)
     except (ValueError, OSError) as e:  # unreadable, or shorter than a window: reported, skipped
       failed.append({'input': item[0], 'error': common.one_line(e)})
       print(f'vvt predict: skipped {common.one_line(e)}', file=sys.stderr)
       continue
-    rec = _report(item, got, heads, names, spec.eval.average, args.top_k, out_dir)
+    rec = _report(item, got, model.heads, names, model.average, args.top_k, out_dir)
     records.append(rec)
     if not args.json:
       _print(rec)

@@ -3,7 +3,7 @@
   vvt train --config configs/synthetic.py:divided --workdir runs/divided [--config.batch_size=16 ...]
   vvt train --config configs/kinetics400/vivit_b_fe.py --config.runlocal=True --workdir runs/try
   vvt train --workdir runs/divided              (resume a run with its own config.json)
-  vvt train --config configs/kinetics400/timesformer_b.py --init CHECKPOINT --workdir runs/mine \
+  vvt train --config configs/kinetics400/timesformer_b.py --init CHECKPOINT --workdir runs/mine \\
       --config.dataset.train_files=... --config.dataset.eval_files=...   (fine-tune on the data's classes)
   vvt eval  --workdir runs/divided [--config SPEC] [--step N] [--split test] [--raw_params]
 

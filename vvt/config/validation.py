@@ -245,7 +245,9 @@ def _collect(config, num_devices, num_processes, purpose, unset_classes_ok) -> _
   shards = _check_mesh(p, config.mesh, num_devices)
   _check_batch(p, config, shards, num_processes)
   _check_schedule(p, config)
+  _check_decay_epochs(p, config)
   _check_profile(p, config)
+  _check_profile_end(p, config)
   _check_task(p, config)
   _check_task_options(p, config)
   _check_model(p, config)
@@ -562,6 +564,61 @@ def _check_schedule(p: _Problems, config):
     p.add('set num_epochs > 0 or num_train_steps > 0')
   if p.runs(('training',), 'num_train_steps', 'schedule.warmup_steps') and 0 < steps <= warmup:
     p.add(f'schedule.warmup_steps={warmup} does not fit in num_train_steps={steps}')
+
+
+def _number(v) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_decay_epochs(p: _Problems, config):
+  """A step schedule's `decay_epochs` increase, and in a run of `num_epochs` each lies before its end (a decay at or
+  after it never happens). In a run of `num_train_steps` (a recipe shortened for a trial) the epochs become steps
+  only on the training set, and a decay after its end is a warning (`decay_past_end`, `vvt.train.trainer`)."""
+  fields = ('schedule.name', 'schedule.decay_epochs', 'num_train_steps', 'num_epochs')
+  if not p.runs(('training',), *fields) or config.schedule.name != 'step':
+    return
+  epochs = tuple(config.schedule.decay_epochs or ())
+  if not all(_number(e) for e in epochs):
+    p.add(f'schedule.decay_epochs must be numbers (epochs), got {epochs!r}', 'schedule.decay_epochs')
+    return
+  if list(epochs) != sorted(epochs):
+    p.add(f'schedule.decay_epochs must be increasing, got {epochs!r}', 'schedule.decay_epochs')
+  late = [e for e in epochs if e >= config.num_epochs]
+  if config.num_train_steps <= 0 and late:
+    p.add(f'schedule.decay_epochs={epochs!r}: {", ".join(str(e) for e in late)} not before the end of the run '
+          f'(num_epochs={config.num_epochs}), so that decay never happens: give epochs below num_epochs '
+          f'(or () for none)', 'schedule.decay_epochs')
+
+
+def decay_past_end(decay_epochs, boundaries, total_steps: int, epoch_steps: int) -> str:
+  """'' when every step decay (`boundaries`: the optimiser steps of `decay_epochs`) happens within a run of
+  `total_steps` (the steps 0 .. total_steps - 1), else one line naming `schedule.decay_epochs` and the decays that
+  never happen: the warning of a run whose `num_train_steps` ends it before them (a recipe shortened for a trial)."""
+  late = [e for e, b in zip(decay_epochs, boundaries, strict=True) if b >= total_steps]
+  if not late:
+    return ''
+  return (f'schedule.decay_epochs={tuple(decay_epochs)!r}: {", ".join(str(e) for e in late)} not before the end of '
+          f'the run ({total_steps} steps of {epoch_steps} per epoch), so that decay never happens')
+
+
+def profile_past_end(steps, total_steps: int, what: str = '') -> str:
+  """'' when the traced steps `steps` (`profile.steps`: None, () or (A, B)) start within a run of `total_steps`,
+  else the problem's line naming `profile.steps` (`what`: how the run's length was given)."""
+  if not steps or steps[0] <= total_steps:
+    return ''
+  return (f'profile.steps={tuple(steps)!r} starts after the run\'s last step {total_steps}{what}, so no trace '
+          f'would be written: give steps within the run (or () for no trace)')
+
+
+def _check_profile_end(p: _Problems, config):
+  """`profile.steps` start within a run of `num_train_steps` (a run of epochs: `vvt.train.trainer` checks them
+  once the training set is counted)."""
+  if not p.runs(('training',), 'profile', 'num_train_steps') or config.num_train_steps <= 0:
+    return
+  steps = config.profile.get('steps')
+  line = profile_past_end(steps, config.num_train_steps, f' (num_train_steps={config.num_train_steps})')
+  if line:
+    p.add(line, 'profile')
 
 
 def _check_profile(p: _Problems, config):

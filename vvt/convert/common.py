@@ -167,8 +167,58 @@ def _torch_load(path: str) -> dict[str, np.ndarray]:
   return out
 
 
-def _read_npy_member(z, name: str):
-  """One `.npy` member of an npz zip, its declared shape checked against its size before any allocation."""
+class NpyMember(np.lib.mixins.NDArrayOperatorsMixin):
+  """A `.npy` member of an npz file, its header read and checked, its data inflated on first use (`np.asarray`,
+  arithmetic, any array method or index). `shape`, `ndim`, `dtype` and `size` come from the header, so a converter
+  refuses a member of the wrong shape before inflating it: a zip bomb (a 512 MB array of zeros deflated into a
+  small file) costs nothing until a converter takes it."""
+
+  def __init__(self, path: str, name: str, shape, dtype):
+    self._array = None
+    self.path, self.name, self.shape, self.dtype = path, name, tuple(int(d) for d in shape), np.dtype(dtype)
+
+  @property
+  def ndim(self) -> int:
+    return len(self.shape)
+
+  @property
+  def size(self) -> int:
+    return int(np.prod(self.shape, dtype=np.int64))
+
+  def load(self) -> np.ndarray:
+    """The member's array (inflated once)."""
+    if self._array is None:
+      import zipfile
+      with zipfile.ZipFile(self.path) as z, z.open(self.name) as f:
+        self._array = np.lib.format.read_array(f, allow_pickle=False)
+    return self._array
+
+  def __array__(self, dtype=None, copy=None):
+    array = self.load()
+    return array if dtype is None else array.astype(dtype, copy=False)
+
+  def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+    inputs = tuple(x.load() if isinstance(x, NpyMember) else x for x in inputs)
+    return getattr(ufunc, method)(*inputs, **kwargs)
+
+  def __getattr__(self, name: str):  # reshape, transpose, T, astype, ...: the inflated array's
+    if name.startswith('_'):
+      raise AttributeError(name)
+    return getattr(self.load(), name)
+
+  def __getitem__(self, index):
+    return self.load()[index]
+
+  def __len__(self) -> int:
+    return self.shape[0]
+
+  def __repr__(self) -> str:
+    return f'NpyMember({self.path}:{self.name}, shape={self.shape}, dtype={self.dtype})'
+
+
+def _read_npy_member(z, path: str, name: str) -> NpyMember:
+  """One `.npy` member of the npz zip `z` (of file `path`), its header's shape checked against the member's size;
+  its data is not read (`NpyMember`)."""
   info = z.getinfo(name)
   with z.open(name) as f:
     version = np.lib.format.read_magic(f)
@@ -182,11 +232,10 @@ def _read_npy_member(z, name: str):
     if need != info.file_size - header:
       raise WeightFileError(f'{name}: header declares shape {tuple(shape)} {dtype} ({need} bytes) but the member '
                             f'holds {info.file_size - header} bytes')
-  with z.open(name) as f:
-    return np.lib.format.read_array(f, allow_pickle=False)
+  return NpyMember(path, name, shape, dtype)
 
 
-def _read_npz(path: str) -> dict[str, np.ndarray]:
+def _read_npz(path: str) -> dict[str, NpyMember]:
   import zipfile
   with zipfile.ZipFile(path) as z:
     names = z.namelist()
@@ -194,7 +243,7 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
     if bad:
       raise WeightFileError(f'{path}: not an npz of arrays: member {bad[0]!r} is not a .npy array')
     try:
-      return {n[:-len('.npy')]: _read_npy_member(z, n) for n in names}
+      return {n[:-len('.npy')]: _read_npy_member(z, path, n) for n in names}
     except WeightFileError as e:
       raise WeightFileError(f'{path}: {e}') from e
 
@@ -270,6 +319,10 @@ def checked_array(path: str, key: str, value) -> np.ndarray:
   key and what it is instead (complex, strings, objects, not an array)."""
   if isinstance(value, (bytes, str)) or value is None:
     raise WeightFileError(f'{path}: entry {key!r} is a {type(value).__name__}, not a tensor')
+  if isinstance(value, NpyMember):  # checked by its header, inflated when taken (floats as float32 then)
+    if value.dtype.kind not in 'biuf':
+      raise WeightFileError(f'{path}: tensor {key!r} has dtype {value.dtype}; weights must be real numbers')
+    return value
   try:
     array = np.asarray(value)
   except Exception as e:
@@ -342,7 +395,8 @@ def load_state(path: str, format: str | None = None) -> State:
   with '/', PyTorch state dicts keep their '.'-separated keys. A leading `params/` collection is unwrapped.
   A directory is read as a Hugging Face model folder (model.safetensors, else pytorch_model.bin).
   Any failure to read the file, and any entry that is not a real-valued array, raises one `WeightFileError`
-  naming the file and what is wrong.
+  naming the file and what is wrong. An npz's values are `NpyMember`s (their header checked, their data inflated
+  on first use, in their own dtype: `np.asarray` gives the array; `Source.take` the float32 parameter).
   """
   if not os.path.exists(path):
     raise FileNotFoundError(f'checkpoint file {path} does not exist')
@@ -379,6 +433,12 @@ class Source:
   def keys(self):
     return self.state.keys()
 
+  def shape(self, key: str) -> tuple:
+    """The shape of parameter `key`, read from the file's header where it has one (npz: nothing inflated)."""
+    if key not in self.state:
+      self.take(key)  # the missing parameter's error
+    return tuple(np.shape(self.state[key]))
+
   def take(self, key: str) -> np.ndarray:
     if key not in self.state:
       close = difflib.get_close_matches(key, list(self.state), n=3)
@@ -388,12 +448,12 @@ class Source:
     return float_parameter(self.origin, key, self.state[key])
 
   def matrix(self, key: str, ndim: int = 2) -> np.ndarray:
-    """`take(key)`, which must have `ndim` dimensions (a clear error naming the file otherwise)."""
-    value = self.take(key)
-    if value.ndim != ndim:
-      raise WeightFileError(f'{self.origin}: parameter {key!r} has shape {value.shape}; expected {ndim} '
-                            'dimensions')
-    return value
+    """`take(key)`, which must have `ndim` dimensions (a clear error naming the file otherwise; checked before the
+    data is read)."""
+    shape = self.shape(key)
+    if len(shape) != ndim:
+      raise WeightFileError(f'{self.origin}: parameter {key!r} has shape {shape}; expected {ndim} dimensions')
+    return self.take(key)
 
   def get(self, key: str):
     return self.take(key) if key in self.state else None

@@ -159,21 +159,48 @@ def check(model_cfg):
   return t, m
 
 
-def to_hf(params, model_cfg, class_names=None) -> tuple[str, dict, dict[str, np.ndarray]]:
-  """vvt params + model config (+ the run's class names) -> (transformers class, config dict, state dict)."""
+def to_hf(params, model_cfg, class_names=None, multi_label: bool = False) -> tuple[str, dict, dict[str, np.ndarray]]:
+  """vvt params + model config (+ the run's class names) -> (transformers class, config dict, state dict).
+  multi_label: the classes are independent (a multi-label task, sigmoid per class): the config's `problem_type`
+  says so (transformers then applies no softmax: its loss is BCEWithLogitsLoss); a single-label model keeps
+  transformers' default (none, read as single-label classification)."""
   t, m = check(model_cfg)
   config, state = t.to_hf(layout.to_per_layer(params), m)
   config = {**config, **labels(class_names, int(m.num_classes)), 'dtype': 'float32'}
+  if multi_label:
+    config['problem_type'] = MULTI_LABEL
   return t.hf_class, config, state
 
 
-def write(params, model_cfg, output: str, class_names=None) -> tuple[str, int]:
-  """Writes `output/config.json` and `output/model.safetensors` (float32, save_pretrained's names, metadata
-  format 'pt'); nothing is written when the model is refused. Returns (transformers class, number of tensors)."""
-  from safetensors.numpy import save_file
-  hf_class, config, state = to_hf(params, model_cfg, class_names)
+MULTI_LABEL = 'multi_label_classification'  # transformers' problem_type of independent (sigmoid) classes
+
+
+class OutputFolderError(ValueError):
+  """An --output folder that holds files the export does not write (another model's): one line naming them."""
+  bad_input = True
+
+
+def check_output(output: str) -> None:
+  """Nothing to say for a new or empty folder, or one holding only the files an export writes (a previous export,
+  replaced); OutputFolderError naming the other files (e.g. another model's preprocessor_config.json, which
+  would stay beside the new model), or a file where the folder should be."""
   if os.path.exists(output) and not os.path.isdir(output):
-    raise FileExistsError(f'{output} is a file; --format hf writes a folder (config.json, model.safetensors)')
+    raise OutputFolderError(f'{output} is a file; --format hf writes a folder (config.json, model.safetensors)')
+  others = sorted(set(os.listdir(output)) - {CONFIG_FILE, WEIGHTS_FILE}) if os.path.isdir(output) else []
+  if others:
+    more = f' and {len(others) - 3} more' if len(others) > 3 else ''
+    raise OutputFolderError(f'{output} holds files the export does not write ({", ".join(others[:3])}{more}): they '
+                            f'would stay beside the new {CONFIG_FILE} and {WEIGHTS_FILE} as if of this model; '
+                            'choose a new or empty folder')
+
+
+def write(params, model_cfg, output: str, class_names=None, multi_label: bool = False) -> tuple[str, int]:
+  """Writes `output/config.json` and `output/model.safetensors` (float32, save_pretrained's names, metadata
+  format 'pt'); nothing is written when the model is refused or the folder holds other files (`check_output`).
+  Returns (transformers class, number of tensors)."""
+  from safetensors.numpy import save_file
+  hf_class, config, state = to_hf(params, model_cfg, class_names, multi_label)
+  check_output(output)
   os.makedirs(output, exist_ok=True)
   save_file(state, os.path.join(output, WEIGHTS_FILE), metadata={'format': 'pt'})
   with open(os.path.join(output, CONFIG_FILE), 'w') as f:

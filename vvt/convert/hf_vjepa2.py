@@ -32,8 +32,11 @@ of another size gets wrapped positions); vvt and the released V-JEPA 2 code use 
 whenever crop_size is the frame size.
 
 `to_hf(params, model_cfg)` writes the inverse: the config.json dict and the state dict of a
-`VJEPA2ForVideoClassification` (without the predictor, which vvt does not have: `from_pretrained` initialises it,
-and the classifier never runs it).
+`VJEPA2ForVideoClassification`. vvt keeps no predictor (the self-supervised training's, which the classifier never
+runs; `convert` reports its tensors unused), so the export writes an empty one, `EMPTY_PREDICTOR`: no layer, a
+width of 1, no mask token, its 3 * hidden_size + 3 parameters zero, in config.json and in the weights alike. So
+`from_pretrained` loads every tensor it builds (no random predictor of transformers' default size, 12 layers of
+384, and no table of missing keys), and the model's parameters are vvt's plus those 3 * hidden_size + 3.
 """
 from __future__ import annotations
 
@@ -48,6 +51,9 @@ from vvt.convert import common
 HF_DEFAULTS = dict(model_type='vjepa2', patch_size=16, crop_size=256, frames_per_clip=64, tubelet_size=2,
                    hidden_size=1024, in_chans=3, num_attention_heads=16, num_hidden_layers=24, mlp_ratio=4.0,
                    layer_norm_eps=1e-6, qkv_bias=True, hidden_act='gelu', num_pooler_layers=3)
+# The predictor an exported classifier has (none of its weights are vvt's): VJEPA2Config fields.
+EMPTY_PREDICTOR = dict(pred_hidden_size=1, pred_num_hidden_layers=0, pred_num_mask_tokens=0,
+                       pred_num_attention_heads=1)
 POOLER_MLP_RATIO = 4.0  # VJEPA2MLP(config, hidden_size) in the pooler: its default ratio, not config.mlp_ratio
 _LAYER = re.compile(r'^(?:vjepa2\.)?encoder\.layer\.(\d+)\.')
 _POOLER_LAYER = re.compile(r'^pooler\.self_attention_layers\.(\d+)\.')
@@ -245,10 +251,23 @@ def check(m) -> None:
   common.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
 
 
+def _empty_predictor(w: common.TorchState, hidden: int) -> None:
+  """The zero tensors of the `EMPTY_PREDICTOR` transformers builds: embeddings Linear(D, 1), no mask token, the
+  LayerNorm of width 1, the projection Linear(1, D)."""
+  p = 'vjepa2.predictor'
+  width = EMPTY_PREDICTOR['pred_hidden_size']
+  for key, shape in (('embeddings.mask_tokens', (EMPTY_PREDICTOR['pred_num_mask_tokens'], 1, 1, width)),
+                     ('embeddings.predictor_embeddings.weight', (width, hidden)),
+                     ('embeddings.predictor_embeddings.bias', (width,)), ('layernorm.weight', (width,)),
+                     ('layernorm.bias', (width,)), ('proj.weight', (hidden, width)), ('proj.bias', (hidden,))):
+    w.put(f'{p}.{key}', np.zeros(shape, np.float32))
+
+
 def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   """vvt params (per-layer layout) of a V-JEPA 2-shaped model + its resolved config -> (config.json dict, state
   dict) of a `VJEPA2ForVideoClassification`: the exact inverse of `convert` (tensors bit-identical), the predictor
-  left out. A model transformers cannot express is refused (NotExpressible naming the field)."""
+  an empty one (`EMPTY_PREDICTOR`). A model transformers cannot express is refused (NotExpressible
+  naming the field)."""
   m = model_cfg
   check(m)
   w = common.TorchState(params, HF_CLASS)
@@ -271,6 +290,7 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w.dense(f'{key}.mlp.fc1', 'pooler/mlp/Dense_0')
   w.dense(f'{key}.mlp.fc2', 'pooler/mlp/Dense_1')
   w.dense('classifier', 'head/output_projection')
+  _empty_predictor(w, int(m.hidden_size))
   hf = dict(
       model_type='vjepa2', architectures=[HF_CLASS], patch_size=int(m.tubelet[1]),
       crop_size=int(m.image_size), frames_per_clip=int(m.num_frames), tubelet_size=int(m.tubelet[0]),
@@ -278,5 +298,5 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
       num_hidden_layers=int(m.num_layers), mlp_ratio=_mlp_ratio(m.hidden_size, m.mlp_dim),
       layer_norm_eps=float(m.layer_norm_eps), qkv_bias=bool(m.qkv_bias),
       hidden_act=common.hf_activation(m.gelu_approximate, 'gelu_pytorch_tanh'),
-      num_pooler_layers=int(m.attentive_pooler.depth))
+      num_pooler_layers=int(m.attentive_pooler.depth), **EMPTY_PREDICTOR)
   return hf, w.result()

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import os
 
 import ml_collections
 
+from vvt.convert import hf_folder
 from vvt.convert import image
 
 VIDEO_FORMAT = 'vvt'  # a vvt video model of the same architecture, exported to safetensors (vvt.convert.export)
@@ -79,14 +79,6 @@ def validate(init_from) -> InitSpec:
   return InitSpec(**opts)
 
 
-def _json_object(path: str, what: str):
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except (OSError, ValueError) as e:
-    raise ValueError(f'{what}: {path} is not readable JSON ({type(e).__name__}: {e})') from None
-
-
 def source_kind(source: str, what: str = '--init', bare_ok: bool = False) -> str:
   """What SOURCE is, from its names and config.json only: 'run' (a vvt run or converted folder: config.json with
   model and dataset, and checkpoints/), 'file' (a .safetensors file), 'hf_<model_type>' (a Hugging Face model
@@ -100,18 +92,18 @@ def source_kind(source: str, what: str = '--init', bare_ok: bool = False) -> str
                      'Face model folder (image checkpoints: --config.init_from.checkpoint)')
   if not os.path.isdir(source):
     raise ValueError(f'{name}: no such file or folder (absolute: {os.path.abspath(source)})')
-  config_path = os.path.join(source, 'config.json')
   has_steps = os.path.isdir(os.path.join(source, 'checkpoints'))
-  if not os.path.isfile(config_path):
-    if bare_ok and has_steps:
-      return PARAMS_FOLDER
-    raise ValueError(f'{name}: the folder has no config.json (a vvt run, or a Hugging Face model folder)')
-  values = _json_object(config_path, name)
-  if isinstance(values, dict) and 'model' in values and 'dataset' in values:
+  if bare_ok and has_steps and not os.path.exists(hf_folder.config_path(source)):
+    return PARAMS_FOLDER
+  try:
+    values = hf_folder.read_config(source)
+  except hf_folder.ConfigFileError as e:
+    raise hf_folder.ConfigFileError(f'{what} {e}') from None
+  if 'model' in values and 'dataset' in values:
     if not has_steps:
       raise ValueError(f'{name}: the run has no checkpoints/ yet')
     return 'run'
-  model_type = values.get('model_type') if isinstance(values, dict) else None
+  model_type = values.get('model_type')
   if f'hf_{model_type}' not in HF_SOURCES:
     known = ', '.join(s[3:] for s in HF_SOURCES)
     raise ValueError(f'{name}: config.json has model_type={model_type!r}; vvt converts {known}')

@@ -213,13 +213,14 @@ def _model_of(src: common.Source, attention: str | None) -> str:
 
 def _tubelet_embedding(w: common.Writer, src: common.Source) -> tuple[tuple[int, int, int], int]:
   """embedding/kernel, (h, w, C, D) or (t, h, w, C, D) -> embedding/conv; returns (tubelet, hidden size)."""
+  shape = src.shape('embedding/kernel')  # from the file's header: a member of another rank is never inflated
+  if len(shape) not in (4, 5):
+    raise ValueError(f'scenic embedding/kernel has shape {shape}; expected 4 or 5 dimensions')
   kernel = src.take('embedding/kernel')
   if kernel.ndim == 4:  # 'temporal_sampling': 2D patches of stacked frames == tubelets of length 1.
     w.put('embedding/conv/kernel', kernel[None], 'embedding/kernel', '2D (h,w,C,D) -> (1,h,w,C,D)')
-  elif kernel.ndim == 5:
-    w.put('embedding/conv/kernel', kernel, 'embedding/kernel')
   else:
-    raise ValueError(f'scenic embedding/kernel has shape {kernel.shape}; expected 4 or 5 dimensions')
+    w.put('embedding/conv/kernel', kernel, 'embedding/kernel')
   w.copy('embedding/conv/bias', 'embedding/bias')
   k5 = w.flat['embedding/conv/kernel']
   return tuple(int(x) for x in k5.shape[:3]), int(k5.shape[-1])

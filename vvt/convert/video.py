@@ -27,7 +27,6 @@ by the table's own evidence, else the config's values; only where neither tells 
 """
 from __future__ import annotations
 
-import json
 import os
 
 import jax
@@ -35,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vvt.convert import common
+from vvt.convert import hf_folder
 from vvt.convert import hf_videomae
 from vvt.convert import hf_videoprism
 from vvt.convert import hf_vivit
@@ -62,11 +62,13 @@ def _hint(model_cfg, field):
 
 
 def _hf_config(checkpoint: str, hf_config):
-  if hf_config is None and os.path.isdir(checkpoint) and os.path.exists(os.path.join(checkpoint, 'config.json')):
-    hf_config = os.path.join(checkpoint, 'config.json')
+  """The Hugging Face config of `checkpoint`: `hf_config` (a dict, or a config file read by
+  `hf_folder.read_config`), else the folder's config.json (refused naming it when missing, not JSON or not an
+  object); None for a weight file given without a config (the converter's defaults and the weights decide)."""
+  if hf_config is None and os.path.isdir(checkpoint):
+    hf_config = checkpoint
   if isinstance(hf_config, str):
-    with open(hf_config) as f:
-      hf_config = json.load(f)
+    hf_config = hf_folder.read_config(hf_config)
   return hf_config
 
 
@@ -88,14 +90,15 @@ def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames
   fills in what they do not say (see the module doc), so a config written for another clip length is no error.
   num_frames / image_size: the clip length and frame size to run at (None: the weights'); see the module doc.
   """
-  if source in NATIVE_SIZES or (num_frames is None and image_size is None):
-    result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
-  else:
-    try:  # the tables read at the sizes they say (or the config's, where they do not), then resized
-      result = _convert_state(source, state, model_cfg, hf_config, None, None)
-    except ValueError:  # tables that do not say their split: the sizes asked choose it
+  with common.naming_file(common.path_of(state), 'cannot convert its weights'):  # every converter's errors
+    if source in NATIVE_SIZES or (num_frames is None and image_size is None):
       result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
-    result = resized(result, num_frames, image_size)
+    else:
+      try:  # the tables read at the sizes they say (or the config's, where they do not), then resized
+        result = _convert_state(source, state, model_cfg, hf_config, None, None)
+      except ValueError:  # tables that do not say their split: the sizes asked choose it
+        result = _convert_state(source, state, model_cfg, hf_config, num_frames, image_size)
+      result = resized(result, num_frames, image_size)
   for name, value in (('num_frames', num_frames), ('image_size', image_size)):
     got = result.model_fields.get(name)
     if value is not None and got != value:

@@ -13,8 +13,10 @@ model has one, else the last encoder's tokens before its final LayerNorm, (n_t, 
 OUTPUT/ holds `features-00000.npz` ... (or `.safetensors`), each with up to `shard_size` videos in the split's
 order: `embedding` (n, D) float32, `video_index` (n,) int64 (the record's index in the split), a label per head
 (`label` (n,), or `label_<head>` for multi-head data) and with tokens `tokens` (n, n_t, N, D); the video ids as
-`video_id` (npz: a unicode array) or the metadata `video_ids` (safetensors: a JSON list). `features.json` names
-the shards and the checkpoint, split, view protocol, sizes and the videos left out as bad records.
+`video_id` (npz: a unicode array) or the metadata `video_ids` (safetensors: a JSON list); multi-label data's
+`label` is (n, C) multi-hot. `features.json` names the shards and the checkpoint, split, view protocol, sizes, the
+videos left out as bad records and the names of the labels' classes (`class_names`: the data's own where it names
+them, `class_names_from` 'dataset', else the config's, 'config'; `label_names`).
 """
 from __future__ import annotations
 
@@ -114,7 +116,7 @@ class ShardWriter:
     for row in np.flatnonzero(mask):
       i = int(vi[row])
       video = self.open.setdefault(i, {'sum': np.zeros(emb.shape[-1]), 'count': 0,
-                                       'labels': {k: int(v[row]) for k, v in labels.items()}})
+                                       'labels': {k: _label(v[row]) for k, v in labels.items()}})
       video['sum'] += emb[row]
       video['count'] += 1
       if 'tokens' in features and int(passthrough['view_index'][row]) == self.tokens_view:
@@ -166,7 +168,49 @@ class ShardWriter:
     self.num_videos += len(videos)
 
 
+def _label(value):
+  """A video's label: an int (single-label), or its multi-hot vector int64 (C,) (multi-label data)."""
+  return int(value) if np.ndim(value) == 0 else np.asarray(value, np.int64)
+
+
 # ----------------------------------------------------------------------------------- the command
+
+
+def label_names(run) -> tuple:
+  """(class names, where from) of the labels the features carry: the data's own names (its manifest, classes.txt or
+  video list: the names its labels were encoded with, `names.dataset_class_names`) and 'dataset', else the run's
+  `class_names` and 'config' (data that names no classes: its labels are the config's), else (None, None); a
+  multi-head run: (None, None). The checkpoint's names are not the data's when it is pointed at other data."""
+  from vvt.data.reading import names as names_lib
+  if hasattr(run.data.num_classes, 'items'):
+    return None, None
+  names = names_lib.dataset_class_names(run.data)
+  if names:
+    return list(names), 'dataset'
+  return (list(run.class_names), 'config') if run.class_names else (None, None)
+
+
+def _contents(run, writer: ShardWriter, fmt: str, tokens: bool, tokens_view: int) -> dict:
+  """What features.json says of the shards: format, sizes, skipped videos, tokens, clip, the labels' class names."""
+  names, names_from = label_names(run)
+  return dict(format=fmt, dim=writer.dim, num_videos=writer.num_videos, shards=writer.shards,
+              videos_skipped=sorted(writer.skipped), tokens=bool(tokens),
+              tokens_view=int(tokens_view) if tokens else None, num_frames=run.model.num_frames,
+              image_size=run.model.image_size, class_names=names, class_names_from=names_from)
+
+
+def _stream(batches, step: Callable, writer: Optional[ShardWriter], bar) -> None:
+  """Every batch through `step` (-> (features, passthrough)), this host's rows to `writer` (the chief's)."""
+  from vvt.train import evaluate
+  try:
+    for batch in batches:
+      feats, passthrough = step(batch)
+      if writer is not None:
+        writer.add({k: evaluate._local(v) for k, v in feats.items()},
+                   {k: evaluate._local(v) for k, v in passthrough.items()})
+      bar.update(1)
+  finally:
+    bar.close()
 
 
 def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step: Optional[int] = None,
@@ -214,24 +258,13 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
   if progress is None:
     progress = bool(log) and chief
   bar = progress_lib.bar(len(it), f'features {split}', 'batch', disable=not progress, mininterval=1.0, leave=False)
-  rules = program.logical_rules
-  try:
-    for batch in it:
-      feats, passthrough = fn(params, mesh_lib.global_batch(batch, mesh, batch_size, rules))
-      if writer is not None:
-        writer.add({k: evaluate._local(v) for k, v in feats.items()},
-                   {k: evaluate._local(v) for k, v in passthrough.items()})
-      bar.update(1)
-  finally:
-    bar.close()
+  _stream(it, lambda batch: fn(params, mesh_lib.global_batch(batch, mesh, batch_size, program.logical_rules)),
+          writer, bar)
   if writer is None:
     return {}
   writer.close()
   index = dict(checkpoint=workdir, step=int(step), weights=weights, split=split, protocol=evaluate.protocol(data),
-               format=fmt, dim=writer.dim, num_videos=writer.num_videos, shards=writer.shards,
-               videos_skipped=sorted(writer.skipped), tokens=bool(tokens), tokens_view=int(tokens_view) if tokens
-               else None, num_frames=run.model.num_frames, image_size=run.model.image_size,
-               class_names=None if run.class_names is None else list(run.class_names))
+               **_contents(run, writer, fmt, tokens, tokens_view))
   with open(os.path.join(output, INDEX), 'w') as f:
     json.dump(index, f, indent=1, default=str)
   if log:
@@ -241,7 +274,19 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
 
 
 def read(output: str) -> tuple[np.ndarray, list, dict]:
-  """(embeddings (n, D), video ids, {label field: (n,)} [+ 'tokens']) of every shard of `output`, in order."""
+  """Every shard of `output` (a `vvt features --output` folder, as its features.json lists them), concatenated in
+  the split's order. Returns (embeddings, video_ids, rest):
+
+    embeddings   float32 (n, D): each video's representation, averaged over its views
+    video_ids    list of n str: the records' ids (or their index in the split, as text)
+    rest         {'video_index': int64 (n,) the record's index in the split,
+                  'label': int64 (n,), or (n, C) multi-hot for multi-label data (multi-head data:
+                  'label_<head>' (n,) per head),
+                  'tokens': float32 (n, n_t, N, D) where written with --tokens}
+
+  n is the number of videos written (the split's, less the bad records left out: features.json's
+  `videos_skipped`); with no shard, (0, D) embeddings, [] and {}. The class names of the labels are features.json's
+  `class_names`."""
   with open(os.path.join(output, INDEX)) as f:
     index = json.load(f)
   parts, ids = [], []

@@ -322,6 +322,17 @@ def run(trials: Sequence[sweep_lib.Trial], spec: str, base: Sequence[tuple[str, 
   return w.status
 
 
+def _announce(w: _Worker, i: int, t: sweep_lib.Trial, claim) -> list[str]:
+  """In a slice: tells the other processes to start their trainers of trial `t` as this one does, meeting at a
+  free port of this host; this process's trainer's `distributed.*` arguments ([] for a lone worker)."""
+  if not w.group:
+    return []
+  trainers = slice_lib.trainer_address(w.group.address)
+  w.group.publish({'trial': t.name, 'index': i, 'total': w.total, 'attempt': claim.record['attempts'],
+                   'argv': train_argv(w.spec, w.base, t, fileio.join(w.sweep_dir, t.name)), 'trainers': trainers})
+  return w.group.trainer_args(trainers)
+
+
 def _fill(w: _Worker, leases: claims.Leases) -> None:
   """Claims and starts trials while fewer than `parallel` run here."""
   for i, t in list(w.todo):
@@ -336,11 +347,7 @@ def _fill(w: _Worker, leases: claims.Leases) -> None:
       w.todo.remove((i, t))
       w.held.pop(t.name, None)
       _say_start(w, i, t, out.claim)
-      if w.group:  # the other processes start their trainers as this one does
-        w.group.publish({'trial': t.name, 'index': i, 'total': w.total, 'attempt': out.claim.record['attempts'],
-                         'argv': train_argv(w.spec, w.base, t, fileio.join(w.sweep_dir, t.name))})
-      w.running.append(_start(t, i, w.spec, w.base, w.sweep_dir, w.env, out.claim,
-                              w.group.trainer_args() if w.group else ()))
+      w.running.append(_start(t, i, w.spec, w.base, w.sweep_dir, w.env, out.claim, _announce(w, i, t, out.claim)))
       leases.add(out.claim)
     elif out.status in ('finished', 'failed'):
       w.todo.remove((i, t))
@@ -530,7 +537,7 @@ def follow(group: slice_lib.Slice, sweep_dir: str, say: Callable = print, env: O
 
 def _follow_one(group: slice_lib.Slice, message: dict, sweep_dir: str, say: Callable, env: dict) -> dict:
   """Runs this process's trainer of the announced trial to its end; {returncode, error}."""
-  name, argv = message['trial'], [*message['argv'], *group.trainer_args()]
+  name, argv = message['trial'], [*message['argv'], *group.trainer_args(message['trainers'])]
   log_path = local_log_path(sweep_dir, name, group.process)
   log, _ = _open_log(log_path, f'attempt {message["attempt"]}, {group.name()}: {shell_command(argv)}')
   say(f'[sweep] ({message["index"]}/{message["total"]}) {name}: {group.name()} trains it with process 0 '

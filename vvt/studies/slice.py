@@ -6,12 +6,16 @@ How the processes agree (jax.distributed's key-value store; no device is touched
 
   join     every process calls `jax.distributed.initialize` as `vvt train` would (the `distributed.*` fields given
            to `vvt sweep`, or jax's own detection on Cloud TPU VMs, GKE and SLURM): the *sweep's* coordinator at
-           HOST:PORT. Each trial's trainers meet at HOST:PORT+1 (PORT-1 for port 65535): the trainer of every
-           process initialises jax.distributed itself, with its own coordinator, so the two never share a port.
-  round r  process 0 claims the next trial like any worker (`vvt.studies.claims`: it alone claims and renews) and
-           sets `vvt/sweep/<r>` to {trial, index, attempt, argv}, or to {end} when no trial is left. The others read
-           it (a blocking get, looped) and start `vvt train` with the same arguments plus their own
-           `distributed.{initialize, coordinator_address, num_processes, process_id}` (`trainer_args`).
+           HOST:PORT; process 0 first checks that PORT is free on its host (`vvt.train.coordinator`: one line
+           naming the port, instead of two coordinators sharing it).
+  round r  process 0 claims the next trial like any worker (`vvt.studies.claims`: it alone claims and renews),
+           picks a free port of its host for the trial's trainers (each trainer initialises jax.distributed itself,
+           with its own coordinator: HOST:that port) and sets `vvt/sweep/<r>` to {trial, index, attempt, argv,
+           trainers}, or to {end} when no trial is left. The others read it (a blocking get, looped) and start
+           `vvt train` with the same arguments plus their own
+           `distributed.{initialize, coordinator_address, num_processes, process_id}` (`trainer_args`). The
+           trainers' port is the OS's pick, not one beside the sweep's: slices started on adjacent ports of one host
+           never meet at the same coordinator.
   done     each process sets `vvt/sweep/<r>/done/<p>` to its trainer's exit (code, last error line) once that has
            ended; process 0 records the trial only when every process has reported (finished: every trainer exited
            0 and the final evaluation is written) and only then claims the next one. A process whose trainer failed
@@ -34,6 +38,7 @@ import sys
 import time
 from typing import Callable, Optional, Sequence
 
+from vvt.train import coordinator
 from vvt.train import peers
 
 ROOT = 'vvt/sweep/'
@@ -63,10 +68,9 @@ def wanted(distributed, environ=None) -> bool:
 
 
 def trainer_address(address: str) -> str:
-  """The trainers' coordinator beside the sweep's: HOST:PORT -> HOST:PORT+1 (PORT-1 for 65535)."""
-  host, _, port = address.rpartition(':')
-  port = int(port)
-  return f'{host}:{port + 1 if port < 65535 else port - 1}'
+  """The coordinator of a trial's trainers (run on process 0, the host of the sweep's coordinator HOST:PORT):
+  HOST:a free port of this host (`vvt.train.coordinator.free_port`)."""
+  return f'{address.rpartition(":")[0]}:{coordinator.free_port()}'
 
 
 def _message(value) -> dict:
@@ -91,18 +95,15 @@ class Slice:
   def leader(self) -> bool:
     return self.process == 0
 
-  @property
-  def trainer_address(self) -> str:
-    return trainer_address(self.address)
-
   def name(self) -> str:
     return f'process {self.process} of {self.processes}'
 
-  def trainer_args(self) -> list[str]:
-    """This process's `distributed.*` fields for the trial's `vvt train`: the trainers' own coordinator."""
+  def trainer_args(self, address: str) -> list[str]:
+    """This process's `distributed.*` fields for the trial's `vvt train`: the trainers' own coordinator at
+    `address` (the round's `trainers`)."""
     given = [f'--config.{k}={v}' for k, v in self.extra if k.split('.')[-1] not in TRAINER_FIELDS]
     return [*given, '--config.distributed.initialize=True',
-            f'--config.distributed.coordinator_address={self.trainer_address}',
+            f'--config.distributed.coordinator_address={address}',
             f'--config.distributed.num_processes={self.processes}', f'--config.distributed.process_id={self.process}']
 
   # --------------------------------------------------------------------------- lost processes
@@ -122,7 +123,7 @@ class Slice:
     return ROOT + '/'.join(str(p) for p in (self.round, *parts))
 
   def publish(self, message: dict) -> None:
-    """Process 0: what this round does ({trial, index, total, attempt, argv} or {end: True})."""
+    """Process 0: what this round does ({trial, index, total, attempt, argv, trainers} or {end: True})."""
     self.client.key_value_set(self._key(), json.dumps(message))
     self.published = True
 
@@ -184,13 +185,14 @@ def join(spec, say: Callable = print, prog: str = 'vvt sweep') -> Slice:
 
   from vvt.train import mesh
   heartbeat = spec.heartbeat_timeout_seconds
+  coordinator.check_port(spec)
   jax.distributed.initialize(**mesh.initialize_kwargs(spec))
   state = distributed.global_state
   me = Slice(state.process_id, state.num_processes, state.coordinator_address, state.client, heartbeat)
   if me.processes > 1:
     me.watch = _Watch(me, state.client, heartbeat, prog).start()
-  say(f'[sweep] {me.name()} of one worker (the sweep\'s coordinator {me.address}, the trainers\' '
-      f'{me.trainer_address})')
+  say(f'[sweep] {me.name()} of one worker (the sweep\'s coordinator {me.address}; each trial\'s trainers meet at '
+      f'a free port of its host)')
   return me
 
 

@@ -36,6 +36,7 @@ from vvt.config.sharding import MeshError
 from vvt.config.sharding import MeshSpec
 from vvt.config.sharding import resolve_axes
 from vvt.models import axes as logical_axes
+from vvt.train import coordinator
 from vvt.train import peers
 
 
@@ -66,9 +67,11 @@ def initialize_kwargs(distributed) -> dict:
 def maybe_initialize_distributed(distributed) -> None:
   """Calls `jax.distributed.initialize` when `distributed.initialize` is set (a run's DistributedSpec), or when this
   process is one of several tasks of a SLURM step (`srun`): jax then reads the coordinator, process count and id
-  from SLURM's environment, so a multi-node trial needs no `distributed.*` field."""
+  from SLURM's environment, so a multi-node trial needs no `distributed.*` field. Process 0 given its coordinator's
+  port checks it first (`vvt.train.coordinator`: one line naming a port in use)."""
   if not distributed.initialize and slurm_step_tasks() <= 1:
     return
+  coordinator.check_port(distributed)
   try:
     jax.distributed.initialize(**initialize_kwargs(distributed))
   except RuntimeError as e:  # already initialised (e.g. by the caller)

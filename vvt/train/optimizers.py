@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vvt.config import validation
 from vvt.config.run_spec import OptimizerSpec
 from vvt.config.run_spec import ScheduleSpec
 from vvt.config.schema import OPTIMIZERS
@@ -61,6 +62,15 @@ def warmup_steps(schedule: ScheduleSpec, steps_per_epoch: int) -> int:
 
 def step_boundaries(schedule: ScheduleSpec, steps_per_epoch: int) -> list[int]:
   return [int(round(e * steps_per_epoch)) for e in schedule.decay_epochs]
+
+
+def decays_past_end(schedule: ScheduleSpec, total_steps: int, steps_per_epoch: int) -> str:
+  """'' unless a step schedule's decays fall at or after the last of `total_steps` (they never happen: a recipe
+  shortened by `num_train_steps`); then the line that says so (`vvt.config.validation.decay_past_end`)."""
+  if schedule.name != 'step':
+    return ''
+  return validation.decay_past_end(schedule.decay_epochs, step_boundaries(schedule, steps_per_epoch), total_steps,
+                                   steps_per_epoch)
 
 
 def make_schedule(spec: ScheduleSpec, total_steps: int, steps_per_epoch: int) -> Callable[[Any], Any]:

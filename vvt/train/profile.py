@@ -32,6 +32,22 @@ AUTO_OFF_ENV = 'VVT_DEFAULT_PROFILE'
 TRACE_DIR = 'tensorboard'
 
 
+def check_window(run, num_train_videos: int) -> None:
+  """ConfigError naming `profile.steps` when the steps it traces start after the last step of RunSpec `run` on a
+  training set of `num_train_videos` (no trace would be written); a run of `num_train_steps` is checked as its
+  config is validated (`vvt.config.validation`), a run of epochs here, once its length is known."""
+  from vvt.config import validation
+  from vvt.config.errors import ConfigError
+  from vvt.train import program
+  epoch = program.steps_per_epoch(num_train_videos, run.batch_size)
+  total = program.total_steps(run.num_train_steps, run.num_epochs, epoch)
+  given = f'num_epochs={run.num_epochs}, {epoch} steps per epoch' if run.num_train_steps <= 0 else \
+      f'num_train_steps={total}'
+  line = validation.profile_past_end(run.profile.steps, total, f' ({given})')
+  if line:
+    raise ConfigError(line)
+
+
 def trace_window(steps, first_step: int, total_steps: int) -> Optional[tuple[int, int]]:
   """(A, B): the optimiser steps to trace, or None. `steps` is `run.profile.steps`."""
   if steps is None:

@@ -45,6 +45,7 @@ from vvt.train import evaluate as evaluate_lib
 from vvt.train import flops as flops_lib
 from vvt.train import mesh as mesh_lib
 from vvt.train import metrics as metrics_lib
+from vvt.train import optimizers
 from vvt.train import peers
 from vvt.train import profile as profile_lib
 from vvt.train import state as state_lib
@@ -133,9 +134,12 @@ def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
 
 
 def make_program(run: Run) -> Program:
-  """The training program of `run.spec` on the run's mesh, for the training set's size."""
+  """The training program of `run.spec` on the run's mesh, for the training set's size (its traced steps checked
+  against the run's length first: `profile_lib.check_window`)."""
   from vvt.data import pipeline
-  return build_program(run.spec, run.mesh, num_train_videos=pipeline.num_videos(run.spec.data, 'train'))
+  videos = pipeline.num_videos(run.spec.data, 'train')
+  profile_lib.check_window(run.spec, videos)
+  return build_program(run.spec, run.mesh, num_train_videos=videos)
 
 
 # ----------------------------------------------------------------------------- state
@@ -254,6 +258,9 @@ def log_start(run: Run, program: Program, state) -> None:
           f'{training.total_steps} steps, global batch {spec.batch_size} on '
           f'{run.mesh.devices.size} device(s) / {jax.process_count()} process(es), mesh '
           f'{mesh_lib.axis_sizes(run.mesh)}; workdir {run.workdir}')
+  late = optimizers.decays_past_end(spec.schedule, training.total_steps, training.steps_per_epoch)
+  if late:
+    run.log(f'[train] warning: {late}')
 
 
 # ----------------------------------------------------------------------------- loop hooks
