@@ -66,8 +66,9 @@ def test_init_reads_the_config_through_the_same_reader(videomae, tmp_path, capsy
   code = vvt_main(['train', '--config', CONFIG, '--init', str(folder), '--workdir', str(wd)])
   err = capsys.readouterr().err.strip()
   assert code == 2, err
-  assert err == f'vvt train: error: --init {folder / "config.json"}{BROKEN["a_list"][1]}'
-  assert not (wd / 'init').exists()
+  # among the config's other problems (its data files are not here), in the same one-run list
+  assert f'vvt train: error: --init {folder / "config.json"}{BROKEN["a_list"][1]}' in err.splitlines(), err
+  assert not wd.exists()
 
 
 def test_init_takes_the_normalisation_of_a_video_preprocessor_config(videomae, tmp_path):

@@ -319,10 +319,11 @@ def test_shape_mismatches_are_listed_together(checkpoints):
   cfg = model_cfg(hidden_size=48, num_heads=4, mlp_dim=MLP)
   with pytest.raises(ValueError) as info:
     initialise(fresh(cfg), dict(checkpoint=checkpoints['big_vision']), cfg)
-  msg = str(info.value)
+  msg, every = str(info.value), info.value.items
   assert 'embedding/conv/kernel: model (1, 8, 8, 3, 48), checkpoint (1, 8, 8, 3, 32)' in msg
-  assert 'encoder/layers/block_1/mlp/Dense_1/kernel: model (64, 48), checkpoint (64, 32)' in msg
-  assert msg.count('\n') > 20  # every mismatching name, not just the first
+  assert 'encoder/layers/block_1/mlp/Dense_1/kernel: model (64, 48), checkpoint (64, 32)' in ' '.join(every)
+  assert len(every) > 20 and f'({len(every)} mismatch(es))' in msg  # every mismatching name, not just the first
+  assert msg.endswith(f'; and {len(every) - common.LISTED} more')  # the message lists the first LISTED
 
 
 def test_bad_init_from_fields_name_the_field(checkpoints):

@@ -17,6 +17,7 @@ from vvt.config import overrides as overrides_lib
 from vvt.config import run_file
 from vvt.config.errors import ConfigError
 
+SHOWN_LINES = 3  # the lines of a long error message `one_line` shows (then how many more there are)
 # Errors a user can cause and fix: printed as one line (the traceback only with --verbose).
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, PermissionError, KeyError,
                FloatingPointError, ImportError)
@@ -144,7 +145,9 @@ def one_line(error: BaseException) -> str:
   lines = _message_lines(error)
   if not lines:  # no message (KeyError(''), RuntimeError()): the type, the key, and where it was raised
     return _without_message(error)
-  return ' '.join(lines) if len(lines) <= 3 else lines[0] + ' ...'
+  if len(lines) <= SHOWN_LINES:
+    return ' '.join(lines)
+  return ' '.join(lines[:SHOWN_LINES]) + f' (and {len(lines) - SHOWN_LINES} more lines: --verbose shows them)'
 
 
 def _message_lines(error: BaseException) -> list:

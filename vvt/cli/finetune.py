@@ -28,6 +28,8 @@ import ml_collections
 
 from vvt.config import dataset as dataset_lib
 from vvt.config import schema
+from vvt.config.errors import ConfigError
+from vvt.convert import init_options
 
 INIT_FILE = os.path.join('init', 'weights.safetensors')
 # Model fields of the training recipe (CONFIG's), not of the weights: regularisation, dtypes and memory.
@@ -52,31 +54,13 @@ class Start:
   image_size: int | None = None  # the frame size its preprocessing's resize fields are for
 
 
-def kind_of(source: str) -> str:
-  """'run', 'file' or 'hf_<model_type>' for SOURCE; ValueError (one line) for anything else."""
-  from vvt.convert.video import SOURCES
-  if os.path.isfile(source):
-    if source.endswith('.safetensors'):
-      return 'file'
-    raise ValueError(f'--init {source}: expected a vvt run folder, a .safetensors file written by `vvt export`, or '
-                     'a Hugging Face model folder (image checkpoints: --config.init_from.checkpoint)')
-  if not os.path.isdir(source):
-    raise FileNotFoundError(f'--init {source}: no such file or folder (absolute: {os.path.abspath(source)})')
-  from vvt.convert import hf_folder
+def kind_of(source: str, what: str = '--init') -> str:
+  """'run', 'file' or 'hf_<model_type>' for SOURCE (`vvt.convert.init_options.source_kind`); ConfigError (one line
+  starting with `what SOURCE`, exit 2) for anything else."""
   try:
-    values = hf_folder.read_config(source)
-  except hf_folder.ConfigFileError as e:
-    raise hf_folder.ConfigFileError(f'--init {e}') from None
-  if 'model' in values and 'dataset' in values:
-    if not os.path.isdir(os.path.join(source, 'checkpoints')):
-      raise ValueError(f'--init {source}: the run has no checkpoints/ yet')
-    return 'run'
-  model_type = values.get('model_type')
-  kind = f'hf_{model_type}'
-  if kind not in SOURCES:
-    known = ', '.join(s[3:] for s in SOURCES if s.startswith('hf_'))
-    raise ValueError(f'--init {source}: config.json has model_type={model_type!r}; vvt converts {known}')
-  return kind
+    return init_options.source_kind(source, what)
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
 
 
 def _metadata(path: str) -> dict:
@@ -132,21 +116,36 @@ def _write_run(source: str, out: str, log) -> None:
   log(f'[init] {source}: {n} tensors ({metadata.get("weights")} params) -> {out}')
 
 
-def prepare(source: str, base, workdir: str, log=print) -> Start:
+def _write(source: str, kind: str, base, weights: str, log) -> None:
+  """The weights of SOURCE converted into `weights`; the folders made for it are removed again (where they stayed
+  empty) when that fails, so that a SOURCE that cannot be read leaves nothing behind."""
+  folder = os.path.dirname(weights)
+  made = [d for d in (folder, os.path.dirname(folder)) if d and not os.path.isdir(d)]  # the init folder, WORKDIR
+  os.makedirs(folder, exist_ok=True)
+  try:
+    (_write_run(source, weights, log) if kind == 'run' else _write_hf(source, kind, base, weights, log))
+  except BaseException:
+    for d in made:
+      if not os.listdir(d):
+        os.rmdir(d)
+    raise
+
+
+def prepare(source: str, base, workdir: str, log=print, what: str = '--init') -> Start:
   """The weights of SOURCE as a vvt safetensors file (written to WORKDIR/init/ unless SOURCE is one), and what
-  they say. `base`: the run's config before `--init` (its model fills in what a converter needs)."""
-  kind = kind_of(source)
+  they say. `base`: the run's config before `--init` (its model fills in what a converter needs); `what`: the
+  option or field that named SOURCE (in the messages)."""
+  kind = kind_of(source, what)
   weights = source if kind == 'file' else os.path.join(workdir, INIT_FILE)
   if kind != 'file':
     reuse = os.path.isfile(weights) and _metadata(weights).get('init_source') == os.path.abspath(source)
     if reuse:
       log(f'[init] {weights}: the weights of {source}, written before')
     else:
-      os.makedirs(os.path.dirname(weights), exist_ok=True)
-      (_write_run(source, weights, log) if kind == 'run' else _write_hf(source, kind, base, weights, log))
+      _write(source, kind, base, weights, log)
   meta = _metadata(weights)
   if meta.get('format') != 'vvt' or 'config' not in meta:
-    raise ValueError(f'--init {source}: not a file written by `vvt export` (no format=vvt and config metadata)')
+    raise ConfigError(f'{what} {source}: not a file written by `vvt export` (no format=vvt and config metadata)')
   values = json.loads(meta['config'])
   model = values.get('model', values)
   nc = values.get('num_classes', model.get('num_classes'))
@@ -180,8 +179,13 @@ def adapt(config: ml_collections.ConfigDict, start: Start) -> None:
     d[field] = value
   if 'normalization' in start.preprocessing:
     d.normalization = start.preprocessing['normalization']
-  config.num_classes, config.class_names = 0, None  # the data's
+  data_classes(config)
   config.init_from = schema.init_from_config(checkpoint=start.weights, format='vvt')
+
+
+def data_classes(config: ml_collections.ConfigDict) -> None:
+  """`config`'s classes left to the data (its manifest or classes.txt), as a run from a checkpoint takes them."""
+  config.num_classes, config.class_names = 0, None
 
 
 def head_line(config, start: Start) -> str:

@@ -8,8 +8,11 @@
   vvt eval  --workdir runs/divided [--config SPEC] [--step N] [--split test] [--raw_params]
 
 --config FILE[:ARG] calls FILE's get_config(ARG) (or loads a run's config.json); --config.a.b=VALUE sets any
-field. Resuming a workdir whose saved config differs in fields that change what the run learns is refused
-with the differences listed, unless --allow_config_change. --init CHECKPOINT (a vvt run or converted folder, a
+field. A probe run (--config.task.name=probe) reads its frozen backbone from --config.task.probe.backbone=SOURCE
+or --init SOURCE (any SOURCE --init takes, its model and preprocessing followed as --init follows them); it ends
+with a line naming the best probe, its lr, weight decay and metric, and the table of every probe. Resuming a
+workdir whose saved config differs in fields that change what the run learns is refused with the differences
+listed, unless --allow_config_change. --init CHECKPOINT (a vvt run or converted folder, a
 `vvt export` file, or a Hugging Face model folder) starts from those weights: the model, frames, frame size and
 preprocessing follow the checkpoint unless --config.FIELD sets them, the classes follow the data, and the
 classifier is kept only where they are the checkpoint's (vvt/cli/finetune.py). `vvt eval` evaluates a
@@ -17,9 +20,12 @@ checkpoint's EMA params (optimizer.ema_decay) where it has them; --raw_params (o
 the trained ones. Evaluating at other frames or another frame size than the run's warns, and names the results
 eval_<step>_<split>_<clips>x<crops>_<frames>f_<size>px.json.
 """
+import os
 import sys
 
 from vvt.cli import common
+from vvt.config.errors import ConfigError
+from vvt.convert import init_options
 
 
 def _train(argv):
@@ -31,8 +37,9 @@ def _train(argv):
                  help='start from these weights on the data\'s classes: a vvt run or converted folder, a file of '
                       '`vvt export`, or a Hugging Face model folder')
   args, spec, overrides = common.parse(p, argv)
-  if args.init:
-    run = _init_run(args.init, spec, overrides, args.workdir)
+  source, probe, overrides = _start(args.init, spec, overrides, args.workdir)
+  if source:
+    run = _init_run(source, spec, overrides, args.workdir, probe=probe, what='--init' if args.init else None)
   else:
     run = common.run_spec(spec, overrides, args.workdir)
   from vvt.train import storage
@@ -45,6 +52,24 @@ def _train(argv):
   key = _headline(res)
   print(f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}; '
         f'workdir {res["workdir"]}')
+  if 'best_probe' in res:
+    print(probe_line(res, args.workdir, run.eval.split))
+
+
+def probe_line(res: dict, workdir: str, split: str) -> str:
+  """The winner of a probe run's results `res`: its lr, weight decay and main metric, the ties broken (the smaller
+  lr, then the smaller weight decay: `vvt.tasks.probe.best_of`) and the path of the table of every probe."""
+  from vvt.train import ema
+  from vvt.train import evaluate
+  split = ema.results_split(split, res.get('weights', 'params'))
+  best = next(r for r in res['probes'] if r['probe'] == res['best_probe'])
+  key = next(k for k in best if k not in ('probe', 'lr', 'weight_decay'))
+  tied = res.get('tied_probes') or []
+  tie = (f' (tied with {", ".join(tied)} on {key}: the smaller lr, then the smaller weight decay, wins)'
+         if tied else '')
+  table = evaluate.files_prefix(workdir, res['step'], split, res) + '_probes.csv'
+  return (f'[probe] best {best["probe"]}: lr {best["lr"]:g}, weight decay {best["weight_decay"]:g}, '
+          f'{key} = {best[key]:.4f}{tie}; every probe: {table}')
 
 
 def _headline(res: dict) -> str:
@@ -74,16 +99,59 @@ def start_lines(run) -> list[str]:
   return lines
 
 
-def _init_run(source, spec, overrides, workdir):
-  """The RunSpec of `vvt train --init SOURCE`: CONFIG run on SOURCE's weights (vvt.cli.finetune)."""
-  from vvt.cli import finetune
+def _start(init, spec, overrides, workdir) -> tuple:
+  """(the SOURCE the run starts from or None, whether it is a probe run's backbone, the overrides): --init SOURCE;
+  for a probe run its `task.probe.backbone` (which --init sets), where the weights are to be converted as --init
+  converts them (a params folder without config.json is read by the trainer as it is; a path that is nothing is
+  left to the config's validation, which names it with every other problem)."""
+  from vvt.tasks import registry
   base = common.run_config(spec, overrides, workdir, validate=False, files=(), init=False)
-  start = finetune.prepare(source, base, workdir)
+  if 'task' not in base or registry.name_of(base) != 'probe':
+    return init, False, overrides
+  backbone = base.task.probe.get('backbone') or ''
+  if init and backbone and os.path.abspath(init) != os.path.abspath(backbone):
+    raise ConfigError(f'--init {init} and task.probe.backbone={backbone} name two backbones of the probe run: '
+                      'give one')
+  if init:
+    return init, True, [*overrides, ('task.probe.backbone', init)]
+  try:
+    kind = init_options.source_kind(backbone, 'task.probe.backbone', bare_ok=True) if backbone else None
+  except ValueError:
+    kind = None
+  return (backbone if kind not in (None, init_options.PARAMS_FOLDER) else None), True, overrides
+
+
+def _init_run(source, spec, overrides, workdir, probe: bool = False, what: str | None = '--init'):
+  """The RunSpec of `vvt train --init SOURCE` (or of a probe run on the backbone SOURCE): CONFIG run on SOURCE's
+  weights (vvt.cli.finetune), once the config and SOURCE are valid (nothing is written before). `what`: the option
+  or field that named SOURCE (None: task.probe.backbone)."""
+  from vvt.cli import finetune
+  what, problems, base = what or 'task.probe.backbone', [], None
+  try:
+    base = common.run_config(spec, overrides, workdir, init=False, adapt=finetune.data_classes)
+  except ConfigError as e:
+    problems += e.problems
+  try:
+    finetune.kind_of(source, what)
+  except ConfigError as e:
+    problems += e.problems
+  if problems:
+    raise ConfigError(*problems)
+  start = finetune.prepare(source, base, workdir, what=what)
   lines = []
-  run = common.run_spec(spec, overrides, workdir, adapt=lambda c: finetune.adapt(c, start),
-                        finish=lambda c: lines.append(finetune.head_line(c, start)))
+  finish = (lambda c: lines.append(_backbone_line(c, start))) if probe else (
+      lambda c: lines.append(finetune.head_line(c, start)))
+  run = common.run_spec(spec, overrides, workdir, adapt=lambda c: finetune.adapt(c, start), finish=finish)
   print(*lines, sep='\n')
   return run
+
+
+def _backbone_line(config, start) -> str:
+  """Sets a probe run's backbone to the weights `start` converted (its model and preprocessing the run's) and says
+  so in one line."""
+  config.task.probe.backbone, config.init_from = start.weights, None
+  return (f'[init] frozen backbone: {start.source} ({start.kind}), weights {start.weights}; '
+          f'{config.num_classes} classes for the probes')
 
 
 def _eval(argv):
@@ -110,6 +178,8 @@ def _eval(argv):
   res = trainer.evaluate_checkpoint(run, args.workdir, step=args.step, split=args.split)
   key = _headline(res)
   print(f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}')
+  if 'best_probe' in res:
+    print(probe_line(res, args.workdir, args.split or run.eval.split))
 
 
 def train_main(argv) -> int:

@@ -142,7 +142,8 @@ class ProbeSpec(_Section):
   num_queries: int           # the attentive probe's pooler
   depth: int
   num_heads: int
-  backbone: str              # the frozen backbone's checkpoint: a vvt run or converted folder ('' : init_from's)
+  backbone: str              # the frozen backbone's weights: a vvt run or converted folder, or a `vvt export` file
+                             # (vvt train writes any other source as one); '': init_from's
 
   @classmethod
   def of(cls, section, **given):

@@ -40,6 +40,7 @@ from vvt.data import choices as dataset_choices
 from vvt.models import axes as logical_axes
 from vvt.models import config as model_config
 from vvt.models import frame_size
+from vvt.tasks import probe_options
 from vvt.tasks import registry as tasks_registry
 
 # Numeric ranges: path -> (lowest, highest, lowest excluded, highest excluded); None = unbounded.
@@ -250,6 +251,7 @@ def _collect(config, num_devices, num_processes, purpose, unset_classes_ok) -> _
   _check_profile(p, config)
   _check_profile_end(p, config)
   _check_task(p, config)
+  _check_task_options(p, config)
   _check_model(p, config)
   _check_init_from(p, config)
   return p
@@ -273,6 +275,14 @@ def _check_task(p: _Problems, config):
     p.add(f"dataset.multi_label: only dataset.name='dmvr' records carry several labels, not {data.name!r}")
   if multi and p.uses('dataset.label_aware_flip') and data.get('label_aware_flip', False):
     p.add('dataset.label_aware_flip mirrors one label per clip: switch it off with dataset.multi_label')
+
+
+def _check_task_options(p: _Problems, config):
+  """The task's own options: its `check` hook (`vvt.tasks.registry.check_options`; no JAX)."""
+  if not p.runs(('model',), 'task', 'task.name') or config.task.name not in tasks_registry.TASKS:
+    return
+  for line in tasks_registry.check_options(config):
+    p.add(line)
 
 
 # ----------------------------------------------------------------------------- names and types
@@ -681,4 +691,23 @@ def missing_files(config) -> list[str]:
       field = 'checkpoint' if init.get('checkpoint') else 'path'
       out.append(f'init_from.{field}: no such file {path!r} (absolute: {os.path.abspath(path)!r}); '
                  'set --config.init_from=None to train from scratch')
-  return out
+  return out + _backbone_problems(config)
+
+
+def _backbone_problems(config) -> list[str]:
+  """A probe run's `task.probe.backbone`: set (or `init_from`), and something a run starts from
+  (`init_options.source_kind`: a vvt run or converted folder, a `vvt export` file, a Hugging Face model folder),
+  read from its names and config.json only."""
+  if tasks_registry.name_of(config) != 'probe':
+    return []
+  unset = probe_options.backbone_problem(config)
+  if unset:
+    return [unset]
+  backbone = config.task.probe.get('backbone')
+  if not backbone or not isinstance(backbone, str) or fileio.is_url(backbone):
+    return []
+  try:
+    init_options.source_kind(backbone, 'task.probe.backbone', bare_ok=True)
+  except ValueError as e:
+    return [str(e)]
+  return []

@@ -63,6 +63,20 @@ class WeightFileError(ValueError):
   """A weight file that cannot be read, or holds something other than numeric tensors: the message names it."""
 
 
+LISTED = 20  # the problems a FitError's message lists (then 'and K more')
+
+
+class FitError(ValueError):
+  """Parameters that do not fit a model: one line, `HEADER (N WHAT): the first LISTED problems; and K more`.
+  `items`: every problem."""
+
+  def __init__(self, header: str, items: Iterable[str], what: str = 'problem(s)'):
+    self.items = tuple(str(i).strip() for i in items)
+    shown = '; '.join(self.items[:LISTED])
+    more = f'; and {len(self.items) - LISTED} more' if len(self.items) > LISTED else ''
+    super().__init__(f'{header} ({len(self.items)} {what}): {shown}{more}')
+
+
 class State(dict):
   """A flat {name: array} dict that remembers the file it was read from (`path`)."""
 
@@ -109,6 +123,8 @@ def naming_file(path: str | None, what: str = 'weight file'):
     text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
     if path in text:
       raise WeightFileError(text) from e
+    if isinstance(e, FitError):  # its list, whole
+      raise WeightFileError(f'{path}: {what}: {text}') from e
     raise WeightFileError(f'{path}: {what}: {_reason(e)}') from e
 
 

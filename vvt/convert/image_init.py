@@ -264,8 +264,7 @@ def _initialise(params, opts: init_options.InitSpec, model):
       raise ValueError(f'init_from.reinit_head=False but {vit.path} has no classifier head')
 
   if init.mismatches:
-    raise ValueError(f'image checkpoint {vit.path} does not fit the model ({len(init.mismatches)} '
-                     'mismatch(es)):\n' + '\n'.join(init.mismatches))
+    raise common.FitError(f'image checkpoint {vit.path} does not fit the model', init.mismatches, 'mismatch(es)')
   init.report.initialised = [(k, "kept the model's fresh initialisation") for k in sorted(init.flat)
                              if k not in init.done]
   unused_canonical = sorted(set(vit.tensors) - init.used)
@@ -383,7 +382,6 @@ def _from_video(params, opts, model):
   mismatches += [f'  {name}: in the checkpoint, not in the model' for name in sorted(set(src) - set(flat))
                  if not _is_classifier(name)]
   if mismatches:
-    raise ValueError(f'video checkpoint {path} does not fit the model ({len(mismatches)} mismatch(es)):\n'
-                     + '\n'.join(mismatches))
+    raise common.FitError(f'video checkpoint {path} does not fit the model', mismatches, 'mismatch(es)')
   report.unused = sorted(set(src) - used)
   return common.unflatten(flat), report

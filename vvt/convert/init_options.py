@@ -3,14 +3,19 @@
   checkpoint (or path)  image checkpoint file, or a vvt video checkpoint exported by `vvt export` (.safetensors,
   format 'vvt'); format, num_heads, positional_embedding, resize, tubelet (or tubelet_init), temporal_attention,
   reinit_head: documented in vvt/convert/image_init.py.
+
+`source_kind` says what a run may start from (`vvt train --init SOURCE`, the probe task's `task.probe.backbone`)
+without reading the weights.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 
 import ml_collections
 
+from vvt.convert import hf_folder
 from vvt.convert import image
 
 VIDEO_FORMAT = 'vvt'  # a vvt video model of the same architecture, exported to safetensors (vvt.convert.export)
@@ -20,6 +25,9 @@ CHOICES = dict(positional_embedding=('auto', 'repeat', 'separate_time_zero'),
                resize=('bilinear', 'bicubic', 'nearest'), tubelet=('central_frame', 'inflate'),
                temporal_attention=('auto', 'copy_spatial', 'zero'), format=(*image.FORMATS, VIDEO_FORMAT))
 ALIASES = {'path': 'checkpoint', 'tubelet_init': 'tubelet'}  # other spellings accepted in configs
+# The Hugging Face model folders a run starts from: the `hf_<model_type>` sources of vvt.convert.video.SOURCES.
+HF_SOURCES = ('hf_timesformer', 'hf_vivit', 'hf_videomae', 'hf_vjepa2', 'hf_videoprism')
+PARAMS_FOLDER = 'params'  # a folder of params checkpoints without a config.json (`source_kind(bare_ok=True)`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,3 +77,34 @@ def validate(init_from) -> InitSpec:
   if problems:
     raise ValueError('\n'.join(problems))
   return InitSpec(**opts)
+
+
+def source_kind(source: str, what: str = '--init', bare_ok: bool = False) -> str:
+  """What SOURCE is, from its names and config.json only: 'run' (a vvt run or converted folder: config.json with
+  model and dataset, and checkpoints/), 'file' (a .safetensors file), 'hf_<model_type>' (a Hugging Face model
+  folder of HF_SOURCES) or, with `bare_ok`, PARAMS_FOLDER (checkpoints/ without a config.json). ValueError: one
+  line starting with `what SOURCE` (the option or field that named it) saying what is wrong."""
+  name = f'{what} {source}'
+  if os.path.isfile(source):
+    if source.endswith('.safetensors'):
+      return 'file'
+    raise ValueError(f'{name}: expected a vvt run folder, a .safetensors file written by `vvt export`, or a Hugging '
+                     'Face model folder (image checkpoints: --config.init_from.checkpoint)')
+  if not os.path.isdir(source):
+    raise ValueError(f'{name}: no such file or folder (absolute: {os.path.abspath(source)})')
+  has_steps = os.path.isdir(os.path.join(source, 'checkpoints'))
+  if bare_ok and has_steps and not os.path.exists(hf_folder.config_path(source)):
+    return PARAMS_FOLDER
+  try:
+    values = hf_folder.read_config(source)
+  except hf_folder.ConfigFileError as e:
+    raise hf_folder.ConfigFileError(f'{what} {e}') from None
+  if 'model' in values and 'dataset' in values:
+    if not has_steps:
+      raise ValueError(f'{name}: the run has no checkpoints/ yet')
+    return 'run'
+  model_type = values.get('model_type')
+  if f'hf_{model_type}' not in HF_SOURCES:
+    known = ', '.join(s[3:] for s in HF_SOURCES)
+    raise ValueError(f'{name}: config.json has model_type={model_type!r}; vvt converts {known}')
+  return f'hf_{model_type}'

@@ -213,15 +213,14 @@ def abstract_params(model_cfg):
 
 
 def check_params(params, model_cfg) -> None:
-  """Raises ValueError listing every missing, unexpected or mis-shaped parameter against `model_cfg`
-  (compared per layer: a model with `scan_layers` takes the same files)."""
+  """Raises ValueError (`common.FitError`) listing every mis-shaped, unexpected or missing parameter against
+  `model_cfg`, in that order (compared per layer: a model with `scan_layers` takes the same files)."""
   from vvt.models import layout
   expected = {k: tuple(v.shape) for k, v in common.flatten(layout.to_per_layer(abstract_params(model_cfg))).items()}
   got = {k: tuple(np.shape(v)) for k, v in common.flatten(layout.to_per_layer(params)).items()}
-  problems = [f'  {k}: missing (model expects {expected[k]})' for k in sorted(set(expected) - set(got))]
-  problems += [f'  {k}: not a parameter of the model (shape {got[k]})' for k in sorted(set(got) - set(expected))]
-  problems += [f'  {k}: model expects {expected[k]}, converted {got[k]}'
-               for k in sorted(set(got) & set(expected)) if got[k] != expected[k]]
+  problems = [f'{k}: model expects {expected[k]}, converted {got[k]}'
+              for k in sorted(set(got) & set(expected)) if got[k] != expected[k]]
+  problems += [f'{k}: not a parameter of the model (shape {got[k]})' for k in sorted(set(got) - set(expected))]
+  problems += [f'{k}: missing (model expects {expected[k]})' for k in sorted(set(expected) - set(got))]
   if problems:
-    raise ValueError(f'converted parameters do not fit the model ({len(problems)} problem(s)):\n'
-                     + '\n'.join(problems))
+    raise common.FitError('converted parameters do not fit the model', problems)

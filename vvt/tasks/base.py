@@ -20,11 +20,29 @@ A task is what a run learns and how it is judged, on top of a video backbone (`v
 A task is a frozen dataclass (hashable: it is a static part of the jitted steps), built from the run config by
 `vvt.tasks.registry.task_of(config)` (`config.task.name`). Adding a task is one module here, one line in
 `vvt.tasks.registry.TASKS` and its tests.
+
+A task checks its own options in a `check` hook (`CheckOptions`, default `no_problems`): a function of a module
+that imports neither jax nor flax, named in `vvt.tasks.registry.CHECKS`, which `vvt.config.validation` calls with
+the other checks of a config, so that a task's bad options come in the same one-run list of problems.
 """
 from __future__ import annotations
 
 import abc
 from typing import Any, Mapping, Optional, Protocol
+
+
+class CheckOptions(Protocol):
+  """The `check` hook of a task: `check(config)` -> the problems of the task's options in the run config `config`
+  (a ConfigDict, or a RunSpec: the same fields), one line each naming its field, in a stable order; [] when there
+  are none. Imports neither jax nor flax (the config's validation calls it before any heavy import)."""
+
+  def __call__(self, config: Any) -> list[str]: ...
+
+
+def no_problems(config: Any) -> list[str]:
+  """The default `check` hook (`CheckOptions`): a task without options of its own has no problems to report."""
+  del config
+  return []
 
 
 class Aggregator(Protocol):

@@ -14,9 +14,10 @@ the backbone's params get `optax.set_to_zero` (no optimiser state, never changed
 scores and multi-view aggregation are those of the base task `task.probe.base` ('classification' (one head) or
 'multilabel'); the loss is the sum of the probes' (their params are disjoint: each probe's gradient is its own).
 
-Results: the best probe's results (its main metric, e.g. `video_top1` or `video_map`) at the top level, with
-`best_probe` and `probes` (per probe: name, lr, weight decay, main metric); files: the best probe's and
-P_probes.csv (the table).
+Results: the best probe's results (its main metric, e.g. `video_top1` or `video_map`; of probes tied on it, the one
+of the smaller lr, then of the smaller weight decay: `best_of`) at the top level, with `best_probe`, `tied_probes`
+(the others of its value) and `probes` (per probe: name, lr, weight decay, main metric); files: the best probe's
+and P_probes.csv (the table).
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ import csv
 import dataclasses
 import importlib
 import io
-import itertools
 from typing import Any
 
 import flax.linen as nn
@@ -32,20 +32,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vvt.tasks import probe_options
 from vvt.tasks import registry
 from vvt.tasks.base import Task
 
-HEADS = ('linear', 'attentive')
-BASES = ('classification', 'multilabel')
+grid = probe_options.grid
 
 
 def probe_names(n: int) -> tuple:
   return tuple(f'probe_{i}' for i in range(n))
-
-
-def grid(lrs, weight_decays) -> tuple:
-  """((lr, weight decay), ...): every learning rate with every weight decay, lr-major."""
-  return tuple((float(lr), float(wd)) for lr, wd in itertools.product(lrs, weight_decays))
 
 
 class ProbeHead(nn.Module):
@@ -226,6 +221,17 @@ class Probe(Task):
     return optax.multi_transform(transforms, self.param_labels)
 
 
+def best_of(table: list, key: str) -> tuple:
+  """(the best probe of `table` (rows {probe, lr, weight_decay, key}), the other probes tied with it): the highest
+  `key` (NaN counts lowest); among equal ones the smaller lr, then the smaller weight decay, then the first."""
+  def score(row):
+    value = float(row[key])
+    return value if value == value else float('-inf')
+  top = max(score(r) for r in table)
+  tied = sorted((r for r in table if score(r) == top), key=lambda r: (r['lr'], r['weight_decay']))
+  return tied[0]['probe'], tuple(r['probe'] for r in tied[1:])
+
+
 class ProbeAggregator:
   """One base-task aggregator per probe (`vvt.tasks.base.Aggregator`); the results of the best probe (by the
   base task's main metric) with the table of all."""
@@ -276,14 +282,14 @@ class ProbeAggregator:
             for (n, agg), (lr, wd) in zip(self.each.items(), self.task.settings, strict=True)]
 
   def best(self) -> str:
-    key = self.task.main_metric
-    return max(self.table(), key=lambda row: row[key])['probe']
+    return best_of(self.table(), self.task.main_metric)[0]
 
   def result(self) -> dict:
+    """The best probe's results, with `best_probe`, `tied_probes` (the others of its main metric) and `probes`."""
     table = self.table()
-    best = self.best()
+    best, tied = best_of(table, self.task.main_metric)
     res = dict(self.each[best].result())
-    res.update(best_probe=best, probes=table)
+    res.update(best_probe=best, tied_probes=list(tied), probes=table)
     return res
 
   def arrays(self) -> dict:
@@ -303,23 +309,13 @@ class ProbeAggregator:
 
 def from_config(config) -> Probe:
   """The probe task of a run config: `task.probe` (base, head, lrs, weight_decays, num_queries, depth,
-  num_heads) and the base task read from the rest of the config as that task reads it."""
+  num_heads) and the base task read from the rest of the config as that task reads it. ValueError: the problems
+  of its options (`vvt.tasks.probe_options.check`, which the config's validation reports first), one line each."""
+  problems = probe_options.check(config)
+  if problems:
+    raise ValueError('\n'.join(problems))
   p = config.task.probe
-  if p.base not in BASES:
-    raise ValueError(f'task.probe.base: {p.base!r} is not one of {", ".join(BASES)}')
-  if p.head not in HEADS:
-    raise ValueError(f'task.probe.head: {p.head!r} is not one of {", ".join(HEADS)}')
   base = importlib.import_module(registry.TASKS[p.base]).from_config(config)
-  if len(base.heads) != 1 or '' not in base.heads:
-    raise ValueError('task.probe: the probes take one head: model.num_classes must be an int')
-  settings = grid(p.lrs, p.weight_decays)
-  if not settings:
-    raise ValueError('task.probe.lrs / weight_decays: the grid is empty')
-  if float(config.optimizer.layer_decay) < 1.0:
-    raise ValueError('optimizer.layer_decay: a probe run trains no backbone layer: leave it at 1')
-  base_lr = float(config.schedule.base_lr)
-  if base_lr <= 0:
-    raise ValueError('schedule.base_lr: the probes scale the schedule by lr / base_lr: it must be > 0')
-  return Probe(base=base, settings=settings, head=str(p.head), num_queries=int(p.num_queries),
-               depth=int(p.depth), num_heads=int(p.num_heads), base_lr=base_lr,
+  return Probe(base=base, settings=grid(p.lrs, p.weight_decays), head=str(p.head), num_queries=int(p.num_queries),
+               depth=int(p.depth), num_heads=int(p.num_heads), base_lr=float(config.schedule.base_lr),
                backbone=str(p.backbone or ''))

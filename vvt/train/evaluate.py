@@ -212,6 +212,13 @@ def _writes_legacy(workdir: str, step: int, split: str, protocol_name: Optional[
   return not fileio.exists(checkpoints.eval_results_path(workdir, step, split))
 
 
+def files_prefix(workdir: str, step: int, split: str, results: dict) -> str:
+  """The path of the results' files without their suffixes (`write_results`): the protocol-named one."""
+  name = protocol_name(workdir, results)
+  return (results_prefix(workdir, step, split, name) if name else
+          checkpoints.eval_results_path(workdir, step, split)[:-len('.json')])
+
+
 def write_results(workdir: str, step: int, split: str, results: dict, agg: Optional[Aggregator] = None) -> str:
   """Writes the evaluation's files (see the module doc); returns the protocol-named JSON path.
 
@@ -225,8 +232,7 @@ def write_results(workdir: str, step: int, split: str, results: dict, agg: Optio
   `<split>_raw`, `weights` 'raw').
   """
   name = protocol_name(workdir, results)
-  prefix = results_prefix(workdir, step, split, name) if name else \
-      checkpoints.eval_results_path(workdir, step, split)[:-len('.json')]
+  prefix = files_prefix(workdir, step, split, results)
   fileio.makedirs(str(epath.Path(prefix).parent))
   legacy = name is not None and name == results.get('protocol') and _writes_legacy(workdir, step, split, name)
   # the data split evaluated: 'test' for the raw params' results written under 'test_raw' (their `weights`: 'raw')

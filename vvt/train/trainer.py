@@ -167,29 +167,49 @@ def _resume(run: Run, state, meta: dict, step: int) -> tuple[state_lib.TrainStat
   return state, data_position
 
 
-def _init_from(run: Run, params):
-  """`init_from` (image-ViT weights) applied to fresh `params`; the report is saved."""
+def _init_from(run: Run, params, init=None, keep: tuple = ()):
+  """`init` (default: the run's `init_from`: image-ViT or `vvt export` weights) applied to fresh `params`, but for
+  the params under the names `keep` (the task's own, left fresh); the report is saved."""
   from vvt.convert import image_init
-  params, report = image_init.initialise(params, run.spec.init_from, run.spec.model)
+  init = init or run.spec.init_from
+  kept = {k: v for k, v in params.items() if k in keep}
+  loaded, report = image_init.initialise({k: v for k, v in params.items() if k not in keep}, init, run.spec.model)
   path = checkpoints.join(run.workdir, 'init_from_report.txt')
   if run.is_chief:
     checkpoints.write_text(path, str(report))
-  run.log(f'[train] init_from {run.spec.init_from.checkpoint}: {len(report.loaded)} loaded, '
+  run.log(f'[train] init_from {init.checkpoint}: {len(report.loaded)} loaded, '
           f'{len(report.transformed)} transformed, {len(report.initialised)} freshly initialised, '
           f'{len(report.unused)} unused in the file; every parameter: {path}')
-  return params
+  return dict(loaded, **kept)
 
 
 def _load_backbone(run: Run, program: Program, params):
   """`params` with the backbone (all but the task's own params and the backbone's classifier head) read from
-  the run's task's `backbone` checkpoint (a vvt run or a converted folder)."""
+  the run's task's `backbone`: a `vvt export` file (as `init_from` reads one: `vvt train` writes the weights of
+  any other source as one), or a vvt run or converted folder."""
   task = program.task
-  step = checkpoints.resolve_step(task.backbone)
-  stored = checkpoints.abstract_params_from_checkpoint(task.backbone, step)
-  abstract = {k: stored[k] if k == 'head' else v  # the head is read as stored (if there is one), then left out
-              for k, v in program.abstract_params().items()
-              if k not in task.own_params and (k != 'head' or k in stored)}
-  loaded, _ = checkpoints.load_params(task.backbone, step, abstract_params=abstract)
+  if task.backbone.endswith('.safetensors'):
+    from vvt.convert import init_options
+    init = init_options.validate(dict(checkpoint=task.backbone, format=init_options.VIDEO_FORMAT))
+    gathered = jax.jit(lambda p: p, out_shardings=run.replicated)(params)
+    loaded = _init_from(run, gathered, init, keep=task.own_params)
+    run.log(f'[train] frozen backbone from {task.backbone}')
+    return jax.device_put(loaded, program.param_shardings)
+
+  def load(step):
+    stored = checkpoints.abstract_params_from_checkpoint(task.backbone, step)
+    if not hasattr(stored, 'keys'):
+      raise checkpoints.CheckpointDamagedError(
+          f'{checkpoints.checkpoint_dir(task.backbone)}/{step}/params: its metadata holds no parameters')
+    abstract = {k: stored[k] if k == 'head' else v  # the head is read as stored (if there is one), then left out
+                for k, v in program.abstract_params().items()
+                if k not in task.own_params and (k != 'head' or k in stored)}
+    return checkpoints.load_params(task.backbone, step, abstract_params=abstract)[0]
+
+  try:
+    step, loaded, _ = checkpoints.load_with_fallback(task.backbone, load, log=run.log)
+  except (checkpoints.CheckpointDamagedError, checkpoints.CheckpointNotFoundError) as e:
+    raise type(e)(f'task.probe.backbone {task.backbone}: {e}') from None
   run.log(f'[train] frozen backbone from {task.backbone} step {step}')
   return dict(params, **{k: v for k, v in loaded.items() if k != 'head'})
 
@@ -233,7 +253,8 @@ def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, i
     params = _load_backbone(run, program, state.params)
   elif run.spec.init_from is not None:
     # init_from reads the params on the host: gather them (every process gets all of them)
-    params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params))
+    params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params),
+                        keep=getattr(program.task, 'own_params', ()))
     params = jax.device_put(params, program.param_shardings)
   else:
     return state, 0
