@@ -43,6 +43,21 @@ def vvt(*args, timeout=900):
                         text=True, timeout=timeout)
 
 
+def vvt_in_process(capsys, *args):
+  """`vvt ARGS` through the CLI's `main(argv)` in this process, from the repository as `vvt` runs: for refusals
+  and dry runs, where a separate process proves nothing more. A CompletedProcess, as `vvt` gives."""
+  from vvt.cli import main
+  capsys.readouterr()
+  cwd = os.getcwd()
+  os.chdir(REPO)
+  try:
+    rc = main(list(args))
+  finally:
+    os.chdir(cwd)
+  captured = capsys.readouterr()
+  return subprocess.CompletedProcess(args, rc, captured.out, captured.err)
+
+
 def one_line_error(res, command, message, code=2):
   lines = [l for l in res.stderr.splitlines() if l.strip()]
   assert res.returncode == code, res.stdout[-2000:] + res.stderr[-2000:]
@@ -140,25 +155,26 @@ def test_launch_print_gives_the_distributed_fields_to_every_command(tiny_data, t
     ('return sweep.axis("seed", [1])', ['--only', 'nothing'], "--only 'nothing' matches none of the 1 trials"),
     ('return sweep.axis("seed", [1])', ['--parallel', '0'], '--parallel must be >= 1'),
 ])
-def test_bad_sweeps_are_one_line_errors(tiny_data, tmp_path, body, args, message):
-  res = vvt('sweep', '--config', study(tmp_path, tiny_data, body=body), '--workdir', str(tmp_path / 's'),
-            '--dry-run', *args)
+def test_bad_sweeps_are_one_line_errors(tiny_data, tmp_path, capsys, body, args, message):
+  res = vvt_in_process(capsys, 'sweep', '--config', study(tmp_path, tiny_data, body=body),
+                       '--workdir', str(tmp_path / 's'), '--dry-run', *args)
   one_line_error(res, 'sweep', message)
   assert not (tmp_path / 's').exists()
 
 
-def test_a_file_without_a_sweep_and_bad_results_directories(tmp_path):
-  res = vvt('sweep', '--config', 'configs/synthetic.py', '--workdir', str(tmp_path / 's'), '--dry-run')
+def test_a_file_without_a_sweep_and_bad_results_directories(tmp_path, capsys):
+  res = vvt_in_process(capsys, 'sweep', '--config', 'configs/synthetic.py', '--workdir', str(tmp_path / 's'),
+                       '--dry-run')
   one_line_error(res, 'sweep', 'configs/synthetic.py defines no sweep: add get_sweep(arg=None)')
-  one_line_error(vvt('results', str(tmp_path / 'nope')), 'results', 'no such sweep directory')
-  one_line_error(vvt('results', str(tmp_path)), 'results', 'holds no trials')
+  one_line_error(vvt_in_process(capsys, 'results', str(tmp_path / 'nope')), 'results', 'no such sweep directory')
+  one_line_error(vvt_in_process(capsys, 'results', str(tmp_path)), 'results', 'holds no trials')
 
 
-def test_a_sweep_directory_of_another_study_is_refused(tiny_data, tmp_path):
+def test_a_sweep_directory_of_another_study_is_refused(tiny_data, tmp_path, capsys):
   out = tmp_path / 'sweep'
   out.mkdir()
   (out / 'sweep.json').write_text('{"config": "experiments/other.py", "trials": []}')
-  res = vvt('sweep', '--config', study(tmp_path, tiny_data), '--workdir', str(out))
+  res = vvt_in_process(capsys, 'sweep', '--config', study(tmp_path, tiny_data), '--workdir', str(out))
   one_line_error(res, 'sweep', 'holds a sweep of \'experiments/other.py\'')
 
 
@@ -170,16 +186,9 @@ def _settings(path):
 
 @pytest.mark.parametrize('spec', [s for p in EXPERIMENTS for s in _settings(os.path.relpath(p, REPO))])
 def test_every_study_expands_in_a_dry_run(spec, tmp_path, capsys):
-  from vvt.cli import main
-  cwd = os.getcwd()
-  os.chdir(REPO)
-  try:
-    rc = main(['sweep', '--config', spec, '--workdir', str(tmp_path / 's'), '--dry-run'])
-  finally:
-    os.chdir(cwd)
-  captured = capsys.readouterr()
-  assert rc == 0, captured.err
-  assert f'trials of {spec} (valid configs)' in captured.out
+  res = vvt_in_process(capsys, 'sweep', '--config', spec, '--workdir', str(tmp_path / 's'), '--dry-run')
+  assert res.returncode == 0, res.stderr
+  assert f'trials of {spec} (valid configs)' in res.stdout
 
 
 def test_every_trial_schedule_is_checked_before_any_trial_starts(tiny_data, tmp_path, capsys):

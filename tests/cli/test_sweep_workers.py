@@ -6,6 +6,7 @@ checkpoint; `vvt sweep --status` and `vvt results` show every state; bad input a
 No outcome depends on the machine's speed: the leases of live workers are far longer than any renewal can be late
 on a busy machine, and the one lease that must run out (the killed worker's) is ended by the test, at a moment it
 chooses; the deadlines are hang guards."""
+import functools
 import json
 import os
 import pathlib
@@ -18,7 +19,7 @@ import time
 from tests.cli.test_commands import env
 from tests.cli.test_sweep import one_line_error
 from tests.cli.test_sweep import study
-from tests.cli.test_sweep import vvt
+from tests.cli.test_sweep import vvt_in_process
 from tests.conftest import REPO
 from vvt.studies import claims
 
@@ -232,16 +233,17 @@ def test_results_show_the_state_of_the_trials_not_finished(tmp_path, capsys):
   assert 'tpu-vm-3 pid 4242 (SLURM job 77_1), since' in missing
 
 
-def test_a_joining_worker_and_bad_worker_arguments_are_one_line_errors(tiny_data, tmp_path):
+def test_a_joining_worker_and_bad_worker_arguments_are_one_line_errors(tiny_data, tmp_path, capsys):
+  run = functools.partial(vvt_in_process, capsys)  # refusals: `vvt` in this process
   out = tmp_path / 'sweep'
-  one_line_error(vvt('sweep', str(out)), 'sweep', f'missing --config experiments/FILE.py[:ARG] ({out} holds no')
-  one_line_error(vvt('sweep', '--status', str(out)), 'sweep', f'no such sweep directory: {out}')
+  one_line_error(run('sweep', str(out)), 'sweep', f'missing --config experiments/FILE.py[:ARG] ({out} holds no')
+  one_line_error(run('sweep', '--status', str(out)), 'sweep', f'no such sweep directory: {out}')
   spec = study(tmp_path, tiny_data)
-  one_line_error(vvt('sweep', '--config', spec, str(out), '--trial', '5', '--dry-run'), 'sweep',
+  one_line_error(run('sweep', '--config', spec, str(out), '--trial', '5', '--dry-run'), 'sweep',
                  "--trial '5' is neither a trial name nor an index 0..1 of the 2 trials")
-  one_line_error(vvt('sweep', '--config', spec, str(out), '--lease_s', '4', '--renew_s', '3'), 'sweep',
+  one_line_error(run('sweep', '--config', spec, str(out), '--lease_s', '4', '--renew_s', '3'), 'sweep',
                  '--renew_s must be > 0 and below half of --lease_s (4 s), got 3')
-  one_line_error(vvt('sweep', '--config', spec, str(out), '--workdir', str(tmp_path / 'other')), 'sweep',
+  one_line_error(run('sweep', '--config', spec, str(out), '--workdir', str(tmp_path / 'other')), 'sweep',
                  'two sweep directories')
   assert not out.exists()
 
@@ -268,21 +270,22 @@ def test_workers_starting_together_write_the_synthetic_data_once(tmp_path):
   assert (data / 'manifest.json').exists() and not (tmp_path / 'synthetic.writing').exists()
 
 
-def test_a_sweep_directory_of_another_study_or_other_overrides_is_refused_and_kept(tiny_data, tmp_path):
+def test_a_sweep_directory_of_another_study_or_other_overrides_is_refused_and_kept(tiny_data, tmp_path, capsys):
+  run = functools.partial(vvt_in_process, capsys)  # refusals: `vvt` in this process
   spec, out = study(tmp_path, tiny_data), tmp_path / 'sweep'
   out.mkdir()
   record = out / 'sweep.json'
   for text, message in (('{"config": "experiments/other.py", "trials": []}', "holds a sweep of 'experiments/other.py'"),
                         ('{"config": "study.py", "trials": [', f'{record} is not a sweep record')):
     record.write_text(text)
-    one_line_error(vvt('sweep', '--config', spec, '--workdir', str(out)), 'sweep', message)
+    one_line_error(run('sweep', '--config', spec, '--workdir', str(out)), 'sweep', message)
     assert record.read_text() == text and os.listdir(out) == ['sweep.json']
   # A worker of this sweep holds a trial: a worker with other overrides would train other trials under its name.
   text = json.dumps({'config': spec, 'base_overrides': [['num_train_steps', '6']], 'trials': [
       {'name': 'attention=space', 'overrides': {'model.attention': 'space'}, 'labels': {}}]})
   record.write_text(text)
   claims.take(str(out / 'attention=space'), 'attention=space', claims.Worker('t', 'tpu-vm-0', 7, {}), 3600)
-  one_line_error(vvt('sweep', '--config', spec, '--workdir', str(out), '--config.num_train_steps=9'), 'sweep',
+  one_line_error(run('sweep', '--config', spec, '--workdir', str(out), '--config.num_train_steps=9'), 'sweep',
                  f'{out} is being run with --config.num_train_steps=6 (trial attention=space on tpu-vm-0 pid 7); '
                  f'join it with the same overrides, or as `vvt sweep {out}`')
   assert record.read_text() == text

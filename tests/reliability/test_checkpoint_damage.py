@@ -28,22 +28,19 @@ from vvt.cli import main as vvt_main  # noqa: E402
 from vvt.train import checkpoints  # noqa: E402
 
 GOOD, BAD = 4, 8
-ARGS = ['--config.num_train_steps=8', '--config.checkpoint.every_steps=4',
-        '--config.log_every_steps=4']
+ARGS = common.ARGS_8_STEPS  # the shared run's (conftest.trained_8_steps)
 
 
 @pytest.fixture(scope='module')
-def tiny_data(tmp_path_factory):
-  return common.write_tiny_dataset(tmp_path_factory.mktemp('tiny_synthetic'))
+def tiny_data(tiny_train_data):
+  return tiny_train_data
 
 
 @pytest.fixture(scope='module')
-def trained(tmp_path_factory, tiny_data):
-  """A real run with intact checkpoints at steps 4 and 8 (read only: tests damage copies)."""
-  wd = tmp_path_factory.mktemp('trained') / 'run'
-  common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd), *ARGS)
-  assert checkpoints.all_steps(str(wd)) == [GOOD, BAD]
-  return str(wd)
+def trained(trained_8_steps):
+  """A real run with intact checkpoints at steps 4 and 8, shared with the other reliability tests (read only:
+  tests change copies)."""
+  return trained_8_steps
 
 
 def _copy(trained, dst):

@@ -33,8 +33,8 @@ EXIT_S = 60   # from the signal to the end of the process (2.6 s quiet; the CPU 
 
 
 @pytest.fixture(scope='module')
-def tiny_data(tmp_path_factory):
-  return common.write_tiny_dataset(tmp_path_factory.mktemp('tiny_synthetic'))
+def tiny_data(tiny_train_data):
+  return tiny_train_data
 
 
 class Training:

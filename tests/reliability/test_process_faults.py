@@ -35,7 +35,7 @@ from tests.command_output import run_timed  # noqa: E402
 from tests.command_output import without_progress  # noqa: E402
 from vvt.train import checkpoints  # noqa: E402
 
-ARGS = ['--config.num_train_steps=8', '--config.checkpoint.every_steps=4', '--config.log_every_steps=4']
+ARGS = common.ARGS_8_STEPS  # the shared run's (conftest.trained_8_steps)
 # From the error line to the end of the process: under 2 s even on a busy machine; a process that used to hang
 # (orbax's threads waited 300 s after the error) must end well before this.
 EXIT_S = 60
@@ -43,17 +43,15 @@ GUARD_S = 300  # a hang guard for what takes seconds (a first training step, a c
 
 
 @pytest.fixture(scope='module')
-def tiny_data(tmp_path_factory):
-  return common.write_tiny_dataset(tmp_path_factory.mktemp('tiny_synthetic'))
+def tiny_data(tiny_train_data):
+  return tiny_train_data
 
 
 @pytest.fixture(scope='module')
-def trained(tmp_path_factory, tiny_data):
-  """A real run (width 32) with intact checkpoints at steps 4 and 8 (read only: tests change copies)."""
-  wd = tmp_path_factory.mktemp('trained') / 'run'
-  common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd), *ARGS)
-  assert checkpoints.all_steps(str(wd)) == [4, 8]
-  return str(wd)
+def trained(trained_8_steps):
+  """A real run with intact checkpoints at steps 4 and 8, shared with the other reliability tests (read only:
+  tests change copies)."""
+  return trained_8_steps
 
 
 def _vvt(*args, prefix=()):

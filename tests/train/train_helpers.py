@@ -8,6 +8,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 PY = sys.executable
 TINY = str(REPO / 'tests' / 'train' / 'tiny_config.py')
 TRAIN_CLIPS, TEST_CLIPS = 48, 10
+# The shared finished run of the reliability tests (tests/reliability/conftest.py: trained_8_steps).
+ARGS_8_STEPS = ['--config.num_train_steps=8', '--config.checkpoint.every_steps=4', '--config.log_every_steps=4']
 
 
 def write_tiny_dataset(out_dir):

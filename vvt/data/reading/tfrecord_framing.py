@@ -2,13 +2,16 @@
 
 A record is `uint64 length, uint32 masked crc32c(length), data[length], uint32 masked crc32c(data)`
 (little-endian). `scan_records` walks a file's record headers (verifying their length checksums) to count its
-records and find truncation or damage; `check_record_at` says why the record at a byte cannot be read.
+records and find truncation or damage; `check_record_at` says why the record at a byte cannot be read. Local
+files are read with Python's own I/O (no TensorFlow imported); a URL (`gs://...`) through `tf.io.gfile`.
 """
 import dataclasses
+import os
 import struct
 
 import numpy as np
-import tensorflow as tf
+
+from vvt.data.reading import patterns
 
 _HEADER, _FOOTER = 12, 4
 
@@ -72,9 +75,28 @@ _SCAN_CACHE = {}
 
 
 def _open(path):
-  if '://' in path:
+  if patterns.is_remote(path):
+    import tensorflow as tf
     return tf.io.gfile.GFile(path, 'rb')
   return open(path, 'rb')
+
+
+def _size_and_mtime(path):
+  """(bytes, mtime in ns) of a local file (os.stat) or a URL (tf.io.gfile.stat)."""
+  if patterns.is_remote(path):
+    import tensorflow as tf
+    stat = tf.io.gfile.stat(path)
+    return stat.length, stat.mtime_nsec
+  stat = os.stat(path)
+  return stat.st_size, stat.st_mtime_ns
+
+
+def _read_errors(path):
+  """The exceptions reading `path` may raise: OSError, and TensorFlow's for a URL."""
+  if patterns.is_remote(path):
+    import tensorflow as tf
+    return (OSError, tf.errors.OpError)
+  return (OSError,)
 
 
 def _walk(f, pos, size):
@@ -132,13 +154,13 @@ def scan_records(path):
   that cannot be read (`Scan.lost`). Results are cached per (path, size,
   mtime).
   """
-  stat = tf.io.gfile.stat(path)
-  key = (path, stat.length, stat.mtime_nsec)
+  size, mtime = _size_and_mtime(path)
+  key = (path, size, mtime)
   if key in _SCAN_CACHE:
     return _SCAN_CACHE[key]
   with _open(path) as f:
-    offsets, error, bad = _walk(f, 0, stat.length)
-    lost = _count_lost(f, bad, stat.length) if error else 0
+    offsets, error, bad = _walk(f, 0, size)
+    lost = _count_lost(f, bad, size) if error else 0
   result = Scan(len(offsets), error, tuple(offsets), bad, lost)
   _SCAN_CACHE[key] = result
   return result
@@ -148,7 +170,7 @@ def check_record_at(path, offset):
   """Why the record at byte `offset` of `path` cannot be read ('' if it can):
   its header, length or data checksum, or the file itself."""
   try:
-    size = tf.io.gfile.stat(path).length
+    size, _ = _size_and_mtime(path)
     with _open(path) as f:
       f.seek(offset)
       header = f.read(_HEADER)
@@ -157,7 +179,7 @@ def check_record_at(path, offset):
         return error
       data = f.read(end - offset - _HEADER - _FOOTER)
       (crc,) = struct.unpack('<I', f.read(_FOOTER))
-  except (OSError, tf.errors.OpError) as e:
+  except _read_errors(path) as e:
     return f'the file cannot be read ({type(e).__name__}: {e})'
   if masked_crc32c(data) != crc:
     return (f'the data of the record at byte {offset} do not match their '

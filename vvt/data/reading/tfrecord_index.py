@@ -3,15 +3,30 @@
 Records are numbered globally in file order (files in the order the patterns list them, globs sorted); a host's
 range of global indices [lo, hi) maps onto per-file `Segment`s. Counting reads only the record headers
 (`tfrecord_framing.scan_records`); a file whose framing breaks is either refused (`errors.TruncatedFileError`)
-or, under on_error='skip', indexed up to its damage (`FileIndex.damaged`).
+or, under on_error='skip', indexed up to its damage (`FileIndex.damaged`). Local files are found and counted
+with Python's own I/O, so `count_records` imports no TensorFlow; a URL (`gs://...`) goes through `tf.io.gfile`.
 """
 import dataclasses
+import glob
+import os
 
-import tensorflow as tf
-
-from vvt.data.reading import errors
 from vvt.data.reading import patterns
 from vvt.data.reading import tfrecord_framing
+
+
+def _exists(path):
+  if patterns.is_remote(path):
+    import tensorflow as tf
+    return tf.io.gfile.exists(path)
+  return os.path.exists(path)
+
+
+def _glob(pattern):
+  """The files matching `pattern`, sorted (hidden names included, as tf.io.gfile.glob matches them)."""
+  if patterns.is_remote(pattern):
+    import tensorflow as tf
+    return sorted(tf.io.gfile.glob(pattern))
+  return sorted(glob.glob(pattern, include_hidden=True))
 
 
 def expand_patterns(file_patterns, data_dir=''):
@@ -30,19 +45,19 @@ def expand_patterns(file_patterns, data_dir=''):
     m = patterns.SHARDED.match(pattern)
     if m:
       names = patterns.shard_names(m.group('base'), int(m.group('n')))
-      missing = [n for n in names if not tf.io.gfile.exists(n)]
+      missing = [n for n in names if not _exists(n)]
       if missing:
         raise FileNotFoundError(
             f'{len(missing)} of {len(names)} shards of {pattern!r} are missing, '
             f'first: {missing[0]}')
       files.extend(names)
     elif any(ch in pattern for ch in '*?['):
-      found = sorted(tf.io.gfile.glob(pattern))
+      found = _glob(pattern)
       if not found:
         raise FileNotFoundError(f'no file matches the pattern {pattern!r}')
       files.extend(found)
     else:
-      if not tf.io.gfile.exists(pattern):
+      if not _exists(pattern):
         raise FileNotFoundError(f'data file not found: {pattern}')
       files.append(pattern)
   return files
@@ -93,6 +108,7 @@ def index_files(files, on_error='raise'):
     scan = tfrecord_framing.scan_records(path)
     if scan.error is not None:
       if on_error != 'skip':
+        from vvt.data.reading import errors  # TensorFlow's error types: imported only to refuse
         raise errors.TruncatedFileError(
             f'{path}: record {scan.num_records}: {scan.error} (the file is '
             'truncated or corrupt; re-create it, or set dataset.on_error='
@@ -104,6 +120,12 @@ def index_files(files, on_error='raise'):
     offsets.append(scan.offsets)
   return FileIndex(tuple(files), tuple(counts), tuple(truncated),
                    tuple(offsets), tuple(damaged))
+
+
+def count_records(file_patterns, data_dir=''):
+  """The number of records in the files of `file_patterns` (`expand_patterns`), from their record headers; a
+  damaged file raises `errors.TruncatedFileError`. Imports no TensorFlow for local files."""
+  return index_files(expand_patterns(file_patterns, data_dir)).num_records
 
 
 def segments(index, lo, hi):
