@@ -103,9 +103,13 @@ def _start(init, spec, overrides, workdir) -> tuple:
   """(the SOURCE the run starts from or None, whether it is a probe run's backbone, the overrides): --init SOURCE;
   for a probe run its `task.probe.backbone` (which --init sets), where the weights are to be converted as --init
   converts them (a params folder without config.json is read by the trainer as it is; a path that is nothing is
-  left to the config's validation, which names it with every other problem)."""
+  left to the config's validation, which names it with every other problem, as it names a config that does not
+  load)."""
   from vvt.tasks import registry
-  base = common.run_config(spec, overrides, workdir, validate=False, files=(), init=False)
+  try:
+    base = common.run_config(spec, overrides, workdir, validate=False, files=(), init=False)
+  except ConfigError:  # the config's full load names this problem with every other one
+    return init, False, overrides
   if 'task' not in base or registry.name_of(base) != 'probe':
     return init, False, overrides
   backbone = base.task.probe.get('backbone') or ''
