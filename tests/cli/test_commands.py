@@ -24,15 +24,25 @@ def vvt(*args, cwd=REPO, timeout=600):
                         text=True, timeout=timeout)
 
 
-def probe(*args):
-  """Runs a command in-process and reports whether JAX / TensorFlow were imported before it returned."""
-  code = ('import sys; from vvt.cli import main; rc = main(sys.argv[1:]); '
-          'print("heavy:", "jax" in sys.modules, "tensorflow" in sys.modules); sys.exit(rc)')
-  return subprocess.run([sys.executable, '-c', code, *args], cwd=REPO, env=env(), capture_output=True,
-                        text=True, timeout=300)
+# Commands run in one process through the CLI's `main(argv)`, each checked on its own: after each, whether JAX and
+# TensorFlow were imported (a refusal imports neither, so one process tests them all from a clean start).
+IN_ONE_PROCESS = """
+import contextlib, io, json, sys
+from vvt.cli import main
+results = []
+for args in json.loads(sys.argv[1]):
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+      rc = main(args)
+    except SystemExit as e:
+      rc = e.code
+  results.append(dict(rc=rc, stdout=out.getvalue(), stderr=err.getvalue(),
+                      heavy=['jax' in sys.modules, 'tensorflow' in sys.modules]))
+print(json.dumps(results))
+"""
 
-
-@pytest.mark.parametrize('args,message,count', [
+BAD_INPUT = [
     (['train', '--config', 'configs/missing.py', '--workdir', 'w'], 'config file not found: configs/missing.py', 1),
     # every problem at once: the init checkpoint and both data sets are missing
     (['train', '--config', VIVIT_B, '--workdir', 'w'], "init_from.path: no such file 'imagenet21k/ViT-B_16.npz'", 3),
@@ -46,34 +56,58 @@ def probe(*args):
     (['summary', '--config', VIVIT_B, '--config.model.num_heads=5'], 'not divisible by model.num_heads=5', 1),
     (['train', '--workdir', 'w'], 'missing --config', 1),
     (['train', '--config', VIVIT_B], 'the following arguments are required: --workdir', 1),
-])
-def test_bad_input_is_one_line_per_problem_before_any_heavy_import(args, message, count):
-  res = probe(*args)
-  assert res.returncode == 2, res.stderr
-  lines = [l for l in res.stderr.splitlines() if l.strip()]
+]
+
+
+def three_mistakes(tiny_data, workdir):
+  """A misspelt field, a rate out of range and a bad model choice in one `vvt train`."""
+  return ['train', '--config', f'{REPO}/tests/train/tiny_config.py:{tiny_data}', '--workdir', workdir,
+          '--config.optimizer.momentun=0.9', '--config.loss.label_smoothing=1.5', '--config.model.pooling=attentive']
+
+
+@pytest.fixture(scope='module')
+def in_one_process(tiny_data, tmp_path_factory):
+  """{'bad input' index | 'three mistakes' | 'verbose' | 'help': CompletedProcess-like dict} of the commands run
+  in one process (`IN_ONE_PROCESS`); the refusals come first, from a process that imported neither JAX nor
+  TensorFlow."""
+  import json
+  named = [*range(len(BAD_INPUT)), 'three mistakes', 'verbose', 'help']
+  argv = [args for args, _, _ in BAD_INPUT] + [
+      three_mistakes(tiny_data, str(tmp_path_factory.mktemp('three_mistakes'))),
+      ['train', '--config', 'configs/missing.py', '--workdir', 'w', '--verbose'], ['--help']]
+  res = subprocess.run([sys.executable, '-c', IN_ONE_PROCESS, json.dumps(argv)], cwd=REPO, env=env(),
+                       capture_output=True, text=True, timeout=600)
+  assert res.returncode == 0, res.stderr[-3000:]
+  return dict(zip(named, json.loads(res.stdout.splitlines()[-1]), strict=True))
+
+
+@pytest.mark.parametrize('case', range(len(BAD_INPUT)))
+def test_bad_input_is_one_line_per_problem_before_any_heavy_import(in_one_process, case):
+  args, message, count = BAD_INPUT[case]
+  res = in_one_process[case]
+  assert res['rc'] == 2, res['stderr']
+  lines = [l for l in res['stderr'].splitlines() if l.strip()]
   assert len(lines) == count and all(l.startswith(f'vvt {args[0]}: error: ') for l in lines), lines
   assert any(message in l for l in lines), lines
-  assert 'heavy: False False' in res.stdout  # reported before JAX or TensorFlow were even imported
+  assert res['heavy'] == [False, False]  # reported before JAX or TensorFlow were even imported
 
 
-def test_every_problem_of_a_config_in_one_run(tiny_data, tmp_path):
+def test_every_problem_of_a_config_in_one_run(in_one_process):
   """Three independent mistakes (a misspelt field, a rate out of range, a bad model choice): three lines, exit 2,
   each message whole (its closing quote too)."""
-  res = probe('train', '--config', f'{REPO}/tests/train/tiny_config.py:{tiny_data}', '--workdir', str(tmp_path),
-              '--config.optimizer.momentun=0.9', '--config.loss.label_smoothing=1.5',
-              '--config.model.pooling=attentive')
-  assert res.returncode == 2, res.stderr
-  assert res.stderr.splitlines() == [
+  res = in_one_process['three mistakes']
+  assert res['rc'] == 2, res['stderr']
+  assert res['stderr'].splitlines() == [
       "vvt train: error: --config.optimizer.momentun: unknown config field 'optimizer.momentun' "
       '(did you mean --config.optimizer.momentum?)',
       'vvt train: error: loss.label_smoothing must be in [0, 1), got 1.5',
       "vvt train: error: model.pooling must be one of ('mean', 'mean_then_norm', 'first_token'), got 'attentive'"]
-  assert 'heavy: False False' in res.stdout
+  assert res['heavy'] == [False, False]
 
 
-def test_verbose_shows_the_traceback():
-  res = vvt('train', '--config', 'configs/missing.py', '--workdir', 'w', '--verbose')
-  assert res.returncode == 2 and 'Traceback (most recent call last)' in res.stderr
+def test_verbose_shows_the_traceback(in_one_process):
+  res = in_one_process['verbose']
+  assert res['rc'] == 2 and 'Traceback (most recent call last)' in res['stderr']
 
 
 def test_summary_takes_the_same_override_syntax():
@@ -112,10 +146,10 @@ def test_importing_vvt_keeps_jax_off_an_absent_tpu():
   assert res.stderr.strip() == '', res.stderr
 
 
-def test_help_lists_every_command():
-  res = vvt('--help')
+def test_help_lists_every_command(in_one_process):
+  res = in_one_process['help']
   for command in ('train', 'eval', 'features', 'summary', 'data', 'convert', 'export', 'demo'):
-    assert f'  {command} ' in res.stdout
+    assert f'  {command} ' in res['stdout']
 
 
 def test_a_paper_config_shrinks_on_the_command_line_and_trains(tiny_data, tmp_path):
@@ -135,7 +169,7 @@ def test_a_paper_config_shrinks_on_the_command_line_and_trains(tiny_data, tmp_pa
   assert res.returncode == 0 and '[done] step 3' in res.stdout, res.stderr[-3000:]
 
 
-def test_convert_xvit_at_16_frames_with_its_8_row_time_table(tmp_path):
+def test_convert_xvit_at_16_frames_with_its_8_row_time_table(tmp_path, monkeypatch):
   """`vvt convert --source xvit --num-frames 16` on an official-layout torch file (the Kinetics fixture made by
   the official code): the recorded config says 16 frames, 8 rows used periodically, 8 segments; the converted
   weights reproduce the official logits when evaluated from the written config.json."""
@@ -148,11 +182,12 @@ def test_convert_xvit_at_16_frames_with_its_8_row_time_table(tmp_path):
   meta = json.loads((fixtures / 'xvit_segments_k400.json').read_text())['config']
   state = {k[len('params/'):]: torch.from_numpy(raw[k]) for k in raw.files if k.startswith('params/')}
   torch.save({'state_dict': state}, tmp_path / 'xvit.pth')
-  res = vvt('convert', '--source', 'xvit', '--checkpoint', str(tmp_path / 'xvit.pth'), '--num-frames', '16',
-            '--config', 'configs/kinetics400/xvit_b.py', '--output', str(tmp_path / 'out'),
-            f'--config.model.num_heads={meta["num_heads"]}', f'--config.image_size={meta["image_size"]}',
-            f'--config.model.temporal_head.num_heads={meta["ta_head"]["num_heads"]}')
-  assert res.returncode == 0, res.stderr[-3000:]
+  from vvt.cli import main as vvt_main
+  monkeypatch.chdir(REPO)  # in this process (a separate one proves nothing more), from the repository as `vvt` runs
+  assert vvt_main(['convert', '--source', 'xvit', '--checkpoint', str(tmp_path / 'xvit.pth'), '--num-frames', '16',
+                   '--config', 'configs/kinetics400/xvit_b.py', '--output', str(tmp_path / 'out'),
+                   f'--config.model.num_heads={meta["num_heads"]}', f'--config.image_size={meta["image_size"]}',
+                   f'--config.model.temporal_head.num_heads={meta["ta_head"]["num_heads"]}']) == 0
   saved = json.loads((tmp_path / 'out' / 'config.json').read_text())
   assert (saved['num_frames'], saved['model']['num_frames'], saved['dataset']['num_frames']) == (16, 16, 16)
   assert saved['model']['time_embedding_rows'] == 8 and saved['model']['mixing']['num_segments'] == 8

@@ -233,6 +233,45 @@ def test_a_schedule_in_steps_is_checked_without_reading_the_training_set(tmp_pat
   sweep_cli.check_schedules({'c': config(warmup_steps=-1, warmup_epochs=10.0)})  # unreadable: left to the trial
 
 
+def test_a_schedule_in_epochs_counts_local_tfrecords_without_tensorflow(tmp_path):
+  """A schedule in epochs counts the training set's local TFRecords from their record headers: a fresh process
+  checking the trials' schedules imports no TensorFlow, and the epoch it finds is the training set's (20 records
+  in batches of 8: 3 steps, so a warmup of 2 epochs is 6 steps, too long for a run of 6; 1 epoch fits)."""
+  import tensorflow as tf
+  for name, n in (('train-00000-of-00002.tfrecord', 12), ('train-00001-of-00002.tfrecord', 8)):
+    with tf.io.TFRecordWriter(str(tmp_path / name)) as w:
+      for _ in range(n):
+        w.write(b'not parsed')
+  code = f"""
+import sys
+from configs import common
+from vvt.cli import sweep
+from vvt.config.errors import ConfigError
+def config(warmup_epochs):
+  c = common.synthetic_config('divided', {str(tmp_path)!r})
+  c.num_train_steps, c.batch_size, c.schedule.warmup_steps, c.schedule.warmup_epochs = 6, 8, -1, warmup_epochs
+  return c
+sweep.check_schedules({{'fits': config(1.0)}})
+try:
+  sweep.check_schedules({{'long': config(2.0)}})
+except ConfigError as e:
+  print(e)
+print('tensorflow imported:', 'tensorflow' in sys.modules)
+"""
+  res = subprocess.run([sys.executable, '-c', code], cwd=REPO, env=env(), capture_output=True, text=True,
+                       timeout=300)
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert res.stdout.splitlines()[-2:] == [
+      "trial 'long': schedule: warmup of 6 steps does not fit in 6 training steps", 'tensorflow imported: False'
+  ], res.stdout
+  from configs import common as configs_common
+  from vvt.data import pipeline
+  from vvt.data import train_size
+  from vvt.data.spec import DataSpec
+  spec = DataSpec.of(configs_common.synthetic_config('divided', str(tmp_path)).dataset)
+  assert train_size.num_videos(spec, 'train') == pipeline.num_videos(spec, 'train') == 20
+
+
 def test_trials_left_out_by_only_are_not_missing(tmp_path):
   from vvt.studies import results
   from vvt.studies import runner

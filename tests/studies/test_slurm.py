@@ -95,7 +95,11 @@ def _spans(outs):
   return out
 
 
-def test_a_four_trial_study_as_a_job_array_with_throttle_2(slurm, tiny_data, tmp_path):
+def test_a_four_trial_study_as_a_job_array_with_throttle_2(slurm, tiny_data, tmp_path, capsys, monkeypatch):
+  """The submissions, dry runs and `vvt results` through the CLI's `main(argv)` in the test process with the
+  cluster's environment (the trials themselves run as SLURM's processes)."""
+  _cluster_env(slurm, monkeypatch)
+  vvt = lambda _cluster, *args: _in_process(capsys, monkeypatch, args, None)  # noqa: E731
   spec, out = study(tmp_path, tiny_data), str(tmp_path / 'sweep')
   res = vvt(slurm, 'sweep', '--config', spec, '--workdir', out, '--launch', 'slurm', '--parallel', '2',
             '--slurm.partition=debug', '--slurm.time=10:00', '--slurm.extra=--comment=vvt-test')
@@ -215,7 +219,11 @@ def test_data_convert_as_a_3_task_array_equals_one_process(slurm, tmp_path):
     assert open(tmp_path / 'many' / name, 'rb').read() == open(tmp_path / 'one' / name, 'rb').read(), name
 
 
-def test_bad_input_is_one_line_and_loses_nothing(slurm, tiny_data, tmp_path):
+def test_bad_input_is_one_line_and_loses_nothing(slurm, tiny_data, tmp_path, capsys, monkeypatch):
+  """Through the CLI's `main(argv)` in the test process, with the cluster's environment (a separate process proves
+  nothing more: the messages, exit codes and files are the command's)."""
+  _cluster_env(slurm, monkeypatch)
+  vvt = lambda _cluster, *args, path=None: _in_process(capsys, monkeypatch, args, path)  # noqa: E731
   spec, out = study(tmp_path, tiny_data), tmp_path / 'sweep'
   base = ['sweep', '--config', spec, '--workdir', str(out), '--launch', 'slurm']
   error_line(vvt(slurm, *base, '--slurm.gpu=1'), 'unknown option --slurm.gpu (known: --slurm.partition', 2)
@@ -238,6 +246,24 @@ def test_bad_input_is_one_line_and_loses_nothing(slurm, tiny_data, tmp_path):
   res = vvt(slurm, 'sweep', '--config', spec, '--workdir', str(other), '--launch', 'slurm')
   error_line(res, "holds a sweep of 'experiments/other.py'", 2)
   assert (other / 'sweep.json').read_text() == record and os.listdir(other) == ['sweep.json']
+
+
+def _cluster_env(cluster, monkeypatch) -> None:
+  """This process's environment made the one the subprocess tests give `vvt` (what sbatch passes to the jobs)."""
+  wanted = cluster.env(vvt_env())
+  for name in set(os.environ) - set(wanted):
+    monkeypatch.delenv(name)
+  for name, value in wanted.items():
+    monkeypatch.setenv(name, value)
+
+
+def _in_process(capsys, monkeypatch, args, path):
+  """`vvt ARGS` in this process (tests.cli.test_sweep.vvt_in_process), with PATH set to `path` if given."""
+  from tests.cli.test_sweep import vvt_in_process
+  with monkeypatch.context() as m:
+    if path is not None:
+      m.setenv('PATH', path)
+    return vvt_in_process(capsys, *args)
 
 
 def test_a_sigterm_passed_on_twice_is_one_request():

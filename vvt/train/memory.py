@@ -290,8 +290,8 @@ def training_set_size(data) -> tuple[Optional[int], str]:
   if missing:
     return None, missing[0].split(';')[0]
   try:
-    from vvt.data import pipeline
-    return int(pipeline.num_videos(data, 'train')), 'dataset.train_files'
+    from vvt.data import train_size
+    return int(train_size.num_videos(data, 'train')), 'dataset.train_files'
   except Exception as e:  # (unreadable: the plan does not need it)
     return None, f'dataset.train_files cannot be counted ({type(e).__name__})'
 

@@ -122,10 +122,11 @@ def index_files(files, on_error='raise'):
                    tuple(offsets), tuple(damaged))
 
 
-def count_records(file_patterns, data_dir=''):
+def count_records(file_patterns, data_dir='', on_error='raise'):
   """The number of records in the files of `file_patterns` (`expand_patterns`), from their record headers; a
-  damaged file raises `errors.TruncatedFileError`. Imports no TensorFlow for local files."""
-  return index_files(expand_patterns(file_patterns, data_dir)).num_records
+  damaged file raises `errors.TruncatedFileError` (under on_error='skip': its complete records count, as
+  `index_files`). Imports no TensorFlow for local files."""
+  return index_files(expand_patterns(file_patterns, data_dir), on_error).num_records
 
 
 def segments(index, lo, hi):
