@@ -67,7 +67,8 @@ def _logits_agree(run, hf) -> tuple[float, float]:
   """(the largest |logit difference|, the largest |logit|) of the exported folder in transformers and the run's
   params in vvt on a clip."""
   model, info = transformers.VJEPA2ForVideoClassification.from_pretrained(str(hf), output_loading_info=True)
-  # every tensor is in the folder: the predictor, which the classifier never runs, is written empty (vvt.convert.hf_export)
+  # every tensor is in the folder: the predictor, which the classifier never runs, is written empty
+  # (vvt.convert.hf_export)
   assert not any(info.values()), info
   config = loader.load(str(run / 'config.json'), [], files=(), init=False)
   assert model.config.id2label == dict(enumerate(config.class_names))
