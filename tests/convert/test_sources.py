@@ -31,7 +31,7 @@ def convert_for(state, ask):
 
 @pytest.fixture
 def toy(monkeypatch):
-  record = sources.Source(TOY, f'{__name__}:convert_for', 'configs/synthetic.py', 'a toy source of the tests',
+  record = sources.Record(TOY, f'{__name__}:convert_for', 'configs/synthetic.py', 'a toy source of the tests',
                           safetensors_only=True, model_types=('toyvit',), normalization='zero_centre')
   monkeypatch.setitem(sources.SOURCES, TOY, record)
   return record

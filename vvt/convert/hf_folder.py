@@ -83,8 +83,8 @@ def _three_numbers(value) -> bool:
 
 
 def weights_file(checkpoint: str, source: str) -> str:
-  """The weight file of a Hugging Face folder or path for a source that reads no pickle (`sources.Source.
-  safetensors_only`, `source` naming it): safetensors (or an npz of arrays). A `pytorch_model.bin` (or any PyTorch
+  """The weight file of a Hugging Face folder or path for a source that reads no pickle (its record's
+  `safetensors_only`, `source` naming it): safetensors (or an npz of arrays). A `pytorch_model.bin` (or any PyTorch
   pickle) is refused with one line naming it."""
   if os.path.isdir(checkpoint):
     for name in ('model.safetensors', 'pytorch_model.bin'):

@@ -1,6 +1,6 @@
 """Every video converter source, one record each: the one table of what `vvt convert --source` takes.
 
-  SOURCES                 {name: Source}, in `vvt convert --help`'s order
+  SOURCES                 {name: Record}, in `vvt convert --help`'s order
   get(name)               its record (ValueError naming the sources for an unknown one)
   of_model_type(t)        the Hugging Face source whose folders' config.json says `model_type` t (None: none)
   targets() / no_class()  the transformers classes `vvt export --format hf` writes, and the schemes it has none for
@@ -55,7 +55,7 @@ def target(module: str, reads: tuple[str, ...] = (), **selects) -> Target:
 
 
 @dataclasses.dataclass(frozen=True)
-class Source:
+class Record:
   """One converter source (see the module doc)."""
   name: str
   reader: str                             # 'module:function': convert_for(state, ask: conversion.Ask) -> Converted
@@ -85,43 +85,43 @@ _M = 'vvt.convert.'
 
 SOURCES = {s.name: s for s in (
     # scenic ViViT, Models 1-4 (flax params: .npz, .msgpack; '/'-joined names)
-    Source('scenic_vivit', _M + 'scenic:convert_for', 'configs/kinetics400/vivit_b_fe.py',
+    Record('scenic_vivit', _M + 'scenic:convert_for', 'configs/kinetics400/vivit_b_fe.py',
            "ViViT-L: vivit_l_fe.py, ViViT-H: vivit_h.py, or the dataset's (kinetics600/, ssv2/, ...); Model 4: "
            '--config.model.attention=factorised_dot_product'),
     # official TimeSformer PyTorch checkpoint (.pyth/.pth; divided_space_time, joint_space_time, space_only)
-    Source('timesformer', _M + 'timesformer:convert_official_for', 'configs/kinetics400/timesformer_b.py',
+    Record('timesformer', _M + 'timesformer:convert_official_for', 'configs/kinetics400/timesformer_b.py',
            ':hr for TimeSformer-HR, :l for -L; or ssv2/, diving48/, howto100m/'),
     # official X-ViT PyTorch checkpoint (space-time mixing + TA head); any multiple of its time table's rows
-    Source('xvit', _M + 'xvit:convert_for', 'configs/kinetics400/xvit_b.py',
+    Record('xvit', _M + 'xvit:convert_for', 'configs/kinetics400/xvit_b.py',
            ':16 for 16 frames; or kinetics600/, ssv2/, epic_kitchens/', native_sizes=True),
     # Hugging Face TimesformerForVideoClassification (folder with config.json, .safetensors, .bin)
-    Source('hf_timesformer', _M + 'timesformer:convert_hf_for', 'configs/kinetics400/timesformer_b.py',
+    Record('hf_timesformer', _M + 'timesformer:convert_hf_for', 'configs/kinetics400/timesformer_b.py',
            "or the dataset's timesformer_b.py", model_types=('timesformer',), normalization='imagenet',
            exports=(target(_M + 'timesformer', attention='divided'),
                     target(_M + 'timesformer', attention=JOINT, classifier='token', positional_embedding='separable')),
            no_class=(('space', "transformers' space_only TimeSformer returns one row of logits per frame, not one "
                                'per video'),)),
     # Hugging Face VivitForVideoClassification (old and new key names)
-    Source('hf_vivit', _M + 'hf_vivit:convert_for', 'configs/kinetics400/vivit_b_fe.py',
+    Record('hf_vivit', _M + 'hf_vivit:convert_for', 'configs/kinetics400/vivit_b_fe.py',
            "its [-1, 1] inputs and 256-px test views are HF ViViT's", model_types=('vivit',),
            normalization='zero_centre',
            exports=(target(_M + 'hf_vivit', attention=JOINT, classifier='token', positional_embedding='joint'),)),
     # Hugging Face VideoMAEForVideoClassification, bare VideoMAEModel or VideoMAEForPreTraining (a backbone gets a new
     # head of the config's num_classes)
-    Source('hf_videomae', _M + 'hf_videomae:convert_for', 'configs/kinetics400/timesformer_b.py',
+    Record('hf_videomae', _M + 'hf_videomae:convert_for', 'configs/kinetics400/timesformer_b.py',
            "its ImageNet normalisation and 224-px test views are VideoMAE's", safetensors_only=True,
            model_types=('videomae',), normalization='imagenet',
            exports=(target(_M + 'hf_videomae', attention=JOINT, classifier='gap',
                            positional_embedding='sinusoidal'),)),
     # Hugging Face VJEPA2ForVideoClassification or bare VJEPA2Model (3D RoPE, attentive pooler; the predictor unused;
     # any clip length and frame size divisible by the tubelet)
-    Source('hf_vjepa2', _M + 'hf_vjepa2:convert_for', 'configs/kinetics400/timesformer_b.py',
+    Record('hf_vjepa2', _M + 'hf_vjepa2:convert_for', 'configs/kinetics400/timesformer_b.py',
            "its ImageNet normalisation is V-JEPA 2's; --image-size 256 for the 256-px checkpoints", native_sizes=True,
            safetensors_only=True, model_types=('vjepa2',), normalization='imagenet',
            exports=(target(_M + 'hf_vjepa2', POOLED, attention=JOINT, positional_embedding='rope'),)),
     # Hugging Face VideoPrismForVideoClassification, bare VideoPrismVisionModel or the video tower of
     # VideoPrismClipModel (space_then_time; its position tables resized at run time to the clip asked)
-    Source('hf_videoprism', _M + 'hf_videoprism:convert_for', 'configs/kinetics400/timesformer_b.py',
+    Record('hf_videoprism', _M + 'hf_videoprism:convert_for', 'configs/kinetics400/timesformer_b.py',
            'VideoPrism reads [0, 1] pixels, which no dataset.normalization gives: evaluate its features with care',
            native_sizes=True, safetensors_only=True, model_types=('videoprism_vision_model', 'videoprism'),
            exports=(target(_M + 'hf_videoprism', POOLED + ('pos_table_grid', 'temporal_layers', 'temporal_num_heads',
@@ -129,14 +129,14 @@ SOURCES = {s.name: s for s in (
 )}
 
 
-def get(name: str) -> Source:
+def get(name: str) -> Record:
   """The record of source `name`; ValueError naming the sources for an unknown one."""
   if name not in SOURCES:
     raise ValueError(f'unknown source {name!r}; expected one of {", ".join(SOURCES)}')
   return SOURCES[name]
 
 
-def of_model_type(model_type) -> Source | None:
+def of_model_type(model_type) -> Record | None:
   """The Hugging Face source whose folders' config.json says `model_type` (None: no source reads it)."""
   return next((s for s in SOURCES.values() if model_type in s.model_types), None)
 
