@@ -93,7 +93,7 @@ def test_help_says_config_is_required_and_which_to_pass(capsys):
   with pytest.raises(SystemExit):
     vvt_main(['convert', '--help'])
   text = capsys.readouterr().out
-  usage = text[:text.index('\n\n')]
+  usage = ' '.join(text[:text.index('\n\n')].split())  # as argparse wraps it at the terminal's width
   assert '--config FILE[:ARG]' in usage and '[--config' not in usage
   for source in sources.SOURCES.values():
     config = source.base_config
