@@ -1,10 +1,9 @@
 """docs/weights.md's table of which --config to pass has a row for every `vvt convert --source`, naming the base
-config of `vvt convert --help` (`vvt.cli.convert.BASE_CONFIGS`)."""
+config of `vvt convert --help` (each source's record in `vvt.convert.sources`)."""
 import re
 
 from tests.conftest import REPO
-from vvt.cli import convert as convert_cli
-from vvt.convert.video import SOURCES
+from vvt.convert import sources
 
 
 def _table_rows() -> dict:
@@ -21,6 +20,6 @@ def _table_rows() -> dict:
 
 def test_every_source_has_its_base_config_row():
   rows = _table_rows()
-  assert sorted(s for s in rows if s in SOURCES) == sorted(SOURCES)
-  for source in SOURCES:
-    assert rows[source].startswith(f'`{convert_cli.BASE_CONFIGS[source][0]}`'), (source, rows[source])
+  assert sorted(s for s in rows if s in sources.SOURCES) == sorted(sources.SOURCES)
+  for source in sources.SOURCES.values():
+    assert rows[source.name].startswith(f'`{source.base_config}`'), (source.name, rows[source.name])

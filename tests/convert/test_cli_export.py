@@ -14,8 +14,8 @@ from tests.conftest import REPO
 import vvt.cli
 from vvt.cli import convert as convert_cli
 from vvt.config import loader as config_loader
-from vvt.convert import common
 from vvt.convert import export
+from vvt.convert import weight_files
 import vvt.models
 from vvt.train import checkpoints
 
@@ -56,7 +56,7 @@ def test_export_roundtrip(converted, tmp_path):
   path = tmp_path / 'weights.safetensors'
   assert vvt.cli.main(['export', '--workdir', str(converted), '--output', str(path)]) == 0
   params, _ = checkpoints.load_params(str(converted))
-  flat = common.flatten(params)
+  flat = weight_files.flatten(params)
   with safe_open(str(path), framework='numpy') as f:
     names = set(f.keys())
     assert f.metadata()['format'] == 'vvt'
@@ -68,7 +68,7 @@ def test_export_roundtrip(converted, tmp_path):
   assert vvt.cli.main(['export', '--import', str(path), '--output', str(back),
                        '--config', str(converted)]) == 0
   params2, _ = checkpoints.load_params(str(back))
-  for k, v in common.flatten(params2).items():
+  for k, v in weight_files.flatten(params2).items():
     np.testing.assert_array_equal(np.asarray(v), np.asarray(flat[k]))
   loaded, metadata = export.from_safetensors(str(path))
   assert json.loads(metadata['config'])['model']['image_size'] == 32
@@ -76,11 +76,11 @@ def test_export_roundtrip(converted, tmp_path):
 
 def test_import_checks_shapes(converted, tmp_path):
   params, _ = checkpoints.load_params(str(converted))
-  flat = {k: np.asarray(v) for k, v in common.flatten(params).items()}
+  flat = {k: np.asarray(v) for k, v in weight_files.flatten(params).items()}
   flat['head/output_projection/kernel'] = np.zeros((64, 3), np.float32)
   del flat['encoder/cls']
   path = tmp_path / 'bad.safetensors'
-  export.to_safetensors(common.unflatten(flat), str(path))
+  export.to_safetensors(weight_files.unflatten(flat), str(path))
   with pytest.raises(ValueError) as info:
     convert_cli.import_safetensors(str(path), str(tmp_path / 'x'), _load_config(converted))
   assert 'encoder/cls: missing' in str(info.value)
@@ -117,7 +117,7 @@ def test_export_a_training_state_checkpoint(tmp_path):
   path = tmp_path / 'p.safetensors'
   assert vvt.cli.main(['export', '--workdir', str(tmp_path / 'run'), '--output', str(path)]) == 0
   loaded, _ = export.from_safetensors(str(path))
-  assert set(common.flatten(loaded)) == {'embedding/conv/kernel', 'head/output_projection/bias'}
+  assert set(weight_files.flatten(loaded)) == {'embedding/conv/kernel', 'head/output_projection/bias'}
   np.testing.assert_array_equal(loaded['head']['output_projection']['bias'], np.arange(5))
 
 
@@ -130,5 +130,5 @@ def test_export_of_scanned_layers_is_per_layer(tmp_path):
   path = tmp_path / 'p.safetensors'
   assert vvt.cli.main(['export', '--workdir', str(tmp_path / 'run'), '--output', str(path)]) == 0
   loaded, _ = export.from_safetensors(str(path))
-  assert set(common.flatten(loaded)) == {f'encoder/layers/block_{i}/mlp/kernel' for i in range(3)}
+  assert set(weight_files.flatten(loaded)) == {f'encoder/layers/block_{i}/mlp/kernel' for i in range(3)}
   np.testing.assert_array_equal(loaded['encoder']['layers']['block_2']['mlp']['kernel'], np.full((2, 3), 2))

@@ -182,10 +182,10 @@ def _random_params(cfg, seed=0):
 def test_init_from_a_video_checkpoint_of_another_clip(tmp_path, family, attention):
   """init_from (format 'vvt') of a 4-frame 16px model into an 8-frame 32px one: the time axes resized as the
   reference does, the grid by init_from.resize (here the same kernel), as one `retarget` would."""
-  from vvt.convert import common
   from vvt.convert import export
   from vvt.convert import image_init
   from vvt.convert import init_options
+  from vvt.convert import weight_files
   from vvt.models import spec as model_spec
   kw = dict(variant='Ti/8', num_layers=1, num_classes=3, image_size=16, num_frames=4)
   if family == 'vivit':
@@ -201,7 +201,7 @@ def test_init_from_a_video_checkpoint_of_another_clip(tmp_path, family, attentio
                                                                                            resize=kernel)),
                                          model_spec.spec_of(cfg))
   want, _, _ = retarget.retarget(source, source_cfg, 8, 32)
-  got, want = common.flatten(params), common.flatten(want)
+  got, want = weight_files.flatten(params), weight_files.flatten(want)
   for name in ('encoder/posembed/pos_embedding', 'encoder/posembed/time_embedding'):
     if name in want:
       np.testing.assert_allclose(got[name], want[name], atol=1e-6, err_msg=name)

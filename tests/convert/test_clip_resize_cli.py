@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from vvt.cli import main as vvt_main
-from vvt.convert import common
 from vvt.convert import video
+from vvt.convert import weight_files
 from vvt.data.writing import synthetic
 from vvt.train import checkpoints
 from vvt.train import clip_resize
@@ -48,7 +48,7 @@ def test_convert_at_another_clip_then_eval_at_a_third(tmp_path, capsys):
   run = json.loads((out / 'config.json').read_text())
   assert (run['model']['num_frames'], run['model']['image_size'], run['num_frames']) == (8, 64, 8)
   params, _ = checkpoints.load_params(str(out))
-  time = np.asarray(common.flatten(params)['encoder/posembed/time_embedding'])
+  time = np.asarray(weight_files.flatten(params)['encoder/posembed/time_embedding'])
   np.testing.assert_array_equal(time[0, ::2], time[0, 1::2])  # 4 -> 8 rows by nearest: each row twice
 
   # Back at 4 frames and 32px at load: nearest undoes the doublings, so the params are those converted at 4.
@@ -57,8 +57,8 @@ def test_convert_at_another_clip_then_eval_at_a_third(tmp_path, capsys):
       jax.devices()[0])), jax.tree.map(np.asarray, direct.params))
   loaded, weights = clip_resize.load_eval_params(str(out), 0, at4, direct.model_config(), log=lambda s: None)
   assert weights == 'params'
-  for name, value in common.flatten(direct.params).items():
-    np.testing.assert_array_equal(np.asarray(common.flatten(loaded)[name]), value, err_msg=name)
+  for name, value in weight_files.flatten(direct.params).items():
+    np.testing.assert_array_equal(np.asarray(weight_files.flatten(loaded)[name]), value, err_msg=name)
 
   assert vvt_main(['eval', '--workdir', str(out), '--config.num_frames=4', '--config.image_size=32',
                    '--config.eval.batch_size=4']) == 0

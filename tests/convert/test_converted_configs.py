@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
 from vvt.config import loader
+from vvt.convert import sources
 from vvt.convert import video
 
 VIVIT_B = str(REPO / 'configs/kinetics400/vivit_b_fe.py')  # 224-px crops of a 256-px shorter side, init_from set
@@ -92,12 +93,11 @@ def test_help_says_config_is_required_and_which_to_pass(capsys):
   with pytest.raises(SystemExit):
     vvt_main(['convert', '--help'])
   text = capsys.readouterr().out
-  usage = text[:text.index('\n\n')]
+  usage = ' '.join(text[:text.index('\n\n')].split())  # as argparse wraps it at the terminal's width
   assert '--config FILE[:ARG]' in usage and '[--config' not in usage
-  from vvt.cli import convert
-  for source in video.SOURCES:
-    config = convert.BASE_CONFIGS[source][0]
-    assert f'  {source:<15} {config}' in text
+  for source in sources.SOURCES.values():
+    config = source.base_config
+    assert f'  {source.name:<15} {config}' in text
     assert os.path.exists(REPO / config), config
   assert 'configs/synthetic.py' in text
   assert vvt_main(['convert', '--source', 'hf_videomae', '--checkpoint', 'x', '--output', 'y']) == 2

@@ -10,10 +10,11 @@ import pytest
 import torch
 import transformers
 
-from vvt.convert import common
+from vvt.convert import conversion
 from vvt.convert import hf_videoprism
 from vvt.convert import hf_vjepa2
 from vvt.convert import video
+from vvt.convert import weight_files
 from vvt.models import summary
 
 VJEPA2 = {
@@ -33,8 +34,8 @@ def hf_count(model, skip=()) -> int:
 
 def vvt_counts(fields) -> tuple[int, int]:
   """(all parameters, those of the encoder: without the pooler and the head) of a model of `fields`."""
-  params = video.abstract_params(common.Converted({}, fields, common.Report()).model_config())
-  flat = common.flatten(params)
+  params = video.abstract_params(conversion.Converted({}, fields, conversion.Report()).model_config())
+  flat = weight_files.flatten(params)
   total = sum(math.prod(v.shape) for v in flat.values())
   head = sum(math.prod(v.shape) for k, v in flat.items() if k.startswith(('pooler/', 'head/')))
   return total, total - head
@@ -88,7 +89,7 @@ def test_vvt_summary_of_the_published_sizes(name, gflops):
                                         num_classes=400, table_grid=(16, 16, 16))
     with torch.device('meta'):
       expected = hf_count(transformers.VideoPrismForVideoClassification(cfg))
-  s = summary.summarise(common.Converted({}, fields, common.Report()).model_config())
+  s = summary.summarise(conversion.Converted({}, fields, conversion.Report()).model_config())
   print(summary.format_summary(name, s))
   assert s['params'] == expected
   assert abs(s['gflops'] - gflops) / gflops < 0.005, s['gflops']

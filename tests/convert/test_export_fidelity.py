@@ -18,7 +18,7 @@ from tests.convert.test_hf_export import _hf_logits
 from tests.convert.test_hf_export import _load
 from tests.convert.test_hf_export import _random_params
 from vvt.cli import main as vvt_main
-from vvt.convert import common
+from vvt.convert import weight_files
 import vvt.models
 from vvt.train import checkpoints
 
@@ -47,7 +47,7 @@ def test_a_converted_vjepa2_exports_without_a_random_predictor(tmp_path, capsys,
   assert not any(info.values()), info
   assert 'MISSING' not in out.out + out.err + caplog.text
   params, _ = checkpoints.load_params(str(tmp_path / 'vvt'))
-  ours = sum(int(np.size(v)) for v in common.flatten(params).values())
+  ours = sum(int(np.size(v)) for v in weight_files.flatten(params).values())
   predictor = sum(p.numel() for n, p in model.named_parameters() if '.predictor.' in n)
   assert predictor == 3 * 48 + 3
   assert sum(p.numel() for p in model.parameters()) == ours + predictor

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import FIXTURES
-from vvt.convert import common
 from vvt.convert import scenic
 from vvt.convert import timesformer
+from vvt.convert import weight_files
 from vvt.convert import xvit
 import vvt.models
 
@@ -27,7 +27,7 @@ def _fixture(name):
   if not npz.exists():
     pytest.fail(f'fixture {npz} is missing (expected beside the repository, in ../shared/fixtures)')
   raw = np.load(npz, allow_pickle=False)
-  return common.load_state(str(npz)), raw['input'], raw['logits'], json.loads(meta.read_text())
+  return weight_files.load_state(str(npz)), raw['input'], raw['logits'], json.loads(meta.read_text())
 
 
 def _convert(name, state, meta):
@@ -63,7 +63,7 @@ def test_fixture_logits_within_1e5(converted):
   # Every tensor of the file is used (key biases included: they cannot change the logits, but are placed).
   assert conv.report.unused == []
   assert len(conv.report.loaded) + len({n for n, _ in conv.report.transformed}) == len(
-      common.flatten(conv.params))
+      weight_files.flatten(conv.params))
 
 
 def test_fixture_numerics_from_json(converted):

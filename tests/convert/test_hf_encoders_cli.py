@@ -10,7 +10,7 @@ import transformers
 
 from tests.convert import hf_encoders as H
 from vvt.cli import main as vvt_main
-from vvt.convert import common
+from vvt.convert import weight_files
 from vvt.train import checkpoints
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def test_convert_eval_and_train_from_the_converted_weights(tmp_path, tiny_data, 
   log = capsys.readouterr().out
   assert 'initialised params from params-only checkpoint step 0' in log and '[done] step 2' in log
   trained, step = checkpoints.load_params(str(out))
-  before, after = common.flatten(converted), common.flatten(trained)
+  before, after = weight_files.flatten(converted), weight_files.flatten(trained)
   assert step == 2 and set(before) == set(after)
   moved = [k for k in before if not np.array_equal(before[k], after[k])]
   assert any(k.startswith('pooler/') for k in moved) and any('/layers/block_0/' in k and 'pooler' not in k

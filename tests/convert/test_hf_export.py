@@ -14,8 +14,9 @@ from safetensors.numpy import load_file
 
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
-from vvt.convert import common
 from vvt.convert import hf_export
+from vvt.convert import torch_layout
+from vvt.convert import weight_files
 import vvt.models
 from vvt.train import checkpoints
 
@@ -53,7 +54,7 @@ def _random_params(cfg, seed=0):
   N(0, 0.01), class token and tables N(0, 0.25)."""
   rng = np.random.default_rng(seed)
   out = {}
-  for name, v in common.flatten(_shapes(cfg)).items():
+  for name, v in weight_files.flatten(_shapes(cfg)).items():
     shape = v.shape
     leaf = name.rsplit('/', 1)[-1]
     if leaf == 'kernel':
@@ -67,7 +68,7 @@ def _random_params(cfg, seed=0):
     else:
       value = 0.5 * rng.standard_normal(shape)
     out[name] = np.asarray(value, np.float32)
-  return common.unflatten(out)
+  return weight_files.unflatten(out)
 
 
 def _zeros(cfg):
@@ -233,7 +234,7 @@ REFUSED = [  # (model fields over TINY, what the one line names)
 def test_what_no_transformers_class_expresses_is_one_line_naming_it(fields, names, tmp_path):
   cfg = vvt.models.get_config(**{**TINY, **fields})
   params = _zeros(cfg)
-  with pytest.raises(common.NotExpressible) as e:
+  with pytest.raises(torch_layout.NotExpressible) as e:
     hf_export.write(params, cfg, str(tmp_path / 'out'))
   message = str(e.value)
   print(message)
@@ -245,7 +246,7 @@ def test_a_field_no_exporter_reads_must_keep_its_default(monkeypatch):
   """A model field added to vvt later is refused until an exporter reads it (stood in for by gelu_approximate)."""
   monkeypatch.setattr(hf_export, 'READ', hf_export.READ - {'gelu_approximate'})
   hf_export.check(vvt.models.get_config(**{**TINY, **BASE}))  # at the family default: nothing to say
-  with pytest.raises(common.NotExpressible, match=r'model.gelu_approximate=True: .* only at its default False'):
+  with pytest.raises(torch_layout.NotExpressible, match=r'model.gelu_approximate=True: .* only at its default False'):
     hf_export.check(vvt.models.get_config(**{**TINY, **BASE, 'gelu_approximate': True}))
 
 

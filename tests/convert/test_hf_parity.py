@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from tests.conftest import FIXTURES
-from vvt.convert import common
+from vvt.convert import conversion
 from vvt.convert import hf_vivit
 from vvt.convert import timesformer
 from vvt.convert import video
+from vvt.convert import weight_files
 import vvt.models
 
 torch = pytest.importorskip('torch')
@@ -136,7 +137,7 @@ def test_official_timesformer_checkpoint_file(tmp_path, attention_type):
     ref = ref.reshape(2, 4, -1).mean(axis=1)
     # Official space_only averages frames BEFORE the final LayerNorm; HF's per-frame logits are after it.
     assert vvt.models.resolve(conv.model_config()).frame_aggregation == 'mean_before_norm'
-    conv = common.Converted(conv.params, {**conv.model_fields, 'frame_aggregation': 'mean'}, conv.report)
+    conv = conversion.Converted(conv.params, {**conv.model_fields, 'frame_aggregation': 'mean'}, conv.report)
   assert np.abs(_vvt_logits(conv, VIDEO) - ref).max() < ATOL
 
 
@@ -165,7 +166,7 @@ def test_torch_load_refuses_pickled_code(tmp_path):
   path = tmp_path / 'evil.pth'
   torch.save({'model_state': {'x': Evil()}}, path)
   with pytest.raises(Exception) as info:
-    common.load_state(str(path))
+    weight_files.load_state(str(path))
   assert 'weights_only' in str(info.value) or 'Unsupported' in str(info.value) or 'global' in str(info.value)
 
 

@@ -13,9 +13,9 @@ import pytest
 from safetensors.numpy import load_file
 from safetensors.numpy import save_file
 
-from vvt.convert import common
 from vvt.convert import hf_videomae
 from vvt.convert import video
+from vvt.convert import weight_files
 import vvt.models
 from vvt.models import embedding
 from vvt.models import summary
@@ -55,7 +55,8 @@ def test_logits_within_1e5_and_transformers_parameter_count(converted):
   print(f'{name}: max |logit difference| = {diff:.3g}')
   assert out.shape == tuple(meta['logits_shape']) and diff < ATOL
   assert conv.report.unused == [] and conv.report.initialised == []
-  assert len(conv.report.loaded) + len({n for n, _ in conv.report.transformed}) == len(common.flatten(conv.params))
+  written = len(conv.report.loaded) + len({n for n, _ in conv.report.transformed})
+  assert written == len(weight_files.flatten(conv.params))
   assert summary.count_params(conv.params) == meta['num_parameters']
 
 
@@ -180,7 +181,7 @@ def test_missing_tensor_is_one_line_naming_it_and_the_file(tmp_path):
   state = load_file(str(path))
   del state['videomae.encoder.layer.2.attention.attention.v_bias']
   save_file(state, str(path))
-  with pytest.raises(common.WeightFileError) as info:
+  with pytest.raises(weight_files.WeightFileError) as info:
     video.convert('hf_videomae', str(tmp_path / 'm'))
   text = str(info.value)
   assert "'videomae.encoder.layer.2.attention.attention.v_bias' is missing" in text and str(path) in text
@@ -223,22 +224,22 @@ def test_key_bias_false_only_drops_the_key_bias():
                               hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=3,
                               classifier='gap', tubelet=(2, 16, 16))
   cut_cfg = vvt.models.get_config(**{**cfg.to_dict(), 'key_bias': False})
-  full = common.flatten(video.abstract_params(cfg))
-  cut = common.flatten(video.abstract_params(cut_cfg))
+  full = weight_files.flatten(video.abstract_params(cfg))
+  cut = weight_files.flatten(video.abstract_params(cut_cfg))
   assert sorted(set(full) - set(cut)) == [f'encoder/layers/block_{i}/joint_attention/key/bias' for i in range(2)]
   x = np.random.default_rng(0).standard_normal((2, 4, 32, 32, 3)).astype(np.float32)
   module, without_key = vvt.models.build(cfg), vvt.models.build(cut_cfg)
-  flat = {k: np.asarray(v) for k, v in common.flatten(module.init(jax.random.key(0), x)['params']).items()}
+  flat = {k: np.asarray(v) for k, v in weight_files.flatten(module.init(jax.random.key(0), x)['params']).items()}
   head = 'head/output_projection/kernel'  # zero at init: the output would be 0 whatever the attention does
   flat[head] = np.random.default_rng(1).standard_normal(flat[head].shape).astype(np.float32)
-  params = common.unflatten(_with_biases(flat, 'key', np.random.default_rng(2)))
+  params = weight_files.unflatten(_with_biases(flat, 'key', np.random.default_rng(2)))
   a = np.asarray(jax.jit(lambda p, v: module.apply({'params': p}, v))(params, x))
   b = np.asarray(jax.jit(lambda p, v: without_key.apply({'params': p}, v))(
-      common.unflatten({k: v for k, v in flat.items() if k in cut}), x))
+      weight_files.unflatten({k: v for k, v in flat.items() if k in cut}), x))
   bound = KEY_BIAS_FACTOR * np.finfo(np.float32).eps * _max_attention_logit(module, params, x) * np.abs(a).max()
   assert np.abs(a).max() > 1 and np.abs(a - b).max() <= bound, (np.abs(a - b).max(), bound)
   moved = np.asarray(jax.jit(lambda p, v: module.apply({'params': p}, v))(
-      common.unflatten(_with_biases(flat, 'query', np.random.default_rng(2))), x))
+      weight_files.unflatten(_with_biases(flat, 'query', np.random.default_rng(2))), x))
   assert np.abs(moved - b).max() > 1000 * bound, (np.abs(moved - b).max(), bound)  # a query bias does matter
 
 
@@ -300,6 +301,6 @@ def test_a_pickle_is_refused_in_one_line(tmp_path):
   (tmp_path / 'm').mkdir()
   shutil.copy(folder / 'config.json', tmp_path / 'm' / 'config.json')
   (tmp_path / 'm' / 'pytorch_model.bin').write_bytes(b'PK\x03\x04' + b'\0' * 64)  # never opened
-  with pytest.raises(common.WeightFileError) as info:
+  with pytest.raises(weight_files.WeightFileError) as info:
     video.convert('hf_videomae', str(tmp_path / 'm'))
   assert 'pytorch_model.bin: hf_videomae reads safetensors only' in str(info.value)

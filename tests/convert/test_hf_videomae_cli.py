@@ -10,7 +10,7 @@ from safetensors import safe_open
 
 from vvt.cli import main as vvt_main
 from vvt.config import loader
-from vvt.convert import common
+from vvt.convert import weight_files
 from vvt.data.writing import synthetic
 import vvt.models
 from vvt.models import summary
@@ -48,7 +48,7 @@ def test_convert_train_eval_predict_export_attention_summary(tmp_path, capsys):
   assert 'initialised params from params-only checkpoint step 0' in log and '[done] step 2' in log
   trained, step = checkpoints.load_params(str(out))
   assert step == 2
-  before, after = common.flatten(converted), common.flatten(trained)
+  before, after = weight_files.flatten(converted), weight_files.flatten(trained)
   assert set(before) == set(after) and 'encoder/posembed/pos_embedding' not in after  # the table stays a constant
   assert not np.allclose(before['encoder/layers/block_0/joint_attention/query/kernel'],
                          after['encoder/layers/block_0/joint_attention/query/kernel'])

@@ -14,10 +14,10 @@ import transformers
 from transformers.models.vjepa2 import modeling_vjepa2
 
 from tests.convert import hf_encoders as H
-from vvt.convert import common
 from vvt.convert import hf_export
 from vvt.convert import hf_vjepa2
 from vvt.convert import video
+from vvt.convert import weight_files
 import vvt.models
 from vvt.models import rope
 from vvt.models import summary
@@ -201,14 +201,14 @@ def test_missing_tensor_and_pickle_are_one_line(classifier_a, tmp_path):
   (tmp_path / 'm').mkdir()
   save_file(state, str(tmp_path / 'm' / 'model.safetensors'))
   (tmp_path / 'm' / 'config.json').write_text((folder / 'config.json').read_text())
-  with pytest.raises(common.WeightFileError) as info:
+  with pytest.raises(weight_files.WeightFileError) as info:
     video.convert('hf_vjepa2', str(tmp_path / 'm'))
   assert "'pooler.cross_attention_layer.mlp.fc2.bias' is missing" in str(info.value)
   assert '\n' not in str(info.value)
   (tmp_path / 'p').mkdir()
   (tmp_path / 'p' / 'config.json').write_text((folder / 'config.json').read_text())
   (tmp_path / 'p' / 'pytorch_model.bin').write_bytes(b'PK\x03\x04' + b'\0' * 64)  # never opened
-  with pytest.raises(common.WeightFileError, match='pytorch_model.bin: hf_vjepa2 reads safetensors only'):
+  with pytest.raises(weight_files.WeightFileError, match='pytorch_model.bin: hf_vjepa2 reads safetensors only'):
     video.convert('hf_vjepa2', str(tmp_path / 'p'))
 
 

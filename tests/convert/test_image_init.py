@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from vvt.convert import common
 from vvt.convert import image
 from vvt.convert import image_init
 from vvt.convert import init_options
 from vvt.convert import video
+from vvt.convert import weight_files
 import vvt.models
 from vvt.models import spec as model_spec
 
@@ -52,7 +52,7 @@ def apply(cfg, params, video, **kw):
 @pytest.fixture(scope='module')
 def vit():
   """Random image ViT params (every tensor random, zero-inits included) in vvt layout."""
-  flat = common.flatten(fresh(model_cfg()))
+  flat = weight_files.flatten(fresh(model_cfg()))
   rng = np.random.default_rng(3)
   out = {}
   for k, v in flat.items():
@@ -66,13 +66,13 @@ def vit():
       out[k] = rng.standard_normal(v.shape) / np.sqrt(fan_in)
     else:
       out[k] = 0.5 * rng.standard_normal(v.shape)
-  return common.unflatten({k: np.asarray(v, np.float32) for k, v in out.items()})
+  return weight_files.unflatten({k: np.asarray(v, np.float32) for k, v in out.items()})
 
 
 def flax_names(params, augreg=True):
   """vvt image model -> big_vision/AugReg (LayerNorm_0, MultiHeadDotProductAttention_1, LayerNorm_2, MlpBlock_3)
   or scenic (LayerNorm_0, MultiHeadDotProductAttention_0, LayerNorm_1, MlpBlock_0) names."""
-  f = common.flatten(params)
+  f = weight_files.flatten(params)
   out = {'embedding/kernel': f['embedding/conv/kernel'][0], 'embedding/bias': f['embedding/conv/bias'],
          'cls': f['encoder/cls'], 'Transformer/posembed_input/pos_embedding': f['encoder/posembed/pos_embedding'],
          'head/kernel': f['head/output_projection/kernel'], 'head/bias': f['head/output_projection/bias']}
@@ -90,7 +90,7 @@ def flax_names(params, augreg=True):
 
 
 def timm_names(params):
-  f = common.flatten(params)
+  f = weight_files.flatten(params)
   out = {'patch_embed.proj.weight': f['embedding/conv/kernel'][0].transpose(3, 2, 0, 1),
          'patch_embed.proj.bias': f['embedding/conv/bias'], 'cls_token': f['encoder/cls'],
          'pos_embed': f['encoder/posembed/pos_embedding'], 'norm.weight': f['encoder/encoder_norm/scale'],
@@ -129,7 +129,7 @@ def checkpoints(vit, tmp_path_factory):
   np.savez(d / 'big_vision_scan.npz', **{f'params/{k}': v for k, v in scan.items()})
   paths['big_vision_scan'] = str(d / 'big_vision_scan.npz')
   (d / 'scenic.msgpack').write_bytes(serialization.msgpack_serialize(
-      {'params': common.unflatten(flax_names(vit, augreg=False))}))
+      {'params': weight_files.unflatten(flax_names(vit, augreg=False))}))
   paths['scenic'] = str(d / 'scenic.msgpack')
   save_file(timm_names(vit), str(d / 'timm.safetensors'))
   paths['timm'] = str(d / 'timm.safetensors')
@@ -141,7 +141,7 @@ def test_every_format_reads_back_the_same_vit(vit, checkpoints, fmt):
   """Initialising the image model itself from each file gives back exactly the original params."""
   cfg = model_cfg()
   params, report = initialise(fresh(cfg), dict(checkpoint=checkpoints[fmt], reinit_head=False), cfg)
-  got, want = common.flatten(params), common.flatten(vit)
+  got, want = weight_files.flatten(params), weight_files.flatten(vit)
   assert set(got) == set(want)
   for k in want:
     np.testing.assert_allclose(got[k], want[k], rtol=0, atol=1e-7, err_msg=k)
@@ -191,7 +191,7 @@ def test_a_model_with_scanned_layers_gets_the_same_weights_stacked(checkpoints):
   scanned, report = initialise(stacked_start, ckpt, scanned_cfg)
   assert layout.layout_of(scanned) == 'stacked'
   assert 'encoder/layers/block_1/mlp/Dense_0/kernel' in dict(report.loaded)  # the report names layers
-  got, want = common.flatten(layout.to_per_layer(scanned)), common.flatten(per_layer)
+  got, want = weight_files.flatten(layout.to_per_layer(scanned)), weight_files.flatten(per_layer)
   assert set(got) == set(want)
   for k in want:
     np.testing.assert_array_equal(got[k], want[k], err_msg=k)
@@ -323,7 +323,7 @@ def test_shape_mismatches_are_listed_together(checkpoints):
   assert 'embedding/conv/kernel: model (1, 8, 8, 3, 48), checkpoint (1, 8, 8, 3, 32)' in msg
   assert 'encoder/layers/block_1/mlp/Dense_1/kernel: model (64, 48), checkpoint (64, 32)' in ' '.join(every)
   assert len(every) > 20 and f'({len(every)} mismatch(es))' in msg  # every mismatching name, not just the first
-  assert msg.endswith(f'; and {len(every) - common.LISTED} more')  # the message lists the first LISTED
+  assert msg.endswith(f'; and {len(every) - weight_files.LISTED} more')  # the message lists the first LISTED
 
 
 def test_bad_init_from_fields_name_the_field(checkpoints):
@@ -349,7 +349,7 @@ def test_trainer_style_call(checkpoints):
 def test_npz_with_pickled_objects_is_refused(tmp_path):
   np.savez(tmp_path / 'evil.npz', obj=np.array([{'a': 1}], dtype=object))
   with pytest.raises(ValueError, match='allow_pickle'):
-    common.load_state(str(tmp_path / 'evil.npz'))
+    weight_files.load_state(str(tmp_path / 'evil.npz'))
 
 
 SCHEMES = ('spatiotemporal', 'factorised_encoder', 'factorised_self_attention', 'factorised_dot_product', 'space',
@@ -432,7 +432,7 @@ def test_video_checkpoint_loads_everything_but_the_classifier(tmp_path):
   cfg = _video_cfg(num_classes={'verb': 3, 'noun': 4})
   start = fresh(cfg, seed=9)
   params, report = initialise(start, init_options.get_config(checkpoint=path), cfg)
-  got, want, init = common.flatten(params), common.flatten(source), common.flatten(start)
+  got, want, init = weight_files.flatten(params), weight_files.flatten(source), weight_files.flatten(start)
   for k in got:
     if k.startswith('head/output_projection'):
       np.testing.assert_array_equal(got[k], init[k])
@@ -450,8 +450,8 @@ def test_video_checkpoint_keeps_the_head_when_asked(tmp_path):
   source, path = _export(tmp_path, cfg)
   params, report = initialise(fresh(cfg, seed=9), dict(checkpoint=path, format='vvt',
                                                                  reinit_head=False), cfg)
-  for k, v in common.flatten(source).items():
-    np.testing.assert_array_equal(common.flatten(params)[k], v, err_msg=k)
+  for k, v in weight_files.flatten(source).items():
+    np.testing.assert_array_equal(weight_files.flatten(params)[k], v, err_msg=k)
   assert report.initialised == [] and report.unused == []
   clip = RNG.standard_normal((B, 4, S, S, 3)).astype(np.float32)
   # the same params (equal above) through the same program: equal up to nothing; 1e-6 only spares a re-trace
@@ -466,7 +466,7 @@ def test_video_checkpoint_at_another_resolution_resizes_the_grid(tmp_path, atten
   source_cfg = _video_cfg(**kw)
   source = fresh(source_cfg, seed=5)
   table_name = ('spatial_encoder' if attention == 'factorised_encoder' else 'encoder') + '/posembed/pos_embedding'
-  flat = common.flatten(source)
+  flat = weight_files.flatten(source)
   table = flat[table_name]
   frames = 1 if attention == 'factorised_encoder' else 2
   extra = table.shape[1] - frames * 16
@@ -475,12 +475,12 @@ def test_video_checkpoint_at_another_resolution_resizes_the_grid(tmp_path, atten
   table[0, extra:] = np.repeat((grid.reshape(1, 16) + np.arange(frames)[:, None] * 10).reshape(-1, 1), D, axis=1)
   from vvt.convert import export
   path = str(tmp_path / 'small.safetensors')
-  export.to_safetensors(common.unflatten(flat), path, {'model': source_cfg.to_dict()})
+  export.to_safetensors(weight_files.unflatten(flat), path, {'model': source_cfg.to_dict()})
   cfg = _video_cfg(image_size=48, **kw)
   params, report = initialise(fresh(cfg), dict(checkpoint=path), cfg)
   how = dict(report.transformed)
   assert list(how) == [table_name] and 'bilinear resize of the 4x4 grid to 6x6' in how[table_name]
-  out = common.flatten(params)[table_name]
+  out = weight_files.flatten(params)[table_name]
   np.testing.assert_array_equal(out[0, :extra], table[0, :extra])
   src = np.clip((np.arange(6) + 0.5) * 4 / 6 - 0.5, 0, 3)
   want = src[:, None] * 1.0 + src[None, :] * 0.5

@@ -10,9 +10,9 @@ import jax
 import numpy as np
 import pytest
 
-from vvt.convert import common
 from vvt.convert import scenic
 from vvt.convert import video
+from vvt.convert import weight_files
 import vvt.models
 
 B, T, S, C = 2, 4, 16, 3
@@ -182,7 +182,7 @@ def test_scenic_msgpack_file(tmp_path):
   """A flax msgpack of the params tree (what scenic/flax serialise) loads without pickle and converts."""
   p = scenic_params(3, False)
   path = tmp_path / 'checkpoint.msgpack'
-  path.write_bytes(serialization.msgpack_serialize({'params': common.unflatten(p)}))
+  path.write_bytes(serialization.msgpack_serialize({'params': weight_files.unflatten(p)}))
   cfg = vvt.models.get_config('vivit', attention='factorised_self_attention', num_frames=T,
                               attention_order='time_space', classifier='gap')
   conv = video.convert('scenic_vivit', str(path), cfg)
@@ -204,14 +204,14 @@ def test_flax_checkpoint_without_extension(tmp_path):
   p = scenic_params(1, True)
   path = tmp_path / 'checkpoint_1000'
   path.write_bytes(serialization.msgpack_serialize(
-      {'global_step': 1000, 'optimizer': {'target': common.unflatten(p), 'state': {'step': 1000}}}))
-  assert common.sniff_format(str(path)) == 'msgpack'
+      {'global_step': 1000, 'optimizer': {'target': weight_files.unflatten(p), 'state': {'step': 1000}}}))
+  assert weight_files.sniff_format(str(path)) == 'msgpack'
   conv = video.convert('scenic_vivit', str(path), vvt.models.get_config('vivit', num_frames=T))
   out = np.asarray(jax.jit(vvt.models.build(conv.model_config()).apply)({'params': conv.params}, VIDEO))
   assert np.abs(out - scenic_forward(p, VIDEO, 1, True)).max() < 1e-5
   np.savez(tmp_path / 'weights', **p)
   (tmp_path / 'weights.npz').rename(tmp_path / 'weights_noext')
-  assert common.sniff_format(str(tmp_path / 'weights_noext')) == 'npz'
+  assert weight_files.sniff_format(str(tmp_path / 'weights_noext')) == 'npz'
 
 
 # Frames and frame size of Models 1, 3, 4 from their position table (scenic.read_token_grid): 8 time steps of
@@ -312,7 +312,7 @@ def test_model2_frames_and_size_come_from_its_two_tables():
   if not npz.exists():
     pytest.skip(f'fixture {npz} is missing')
   video_ = np.load(npz)['input']
-  conv = scenic.convert(common.load_state(str(npz)), frames_hint=32, size_hint=224)
+  conv = scenic.convert(weight_files.load_state(str(npz)), frames_hint=32, size_hint=224)
   assert (conv.model_fields['num_frames'], conv.model_fields['image_size']) == video_.shape[1:3]
   with pytest.raises(ValueError, match='num_frames=16'):
-    scenic.convert(common.load_state(str(npz)), num_frames=16)
+    scenic.convert(weight_files.load_state(str(npz)), num_frames=16)

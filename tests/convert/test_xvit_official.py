@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import FIXTURES as SHARED_FIXTURES
-from vvt.convert import common
 from vvt.convert import video
+from vvt.convert import weight_files
 from vvt.convert import xvit
 import vvt.models
 
@@ -35,7 +35,7 @@ NAMES = ('xvit_segments_k400', 'xvit_segments_ssv2')
 def load(name):
   raw = np.load(HERE / f'{name}.npz', allow_pickle=False)
   meta = json.loads((HERE / f'{name}.json').read_text())
-  return common.load_state(str(HERE / f'{name}.npz')), raw['input'], raw['logits'], meta
+  return weight_files.load_state(str(HERE / f'{name}.npz')), raw['input'], raw['logits'], meta
 
 
 def convert(state, meta, **kw):
@@ -202,7 +202,7 @@ def test_converter_refuses_a_clip_the_table_or_segments_do_not_divide(kw, messag
 def test_num_frames_of_a_source_whose_tables_fix_the_clip_length():
   """Other sources are converted at the clip their tables say, then their tables resized (vvt.convert.retarget):
   scenic Model 2's temporal table by torch bicubic to the new n_t."""
-  state = common.load_state(str(SHARED_FIXTURES / 'scenic_vivit_model2_fe.npz'))
+  state = weight_files.load_state(str(SHARED_FIXTURES / 'scenic_vivit_model2_fe.npz'))
   assert video.convert_state('scenic_vivit', state, num_frames=8).model_fields['num_frames'] == 8
   conv = video.convert_state('scenic_vivit', state, num_frames=16)
   table = conv.params['temporal_encoder']['posembed']['pos_embedding']

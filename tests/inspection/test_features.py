@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vvt.cli import main as vvt_main
-from vvt.convert import common
+from vvt.convert import weight_files
 from vvt.data.writing import synthetic
 from vvt.inspection import features
 from vvt.train import checkpoints
@@ -76,7 +76,7 @@ def test_features_of_a_converted_checkpoint(tmp_path, capsys):
 
   scores = np.load(glob.glob(str(out / 'checkpoints' / 'eval_0_test_2x1.npz'))[0])
   assert ids == scores['video_ids'].tolist() and rest['label'].tolist() == scores['video_labels'].tolist()
-  head = common.flatten(checkpoints.load_params(str(out))[0])
+  head = weight_files.flatten(checkpoints.load_params(str(out))[0])
   logits = emb @ np.asarray(head['head/output_projection/kernel']) + np.asarray(head['head/output_projection/bias'])
   np.testing.assert_allclose(logits, scores['video_scores'], atol=1e-4)
   index = json.loads((feats / 'features.json').read_text())

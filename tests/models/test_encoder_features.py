@@ -10,7 +10,7 @@ from tests.models.test_models import jitted
 from tests.models.test_models import randomise
 from tests.models.test_models import tiny
 from tests.models.test_models import video
-from vvt.convert import common
+from vvt.convert import weight_files
 from vvt.inspection import attention_maps as am
 import vvt.models as models
 from vvt.models import kernels
@@ -30,7 +30,7 @@ def test_new_fields_are_off_by_default():
   for family, attention, kw in (('vivit', 'spatiotemporal', {}), ('timesformer', 'divided', {}),
                                 ('xvit', 'space_time_mixing', {})):
     model = models.build(tiny(family, attention, **kw))
-    names = common.flatten(jax.eval_shape(lambda x, m=model: m.init(jax.random.key(0), x),
+    names = weight_files.flatten(jax.eval_shape(lambda x, m=model: m.init(jax.random.key(0), x),
                                           jax.ShapeDtypeStruct((1, 4, 16, 16, 3), jnp.float32))['params'])
     assert not any(n.startswith('pooler/') or 'per_dim_scale' in n for n in names), attention
 
@@ -135,7 +135,7 @@ def test_scanned_pooler_blocks_equal_the_unscanned_ones():
 def test_the_pooler_is_scaled_as_the_head_by_layer_decay():
   params = jax.eval_shape(lambda x: models.build(tiny('vivit', 'spatiotemporal', **VJEPA2_LIKE)).init(
       jax.random.key(0), x), jax.ShapeDtypeStruct((1, 4, 16, 16, 3), jnp.float32))['params']
-  ids = common.flatten(layer_decay.layer_ids(params))
+  ids = weight_files.flatten(layer_decay.layer_ids(params))
   assert {v for k, v in ids.items() if k.startswith('pooler/')} == {ids['head/output_projection/kernel']} == {3}
 
 

@@ -66,8 +66,8 @@ def _tiny_image_model():
 
 def _timm(params, change=None):
   """The tiny model's params in timm names (an image ViT file), optionally broken by `change`."""
-  from vvt.convert import common
-  f = common.flatten(params)
+  from vvt.convert import weight_files
+  f = weight_files.flatten(params)
   d = 16
   a = 'encoder/layers/block_0/space_attention'
   out = {'patch_embed.proj.weight': f['embedding/conv/kernel'][0].transpose(3, 2, 0, 1),

@@ -53,8 +53,8 @@ def _args(command, root):
 
 
 def _per_layer(params) -> dict:
-  from vvt.convert import common
-  return {k: np.asarray(v) for k, v in common.flatten(params).items()}
+  from vvt.convert import weight_files
+  return {k: np.asarray(v) for k, v in weight_files.flatten(params).items()}
 
 
 def test_the_documented_probe_of_a_hugging_face_folder(sources, capsys):

@@ -100,11 +100,6 @@ def test_a_task_without_options_has_no_problems_and_every_hook_is_jax_free_and_r
   assert set(registry.CHECKS) <= set(registry.TASKS)
 
 
-def test_the_backbone_sources_are_the_converters_hugging_face_sources():
-  from vvt.convert import video
-  assert init_options.HF_SOURCES == tuple(s for s in video.SOURCES if s.startswith('hf_'))
-
-
 def test_of_tied_probes_the_smaller_lr_then_the_smaller_weight_decay_wins():
   from vvt.tasks import probe
   rows = [('probe_0', 0.1, 0.0, 0.5), ('probe_1', 0.1, 0.5, 0.75), ('probe_2', 0.01, 0.5, 0.75),

@@ -125,6 +125,7 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
   as the reference does, `vvt.convert.retarget`), or to say which split of a scenic Model 1/3/4 table is meant.
   The frames and frame size the conversion arrives at are the checkpoint meta's and config.json's (model, dataset, run).
   """
+  from vvt.convert import sources
   from vvt.convert import video
   from vvt.train import checkpoints
   is_run = config is not None and 'model' in config
@@ -132,8 +133,8 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
   result = video.convert(source, checkpoint, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
   changes = _fields_diff(model_cfg, result.model_fields) if model_cfg is not None else []
   names = None
-  if source.startswith('hf_'):
-    names = hf_class_names(video._hf_config(checkpoint, hf_config))
+  if sources.get(source).hf_folder:
+    names = hf_class_names(video.hf_config_of(checkpoint, hf_config))
   full = _with_model(config, result.model_config(), names) if is_run else result.model_config()
   os.makedirs(output, exist_ok=True)
   path = checkpoints.save_params(output, result.params, step=0, config=json.loads(full.to_json_best_effort()))
@@ -189,7 +190,7 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
   other files, before anything is written. Returns (transformers class, number of tensors, weights: 'ema' | 'raw'
   | 'params')."""
   from vvt.convert import hf_export
-  from vvt.convert.common import NotExpressible
+  from vvt.convert.torch_layout import NotExpressible
   import vvt.models
   from vvt.train import checkpoints
   step = checkpoints.resolve_step(workdir, step)
@@ -266,39 +267,23 @@ def import_safetensors(path: str, output: str, config=None, step: int = 0) -> st
   return checkpoints.save_params(output, params, step=step, config=values)
 
 
-# The base config (--config) of each source: its architecture's recipe, with the test views and normalisation the
-# checkpoint was trained with; `vvt convert` replaces the model fields and the sizes that follow them.
-BASE_CONFIGS = {  # source: (config, what else fits)
-    'scenic_vivit': ('configs/kinetics400/vivit_b_fe.py', 'ViViT-L: vivit_l_fe.py, ViViT-H: vivit_h.py, or the '
-                     'dataset\'s (kinetics600/, ssv2/, ...); Model 4: --config.model.attention=factorised_dot_product'),
-    'timesformer': ('configs/kinetics400/timesformer_b.py', ':hr for TimeSformer-HR, :l for -L; or ssv2/, '
-                    'diving48/, howto100m/'),
-    'xvit': ('configs/kinetics400/xvit_b.py', ':16 for 16 frames; or kinetics600/, ssv2/, epic_kitchens/'),
-    'hf_timesformer': ('configs/kinetics400/timesformer_b.py', 'or the dataset\'s timesformer_b.py'),
-    'hf_vivit': ('configs/kinetics400/vivit_b_fe.py', 'its [-1, 1] inputs and 256-px test views are HF ViViT\'s'),
-    'hf_videomae': ('configs/kinetics400/timesformer_b.py', 'its ImageNet normalisation and 224-px test views are '
-                    'VideoMAE\'s'),
-    'hf_vjepa2': ('configs/kinetics400/timesformer_b.py', 'its ImageNet normalisation is V-JEPA 2\'s; '
-                  '--image-size 256 for the 256-px checkpoints'),
-    'hf_videoprism': ('configs/kinetics400/timesformer_b.py', 'VideoPrism reads [0, 1] pixels, which no '
-                      'dataset.normalization gives: evaluate its features with care'),
-}
+# The base config of any source (the others: each source's record, `vvt.convert.sources`).
 ANY_SOURCE = ('configs/synthetic.py', 'any source, on the synthetic data (tiny tests)')
 
 
-def base_configs_help(sources) -> str:
-  """The --help table: which --config to pass for each source."""
+def base_configs_help() -> str:
+  """The --help table: which --config to pass for each source (its record's `base_config` and `base_note`)."""
+  from vvt.convert import sources
   rows = ['which --config to pass (its model fields, and the sizes that follow them, become the checkpoint\'s):']
-  for source in sources:
-    config, note = BASE_CONFIGS.get(source, ('a config of its architecture', ''))
-    rows += [f'  {source:<15} {config}'] + ([f'  {"":<15}   {note}'] if note else [])
+  for s in sources.SOURCES.values():
+    rows += [f'  {s.name:<15} {s.base_config}'] + ([f'  {"":<15}   {s.base_note}'] if s.base_note else [])
   return '\n'.join(rows + [f'  {"(any)":<15} {ANY_SOURCE[0]}', f'  {"":<15}   {ANY_SOURCE[1]}'])
 
 
 def _convert(argv):
-  from vvt.convert.video import SOURCES
-  p = common.Parser('vvt convert', __doc__, config='required', epilog=base_configs_help(SOURCES))
-  p.add_argument('--source', required=True, choices=SOURCES)
+  from vvt.convert import sources
+  p = common.Parser('vvt convert', __doc__, config='required', epilog=base_configs_help())
+  p.add_argument('--source', required=True, choices=tuple(sources.SOURCES))
   p.add_argument('--checkpoint', required=True, help='checkpoint file (or Hugging Face model folder)')
   p.add_argument('--output', required=True, help='directory for the vvt checkpoint (the eval workdir)')
   p.add_argument('--hf-config', default=None, help='Hugging Face config.json (default: the folder\'s)')
@@ -346,8 +331,10 @@ def _export(argv):
     raise common.UsageError(f'{given}: vvt export --workdir writes the checkpoint as its run saved it; --config and '
                             '--config.FIELD apply to --import only')
   if args.import_file and args.format == 'hf':
-    raise common.UsageError('--import reads vvt safetensors files; a Hugging Face folder is read by '
-                            '`vvt convert --source hf_timesformer|hf_vivit|hf_videomae`')
+    from vvt.convert import sources
+    hf = '|'.join(s.name for s in sources.SOURCES.values() if s.hf_folder)
+    raise common.UsageError(f'--import reads vvt safetensors files; a Hugging Face folder is read by '
+                            f'`vvt convert --source {hf}`')
   if args.import_file:
     config = common.run_config(spec, overrides, purpose='summary') if spec else None
     path = import_safetensors(args.import_file, args.output, config)

@@ -4,13 +4,13 @@ SOURCE is one of
   a vvt run or `vvt convert` folder (config.json + checkpoints/): its latest step's params (the EMA ones where the
       checkpoint has them), the model and preprocessing of its config;
   a file written by `vvt export` (.safetensors, format 'vvt'), the config in its metadata;
-  a Hugging Face folder (config.json with a `model_type` vvt converts: videomae, timesformer, vivit, vjepa2,
-      videoprism), converted as `vvt convert --source hf_<model_type>` converts it.
+  a Hugging Face folder (config.json with a `model_type` a source of `vvt.convert.sources` reads: videomae,
+      timesformer, vivit, vjepa2, videoprism), converted as `vvt convert --source` of that source converts it.
 
 The run takes from SOURCE what the weights need, unless the command line sets it (`--config.FIELD=...`, applied
 after): the model (every field but the regularisation and memory ones, `RECIPE_FIELDS`, which stay CONFIG's), the
 frames and frame size, and the preprocessing: `dataset.normalization` and the resize fields (a vvt run's own;
-a Hugging Face model's normalisation, `HF_NORMALIZATION`, with CONFIG's resize fields scaled to its frame size).
+a Hugging Face model's normalisation, its source's record's, with CONFIG's resize fields scaled to its frame size).
 The classes come from the data (its manifest or classes.txt): the classifier is kept when they are the
 checkpoint's (same number, and the same names where both have names), else it is re-initialised; one line says
 which. The weights go to WORKDIR/init/weights.safetensors (`init_from.checkpoint`, format 'vvt'; an exported file
@@ -35,9 +35,6 @@ INIT_FILE = os.path.join('init', 'weights.safetensors')
 # Model fields of the training recipe (CONFIG's), not of the weights: regularisation, dtypes and memory.
 RECIPE_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'stochastic_depth', 'dtype', 'param_dtype',
                  'attention_impl', 'remat', 'scan_layers')
-# The normalisation each Hugging Face family was trained with (a folder's preprocessor_config.json decides first).
-HF_NORMALIZATION = {'hf_videomae': 'imagenet', 'hf_timesformer': 'imagenet', 'hf_vivit': 'zero_centre',
-                    'hf_vjepa2': 'imagenet'}
 PREPROCESSING = ('normalization', *dataset_lib.SIZE_FIELDS)
 
 
@@ -55,8 +52,9 @@ class Start:
 
 
 def kind_of(source: str, what: str = '--init') -> str:
-  """'run', 'file' or 'hf_<model_type>' for SOURCE (`vvt.convert.init_options.source_kind`); ConfigError (one line
-  starting with `what SOURCE`, exit 2) for anything else."""
+  """'run', 'file' or the converter source of a Hugging Face folder ('hf_videomae', ...) for SOURCE
+  (`vvt.convert.init_options.source_kind`); ConfigError (one line starting with `what SOURCE`, exit 2) for anything
+  else."""
   try:
     return init_options.source_kind(source, what)
   except ValueError as e:
@@ -64,8 +62,8 @@ def kind_of(source: str, what: str = '--init') -> str:
 
 
 def _metadata(path: str) -> dict:
-  from vvt.convert import common
-  return dict(common.safetensors_header(path)[1])
+  from vvt.convert import weight_files
+  return dict(weight_files.safetensors_header(path)[1])
 
 
 def _plain(value):
@@ -76,6 +74,7 @@ def _hf_normalization(folder: str, kind: str) -> str | None:
   """'imagenet' / 'zero_centre' from the mean and std of the folder's preprocessor config
   (`hf_folder.normalization`: preprocessor_config.json or video_preprocessor_config.json), else the family's."""
   from vvt.convert import hf_folder
+  from vvt.convert import sources
   from vvt.data.transforms import normalization
   given = hf_folder.normalization(folder)
   if given is not None:
@@ -83,7 +82,7 @@ def _hf_normalization(folder: str, kind: str) -> str | None:
       mean, std = normalization.mean_std(name)
       if all(abs(a * 255 - b) < 0.3 for a, b in zip(given[0] + given[1], mean + std, strict=True)):
         return name
-  return HF_NORMALIZATION.get(kind)
+  return sources.get(kind).normalization
 
 
 def _write_hf(source: str, kind: str, base, out: str, log) -> None:
@@ -94,7 +93,7 @@ def _write_hf(source: str, kind: str, base, out: str, log) -> None:
   result = video.convert(kind, source, base.model)
   new_head = any(name.startswith('head/output_projection') for name, _ in result.report.initialised)
   model = _plain(result.model_config())
-  names = convert_cli.hf_class_names(video._hf_config(source, None))
+  names = convert_cli.hf_class_names(video.hf_config_of(source, None))
   norm = _hf_normalization(source, kind)
   config = dict(model=model, num_classes=None if new_head else model['num_classes'],
                 class_names=None if new_head else names,

@@ -19,14 +19,14 @@ import os
 
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import weight_files
 
 
 def to_safetensors(params, path: str, config=None, metadata=None) -> int:
   """Writes params (nested dict of arrays) to `path`; returns the number of tensors. `metadata`: more
   string -> string entries (e.g. "weights": 'ema' for the EMA params of a checkpoint)."""
   from safetensors.numpy import save_file
-  flat = {k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in common.flatten(params).items()}
+  flat = {k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in weight_files.flatten(params).items()}
   metadata = {**{str(k): str(v) for k, v in (metadata or {}).items()}, 'format': 'vvt'}
   if config is not None:
     metadata['config'] = config if isinstance(config, str) else (
@@ -39,15 +39,15 @@ def to_safetensors(params, path: str, config=None, metadata=None) -> int:
 def from_safetensors(path: str):
   """Reads a file written by `to_safetensors` -> (nested params of numpy arrays, metadata dict).
 
-  Read through `common.load_state` (one WeightFileError naming the file for a broken or hostile file: data
+  Read through `weight_files.load_state` (one WeightFileError naming the file for a broken or hostile file: data
   offsets past its end, a header that lies, non-numeric tensors); every tensor must be finite: a NaN or infinite
   value is refused naming the tensors (a checkpoint of such weights could only train or evaluate to NaN)."""
   if not os.path.exists(path):
     raise FileNotFoundError(f'safetensors file {path} does not exist')
-  _, metadata = common.safetensors_header(path)
-  flat = common.load_state(path, 'safetensors')
+  _, metadata = weight_files.safetensors_header(path)
+  flat = weight_files.load_state(path, 'safetensors')
   check_finite(path, flat)
-  return common.unflatten(dict(flat)), dict(metadata)
+  return weight_files.unflatten(dict(flat)), dict(metadata)
 
 
 def check_finite(path: str, flat) -> None:
@@ -61,5 +61,5 @@ def check_finite(path: str, flat) -> None:
         bad.append(f'{name} ({"all" if n == value.size else n} of {value.size} values)')
   if bad:
     more = f' and {len(bad) - 3} more' if len(bad) > 3 else ''
-    raise common.WeightFileError(f'{path}: NaN or infinite values in {len(bad)} of {len(flat)} tensors: '
+    raise weight_files.WeightFileError(f'{path}: NaN or infinite values in {len(bad)} of {len(flat)} tensors: '
                                  f'{", ".join(bad[:3])}{more}; refused (no checkpoint written)')

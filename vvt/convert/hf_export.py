@@ -6,78 +6,37 @@ module that reads that class (the exact inverse of its reader):
   to_hf(params, model_cfg) -> (hf_config: dict, state: {name: float32 np.ndarray})
 
 params: the model's params (per-layer layout); model_cfg: the resolved vvt model config. to_hf checks every model
-field it depends on and raises `common.NotExpressible` (one line naming the field and its value) for a value the
+field it depends on and raises `torch_layout.NotExpressible` (one line naming the field and its value) for a value the
 class cannot express; the labels (id2label / label2id from the run's class names) are added here.
 
-`TARGETS` says which vvt models each class expresses by the fields that pick it (`selects`): exactly one target
-may select a model. A model no target selects is refused naming its scheme (or the field that rules each near
-target out). Fields that no exporter reads (and no target lists in `reads`) must keep their family defaults, so
-a field added to vvt later is refused, not silently dropped, until an exporter reads it. Training-only and
+`TARGETS` (the `exports` of the sources' records, `vvt.convert.sources`) says which vvt models each class expresses
+by the fields that pick it (`selects`): exactly one target may select a model. A model no target selects is refused
+naming its scheme (or the field that rules each near target out). Fields that no exporter reads (and no target lists
+in `reads`) must keep their family defaults, so a field added to vvt later is refused, not silently dropped, until
+an exporter reads it. Training-only and
 memory fields (dropout, stochastic depth, dtypes, attention_impl, remat, scan_layers) do not change the function
 and are not carried: the HF config has transformers' defaults (no dropout).
 
-Adding a model: its `to_hf` in its reader's module and one line in TARGETS.
+Adding a model: its `to_hf` in its reader's module and a target in its source's record.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-from typing import Callable
 
 import numpy as np
 
-from vvt.convert import common
-from vvt.convert import hf_videomae
-from vvt.convert import hf_videoprism
-from vvt.convert import hf_vivit
-from vvt.convert import hf_vjepa2
-from vvt.convert import timesformer
+from vvt.convert import sources
+from vvt.convert import torch_layout
 import vvt.models
 from vvt.models import layout
 from vvt.models import schemes
 
 CONFIG_FILE, WEIGHTS_FILE = 'config.json', 'model.safetensors'
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-  """One transformers class: the vvt models it expresses (`selects`: (field, allowed values) pairs) and its
-  writer. `reads`: model fields beyond `READ` that `to_hf` reads and checks itself."""
-  hf_class: str
-  selects: tuple[tuple[str, tuple], ...]
-  to_hf: Callable
-  reads: tuple[str, ...] = ()
-
-  def mismatches(self, model_cfg) -> list[tuple[str, tuple]]:
-    """(field, allowed values) of every selecting field the model does not have."""
-    return [(f, allowed) for f, allowed in self.selects if model_cfg[f] not in allowed]
-
-
-def target(hf_class: str, to_hf: Callable, reads: tuple[str, ...] = (), **selects) -> Target:
-  """A Target selecting the models whose fields have the given values (a value or a tuple of values)."""
-  return Target(hf_class, tuple((f, v if isinstance(v, tuple) else (v,)) for f, v in selects.items()), to_hf, reads)
-
-
-JOINT = ('spatiotemporal', 'joint')  # ViViT Model 1 and TimeSformer 'ST': the same single joint stage
-# Fields of the attentive-pooler encoders, read and checked by their exporters.
-POOLED = ('attentive_pooler', 'layer_norm_scale_offset', 'attention_logit_cap')
-VIDEOPRISM = ('pos_table_grid', 'temporal_layers', 'temporal_num_heads', 'temporal_mlp_dim')
-TARGETS = (
-    target(timesformer.HF_CLASS, timesformer.to_hf, attention='divided'),
-    target(timesformer.HF_CLASS, timesformer.to_hf, attention=JOINT, classifier='token',
-           positional_embedding='separable'),
-    target(hf_vivit.HF_CLASS, hf_vivit.to_hf, attention=JOINT, classifier='token', positional_embedding='joint'),
-    target(hf_videomae.HF_CLASS, hf_videomae.to_hf, attention=JOINT, classifier='gap',
-           positional_embedding='sinusoidal'),
-    target(hf_vjepa2.HF_CLASS, hf_vjepa2.to_hf, POOLED, attention=JOINT, positional_embedding='rope'),
-    target(hf_videoprism.HF_CLASS, hf_videoprism.to_hf, POOLED + VIDEOPRISM, attention='space_then_time'),
-)
-
-# Why a scheme no target selects has no transformers class, where there is more to say than that.
-NO_CLASS = {
-    'space': "transformers' space_only TimeSformer returns one row of logits per frame, not one per video",
-}
+# The transformers classes of the sources' records (`sources.Target`), and why a scheme none selects has no class
+# where there is more to say than that.
+TARGETS = sources.targets()
+NO_CLASS = sources.no_class()
 
 # Model fields every exporter reads and checks (or that only name the model).
 READ = frozenset((
@@ -101,7 +60,7 @@ def _scheme(model_cfg) -> str:
   return f'model.attention={model_cfg.attention!r} ({schemes.get(model_cfg.attention).paper})'
 
 
-def select(model_cfg) -> Target:
+def select(model_cfg) -> sources.Target:
   """The one target that selects the resolved `model_cfg`; NotExpressible naming the scheme, or for the targets
   that select its scheme the field that rules each out."""
   chosen = [t for t in TARGETS if not t.mismatches(model_cfg)]
@@ -113,31 +72,31 @@ def select(model_cfg) -> Target:
   if not near:
     written = sorted({a for t in TARGETS for a in dict(t.selects).get('attention', ())})
     why = NO_CLASS.get(model_cfg.attention, 'no transformers class expresses it')
-    raise common.NotExpressible(f'{_scheme(model_cfg)}: {why}; --format hf writes attention {", ".join(written)}')
+    raise torch_layout.NotExpressible(f'{_scheme(model_cfg)}: {why}; --format hf writes attention {", ".join(written)}')
   reasons, got = {}, {}
   for t in near:
     field, allowed = t.mismatches(model_cfg)[0]
     reasons.setdefault(f'{t.hf_class} needs model.{field}={" or ".join(repr(a) for a in allowed)}', None)
     got[field] = model_cfg[field]
   got_text = ' and '.join(f'model.{f}={v!r}' for f, v in got.items())
-  raise common.NotExpressible(f'{got_text} with {_scheme(model_cfg)}: no transformers class expresses it '
+  raise torch_layout.NotExpressible(f'{got_text} with {_scheme(model_cfg)}: no transformers class expresses it '
                               f'({"; ".join(reasons)})')
 
 
-def _check_generic(model_cfg, t: Target) -> None:
+def _check_generic(model_cfg, t: sources.Target) -> None:
   """The head (one linear classifier, no pre-logits) and every field no exporter reads at its family default."""
   m = model_cfg
   if not isinstance(m.num_classes, int):
-    raise common.NotExpressible(f'model.num_classes={dict(m.num_classes)!r}: {t.hf_class} has one classifier, '
+    raise torch_layout.NotExpressible(f'model.num_classes={dict(m.num_classes)!r}: {t.hf_class} has one classifier, '
                                 'not several heads')
-  common.require(m, 'representation_size', None, t.hf_class, 'no pre-logits layer')
+  torch_layout.require(m, 'representation_size', None, t.hf_class, 'no pre-logits layer')
   defaults = vvt.models.get_config(m.family)
   plain = lambda v: v.to_dict() if hasattr(v, 'to_dict') else v
   unused = {f for f, classifier in BY_CLASSIFIER.items() if m.classifier != classifier}
   for field in sorted(set(m.keys()) - READ - INERT - UNUSED - unused - set(t.reads)):
     value, default = plain(m[field]), plain(defaults.get(field, None))
     if value != default:
-      raise common.NotExpressible(f'model.{field}={value!r}: {t.hf_class} has no such setting (vvt export '
+      raise torch_layout.NotExpressible(f'model.{field}={value!r}: {t.hf_class} has no such setting (vvt export '
                                   f'--format hf knows {field} only at its default {default!r})')
 
 

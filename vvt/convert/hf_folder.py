@@ -1,8 +1,9 @@
 """The JSON files of a Hugging Face model folder, read one way for `vvt convert`, `vvt train --init` and the rest.
 
-  read_config(path)     config.json of a folder (or a config file given as such): a dict of its fields
-  normalization(folder) the mean / std of its preprocessor config (`preprocessor_config.json`, or the
-                        `video_preprocessor_config.json` that transformers 5's video processors write)
+  read_config(path)           config.json of a folder (or a config file given as such): a dict of its fields
+  normalization(folder)       the mean / std of its preprocessor config (`preprocessor_config.json`, or the
+                              `video_preprocessor_config.json` that transformers 5's video processors write)
+  weights_file(path, source)  its safetensors weights, for a source that reads no PyTorch pickle
 
 A config.json that is missing, is not JSON, or holds something other than a JSON object is refused with one
 `ConfigFileError` line naming the file and what is wrong with it (bad input: `vvt` exits 2), before any weight is
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+
+from vvt.convert import weight_files
 
 CONFIG_FILE = 'config.json'
 # The preprocessor configs, the image processor's first (transformers 4), then the video processor's (5).
@@ -77,3 +80,18 @@ def normalization(folder: str) -> tuple[list, list] | None:
 def _three_numbers(value) -> bool:
   return (isinstance(value, (list, tuple)) and len(value) == 3
           and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value))
+
+
+def weights_file(checkpoint: str, source: str) -> str:
+  """The weight file of a Hugging Face folder or path for a source that reads no pickle (its record's
+  `safetensors_only`, `source` naming it): safetensors (or an npz of arrays). A `pytorch_model.bin` (or any PyTorch
+  pickle) is refused with one line naming it."""
+  if os.path.isdir(checkpoint):
+    for name in ('model.safetensors', 'pytorch_model.bin'):
+      if os.path.exists(os.path.join(checkpoint, name)):
+        return weights_file(os.path.join(checkpoint, name), source)
+    raise FileNotFoundError(f'{checkpoint} is a directory without model.safetensors')
+  if os.path.exists(checkpoint) and weight_files.format_of(checkpoint) not in ('safetensors', 'npz'):
+    raise weight_files.WeightFileError(f'{checkpoint}: {source} reads safetensors only, not a PyTorch pickle '
+                                       '(save the model with save_pretrained(..., safe_serialization=True))')
+  return checkpoint

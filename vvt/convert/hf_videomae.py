@@ -4,7 +4,7 @@ Reads `VideoMAEForVideoClassification` (`videomae.*`, `fc_norm`, `classifier`), 
 prefix, no head) and the encoder of `VideoMAEForPreTraining` (`videomae.*`; its decoder, `encoder_to_decoder` and
 `mask_token` are reported unused). A checkpoint without `classifier` gets a new head of `num_classes` (zero, as
 every fresh vvt head), and with mean pooling a new final LayerNorm (scale 1, bias 0); the report lists both as
-freshly initialised. Weights are read from safetensors only (`weights_file`): a pickled `pytorch_model.bin` is
+freshly initialised. Weights are read from safetensors only (`hf_folder.weights_file`): a pickled `pytorch_model.bin` is
 refused, never opened.
 
 Key names (prefix `videomae.` or none), layer i:
@@ -33,13 +33,14 @@ patches, a tubelet or patch size the weights contradict. A missing tensor is nam
 """
 from __future__ import annotations
 
-import os
 import re
 from typing import Mapping
 
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import conversion
+from vvt.convert import torch_layout
+from vvt.convert import weight_files
 from vvt.models import frame_size
 
 # transformers' VideoMAEConfig defaults (absent from a diff-only config.json).
@@ -48,21 +49,6 @@ HF_DEFAULTS = dict(model_type='videomae', image_size=224, patch_size=16, num_cha
                    layer_norm_eps=1e-12, qv_bias=True, use_mean_pooling=True)
 FC_NORM_EPS = 1e-5  # nn.LayerNorm(hidden_size): torch's default eps, not the config's layer_norm_eps
 _LAYER = re.compile(r'^(?:videomae\.)?encoder\.layer\.(\d+)\.')
-
-
-def weights_file(checkpoint: str, source: str = 'hf_videomae') -> str:
-  """The weight file of a Hugging Face folder or path (VideoMAE; V-JEPA 2 and VideoPrism too, `source` naming
-  the converter): safetensors (or an npz of arrays), never a pickle. A `pytorch_model.bin` (or any PyTorch
-  pickle) is refused with one line naming it."""
-  if os.path.isdir(checkpoint):
-    for name in ('model.safetensors', 'pytorch_model.bin'):
-      if os.path.exists(os.path.join(checkpoint, name)):
-        return weights_file(os.path.join(checkpoint, name), source)
-    raise FileNotFoundError(f'{checkpoint} is a directory without model.safetensors')
-  if os.path.exists(checkpoint) and common.format_of(checkpoint) not in ('safetensors', 'npz'):
-    raise common.WeightFileError(f'{checkpoint}: {source} reads safetensors only, not a PyTorch pickle (save '
-                                 'the model with save_pretrained(..., safe_serialization=True))')
-  return checkpoint
 
 
 def read_config(hf_config: Mapping | None) -> dict:
@@ -95,25 +81,25 @@ def read_config(hf_config: Mapping | None) -> dict:
     raise ValueError(f"hf_config.image_size={cfg['image_size']} is not a multiple of "
                      f"hf_config.patch_size={cfg['patch_size']}")
   try:
-    cfg['gelu_approximate'] = common.gelu_approximate_of(cfg['hidden_act'])
+    cfg['gelu_approximate'] = torch_layout.gelu_approximate_of(cfg['hidden_act'])
   except ValueError as e:
     raise ValueError(f'hf_config.{e}') from None
   return cfg
 
 
-def _fresh(w: common.Writer, name: str, value: np.ndarray, why: str):
+def _fresh(w: conversion.Writer, name: str, value: np.ndarray, why: str):
   """A parameter the checkpoint does not have: the value vvt's own init gives it, reported as initialised."""
   w.flat[name] = np.asarray(value, np.float32)
   w.report.initialised.append((name, why))
 
 
-def _attention(w: common.Writer, name: str, key: str, num_heads: int, qv_bias: bool, file_names: bool):
+def _attention(w: conversion.Writer, name: str, key: str, num_heads: int, qv_bias: bool, file_names: bool):
   """query / key / value Linear(D, D) (no key bias) + output dense -> vvt attention `name`."""
   for part, torch_name in (('query', 'query'), ('key', 'key'), ('value', 'value')):
     weight = w.src.matrix(f'{key}.attention.{torch_name}.weight')
     d_out, d = weight.shape
     if d_out % num_heads:
-      raise common.WeightFileError(f'{w.src.origin}: {key}.attention.{torch_name}: {d_out} features are not '
+      raise weight_files.WeightFileError(f'{w.src.origin}: {key}.attention.{torch_name}: {d_out} features are not '
                                    f'divisible by num_attention_heads={num_heads}')
     w.put(f'{name}/{part}/kernel', weight.T.reshape(d, num_heads, d_out // num_heads),
           f'{key}.attention.{torch_name}.weight', 'transposed, split into heads')
@@ -121,19 +107,19 @@ def _attention(w: common.Writer, name: str, key: str, num_heads: int, qv_bias: b
       bias_key = f'{key}.attention.{part[0]}_bias' if file_names else f'{key}.attention.{torch_name}.bias'
       w.put(f'{name}/{part}/bias', w.src.take(bias_key).reshape(num_heads, d_out // num_heads), bias_key,
             'split into heads')
-  common.torch_attention_out(w, f'{name}/out', f'{key}.output.dense', num_heads)
+  torch_layout.torch_attention_out(w, f'{name}/out', f'{key}.output.dense', num_heads)
 
 
-def _head(w: common.Writer, p: str, cfg: dict, hidden: int, num_classes):
+def _head(w: conversion.Writer, p: str, cfg: dict, hidden: int, num_classes):
   """The final LayerNorm (`fc_norm` or `layernorm`) and the classifier, or fresh ones; returns the classes."""
   norm = 'fc_norm' if cfg['use_mean_pooling'] else f'{p}layernorm'
   if f'{norm}.weight' in w.src or not cfg['use_mean_pooling']:
-    common.torch_layer_norm(w, 'encoder/encoder_norm', norm)
+    torch_layout.torch_layer_norm(w, 'encoder/encoder_norm', norm)
   else:
     _fresh(w, 'encoder/encoder_norm/scale', np.ones(hidden), 'new fc_norm (the checkpoint has none)')
     _fresh(w, 'encoder/encoder_norm/bias', np.zeros(hidden), 'new fc_norm (the checkpoint has none)')
   if 'classifier.weight' in w.src:
-    common.torch_dense(w, 'head/output_projection', 'classifier')
+    torch_layout.torch_dense(w, 'head/output_projection', 'classifier')
     return int(w.src.state['classifier.weight'].shape[0])
   if num_classes is None:
     raise ValueError('the VideoMAE checkpoint has no classifier: give the number of classes of the new head '
@@ -145,9 +131,9 @@ def _head(w: common.Writer, p: str, cfg: dict, hidden: int, num_classes):
   return num_classes
 
 
-@common.names_its_file
+@weight_files.names_its_file
 def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_heads: int | None = None,
-            num_frames: int | None = None, image_size: int | None = None, num_classes=None) -> common.Converted:
+            num_frames: int | None = None, image_size: int | None = None, num_classes=None) -> conversion.Converted:
   """HF VideoMAE state dict (+ config.json dict) -> vvt params + the exact model fields.
 
   num_heads / num_frames / image_size fill in where no config is given (else transformers' defaults);
@@ -158,12 +144,12 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
                                       image_size=image_size).items() if v is not None})
     cfg = read_config(cfg)
   heads = cfg['num_attention_heads']
-  src = common.Source(state, 'Hugging Face VideoMAE checkpoint')
-  w = common.Writer(src)
+  src = conversion.Source(state, 'Hugging Face VideoMAE checkpoint')
+  w = conversion.Writer(src)
   p = 'videomae.' if any(k.startswith('videomae.') for k in state) else ''
-  kernel = common.torch_patch_embedding(w, 'embedding/conv', f'{p}embeddings.patch_embeddings.projection')
+  kernel = torch_layout.torch_patch_embedding(w, 'embedding/conv', f'{p}embeddings.patch_embeddings.projection')
   if kernel.ndim != 5:
-    raise common.WeightFileError(f'{src.origin}: {p}embeddings.patch_embeddings.projection.weight has shape '
+    raise weight_files.WeightFileError(f'{src.origin}: {p}embeddings.patch_embeddings.projection.weight has shape '
                                  f'{kernel.shape}; VideoMAE tokenises with a Conv3d (D, C, t, h, w)')
   hidden, channels, tt, th, tw = kernel.shape
   for field, want, got in (('num_channels', 3, channels), ('tubelet_size', cfg['tubelet_size'], tt),
@@ -174,11 +160,11 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   file_names = not any(k.endswith('.attention.attention.query.bias') for k in state)  # q_bias, v_bias
   for i in range(cfg['num_hidden_layers']):
     key, n = f'{p}encoder.layer.{i}', f'encoder/layers/block_{i}'
-    common.torch_layer_norm(w, f'{n}/joint_norm', f'{key}.layernorm_before')
+    torch_layout.torch_layer_norm(w, f'{n}/joint_norm', f'{key}.layernorm_before')
     _attention(w, f'{n}/joint_attention', f'{key}.attention', heads, bool(cfg['qv_bias']), file_names)
-    common.torch_layer_norm(w, f'{n}/mlp_norm', f'{key}.layernorm_after')
-    common.torch_dense(w, f'{n}/mlp/Dense_0', f'{key}.intermediate.dense')
-    common.torch_dense(w, f'{n}/mlp/Dense_1', f'{key}.output.dense')
+    torch_layout.torch_layer_norm(w, f'{n}/mlp_norm', f'{key}.layernorm_after')
+    torch_layout.torch_dense(w, f'{n}/mlp/Dense_0', f'{key}.intermediate.dense')
+    torch_layout.torch_dense(w, f'{n}/mlp/Dense_1', f'{key}.output.dense')
   extra = sorted({int(m.group(1)) for k in state if (m := _LAYER.match(k))} - set(range(cfg['num_hidden_layers'])))
   if extra:
     raise ValueError(f"hf_config.num_hidden_layers={cfg['num_hidden_layers']} but the checkpoint also has "
@@ -186,7 +172,7 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   classes = _head(w, p, cfg, hidden, num_classes)
   mean = bool(cfg['use_mean_pooling'])
   fields = dict(
-      family='vivit', attention='spatiotemporal', variant=common.variant_name(hidden, th, tt),
+      family='vivit', attention='spatiotemporal', variant=conversion.variant_name(hidden, th, tt),
       tubelet=(int(tt), int(th), int(tw)), num_frames=int(cfg['num_frames']), image_size=cfg['image_size'],
       num_classes=classes, hidden_size=int(hidden), num_layers=int(cfg['num_hidden_layers']), num_heads=int(heads),
       mlp_dim=int(w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]),
@@ -196,6 +182,16 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
       encoder_norm_eps=FC_NORM_EPS if mean else float(cfg['layer_norm_eps']),
       gelu_approximate=cfg['gelu_approximate'], qkv_bias=bool(cfg['qv_bias']), key_bias=False)
   return w.result(fields)
+
+
+def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source hf_videomae`: config.json's sizes, else the vvt config's and those asked; a backbone's
+  new head has the config's classes."""
+  num_classes = ask.hint('num_classes')
+  if ask.hf_config:
+    return convert(state, ask.hf_config, num_classes=num_classes)
+  return convert(state, ask.hf_config, num_heads=ask.hint('num_heads'), num_frames=ask.frames_hint,
+                 image_size=ask.image_size or ask.hint('image_size'), num_classes=num_classes)
 
 
 # ------------------------------------------------------------------------------ vvt -> Hugging Face
@@ -216,18 +212,18 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   (positional_embedding='sinusoidal'), square tubelets (t, p, p), exact or tanh GELU, q and v biases or none. A
   vvt key bias is left out: it adds the same q.b_k to every logit of a query's row, so attention never sees it."""
   m = model_cfg
-  common.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS)
-  common.require(m, 'classifier', 'gap', HF_CLASS)
-  common.require(m, 'positional_embedding', 'sinusoidal', HF_CLASS, 'its fixed sine-cosine table')
-  common.require(m, 'pooling', ('mean_then_norm', 'first_token'), HF_CLASS,
+  torch_layout.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS)
+  torch_layout.require(m, 'classifier', 'gap', HF_CLASS)
+  torch_layout.require(m, 'positional_embedding', 'sinusoidal', HF_CLASS, 'its fixed sine-cosine table')
+  torch_layout.require(m, 'pooling', ('mean_then_norm', 'first_token'), HF_CLASS,
                  'use_mean_pooling True or False: the mean of the tokens normalised, or the first token')
   tt, th, tw = m.tubelet
   if th != tw:
-    raise common.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs square patches (t, p, p)')
+    raise torch_layout.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs square patches (t, p, p)')
   mean = m.pooling == 'mean_then_norm'
-  common.require(m, 'encoder_norm_eps', FC_NORM_EPS if mean else m.layer_norm_eps, HF_CLASS,
+  torch_layout.require(m, 'encoder_norm_eps', FC_NORM_EPS if mean else m.layer_norm_eps, HF_CLASS,
                  "fc_norm has torch's eps 1e-5" if mean else 'its final LayerNorm has layer_norm_eps')
-  w = common.TorchState(params, HF_CLASS)
+  w = torch_layout.TorchState(params, HF_CLASS)
   w.patch_embedding('videomae.embeddings.patch_embeddings.projection', 'embedding/conv')
   for i in range(m.num_layers):
     key, name = f'videomae.encoder.layer.{i}', f'encoder/layers/block_{i}'
@@ -247,11 +243,11 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w.layer_norm('fc_norm' if mean else 'videomae.layernorm', 'encoder/encoder_norm')
   w.dense('classifier', 'head/output_projection')
   config = dict(
-      model_type='videomae', architectures=[HF_CLASS], image_size=common.hf_image_size(m, HF_CLASS, True),
+      model_type='videomae', architectures=[HF_CLASS], image_size=torch_layout.hf_image_size(m, HF_CLASS, True),
       patch_size=int(th),
       num_channels=3, num_frames=int(m.num_frames), tubelet_size=int(tt), hidden_size=int(m.hidden_size),
       num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
-      hidden_act=common.hf_activation(m.gelu_approximate), hidden_dropout_prob=0.0,
+      hidden_act=torch_layout.hf_activation(m.gelu_approximate), hidden_dropout_prob=0.0,
       attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=float(m.layer_norm_eps),
       qv_bias=bool(m.qkv_bias), use_mean_pooling=mean, **HF_DECODER_DEFAULTS)
   return config, w.result()

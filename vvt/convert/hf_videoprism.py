@@ -43,7 +43,9 @@ from typing import Mapping
 
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import conversion
+from vvt.convert import torch_layout
+from vvt.convert import weight_files
 
 # transformers' VideoPrismVisionConfig defaults (absent from a diff-only config.json).
 HF_DEFAULTS = dict(model_type='videoprism_vision_model', image_size=288, num_frames=16, tubelet_size=[1, 18, 18],
@@ -90,7 +92,7 @@ def read_config(hf_config: Mapping | None) -> dict:
   if cap is not None and (not isinstance(cap, (int, float)) or isinstance(cap, bool) or cap <= 0):
     raise ValueError(f'hf_config.attn_logit_softcapping must be a number > 0, got {cap!r}')
   try:
-    cfg['gelu_approximate'] = common.gelu_approximate_of(cfg['hidden_act'])
+    cfg['gelu_approximate'] = torch_layout.gelu_approximate_of(cfg['hidden_act'])
   except ValueError as e:
     raise ValueError(f'hf_config.{e}') from None
   return cfg
@@ -101,7 +103,7 @@ def model_fields(cfg: dict, *, num_frames: int, image_size: int, num_classes, ta
   `table_grid` (t0, h0, w0)."""
   hidden, heads, p = cfg['hidden_size'], cfg['num_attention_heads'], cfg['tubelet_size'][1]
   return dict(
-      family='vivit', attention='space_then_time', variant=common.variant_name(hidden, p), tubelet=(1, p, p),
+      family='vivit', attention='space_then_time', variant=conversion.variant_name(hidden, p), tubelet=(1, p, p),
       num_frames=int(num_frames), image_size=int(image_size), num_classes=num_classes, hidden_size=hidden,
       num_layers=cfg['num_spatial_layers'], temporal_layers=cfg['num_temporal_layers'], num_heads=heads,
       temporal_num_heads=heads, mlp_dim=cfg['intermediate_size'], temporal_mlp_dim=cfg['intermediate_size'],
@@ -115,14 +117,14 @@ def model_fields(cfg: dict, *, num_frames: int, image_size: int, num_classes, ta
                             head_dim=cfg['intermediate_size'] // heads, cross_attention='plain', per_dim_scale=True))
 
 
-def _block(w: common.Writer, name: str, key: str, heads: int) -> bool:
-  common.torch_layer_norm(w, f'{name}/joint_norm', f'{key}.layernorm_before')
-  bias = common.torch_separate_qkv(w, f'{name}/joint_attention', tuple(f'{key}.attention.{q}_proj' for q in 'qkv'),
-                                   heads)
-  common.torch_attention_out(w, f'{name}/joint_attention/out', f'{key}.attention.o_proj', heads)
-  common.torch_layer_norm(w, f'{name}/mlp_norm', f'{key}.layernorm_after')
-  common.torch_dense(w, f'{name}/mlp/Dense_0', f'{key}.mlp.fc1')
-  common.torch_dense(w, f'{name}/mlp/Dense_1', f'{key}.mlp.fc2')
+def _block(w: conversion.Writer, name: str, key: str, heads: int) -> bool:
+  torch_layout.torch_layer_norm(w, f'{name}/joint_norm', f'{key}.layernorm_before')
+  bias = torch_layout.torch_separate_qkv(w, f'{name}/joint_attention',
+                                         tuple(f'{key}.attention.{q}_proj' for q in 'qkv'), heads)
+  torch_layout.torch_attention_out(w, f'{name}/joint_attention/out', f'{key}.attention.o_proj', heads)
+  torch_layout.torch_layer_norm(w, f'{name}/mlp_norm', f'{key}.layernorm_after')
+  torch_layout.torch_dense(w, f'{name}/mlp/Dense_0', f'{key}.mlp.fc1')
+  torch_layout.torch_dense(w, f'{name}/mlp/Dense_1', f'{key}.mlp.fc2')
   return bias
 
 
@@ -133,9 +135,9 @@ def _prefix(state) -> str:
   return ''
 
 
-@common.names_its_file
+@weight_files.names_its_file
 def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_frames: int | None = None,
-            image_size: int | None = None, num_classes=None) -> common.Converted:
+            image_size: int | None = None, num_classes=None) -> conversion.Converted:
   """HF VideoPrism state dict (+ config.json dict) -> vvt params + the exact model fields.
 
   num_frames / image_size: the clip to run at (default the config's; another one resizes the position tables at
@@ -143,12 +145,12 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   checkpoint has no classifier."""
   cfg = read_config(hf_config)
   heads = cfg['num_attention_heads']
-  src = common.Source(state, 'Hugging Face VideoPrism checkpoint')
-  w = common.Writer(src)
+  src = conversion.Source(state, 'Hugging Face VideoPrism checkpoint')
+  w = conversion.Writer(src)
   p = _prefix(state)
-  kernel = common.torch_patch_embedding(w, 'embedding/conv', f'{p}spatial_embeddings.patch_embeddings.projection')
+  kernel = torch_layout.torch_patch_embedding(w, 'embedding/conv', f'{p}spatial_embeddings.patch_embeddings.projection')
   if kernel.ndim != 5:
-    raise common.WeightFileError(f'{src.origin}: the patch embedding has shape {kernel.shape}; VideoPrism '
+    raise weight_files.WeightFileError(f'{src.origin}: the patch embedding has shape {kernel.shape}; VideoPrism '
                                  'tokenises with a Conv3d (D, C, 1, p, p)')
   hidden, channels, tt, th, tw = kernel.shape
   for field, want, got in (('num_channels', 3, channels), ('tubelet_size', tuple(cfg['tubelet_size']), (tt, th, tw)),
@@ -159,7 +161,7 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   temporal = src.take(f'{p}temporal_embeddings.position_embeddings')
   side = math.isqrt(spatial.shape[1])
   if spatial.ndim != 3 or side * side != spatial.shape[1] or temporal.ndim != 3:
-    raise common.WeightFileError(f'{src.origin}: position tables of shapes {spatial.shape} and {temporal.shape}; '
+    raise weight_files.WeightFileError(f'{src.origin}: position tables of shapes {spatial.shape} and {temporal.shape}; '
                                  'expected (1, h0 * w0, D) over a square grid and (1, t0, D)')
   w.put('spatial_encoder/posembed/pos_embedding', spatial, f'{p}spatial_embeddings.position_embeddings')
   w.put('temporal_encoder/posembed/pos_embedding', temporal, f'{p}temporal_embeddings.position_embeddings')
@@ -174,19 +176,19 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
     if found - set(range(n)):
       raise ValueError(f'hf_config.num_{kind}_layers={n} but the checkpoint also has layers '
                        f'{sorted(found - set(range(n)))}')
-  common.torch_layer_norm(w, 'spatial_encoder/encoder_norm', f'{p}layernorm1')
-  common.torch_layer_norm(w, 'temporal_encoder/encoder_norm', f'{p}layernorm2')
+  torch_layout.torch_layer_norm(w, 'spatial_encoder/encoder_norm', f'{p}layernorm1')
+  torch_layout.torch_layer_norm(w, 'temporal_encoder/encoder_norm', f'{p}layernorm2')
   run_frames = int(num_frames or cfg['num_frames'])
   run_size = int(image_size or cfg['image_size'])
   if run_size % th:
     raise ValueError(f'image_size={run_size} is not a multiple of the patch size {th} (hf_config.tubelet_size)')
   if 'classifier.weight' in src:
     w.copy('pooler/query_tokens', 'head.pooling_attention_query')
-    common.torch_separate_qkv(w, 'pooler/cross_attention', tuple(f'head.{q}_proj' for q in 'qkv'), heads)
-    common.torch_attention_out(w, 'pooler/cross_attention/out', 'head.o_proj', heads)
+    torch_layout.torch_separate_qkv(w, 'pooler/cross_attention', tuple(f'head.{q}_proj' for q in 'qkv'), heads)
+    torch_layout.torch_attention_out(w, 'pooler/cross_attention/out', 'head.o_proj', heads)
     w.copy('pooler/cross_attention/per_dim_scale', 'head.per_dim_scale')
-    common.torch_layer_norm(w, 'pooler/output_norm', 'head_layernorm')
-    common.torch_dense(w, 'head/output_projection', 'classifier')
+    torch_layout.torch_layer_norm(w, 'pooler/output_norm', 'head_layernorm')
+    torch_layout.torch_dense(w, 'head/output_projection', 'classifier')
     classes = int(src.state['classifier.weight'].shape[0])
     fields = model_fields(cfg, num_frames=run_frames, image_size=run_size, num_classes=classes, table_grid=table)
   else:
@@ -194,13 +196,20 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
       raise ValueError('the VideoPrism checkpoint has no classifier (a VideoPrismVisionModel or VideoPrismClipModel):'
                        ' give the number of classes of the new head (model.num_classes of the config)')
     fields = model_fields(cfg, num_frames=run_frames, image_size=run_size, num_classes=num_classes, table_grid=table)
-    for name, value in common.fresh_pooler(fields).items():
+    for name, value in conversion.fresh_pooler(fields).items():
       w.flat[name] = value
       w.report.initialised.append((name, "new attention pooler (the checkpoint has no classifier): vvt's "
                                    'initialisation'))
-    common.new_classifier(w, hidden, num_classes, 'the checkpoint has none')
+    conversion.new_classifier(w, hidden, num_classes, 'the checkpoint has none')
   fields['qkv_bias'] = bool(qkv_bias)
   return w.result(fields)
+
+
+def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source hf_videoprism`: at the clip asked (None: config.json's); a backbone's new head has the
+  config's classes."""
+  return convert(state, ask.hf_config, num_frames=ask.num_frames, image_size=ask.image_size,
+                 num_classes=ask.hint('num_classes'))
 
 
 # ------------------------------------------------------------------------------------------ vvt -> HF
@@ -211,24 +220,24 @@ HF_CLASS = 'VideoPrismForVideoClassification'
 def check(m) -> None:
   """NotExpressible (one line naming the field) for a resolved model config VideoPrismForVideoClassification
   cannot express."""
-  common.require(m, 'attention', 'space_then_time', HF_CLASS)
-  common.require(m, 'positional_embedding', 'joint', HF_CLASS, 'a spatial and a temporal table')
-  common.require(m, 'classifier', 'attentive', HF_CLASS, 'its attention pooler')
+  torch_layout.require(m, 'attention', 'space_then_time', HF_CLASS)
+  torch_layout.require(m, 'positional_embedding', 'joint', HF_CLASS, 'a spatial and a temporal table')
+  torch_layout.require(m, 'classifier', 'attentive', HF_CLASS, 'its attention pooler')
   p = m.attentive_pooler
   if not (p.cross_attention == 'plain' and p.per_dim_scale and p.num_queries == 1 and p.num_heads == m.num_heads
           and p.num_heads * p.head_dim == m.mlp_dim):
-    raise common.NotExpressible(
+    raise torch_layout.NotExpressible(
         f'model.attentive_pooler={p.to_dict()!r}: {HF_CLASS} has one query, cross_attention plain with '
         "per_dim_scale, the encoder's heads of mlp_dim / heads channels")
   if not (m.tubelet[0] == 1 and m.tubelet[1] == m.tubelet[2]):
-    raise common.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs (1, p, p)')
-  common.require(m, 'temporal_num_heads', m.num_heads, HF_CLASS, 'the temporal layers have num_heads')
-  common.require(m, 'temporal_mlp_dim', m.mlp_dim, HF_CLASS, 'the temporal layers have mlp_dim')
-  common.require(m, 'key_bias', True, HF_CLASS, 'its key projection has a bias when the query\'s has')
-  common.require(m, 'layer_norm_scale_offset', 1.0, HF_CLASS, 'every LayerNorm scales by 1 + weight')
+    raise torch_layout.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs (1, p, p)')
+  torch_layout.require(m, 'temporal_num_heads', m.num_heads, HF_CLASS, 'the temporal layers have num_heads')
+  torch_layout.require(m, 'temporal_mlp_dim', m.mlp_dim, HF_CLASS, 'the temporal layers have mlp_dim')
+  torch_layout.require(m, 'key_bias', True, HF_CLASS, 'its key projection has a bias when the query\'s has')
+  torch_layout.require(m, 'layer_norm_scale_offset', 1.0, HF_CLASS, 'every LayerNorm scales by 1 + weight')
   if m.attention_logit_cap is None:
-    raise common.NotExpressible(f'model.attention_logit_cap=None: {HF_CLASS} always caps attention logits')
-  common.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorms have layer_norm_eps')
+    raise torch_layout.NotExpressible(f'model.attention_logit_cap=None: {HF_CLASS} always caps attention logits')
+  torch_layout.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorms have layer_norm_eps')
 
 
 def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
@@ -242,7 +251,7 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   check(m)
   nt, nh, nw = vvt.models.config.token_grid(m)
   table = tuple(m.pos_table_grid) if m.pos_table_grid is not None else (nt, nh, nw)
-  w = common.TorchState(params, HF_CLASS)
+  w = torch_layout.TorchState(params, HF_CLASS)
   v = 'vision_model'
   w.patch_embedding(f'{v}.spatial_embeddings.patch_embeddings.projection', 'embedding/conv')
   w.copy(f'{v}.spatial_embeddings.position_embeddings', 'spatial_encoder/posembed/pos_embedding')

@@ -19,7 +19,9 @@ from typing import Mapping
 
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import conversion
+from vvt.convert import torch_layout
+from vvt.convert import weight_files
 from vvt.models import frame_size
 
 # transformers' VivitConfig defaults (absent from a diff-only config.json).
@@ -33,18 +35,18 @@ NEW = dict(q='attention.q_proj', k='attention.k_proj', v='attention.v_proj', o='
            fc1='mlp.fc1', fc2='mlp.fc2')
 
 
-@common.names_its_file
+@weight_files.names_its_file
 def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_heads: int | None = None,
-            num_frames: int | None = None, image_size: int | None = None) -> common.Converted:
+            num_frames: int | None = None, image_size: int | None = None) -> conversion.Converted:
   """HF ViViT state dict (+ config.json dict) -> vvt params + the exact model fields."""
   if hf_config:  # config.json written by save_pretrained holds only the fields that differ from the defaults
     hf_config = {**HF_DEFAULTS, **hf_config}
   hf_config = dict(hf_config or {})
   if hf_config.get('model_type', 'vivit') != 'vivit':
     raise ValueError(f"hf_config.model_type is {hf_config.get('model_type')!r}, not 'vivit'")
-  src = common.Source(state, 'Hugging Face ViViT checkpoint')
-  w = common.Writer(src)
-  kernel = common.torch_patch_embedding(w, 'embedding/conv', 'vivit.embeddings.patch_embeddings.projection')
+  src = conversion.Source(state, 'Hugging Face ViViT checkpoint')
+  w = conversion.Writer(src)
+  kernel = torch_layout.torch_patch_embedding(w, 'embedding/conv', 'vivit.embeddings.patch_embeddings.projection')
   hidden, _, tt, th, tw = kernel.shape
   num_heads = num_heads or hf_config.get('num_attention_heads') or max(hidden // 64, 1)
   num_frames = num_frames or hf_config.get('num_frames')
@@ -75,26 +77,34 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
     prefix = f'vivit.layers.{i}' if f'vivit.layers.{i}.layernorm_before.weight' in src else f'vivit.encoder.layer.{i}'
     names = NEW if f'{prefix}.{NEW["q"]}.weight' in src else OLD
     n = f'encoder/layers/block_{i}'
-    common.torch_layer_norm(w, f'{n}/joint_norm', f'{prefix}.layernorm_before')
-    qkv_bias &= common.torch_separate_qkv(w, f'{n}/joint_attention',
+    torch_layout.torch_layer_norm(w, f'{n}/joint_norm', f'{prefix}.layernorm_before')
+    qkv_bias &= torch_layout.torch_separate_qkv(w, f'{n}/joint_attention',
                                           tuple(f'{prefix}.{names[x]}' for x in 'qkv'), num_heads)
-    common.torch_attention_out(w, f'{n}/joint_attention/out', f'{prefix}.{names["o"]}', num_heads)
-    common.torch_layer_norm(w, f'{n}/mlp_norm', f'{prefix}.layernorm_after')
-    common.torch_dense(w, f'{n}/mlp/Dense_0', f'{prefix}.{names["fc1"]}')
-    common.torch_dense(w, f'{n}/mlp/Dense_1', f'{prefix}.{names["fc2"]}')
-  common.torch_layer_norm(w, 'encoder/encoder_norm', 'vivit.layernorm')
-  common.torch_dense(w, 'head/output_projection', 'classifier')
+    torch_layout.torch_attention_out(w, f'{n}/joint_attention/out', f'{prefix}.{names["o"]}', num_heads)
+    torch_layout.torch_layer_norm(w, f'{n}/mlp_norm', f'{prefix}.layernorm_after')
+    torch_layout.torch_dense(w, f'{n}/mlp/Dense_0', f'{prefix}.{names["fc1"]}')
+    torch_layout.torch_dense(w, f'{n}/mlp/Dense_1', f'{prefix}.{names["fc2"]}')
+  torch_layout.torch_layer_norm(w, 'encoder/encoder_norm', 'vivit.layernorm')
+  torch_layout.torch_dense(w, 'head/output_projection', 'classifier')
   mlp_dim = w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]
   fields = dict(
-      family='vivit', attention='spatiotemporal', variant=common.variant_name(hidden, th, tt),
+      family='vivit', attention='spatiotemporal', variant=conversion.variant_name(hidden, th, tt),
       tubelet=(int(tt), int(th), int(tw)),
       num_frames=int(num_frames), image_size=image_size,
       num_classes=int(src.state['classifier.weight'].shape[0]), hidden_size=int(hidden), num_layers=len(layers),
       num_heads=int(num_heads), mlp_dim=int(mlp_dim), classifier='token', class_token='global',
       positional_embedding='joint', layer_norm_eps=float(hf_config.get('layer_norm_eps', 1e-6)),
-      gelu_approximate=common.gelu_approximate_of(hf_config.get('hidden_act', 'gelu_fast')),
+      gelu_approximate=torch_layout.gelu_approximate_of(hf_config.get('hidden_act', 'gelu_fast')),
       qkv_bias=bool(qkv_bias), representation_size=None, temporal_projection=False)
   return w.result(fields)
+
+
+def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source hf_vivit`: config.json's sizes, else the vvt config's and those asked."""
+  if ask.hf_config:
+    return convert(state, ask.hf_config)
+  return convert(state, ask.hf_config, num_heads=ask.hint('num_heads'), num_frames=ask.frames_hint,
+                 image_size=ask.image_size)
 
 
 # ------------------------------------------------------------------------------ vvt -> Hugging Face
@@ -111,12 +121,12 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   (positional_embedding='joint'), any tubelet; one LayerNorm eps throughout; exact or tanh GELU; qkv biases all
   or none (a vvt model without the key bias gets a zero one: it never changes attention)."""
   m = model_cfg
-  common.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS)
-  common.require(m, 'classifier', 'token', HF_CLASS)
-  common.require(m, 'class_token', 'global', HF_CLASS)
-  common.require(m, 'positional_embedding', 'joint', HF_CLASS, 'one learned table over all tokens')
-  common.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
-  w = common.TorchState(params, HF_CLASS)
+  torch_layout.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS)
+  torch_layout.require(m, 'classifier', 'token', HF_CLASS)
+  torch_layout.require(m, 'class_token', 'global', HF_CLASS)
+  torch_layout.require(m, 'positional_embedding', 'joint', HF_CLASS, 'one learned table over all tokens')
+  torch_layout.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
+  w = torch_layout.TorchState(params, HF_CLASS)
   w.patch_embedding('vivit.embeddings.patch_embeddings.projection', 'embedding/conv')
   w.copy('vivit.embeddings.cls_token', 'encoder/cls')
   w.copy('vivit.embeddings.position_embeddings', 'encoder/posembed/pos_embedding')
@@ -136,11 +146,11 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w.layer_norm('vivit.layernorm', 'encoder/encoder_norm')
   w.dense('classifier', 'head/output_projection')
   config = dict(
-      model_type='vivit', architectures=[HF_CLASS], image_size=common.hf_image_size(m, HF_CLASS, True),
+      model_type='vivit', architectures=[HF_CLASS], image_size=torch_layout.hf_image_size(m, HF_CLASS, True),
       num_frames=int(m.num_frames),
       tubelet_size=[int(x) for x in m.tubelet], num_channels=3, hidden_size=int(m.hidden_size),
       num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
-      hidden_act=common.hf_activation(m.gelu_approximate, 'gelu_fast'), hidden_dropout_prob=0.0,
+      hidden_act=torch_layout.hf_activation(m.gelu_approximate, 'gelu_fast'), hidden_dropout_prob=0.0,
       attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=float(m.layer_norm_eps),
       qkv_bias=bool(m.qkv_bias), pooler_output_size=int(m.hidden_size), pooler_act='tanh')
   return config, w.result()

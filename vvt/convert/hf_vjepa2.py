@@ -45,7 +45,9 @@ from typing import Mapping
 
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import conversion
+from vvt.convert import torch_layout
+from vvt.convert import weight_files
 
 # transformers' VJEPA2Config defaults (absent from a diff-only config.json).
 HF_DEFAULTS = dict(model_type='vjepa2', patch_size=16, crop_size=256, frames_per_clip=64, tubelet_size=2,
@@ -80,7 +82,7 @@ def read_config(hf_config: Mapping | None) -> dict:
     raise ValueError(f"hf_config.hidden_size={cfg['hidden_size']} is not divisible by "
                      f"hf_config.num_attention_heads={cfg['num_attention_heads']}")
   try:
-    cfg['gelu_approximate'] = common.gelu_approximate_of(cfg['hidden_act'])
+    cfg['gelu_approximate'] = torch_layout.gelu_approximate_of(cfg['hidden_act'])
   except ValueError as e:
     raise ValueError(f'hf_config.{e}') from None
   return cfg
@@ -99,7 +101,7 @@ def model_fields(cfg: dict, *, num_frames: int, image_size: int, num_classes, ml
   """The vvt model fields of a V-JEPA 2 classifier of (read) config `cfg`."""
   hidden, heads, p, tt = cfg['hidden_size'], cfg['num_attention_heads'], cfg['patch_size'], cfg['tubelet_size']
   return dict(
-      family='vivit', attention='spatiotemporal', variant=common.variant_name(hidden, p, tt), tubelet=(tt, p, p),
+      family='vivit', attention='spatiotemporal', variant=conversion.variant_name(hidden, p, tt), tubelet=(tt, p, p),
       num_frames=int(num_frames), image_size=int(image_size), num_classes=num_classes, hidden_size=hidden,
       num_layers=cfg['num_hidden_layers'], num_heads=heads, mlp_dim=int(mlp_dim), classifier='attentive',
       class_token=None, pooling='mean', positional_embedding='rope', time_embedding_rows=None,
@@ -111,20 +113,20 @@ def model_fields(cfg: dict, *, num_frames: int, image_size: int, num_classes, ml
                             head_dim=hidden // heads, cross_attention='block', per_dim_scale=False))
 
 
-def _block(w: common.Writer, name: str, key: str, heads: int, *, norms=('norm1', 'norm2'),
+def _block(w: conversion.Writer, name: str, key: str, heads: int, *, norms=('norm1', 'norm2'),
            qkv=('attention.query', 'attention.key', 'attention.value'), out='attention.proj') -> bool:
   """A pre-LN transformer block `key` (torch names) into the vvt EncoderBlock `name`; returns whether q/k/v have
   biases."""
-  common.torch_layer_norm(w, f'{name}/joint_norm', f'{key}.{norms[0]}')
-  bias = common.torch_separate_qkv(w, f'{name}/joint_attention', tuple(f'{key}.{q}' for q in qkv), heads)
-  common.torch_attention_out(w, f'{name}/joint_attention/out', f'{key}.{out}', heads)
-  common.torch_layer_norm(w, f'{name}/mlp_norm', f'{key}.{norms[1]}')
-  common.torch_dense(w, f'{name}/mlp/Dense_0', f'{key}.mlp.fc1')
-  common.torch_dense(w, f'{name}/mlp/Dense_1', f'{key}.mlp.fc2')
+  torch_layout.torch_layer_norm(w, f'{name}/joint_norm', f'{key}.{norms[0]}')
+  bias = torch_layout.torch_separate_qkv(w, f'{name}/joint_attention', tuple(f'{key}.{q}' for q in qkv), heads)
+  torch_layout.torch_attention_out(w, f'{name}/joint_attention/out', f'{key}.{out}', heads)
+  torch_layout.torch_layer_norm(w, f'{name}/mlp_norm', f'{key}.{norms[1]}')
+  torch_layout.torch_dense(w, f'{name}/mlp/Dense_0', f'{key}.mlp.fc1')
+  torch_layout.torch_dense(w, f'{name}/mlp/Dense_1', f'{key}.mlp.fc2')
   return bias
 
 
-def _pooler(w: common.Writer, heads: int) -> int:
+def _pooler(w: conversion.Writer, heads: int) -> int:
   """VJEPA2AttentivePooler -> vvt `pooler` (cross_attention='block'); returns its number of self-attention layers."""
   w.copy('pooler/query_tokens', 'pooler.query_tokens')
   layers = sorted({int(m.group(1)) for k in w.src.keys() if (m := _POOLER_LAYER.match(k))})
@@ -135,17 +137,18 @@ def _pooler(w: common.Writer, heads: int) -> int:
            norms=('layer_norm1', 'layer_norm2'), qkv=('self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'),
            out='self_attn.out_proj')
   key = 'pooler.cross_attention_layer'
-  common.torch_layer_norm(w, 'pooler/cross_norm', f'{key}.layer_norm1')
-  common.torch_separate_qkv(w, 'pooler/cross_attention', tuple(f'{key}.cross_attn.{q}_proj' for q in 'qkv'), heads)
-  common.torch_layer_norm(w, 'pooler/mlp_norm', f'{key}.layer_norm2')
-  common.torch_dense(w, 'pooler/mlp/Dense_0', f'{key}.mlp.fc1')
-  common.torch_dense(w, 'pooler/mlp/Dense_1', f'{key}.mlp.fc2')
+  torch_layout.torch_layer_norm(w, 'pooler/cross_norm', f'{key}.layer_norm1')
+  torch_layout.torch_separate_qkv(w, 'pooler/cross_attention', tuple(f'{key}.cross_attn.{q}_proj' for q in 'qkv'),
+                                  heads)
+  torch_layout.torch_layer_norm(w, 'pooler/mlp_norm', f'{key}.layer_norm2')
+  torch_layout.torch_dense(w, 'pooler/mlp/Dense_0', f'{key}.mlp.fc1')
+  torch_layout.torch_dense(w, 'pooler/mlp/Dense_1', f'{key}.mlp.fc2')
   return len(layers)
 
 
-@common.names_its_file
+@weight_files.names_its_file
 def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_frames: int | None = None,
-            image_size: int | None = None, num_classes=None) -> common.Converted:
+            image_size: int | None = None, num_classes=None) -> conversion.Converted:
   """HF V-JEPA 2 state dict (+ config.json dict) -> vvt params + the exact model fields.
 
   num_frames / image_size: the clip to run at (RoPE: any multiple of the tubelet; default the config's
@@ -155,12 +158,12 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   image_size = int(image_size or cfg['crop_size'])
   _check_clip(cfg, num_frames, image_size)
   heads = cfg['num_attention_heads']
-  src = common.Source(state, 'Hugging Face V-JEPA 2 checkpoint')
-  w = common.Writer(src)
+  src = conversion.Source(state, 'Hugging Face V-JEPA 2 checkpoint')
+  w = conversion.Writer(src)
   p = 'vjepa2.' if any(k.startswith('vjepa2.') for k in state) else ''
-  kernel = common.torch_patch_embedding(w, 'embedding/conv', f'{p}encoder.embeddings.patch_embeddings.proj')
+  kernel = torch_layout.torch_patch_embedding(w, 'embedding/conv', f'{p}encoder.embeddings.patch_embeddings.proj')
   if kernel.ndim != 5:
-    raise common.WeightFileError(f'{src.origin}: {p}encoder.embeddings.patch_embeddings.proj.weight has shape '
+    raise weight_files.WeightFileError(f'{src.origin}: {p}encoder.embeddings.patch_embeddings.proj.weight has shape '
                                  f'{kernel.shape}; V-JEPA 2 tokenises with a Conv3d (D, C, t, h, w)')
   hidden, channels, tt, th, tw = kernel.shape
   for field, want, got in (('in_chans', 3, channels), ('tubelet_size', cfg['tubelet_size'], tt),
@@ -176,14 +179,14 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   if extra:
     raise ValueError(f"hf_config.num_hidden_layers={cfg['num_hidden_layers']} but the checkpoint also has "
                      f'layers {extra}')
-  common.torch_layer_norm(w, 'encoder/encoder_norm', f'{p}encoder.layernorm')
+  torch_layout.torch_layer_norm(w, 'encoder/encoder_norm', f'{p}encoder.layernorm')
   mlp_dim = w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]
   if 'classifier.weight' in src:
     depth = _pooler(w, heads)
     if depth != cfg['num_pooler_layers']:
       raise ValueError(f"hf_config.num_pooler_layers={cfg['num_pooler_layers']} but the checkpoint's pooler has "
                        f'{depth} self-attention layers')
-    common.torch_dense(w, 'head/output_projection', 'classifier')
+    torch_layout.torch_dense(w, 'head/output_projection', 'classifier')
     classes = int(src.state['classifier.weight'].shape[0])
     fields = model_fields(cfg, num_frames=num_frames, image_size=image_size, num_classes=classes, mlp_dim=mlp_dim,
                           pooler_mlp_dim=w.flat['pooler/mlp/Dense_0/kernel'].shape[1], num_pooler_layers=depth)
@@ -194,12 +197,19 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
     fields = model_fields(cfg, num_frames=num_frames, image_size=image_size, num_classes=num_classes,
                           mlp_dim=mlp_dim, pooler_mlp_dim=int(hidden * POOLER_MLP_RATIO),
                           num_pooler_layers=cfg['num_pooler_layers'])
-    for name, value in common.fresh_pooler(fields).items():
+    for name, value in conversion.fresh_pooler(fields).items():
       w.flat[name] = value
       w.report.initialised.append((name, "new attentive pooler (a VJEPA2Model has none): vvt's initialisation"))
-    common.new_classifier(w, hidden, num_classes, 'VJEPA2Model has none')
+    conversion.new_classifier(w, hidden, num_classes, 'VJEPA2Model has none')
   fields['qkv_bias'] = bool(qkv_bias)
   return w.result(fields)
+
+
+def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source hf_vjepa2`: at the clip asked (None: config.json's); a backbone's new head has the
+  config's classes."""
+  return convert(state, ask.hf_config, num_frames=ask.num_frames, image_size=ask.image_size,
+                 num_classes=ask.hint('num_classes'))
 
 
 # ------------------------------------------------------------------------------------------ vvt -> HF
@@ -216,7 +226,7 @@ def _mlp_ratio(hidden: int, mlp_dim: int) -> float:
   return r
 
 
-def _torch_block(w: common.TorchState, key: str, name: str, norms: tuple[str, str], qkv: tuple[str, str, str],
+def _torch_block(w: torch_layout.TorchState, key: str, name: str, norms: tuple[str, str], qkv: tuple[str, str, str],
            out: str, bias: bool) -> None:
   """One pre-LN block `name` (vvt) -> torch `key`: norms, separate q/k/v, the output projection, the MLP."""
   w.layer_norm(f'{key}.{norms[0]}', f'{name}/joint_norm')
@@ -234,24 +244,24 @@ def _torch_block(w: common.TorchState, key: str, name: str, norms: tuple[str, st
 def check(m) -> None:
   """NotExpressible (one line naming the field) for a resolved model config VJEPA2ForVideoClassification cannot
   express."""
-  common.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS, 'joint space-time attention')
-  common.require(m, 'positional_embedding', 'rope', HF_CLASS, '3D rotary embeddings, no table')
-  common.require(m, 'classifier', 'attentive', HF_CLASS, 'its attentive pooler')
+  torch_layout.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS, 'joint space-time attention')
+  torch_layout.require(m, 'positional_embedding', 'rope', HF_CLASS, '3D rotary embeddings, no table')
+  torch_layout.require(m, 'classifier', 'attentive', HF_CLASS, 'its attentive pooler')
   p = m.attentive_pooler
   if not (p.cross_attention == 'block' and p.num_queries == 1 and not p.per_dim_scale and p.num_heads == m.num_heads
           and p.mlp_dim == int(m.hidden_size * POOLER_MLP_RATIO)):
-    raise common.NotExpressible(
+    raise torch_layout.NotExpressible(
         f'model.attentive_pooler={p.to_dict()!r}: {HF_CLASS} has one query, cross_attention block, the encoder\'s '
         'heads, MLPs 4 x hidden_size wide, no per_dim_scale')
   if m.tubelet[1] != m.tubelet[2]:
-    raise common.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs square patches (t, p, p)')
-  common.require(m, 'key_bias', True, HF_CLASS, 'its key projection has a bias when the query\'s has')
-  common.require(m, 'layer_norm_scale_offset', 0.0, HF_CLASS, 'LayerNorm weights used as they are')
-  common.require(m, 'attention_logit_cap', None, HF_CLASS, 'uncapped attention logits')
-  common.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
+    raise torch_layout.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs square patches (t, p, p)')
+  torch_layout.require(m, 'key_bias', True, HF_CLASS, 'its key projection has a bias when the query\'s has')
+  torch_layout.require(m, 'layer_norm_scale_offset', 0.0, HF_CLASS, 'LayerNorm weights used as they are')
+  torch_layout.require(m, 'attention_logit_cap', None, HF_CLASS, 'uncapped attention logits')
+  torch_layout.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
 
 
-def _empty_predictor(w: common.TorchState, hidden: int) -> None:
+def _empty_predictor(w: torch_layout.TorchState, hidden: int) -> None:
   """The zero tensors of the `EMPTY_PREDICTOR` transformers builds: embeddings Linear(D, 1), no mask token, the
   LayerNorm of width 1, the projection Linear(1, D)."""
   p = 'vjepa2.predictor'
@@ -270,7 +280,7 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   naming the field)."""
   m = model_cfg
   check(m)
-  w = common.TorchState(params, HF_CLASS)
+  w = torch_layout.TorchState(params, HF_CLASS)
   w.patch_embedding('vjepa2.encoder.embeddings.patch_embeddings.proj', 'embedding/conv')
   for i in range(m.num_layers):
     _torch_block(w, f'vjepa2.encoder.layer.{i}', f'encoder/layers/block_{i}', ('norm1', 'norm2'),
@@ -293,11 +303,11 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   _empty_predictor(w, int(m.hidden_size))
   hf = dict(
       model_type='vjepa2', architectures=[HF_CLASS], patch_size=int(m.tubelet[1]),
-      crop_size=common.hf_image_size(m, HF_CLASS, False), frames_per_clip=int(m.num_frames),
+      crop_size=torch_layout.hf_image_size(m, HF_CLASS, False), frames_per_clip=int(m.num_frames),
       tubelet_size=int(m.tubelet[0]),
       hidden_size=int(m.hidden_size), in_chans=3, num_attention_heads=int(m.num_heads),
       num_hidden_layers=int(m.num_layers), mlp_ratio=_mlp_ratio(m.hidden_size, m.mlp_dim),
       layer_norm_eps=float(m.layer_norm_eps), qkv_bias=bool(m.qkv_bias),
-      hidden_act=common.hf_activation(m.gelu_approximate, 'gelu_pytorch_tanh'),
+      hidden_act=torch_layout.hf_activation(m.gelu_approximate, 'gelu_pytorch_tanh'),
       num_pooler_layers=int(m.attentive_pooler.depth), **EMPTY_PREDICTOR)
   return hf, w.result()

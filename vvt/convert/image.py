@@ -22,7 +22,9 @@ import re
 
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import conversion
+from vvt.convert import torch_layout
+from vvt.convert import weight_files
 
 FORMATS = ('auto', 'big_vision', 'scenic', 'flax', 'hf', 'timm')
 
@@ -66,7 +68,7 @@ def detect_format(state) -> str:
                    f'first names: {", ".join(keys[:5])}')
 
 
-def _flax_block(w: common.Writer, i: int, key: str):
+def _flax_block(w: conversion.Writer, i: int, key: str):
   src = w.src
   sub = sorted({k[len(key) + 1:].split('/')[0] for k in src.keys() if k.startswith(key + '/')})
   norms = sorted((s for s in sub if s.startswith('LayerNorm_')), key=lambda s: int(s.split('_')[1]))
@@ -88,7 +90,7 @@ def _flax_block(w: common.Writer, i: int, key: str):
       w.copy(f'blocks/{i}/mlp/{dense}/{p}', f'{key}/{mlps[0]}/{dense}/{p}')
 
 
-def _read_flax(state, origin) -> common.Writer:
+def _read_flax(state, origin) -> conversion.Writer:
   state = dict(state)
   # big_vision scan: Transformer/encoderblock/<...> with a leading layer axis -> encoderblock_i.
   scanned = [k for k in state if k.startswith('Transformer/encoderblock/')]
@@ -98,8 +100,8 @@ def _read_flax(state, origin) -> common.Writer:
       v = state.pop(k)
       for i in range(depth):
         state[k.replace('Transformer/encoderblock/', f'Transformer/encoderblock_{i}/')] = v[i]
-  src = common.Source(state, origin)
-  w = common.Writer(src)
+  src = conversion.Source(state, origin)
+  w = conversion.Writer(src)
   w.copy('embedding/kernel', 'embedding/kernel')
   w.copy('embedding/bias', 'embedding/bias')
   if 'cls' in src:
@@ -127,14 +129,14 @@ _HF_NEW = dict(q='attention.q_proj', k='attention.k_proj', v='attention.v_proj',
                fc1='mlp.fc1', fc2='mlp.fc2')
 
 
-def _read_torch(state, fmt, num_heads, origin) -> common.Writer:
-  state = common.strip_prefix(state, ('module.',))
+def _read_torch(state, fmt, num_heads, origin) -> conversion.Writer:
+  state = conversion.strip_prefix(state, ('module.',))
   if fmt == 'hf':
     prefix = 'vit.' if any(k.startswith('vit.') for k in state) else ''
   else:
     prefix = ''
-  src = common.Source(state, origin)
-  w = common.Writer(src)
+  src = conversion.Source(state, origin)
+  w = conversion.Writer(src)
   if fmt == 'hf':
     emb = f'{prefix}embeddings.'
     kernel = src.take(f'{emb}patch_embeddings.projection.weight')
@@ -163,22 +165,22 @@ def _read_torch(state, fmt, num_heads, origin) -> common.Writer:
       base = f'{prefix}layers.{i}' if f'{prefix}layers.{i}.layernorm_before.weight' in src \
           else f'{prefix}encoder.layer.{i}'
       names = _HF_NEW if f'{base}.{_HF_NEW["q"]}.weight' in src else _HF_OLD
-      common.torch_layer_norm(w, f'{n}/norm', f'{base}.layernorm_before')
-      common.torch_separate_qkv(w, f'{n}/attention', tuple(f'{base}.{names[x]}' for x in 'qkv'), num_heads)
-      common.torch_attention_out(w, f'{n}/attention/out', f'{base}.{names["o"]}', num_heads)
-      common.torch_layer_norm(w, f'{n}/mlp_norm', f'{base}.layernorm_after')
-      common.torch_dense(w, f'{n}/mlp/Dense_0', f'{base}.{names["fc1"]}')
-      common.torch_dense(w, f'{n}/mlp/Dense_1', f'{base}.{names["fc2"]}')
+      torch_layout.torch_layer_norm(w, f'{n}/norm', f'{base}.layernorm_before')
+      torch_layout.torch_separate_qkv(w, f'{n}/attention', tuple(f'{base}.{names[x]}' for x in 'qkv'), num_heads)
+      torch_layout.torch_attention_out(w, f'{n}/attention/out', f'{base}.{names["o"]}', num_heads)
+      torch_layout.torch_layer_norm(w, f'{n}/mlp_norm', f'{base}.layernorm_after')
+      torch_layout.torch_dense(w, f'{n}/mlp/Dense_0', f'{base}.{names["fc1"]}')
+      torch_layout.torch_dense(w, f'{n}/mlp/Dense_1', f'{base}.{names["fc2"]}')
     else:
-      common.torch_vit_block(w, n, f'blocks.{i}', num_heads, norm='norm', attention='attention')
+      torch_layout.torch_vit_block(w, n, f'blocks.{i}', num_heads, norm='norm', attention='attention')
   if fmt == 'hf':
-    common.torch_layer_norm(w, 'encoder_norm', f'{prefix}layernorm')
+    torch_layout.torch_layer_norm(w, 'encoder_norm', f'{prefix}layernorm')
     if 'classifier.weight' in src:
-      common.torch_dense(w, 'head', 'classifier')
+      torch_layout.torch_dense(w, 'head', 'classifier')
   else:
-    common.torch_layer_norm(w, 'encoder_norm', 'norm')
+    torch_layout.torch_layer_norm(w, 'encoder_norm', 'norm')
     if 'head.weight' in src:
-      common.torch_dense(w, 'head', 'head')
+      torch_layout.torch_dense(w, 'head', 'head')
   return w
 
 
@@ -191,9 +193,9 @@ def read(path_or_state, format: str = 'auto', num_heads: int | None = None) -> I
   if format not in FORMATS:
     raise ValueError(f'init_from.format must be one of {FORMATS}, got {format!r}')
   path = path_or_state if isinstance(path_or_state, str) else '<state dict>'
-  state = common.load_state(path_or_state) if isinstance(path_or_state, str) else dict(path_or_state)
+  state = weight_files.load_state(path_or_state) if isinstance(path_or_state, str) else dict(path_or_state)
   origin = f'image checkpoint {path}'
-  with common.naming_file(path if isinstance(path_or_state, str) else None, 'cannot read it as an image ViT'):
+  with weight_files.naming_file(path if isinstance(path_or_state, str) else None, 'cannot read it as an image ViT'):
     fmt = detect_format(state) if format == 'auto' else format
     fmt = 'flax' if fmt in ('big_vision', 'scenic') else fmt
     w = _read_flax(state, origin) if fmt == 'flax' else _read_torch(state, fmt, num_heads, origin)

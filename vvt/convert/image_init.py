@@ -53,9 +53,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import conversion
 from vvt.convert import image
 from vvt.convert import init_options
+from vvt.convert import weight_files
 from vvt.models import embedding
 from vvt.models import schemes
 
@@ -78,11 +79,11 @@ class _Init:
   """Writes into the flat model params, records the report and the shape mismatches."""
 
   def __init__(self, params, vit: image.ImageViT):
-    self.flat = {k: np.asarray(v) for k, v in common.flatten(params).items()}
+    self.flat = {k: np.asarray(v) for k, v in weight_files.flatten(params).items()}
     self.vit = vit
     self.used: set[str] = set()
     self.done: set[str] = set()
-    self.report = common.Report()
+    self.report = conversion.Report()
     self.mismatches: list[str] = []
 
   def take(self, name):
@@ -264,12 +265,12 @@ def _initialise(params, opts: init_options.InitSpec, model):
       raise ValueError(f'init_from.reinit_head=False but {vit.path} has no classifier head')
 
   if init.mismatches:
-    raise common.FitError(f'image checkpoint {vit.path} does not fit the model', init.mismatches, 'mismatch(es)')
+    raise weight_files.FitError(f'image checkpoint {vit.path} does not fit the model', init.mismatches, 'mismatch(es)')
   init.report.initialised = [(k, "kept the model's fresh initialisation") for k in sorted(init.flat)
                              if k not in init.done]
   unused_canonical = sorted(set(vit.tensors) - init.used)
   init.report.unused = sorted(set(vit.unused) | {vit.origin.get(n, n).split(' of ')[-1] for n in unused_canonical})
-  return common.unflatten(init.flat), init.report
+  return weight_files.unflatten(init.flat), init.report
 
 
 # ----------------------------------------------------------------------------- vvt video checkpoints
@@ -283,7 +284,7 @@ def video_format(path: str, fmt: str = 'auto') -> bool:
   if fmt != 'auto' or not str(path).endswith('.safetensors') or not os.path.exists(path):
     return False
   from safetensors import safe_open
-  with common.naming_file(path, 'not a readable safetensors file'):
+  with weight_files.naming_file(path, 'not a readable safetensors file'):
     with safe_open(path, framework='numpy') as f:
       return (f.metadata() or {}).get('format') == init_options.VIDEO_FORMAT
 
@@ -324,7 +325,7 @@ def _pos_table_resized(target, value, expected, model, method):
   return np.concatenate([value[:, :extra], resized], axis=1), how
 
 
-def _other_clip_length(src: dict, model: dict, cfg, report: common.Report) -> tuple[dict, dict]:
+def _other_clip_length(src: dict, model: dict, cfg, report: conversion.Report) -> tuple[dict, dict]:
   """(the file's flat params with their time axes resized to the clip length of `cfg` (the model initialised, its
   ModelSpec; `retarget`, at the file's own frame size: its patch grids are `resize`d after), {name: how} of those
   resized), when the file's model fields `model` say another clip length; else (src, {})."""
@@ -343,9 +344,10 @@ def _from_video(params, opts, model):
   """`initialise` for a vvt video checkpoint (format 'vvt'): load every matching parameter (see the docstring)."""
   from vvt.convert import export
   path = opts.checkpoint
-  with common.naming_file(path, 'not a readable safetensors file'):
+  with weight_files.naming_file(path, 'not a readable safetensors file'):
     source, metadata = export.from_safetensors(path)
-  src = {k: common.float_parameter(f'video checkpoint {path}', k, v) for k, v in common.flatten(source).items()}
+  src = {k: weight_files.float_parameter(f'video checkpoint {path}', k, v)
+         for k, v in weight_files.flatten(source).items()}
   source_model = _source_model(metadata)
   for field in ('family', 'attention'):
     if source_model.get(field) not in (None, getattr(model, field)):
@@ -353,8 +355,8 @@ def _from_video(params, opts, model):
       raise ValueError(f'video checkpoint {path} is a {found} model; init_from format '
                        f'{init_options.VIDEO_FORMAT!r} needs the same architecture as the model '
                        f'({model.family}/{model.attention})')
-  flat = {k: np.asarray(v) for k, v in common.flatten(jax.device_get(params)).items()}
-  report, mismatches, used = common.Report(), [], set()
+  flat = {k: np.asarray(v) for k, v in weight_files.flatten(jax.device_get(params)).items()}
+  report, mismatches, used = conversion.Report(), [], set()
   src, timed = _other_clip_length(src, source_model, model, report)
   for target in sorted(flat):
     if opts.reinit_head and _is_classifier(target):
@@ -382,6 +384,6 @@ def _from_video(params, opts, model):
   mismatches += [f'  {name}: in the checkpoint, not in the model' for name in sorted(set(src) - set(flat))
                  if not _is_classifier(name)]
   if mismatches:
-    raise common.FitError(f'video checkpoint {path} does not fit the model', mismatches, 'mismatch(es)')
+    raise weight_files.FitError(f'video checkpoint {path} does not fit the model', mismatches, 'mismatch(es)')
   report.unused = sorted(set(src) - used)
-  return common.unflatten(flat), report
+  return weight_files.unflatten(flat), report

@@ -17,6 +17,7 @@ import ml_collections
 
 from vvt.convert import hf_folder
 from vvt.convert import image
+from vvt.convert import sources
 
 VIDEO_FORMAT = 'vvt'  # a vvt video model of the same architecture, exported to safetensors (vvt.convert.export)
 FIELDS = dict(checkpoint=None, format='auto', num_heads=None, positional_embedding='auto', resize='bilinear',
@@ -25,8 +26,6 @@ CHOICES = dict(positional_embedding=('auto', 'repeat', 'separate_time_zero'),
                resize=('bilinear', 'bicubic', 'nearest'), tubelet=('central_frame', 'inflate'),
                temporal_attention=('auto', 'copy_spatial', 'zero'), format=(*image.FORMATS, VIDEO_FORMAT))
 ALIASES = {'path': 'checkpoint', 'tubelet_init': 'tubelet'}  # other spellings accepted in configs
-# The Hugging Face model folders a run starts from: the `hf_<model_type>` sources of vvt.convert.video.SOURCES.
-HF_SOURCES = ('hf_timesformer', 'hf_vivit', 'hf_videomae', 'hf_vjepa2', 'hf_videoprism')
 PARAMS_FOLDER = 'params'  # a folder of params checkpoints without a config.json (`source_kind(bare_ok=True)`)
 
 
@@ -81,9 +80,10 @@ def validate(init_from) -> InitSpec:
 
 def source_kind(source: str, what: str = '--init', bare_ok: bool = False) -> str:
   """What SOURCE is, from its names and config.json only: 'run' (a vvt run or converted folder: config.json with
-  model and dataset, and checkpoints/), 'file' (a .safetensors file), 'hf_<model_type>' (a Hugging Face model
-  folder of HF_SOURCES) or, with `bare_ok`, PARAMS_FOLDER (checkpoints/ without a config.json). ValueError: one
-  line starting with `what SOURCE` (the option or field that named it) saying what is wrong."""
+  model and dataset, and checkpoints/), 'file' (a .safetensors file), the converter source of a Hugging Face model
+  folder (`sources.of_model_type` of its config.json's model_type: 'hf_videomae', ...) or, with `bare_ok`,
+  PARAMS_FOLDER (checkpoints/ without a config.json). ValueError: one line starting with `what SOURCE` (the option
+  or field that named it) saying what is wrong."""
   name = f'{what} {source}'
   if os.path.isfile(source):
     if source.endswith('.safetensors'):
@@ -104,7 +104,8 @@ def source_kind(source: str, what: str = '--init', bare_ok: bool = False) -> str
       raise ValueError(f'{name}: the run has no checkpoints/ yet')
     return 'run'
   model_type = values.get('model_type')
-  if f'hf_{model_type}' not in HF_SOURCES:
-    known = ', '.join(s[3:] for s in HF_SOURCES)
+  record = sources.of_model_type(model_type)
+  if record is None:
+    known = ', '.join(t for s in sources.SOURCES.values() for t in s.model_types)
     raise ValueError(f'{name}: config.json has model_type={model_type!r}; vvt converts {known}')
-  return f'hf_{model_type}'
+  return record.name

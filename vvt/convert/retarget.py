@@ -22,7 +22,7 @@ from typing import Mapping
 
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import weight_files
 from vvt.models import embedding
 from vvt.models import frame_size
 
@@ -84,7 +84,7 @@ def retarget(params, model_fields: dict, num_frames: int | None = None, image_si
   old, new = _grids(model, num_frames, image_size)
   fields = {**model, 'num_frames': int(num_frames), 'image_size': frame_size.config_value(image_size)}
   nested = any(isinstance(v, Mapping) for v in params.values())
-  flat = dict(common.flatten(params)) if nested else dict(params)
+  flat = dict(weight_files.flatten(params)) if nested else dict(params)
   notes = []
   if old == new:
     return params, fields, notes
@@ -117,7 +117,7 @@ def retarget(params, model_fields: dict, num_frames: int | None = None, image_si
                        'tokens of the model')
     flat[name] = resized
     notes.append((name, f'grid {"x".join(map(str, plan[0]))} -> {"x".join(map(str, plan[1]))}, {how_kernel}'))
-  return (common.unflatten(flat) if nested else flat), fields, notes
+  return (weight_files.unflatten(flat) if nested else flat), fields, notes
 
 
 def describe(model_fields: dict, fields: dict) -> str:

@@ -31,7 +31,8 @@ from typing import Mapping
 
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import conversion
+from vvt.convert import weight_files
 
 MODELS = ('spatiotemporal', 'factorised_encoder', 'factorised_self_attention', 'factorised_dot_product')
 # read_token_grid: the split's rows at adjacent time steps must be at least this alike (mean cosine, the mean row
@@ -139,7 +140,7 @@ def read_token_grid(table: np.ndarray, tubelet: tuple[int, int, int], *, num_fra
                    'not tell which: pass num_frames (vvt convert --num-frames N) or image_size')
 
 
-def _block(w: common.Writer, name: str, key: str, stage: str, swap_heads: bool = False):
+def _block(w: conversion.Writer, name: str, key: str, stage: str, swap_heads: bool = False):
   src = w.src
   mlp = 'MlpBlock_0' if f'{key}/MlpBlock_0/Dense_0/kernel' in src else 'MlpBlock'
   if stage in ('space', 'time') and f'{key}/MultiHeadDotProductAttention_space/query/kernel' in src:
@@ -174,7 +175,7 @@ def _block(w: common.Writer, name: str, key: str, stage: str, swap_heads: bool =
       w.copy(f'{name}/mlp/{dense}/{p}', f'{key}/{mlp}/{dense}/{p}')
 
 
-def _encoder(w: common.Writer, name: str, key: str, stage: str, swap_heads: bool = False) -> dict:
+def _encoder(w: conversion.Writer, name: str, key: str, stage: str, swap_heads: bool = False) -> dict:
   src = w.src
   layers = sorted({int(k[len(key) + len('/encoderblock_'):].split('/')[0])
                    for k in src.keys() if k.startswith(f'{key}/encoderblock_')})
@@ -193,8 +194,8 @@ def _encoder(w: common.Writer, name: str, key: str, stage: str, swap_heads: bool
               qkv_bias=any(k.startswith(first) and k.endswith('query/bias') for k in src.keys()))
 
 
-@common.names_its_file
-def _model_of(src: common.Source, attention: str | None) -> str:
+@weight_files.names_its_file
+def _model_of(src: conversion.Source, attention: str | None) -> str:
   """The ViViT model of the parameters (detected from their names; Model 4 only when asked for)."""
   if 'SpatialTransformer/encoder_norm/scale' in src:
     detected = 'factorised_encoder'
@@ -211,7 +212,7 @@ def _model_of(src: common.Source, attention: str | None) -> str:
   return attention
 
 
-def _tubelet_embedding(w: common.Writer, src: common.Source) -> tuple[tuple[int, int, int], int]:
+def _tubelet_embedding(w: conversion.Writer, src: conversion.Source) -> tuple[tuple[int, int, int], int]:
   """embedding/kernel, (h, w, C, D) or (t, h, w, C, D) -> embedding/conv; returns (tubelet, hidden size)."""
   shape = src.shape('embedding/kernel')  # from the file's header: a member of another rank is never inflated
   if len(shape) not in (4, 5):
@@ -226,7 +227,7 @@ def _tubelet_embedding(w: common.Writer, src: common.Source) -> tuple[tuple[int,
   return tuple(int(x) for x in k5.shape[:3]), int(k5.shape[-1])
 
 
-def _factorised_encoder(w: common.Writer, src: common.Source, tubelet,
+def _factorised_encoder(w: conversion.Writer, src: conversion.Source, tubelet,
                         frames: int | None) -> tuple[bool, int, int, dict]:
   """Model 2's spatial and temporal encoders; returns (class token?, frames, frame size, the model fields the
   encoders fix), frames and size from the two position tables. frames: num_frames or the hint (needed without a temporal
@@ -255,7 +256,7 @@ def _factorised_encoder(w: common.Writer, src: common.Source, tubelet,
   return token, nt * tubelet[0], grid * tubelet[1], fields
 
 
-def _single_encoder(w: common.Writer, src: common.Source, attention: str, tubelet,
+def _single_encoder(w: conversion.Writer, src: conversion.Source, attention: str, tubelet,
                     **grid_args) -> tuple[bool, int, int, dict]:
   """Models 1, 3, 4: one encoder; returns (class token?, frames, frame size, the model fields the encoder fixes),
   frames and size read from the split of its T*N position table (`read_token_grid`, given num_frames / image_size
@@ -275,7 +276,7 @@ def _single_encoder(w: common.Writer, src: common.Source, attention: str, tubele
                                    qkv_bias=enc['qkv_bias'])
 
 
-def _head(w: common.Writer, src: common.Source) -> int | None:
+def _head(w: conversion.Writer, src: conversion.Source) -> int | None:
   """pre_logits (if any) and output_projection -> head/; returns representation_size."""
   size = None
   if 'pre_logits/kernel' in src:
@@ -289,7 +290,7 @@ def _head(w: common.Writer, src: common.Source) -> int | None:
 
 def convert(state: Mapping[str, np.ndarray], *, attention: str | None = None, num_frames: int | None = None,
             image_size: int | None = None, attention_order: str = 'space_time', frames_hint: int | None = None,
-            size_hint: int | None = None) -> common.Converted:
+            size_hint: int | None = None) -> conversion.Converted:
   """Scenic ViViT params (flat '/'-joined names) -> vvt params + the exact model fields.
 
   attention: one of MODELS; detected from the names except Model 4 (looks like Model 1, see module doc).
@@ -298,8 +299,8 @@ def convert(state: Mapping[str, np.ndarray], *, attention: str | None = None, nu
   decide a split the table's rows leave open. Model 2 without a temporal encoder needs num_frames or the hint.
   frames_hint / size_hint: the config's values; they only choose among splits the table's rows cannot tell apart.
   """
-  src = common.Source(state, 'scenic ViViT checkpoint')
-  w = common.Writer(src)
+  src = conversion.Source(state, 'scenic ViViT checkpoint')
+  w = conversion.Writer(src)
   attention = _model_of(src, attention)
   tubelet, hidden = _tubelet_embedding(w, src)
   if attention == 'factorised_encoder':
@@ -312,10 +313,24 @@ def convert(state: Mapping[str, np.ndarray], *, attention: str | None = None, nu
     raise ValueError(f'scenic checkpoint is for {frames} frames, but num_frames={num_frames} was asked for')
   if image_size is not None and image_size != size:
     raise ValueError(f'scenic checkpoint is for {size}px frames, but image_size={image_size} was asked for')
-  fields = dict(family='vivit', attention=attention, variant=common.variant_name(hidden, tubelet[1], tubelet[0]),
+  fields = dict(family='vivit', attention=attention, variant=conversion.variant_name(hidden, tubelet[1], tubelet[0]),
                 tubelet=tubelet, hidden_size=hidden, layer_norm_eps=1e-6, gelu_approximate=True,
                 positional_embedding='joint', attention_order=attention_order, temporal_projection=False,
                 dropout_rate=0.0, **encoder_fields, representation_size=_head(w, src), num_frames=frames,
                 image_size=size, classifier='token' if token else 'gap',
                 num_classes=int(src.state['output_projection/kernel'].shape[1]))
   return w.result(fields)
+
+
+def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source scenic_vivit`. Only Model 4 cannot be told from the names (it looks like Model 1): the
+  config decides that one case. Model 2's tables say its frames and frame size (the caller checks those asked for);
+  Models 1, 3, 4 read them from the split of their position table, where the config's values only choose among
+  splits its rows leave open and those asked for decide."""
+  two_stage = any(k.startswith('SpatialTransformer/') for k in state)
+  fixed = two_stage and any(k.startswith('TemporalTransformer/') for k in state)
+  factorised = ask.hint('attention') == 'factorised_dot_product' and not two_stage
+  return convert(state, attention='factorised_dot_product' if factorised else None,
+                 num_frames=None if fixed else ask.num_frames, image_size=None if two_stage else ask.image_size,
+                 frames_hint=ask.hint('num_frames'), size_hint=ask.hint('image_size'),
+                 attention_order=ask.hint('attention_order') or 'space_time')

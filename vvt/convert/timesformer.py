@@ -26,7 +26,9 @@ from typing import Mapping
 
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import conversion
+from vvt.convert import torch_layout
+from vvt.convert import weight_files
 
 ATTENTION_TYPES = {'divided_space_time': 'divided', 'joint_space_time': 'joint', 'space_only': 'space'}
 
@@ -73,7 +75,7 @@ def hf_to_official_names(state: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
           new = f'blocks.{layer}.{official}{rest[len(hf):]}'
           break
     out[new or key] = value
-  return common.with_path(out, state)
+  return weight_files.with_path(out, state)
 
 
 def detect_attention_type(state: Mapping[str, np.ndarray]) -> str:
@@ -82,8 +84,8 @@ def detect_attention_type(state: Mapping[str, np.ndarray]) -> str:
   return 'joint_space_time' if 'time_embed' in state else 'space_only'
 
 
-@common.names_its_file
-def _space_embedding(w: common.Writer, src: common.Source, patch: int, image_size: int | None) -> int:
+@weight_files.names_its_file
+def _space_embedding(w: conversion.Writer, src: conversion.Source, patch: int, image_size: int | None) -> int:
   """pos_embed (1, 1 + g*g, D) -> encoder/posembed/pos_embedding; returns the frame size g * patch."""
   pos = src.take('pos_embed')
   grid = math.isqrt(pos.shape[1] - 1)
@@ -96,7 +98,7 @@ def _space_embedding(w: common.Writer, src: common.Source, patch: int, image_siz
   return grid * patch
 
 
-def _time_embedding(w: common.Writer, src: common.Source, attention_type: str, num_frames: int | None) -> int:
+def _time_embedding(w: conversion.Writer, src: conversion.Source, attention_type: str, num_frames: int | None) -> int:
   """time_embed (1, T, D) -> encoder/posembed/time_embedding; returns T (space_only stores none: num_frames)."""
   if attention_type == 'space_only':
     if num_frames is None:
@@ -109,7 +111,7 @@ def _time_embedding(w: common.Writer, src: common.Source, attention_type: str, n
   return time.shape[1]
 
 
-def _blocks(w: common.Writer, src: common.Source, attention: str, num_heads: int) -> tuple[int, bool]:
+def _blocks(w: conversion.Writer, src: conversion.Source, attention: str, num_heads: int) -> tuple[int, bool]:
   """blocks.i -> encoder/layers/block_i (divided attention: the temporal stage and its projection too);
   returns (number of blocks, whether every qkv has a bias)."""
   layers = sorted({int(k.split('.')[1]) for k in src.state if k.startswith('blocks.')})
@@ -120,11 +122,12 @@ def _blocks(w: common.Writer, src: common.Source, attention: str, num_heads: int
   for i in layers:
     b, name = f'blocks.{i}', f'encoder/layers/block_{i}'
     if attention == 'divided':
-      common.torch_layer_norm(w, f'{name}/time_norm', f'{b}.temporal_norm1')
-      common.torch_qkv(w, f'{name}/time_attention', f'{b}.temporal_attn.qkv', num_heads)
-      common.torch_attention_out(w, f'{name}/time_attention/out', f'{b}.temporal_attn.proj', num_heads)
-      common.torch_dense(w, f'{name}/time_projection', f'{b}.temporal_fc')
-    qkv_bias &= common.torch_vit_block(w, name, b, num_heads, norm=f'{stage}_norm', attention=f'{stage}_attention')
+      torch_layout.torch_layer_norm(w, f'{name}/time_norm', f'{b}.temporal_norm1')
+      torch_layout.torch_qkv(w, f'{name}/time_attention', f'{b}.temporal_attn.qkv', num_heads)
+      torch_layout.torch_attention_out(w, f'{name}/time_attention/out', f'{b}.temporal_attn.proj', num_heads)
+      torch_layout.torch_dense(w, f'{name}/time_projection', f'{b}.temporal_fc')
+    qkv_bias &= torch_layout.torch_vit_block(w, name, b, num_heads, norm=f'{stage}_norm',
+                                             attention=f'{stage}_attention')
   return len(layers), qkv_bias
 
 
@@ -132,16 +135,16 @@ def convert_official(state: Mapping[str, np.ndarray], *, num_heads: int | None =
                      attention_type: str | None = None, num_frames: int | None = None,
                      image_size: int | None = None, layer_norm_eps: float = 1e-6,
                      gelu_approximate: bool = False, space_only_aggregation: str = 'mean_before_norm',
-                     origin: str = 'TimeSformer checkpoint') -> common.Converted:
+                     origin: str = 'TimeSformer checkpoint') -> conversion.Converted:
   """Official TimeSformer state dict -> vvt params + the exact model fields.
 
   num_heads: not stored in the weights (default hidden_size // 64, as in ViT-B/L). attention_type: detected
   from the keys if None. num_frames: from `time_embed` (required for space_only). image_size: from the
   number of `pos_embed` rows (square grids).
   """
-  state = common.strip_prefix(state, ('module.', 'model.'))
-  src = common.Source(state, origin)
-  w = common.Writer(src)
+  state = conversion.strip_prefix(state, ('module.', 'model.'))
+  src = conversion.Source(state, origin)
+  w = conversion.Writer(src)
   detected = detect_attention_type(state)
   attention_type = attention_type or detected
   if attention_type not in ATTENTION_TYPES:
@@ -150,21 +153,21 @@ def convert_official(state: Mapping[str, np.ndarray], *, num_heads: int | None =
     raise ValueError(f'{origin}: attention_type={attention_type!r} but the parameters are those of {detected!r}')
   attention = ATTENTION_TYPES[attention_type]
 
-  kernel = common.torch_patch_embedding(w, 'embedding/conv', 'patch_embed.proj')
+  kernel = torch_layout.torch_patch_embedding(w, 'embedding/conv', 'patch_embed.proj')
   hidden, _, ph, pw = kernel.shape
   num_heads = num_heads or max(hidden // 64, 1)
   image_size = _space_embedding(w, src, ph, image_size)
   num_frames = _time_embedding(w, src, attention_type, num_frames)
   w.copy('encoder/cls', 'cls_token')
   num_layers, qkv_bias = _blocks(w, src, attention, num_heads)
-  common.torch_layer_norm(w, 'encoder/encoder_norm', 'norm')
+  torch_layout.torch_layer_norm(w, 'encoder/encoder_norm', 'norm')
   head = src.take('head.weight')
   w.put('head/output_projection/kernel', head.T, 'head.weight', 'transpose (out,in)->(in,out)')
   w.copy('head/output_projection/bias', 'head.bias')
 
   mlp_dim = src.state['blocks.0.mlp.fc1.weight'].shape[0]
   fields = dict(
-      family='timesformer', attention=attention, variant=common.variant_name(hidden, ph), tubelet=(1, ph, pw),
+      family='timesformer', attention=attention, variant=conversion.variant_name(hidden, ph), tubelet=(1, ph, pw),
       num_frames=num_frames, image_size=image_size, num_classes=int(head.shape[0]), hidden_size=int(hidden),
       num_layers=num_layers,
       num_heads=int(num_heads), mlp_dim=int(mlp_dim), classifier='token',
@@ -177,10 +180,17 @@ def convert_official(state: Mapping[str, np.ndarray], *, num_heads: int | None =
   return w.result(fields)
 
 
-@common.names_its_file
+def convert_official_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source timesformer`: the heads from the config (a fused qkv does not say them); a space_only
+  checkpoint (no time table) runs at the clip asked, else the config's."""
+  space_only = detect_attention_type(conversion.strip_prefix(state, ('module.', 'model.'))) == 'space_only'
+  return convert_official(state, num_heads=ask.hint('num_heads'), num_frames=ask.frames_hint if space_only else None)
+
+
+@weight_files.names_its_file
 def convert_hf(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *,
                num_heads: int | None = None, num_frames: int | None = None,
-               image_size: int | None = None) -> common.Converted:
+               image_size: int | None = None) -> conversion.Converted:
   """Hugging Face TimesformerForVideoClassification state dict (+ its config.json dict) -> vvt.
 
   Without `hf_config`, transformers' defaults are assumed (layer_norm_eps 1e-6, hidden_act 'gelu') and
@@ -194,12 +204,17 @@ def convert_hf(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None
   num_heads = num_heads or hf_config.get('num_attention_heads')
   attention_type = hf_config.get('attention_type')
   eps = float(hf_config.get('layer_norm_eps', 1e-6))
-  gelu = common.gelu_approximate_of(hf_config.get('hidden_act', 'gelu'))
+  gelu = torch_layout.gelu_approximate_of(hf_config.get('hidden_act', 'gelu'))
   return convert_official(
       hf_to_official_names(state), num_heads=num_heads, attention_type=attention_type,
       num_frames=num_frames or hf_config.get('num_frames') if attention_type == 'space_only' else num_frames,
       image_size=image_size, layer_norm_eps=eps, gelu_approximate=gelu, space_only_aggregation='mean',
       origin='Hugging Face TimeSformer checkpoint')
+
+
+def convert_hf_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source hf_timesformer`: the heads from config.json, else from the vvt config."""
+  return convert_hf(state, ask.hf_config, num_heads=None if ask.hf_config else ask.hint('num_heads'))
 
 
 # ------------------------------------------------------------------------------ vvt -> Hugging Face
@@ -219,20 +234,20 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   (temporal_projection); one LayerNorm eps throughout; exact or tanh GELU; qkv biases all or none (a vvt model
   without the key bias gets a zero one: it never changes attention)."""
   m = model_cfg
-  common.require(m, 'attention', tuple(HF_ATTENTION_TYPES), HF_CLASS)
+  torch_layout.require(m, 'attention', tuple(HF_ATTENTION_TYPES), HF_CLASS)
   tt, th, tw = m.tubelet
   if tt != 1 or th != tw:
-    raise common.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} embeds single frames in square '
+    raise torch_layout.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} embeds single frames in square '
                                 'patches, tubelet (1, p, p)')
-  common.require(m, 'classifier', 'token', HF_CLASS)
-  common.require(m, 'class_token', 'global', HF_CLASS)
-  common.require(m, 'positional_embedding', 'separable', HF_CLASS, 'learned space and time tables')
-  common.require(m, 'time_embedding_rows', m.num_frames, HF_CLASS, 'one time-table row per frame')
+  torch_layout.require(m, 'classifier', 'token', HF_CLASS)
+  torch_layout.require(m, 'class_token', 'global', HF_CLASS)
+  torch_layout.require(m, 'positional_embedding', 'separable', HF_CLASS, 'learned space and time tables')
+  torch_layout.require(m, 'time_embedding_rows', m.num_frames, HF_CLASS, 'one time-table row per frame')
   divided = m.attention == 'divided'
   if divided:
-    common.require(m, 'temporal_projection', True, HF_CLASS, "divided attention's temporal_dense")
-  common.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
-  w = common.TorchState(params, HF_CLASS)
+    torch_layout.require(m, 'temporal_projection', True, HF_CLASS, "divided attention's temporal_dense")
+  torch_layout.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
+  w = torch_layout.TorchState(params, HF_CLASS)
   w.patch_embedding('timesformer.embeddings.patch_embeddings.projection', 'embedding/conv', conv2d=True)
   w.copy('timesformer.embeddings.cls_token', 'encoder/cls')
   w.copy('timesformer.embeddings.position_embeddings', 'encoder/posembed/pos_embedding')
@@ -255,11 +270,11 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w.layer_norm('timesformer.layernorm', 'encoder/encoder_norm')
   w.dense('classifier', 'head/output_projection')
   config = dict(
-      model_type='timesformer', architectures=[HF_CLASS], image_size=common.hf_image_size(m, HF_CLASS, False),
+      model_type='timesformer', architectures=[HF_CLASS], image_size=torch_layout.hf_image_size(m, HF_CLASS, False),
       patch_size=int(th),
       num_channels=3, num_frames=int(m.num_frames), hidden_size=int(m.hidden_size),
       num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
-      hidden_act=common.hf_activation(m.gelu_approximate), hidden_dropout_prob=0.0,
+      hidden_act=torch_layout.hf_activation(m.gelu_approximate), hidden_dropout_prob=0.0,
       attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=float(m.layer_norm_eps),
       qkv_bias=bool(m.qkv_bias), attention_type=HF_ATTENTION_TYPES[m.attention], drop_path_rate=0)
   return config, w.result()

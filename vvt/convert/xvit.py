@@ -35,7 +35,8 @@ from typing import Mapping
 
 import numpy as np
 
-from vvt.convert import common
+from vvt.convert import conversion
+from vvt.convert import torch_layout
 from vvt.models import embedding
 
 
@@ -49,7 +50,7 @@ def torch_bicubic_resize(grid: np.ndarray, scale_factor: float) -> np.ndarray:
   return grid.astype(np.float32)
 
 
-def _spatial_embedding(w: common.Writer, src: common.Source, image_size: int, patch: int) -> None:
+def _spatial_embedding(w: conversion.Writer, src: conversion.Source, image_size: int, patch: int) -> None:
   """base_model.pos_embed (1, 1 + g*g, D) -> encoder/posembed/pos_embedding, its grid resized (torch bicubic) to
   the patches of an `image_size` frame."""
   pos = src.take('base_model.pos_embed')
@@ -71,7 +72,7 @@ def _spatial_embedding(w: common.Writer, src: common.Source, image_size: int, pa
   w.put('encoder/posembed/pos_embedding', pos, 'base_model.pos_embed', how)
 
 
-def _time_embedding(w: common.Writer, src: common.Source, num_frames: int | None,
+def _time_embedding(w: conversion.Writer, src: conversion.Source, num_frames: int | None,
                     num_segments: int | None) -> tuple[int, int, int]:
   """base_model.temp_embed (1, R, 1, D) -> encoder/posembed/time_embedding (1, R, D); returns
   (num_frames, num_segments, R) with the defaults (R) filled in and checked."""
@@ -95,7 +96,7 @@ def _time_embedding(w: common.Writer, src: common.Source, num_frames: int | None
   return num_frames, num_segments, rows
 
 
-def _blocks(w: common.Writer, src: common.Source, prefix: str, name: str, stage: str,
+def _blocks(w: conversion.Writer, src: conversion.Source, prefix: str, name: str, stage: str,
             heads: int) -> tuple[int, bool, int]:
   """The transformer blocks `prefix`.0..n-1 -> `name`/block_i; returns (n, whether every qkv has a bias, MLP
   width)."""
@@ -104,14 +105,14 @@ def _blocks(w: common.Writer, src: common.Source, prefix: str, name: str, stage:
     raise ValueError(f'X-ViT checkpoint: {prefix}.i blocks missing or not numbered 0..n-1: {layers}')
   bias = True
   for i in layers:
-    bias &= common.torch_vit_block(w, f'{name}/block_{i}', f'{prefix}.{i}', heads, norm=f'{stage}_norm',
+    bias &= torch_layout.torch_vit_block(w, f'{name}/block_{i}', f'{prefix}.{i}', heads, norm=f'{stage}_norm',
                                    attention=f'{stage}_attention')
   return len(layers), bias, src.state[f'{prefix}.0.mlp.fc1.weight'].shape[0]
 
 
 def convert(state: Mapping[str, np.ndarray], *, num_heads: int | None = None, head_num_heads: int | None = None,
             image_size: int = 224, shift_div: int = 8, num_frames: int | None = None,
-            num_segments: int | None = None) -> common.Converted:
+            num_segments: int | None = None) -> conversion.Converted:
   """X-ViT state dict -> vvt params + the exact model fields.
 
   num_heads / head_num_heads: backbone / TA-head heads (not stored; default hidden_size // 64 and num_heads).
@@ -120,16 +121,16 @@ def convert(state: Mapping[str, np.ndarray], *, num_heads: int | None = None, he
   num_frames: the clip length (DATA.NUM_FRAMES), a multiple of the R rows of temp_embed (default R).
   num_segments: XVIT.NUM_SEGMENTS, a divisor of num_frames (default R: the official default 8 = R).
   """
-  state = common.strip_prefix(state, ('module.',))
-  src = common.Source(state, 'X-ViT checkpoint')
-  w = common.Writer(src)
+  state = conversion.strip_prefix(state, ('module.',))
+  src = conversion.Source(state, 'X-ViT checkpoint')
+  w = conversion.Writer(src)
   if 'base_model.pre_logits.fc.weight' in src:
     raise ValueError('X-ViT checkpoint has base_model.pre_logits (representation_size); vvt does not model a '
                      'per-frame pre-logits layer before the TA head')
   if 'consensus.cls_token' not in src:
     raise ValueError("X-ViT checkpoint has no consensus.* (TA head): only CONSENSUS_TYPE='vit' is supported")
 
-  kernel = common.torch_patch_embedding(w, 'embedding/conv', 'base_model.patch_embed.proj')
+  kernel = torch_layout.torch_patch_embedding(w, 'embedding/conv', 'base_model.patch_embed.proj')
   hidden, _, ph, pw = kernel.shape
   num_heads = num_heads or max(hidden // 64, 1)
   head_num_heads = head_num_heads or num_heads
@@ -140,18 +141,18 @@ def convert(state: Mapping[str, np.ndarray], *, num_heads: int | None = None, he
   w.copy('encoder/cls', 'base_model.cls_token')
 
   num_layers, qkv_bias, mlp_dim = _blocks(w, src, 'base_model.blocks', 'encoder/layers', 'space', num_heads)
-  common.torch_layer_norm(w, 'encoder/encoder_norm', 'base_model.norm')
+  torch_layout.torch_layer_norm(w, 'encoder/encoder_norm', 'base_model.norm')
   w.copy('temporal_head/cls', 'consensus.cls_token')
   head_layers, head_bias, head_mlp = _blocks(w, src, 'consensus.temporal_encoder', 'temporal_head/layers', 'joint',
                                              head_num_heads)
   if head_mlp % hidden:
     raise ValueError(f'X-ViT TA head MLP width {head_mlp} is not a multiple of hidden_size {hidden}')
-  common.torch_layer_norm(w, 'head/head_norm', 'consensus.mlp_head.0')
-  common.torch_dense(w, 'head/head_hidden', 'consensus.mlp_head.1')
-  common.torch_dense(w, 'head/output_projection', 'consensus.mlp_head.4')
+  torch_layout.torch_layer_norm(w, 'head/head_norm', 'consensus.mlp_head.0')
+  torch_layout.torch_dense(w, 'head/head_hidden', 'consensus.mlp_head.1')
+  torch_layout.torch_dense(w, 'head/output_projection', 'consensus.mlp_head.4')
 
   fields = dict(
-      family='xvit', attention='space_time_mixing', variant=common.variant_name(hidden, ph), tubelet=(1, ph, pw),
+      family='xvit', attention='space_time_mixing', variant=conversion.variant_name(hidden, ph), tubelet=(1, ph, pw),
       num_frames=int(num_frames),
       image_size=image_size, num_classes=int(src.state['consensus.mlp_head.4.weight'].shape[0]),
       hidden_size=int(hidden), num_layers=num_layers, num_heads=int(num_heads), mlp_dim=int(mlp_dim),
@@ -164,3 +165,13 @@ def convert(state: Mapping[str, np.ndarray], *, num_heads: int | None = None, he
                          mlp_dim=int(src.state['consensus.mlp_head.1.weight'].shape[0])),
       layer_norm_eps=1e-6, gelu_approximate=False, qkv_bias=bool(qkv_bias), representation_size=None)
   return w.result(fields)
+
+
+def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source xvit`: what the weights do not say (heads, frame size, shift_div, num_segments) from the
+  config, the official defaults (224 px, shift_div 8) without one."""
+  head, mixing = ask.hint('temporal_head'), ask.hint('mixing')
+  return convert(state, num_heads=ask.hint('num_heads'), head_num_heads=head.get('num_heads') if head else None,
+                 image_size=ask.image_size or ask.hint('image_size') or 224,
+                 shift_div=(mixing.get('shift_div') if mixing else None) or 8,
+                 num_frames=ask.num_frames, num_segments=ask.raw('mixing', 'num_segments'))
