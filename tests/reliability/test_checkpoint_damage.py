@@ -32,20 +32,6 @@ ARGS = ['--config.num_train_steps=8', '--config.checkpoint.every_steps=4',
         '--config.log_every_steps=4']
 
 
-@pytest.fixture(scope='module')
-def tiny_data(tmp_path_factory):
-  return common.write_tiny_dataset(tmp_path_factory.mktemp('tiny_synthetic'))
-
-
-@pytest.fixture(scope='module')
-def trained(tmp_path_factory, tiny_data):
-  """A real run with intact checkpoints at steps 4 and 8 (read only: tests damage copies)."""
-  wd = tmp_path_factory.mktemp('trained') / 'run'
-  common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd), *ARGS)
-  assert checkpoints.all_steps(str(wd)) == [GOOD, BAD]
-  return str(wd)
-
-
 def _copy(trained, dst):
   shutil.copytree(trained, dst)
   return str(dst)

@@ -42,20 +42,6 @@ EXIT_S = 60
 GUARD_S = 300  # a hang guard for what takes seconds (a first training step, a checkpoint after a step)
 
 
-@pytest.fixture(scope='module')
-def tiny_data(tmp_path_factory):
-  return common.write_tiny_dataset(tmp_path_factory.mktemp('tiny_synthetic'))
-
-
-@pytest.fixture(scope='module')
-def trained(tmp_path_factory, tiny_data):
-  """A real run (width 32) with intact checkpoints at steps 4 and 8 (read only: tests change copies)."""
-  wd = tmp_path_factory.mktemp('trained') / 'run'
-  common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd), *ARGS)
-  assert checkpoints.all_steps(str(wd)) == [4, 8]
-  return str(wd)
-
-
 def _vvt(*args, prefix=()):
   """`vvt ARGS` -> (exit code, stderr lines less progress bars, stdout); fails the test if the process does not
   end within EXIT_S of its last stderr line (its error), or hangs."""
