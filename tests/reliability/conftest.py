@@ -1,4 +1,4 @@
-"""Fixtures of the reliability tests: the training tests' tiny dataset, and one real run that the tests copy."""
+"""A fixture of the reliability tests: a real run that the tests copy, trained on the module's `tiny_data`."""
 import os
 import sys
 
@@ -12,16 +12,10 @@ from vvt.train import checkpoints  # noqa: E402
 TRAINED_ARGS = ['--config.num_train_steps=8', '--config.checkpoint.every_steps=4', '--config.log_every_steps=4']
 
 
-@pytest.fixture(scope='session')
-def tiny_data(tmp_path_factory):
-  """A tiny synthetic motion dataset (48 train / 10 test clips), once per worker."""
-  return common.write_tiny_dataset(tmp_path_factory.mktemp('tiny_synthetic'))
-
-
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='module')
 def trained(tmp_path_factory, tiny_data):
-  """A real run (`vvt train`, the tiny config) with intact checkpoints at steps 4 and 8. Read only: the tests
-  damage or change copies of it."""
+  """A real run (`vvt train`, the tiny config, on the module's `tiny_data`) with intact checkpoints at steps 4 and
+  8. Read only: the tests damage or change copies of it."""
   wd = tmp_path_factory.mktemp('trained') / 'run'
   common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd), *TRAINED_ARGS)
   assert checkpoints.all_steps(str(wd)) == [4, 8]

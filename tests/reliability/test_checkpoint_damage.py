@@ -32,6 +32,11 @@ ARGS = ['--config.num_train_steps=8', '--config.checkpoint.every_steps=4',
         '--config.log_every_steps=4']
 
 
+@pytest.fixture(scope='module')
+def tiny_data(tmp_path_factory):
+  return common.write_tiny_dataset(tmp_path_factory.mktemp('tiny_synthetic'))
+
+
 def _copy(trained, dst):
   shutil.copytree(trained, dst)
   return str(dst)

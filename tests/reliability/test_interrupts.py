@@ -32,6 +32,11 @@ SAVED_S = 15  # from the signal to the one-line message (checkpoint saved): 0.5 
 EXIT_S = 60   # from the signal to the end of the process (2.6 s quiet; the CPU is shared in the suite)
 
 
+@pytest.fixture(scope='module')
+def tiny_data(tmp_path_factory):
+  return common.write_tiny_dataset(tmp_path_factory.mktemp('tiny_synthetic'))
+
+
 class Training:
   """`python -m vvt train` in a subprocess, its stdout read line by line."""
 

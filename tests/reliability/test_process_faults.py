@@ -42,6 +42,11 @@ EXIT_S = 60
 GUARD_S = 300  # a hang guard for what takes seconds (a first training step, a checkpoint after a step)
 
 
+@pytest.fixture(scope='module')
+def tiny_data(tmp_path_factory):
+  return common.write_tiny_dataset(tmp_path_factory.mktemp('tiny_synthetic'))
+
+
 def _vvt(*args, prefix=()):
   """`vvt ARGS` -> (exit code, stderr lines less progress bars, stdout); fails the test if the process does not
   end within EXIT_S of its last stderr line (its error), or hangs."""
