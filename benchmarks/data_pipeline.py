@@ -30,6 +30,7 @@ import os
 import platform
 import time
 
+import cpu_timing  # benchmarks/cpu_timing.py, beside this script
 import numpy as np
 
 
@@ -61,20 +62,15 @@ def write_data(directory, num_videos, num_frames, shards=4):
   return pattern
 
 
-def _cpu_seconds():
-  t = os.times()
-  return t.user + t.system
-
-
 def _rate(it, batch, steps, warmup):
   """(clips/s wall clock, CPU seconds of this process per clip)."""
   for _ in range(warmup):
     next(it)
-  start, cpu = time.perf_counter(), _cpu_seconds()
+  start, cpu = time.perf_counter(), cpu_timing.cpu_seconds()
   for _ in range(steps):
     next(it)
   clips = steps * batch
-  return clips / (time.perf_counter() - start), (_cpu_seconds() - cpu) / clips
+  return clips / (time.perf_counter() - start), (cpu_timing.cpu_seconds() - cpu) / clips
 
 
 def _report(name, result):
@@ -151,10 +147,10 @@ def augment_ops_only(cfg, clips=200, frames=16, size=224):
     policy = random_draws.autoaugment_args(c)
     draws = [{k: v.numpy() for k, v in random_draws.train_draws(c, tf.constant([0, k], tf.int64), size, size).items()}
              for k in range(clips)]
-    start = _cpu_seconds()
+    start = cpu_timing.cpu_seconds()
     for d in draws:
       augment.augment(video, d, level, policy)
-    out[name] = 1000 * (_cpu_seconds() - start) / clips
+    out[name] = 1000 * (cpu_timing.cpu_seconds() - start) / clips
   return out
 
 
@@ -216,12 +212,12 @@ def main():
   if 'eval' in only:
     cfg.num_spatial_crops = 3
     n = pipeline.num_videos(DataSpec.of(cfg), 'test')
-    start, cpu = time.perf_counter(), _cpu_seconds()
+    start, cpu = time.perf_counter(), cpu_timing.cpu_seconds()
     batches = 0
     for _ in pipeline.make_eval_iterator(DataSpec.of(cfg), 'test', args.batch,
                                          process_index=0, process_count=1):
       batches += 1
-    dt, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+    dt, cpu = time.perf_counter() - start, cpu_timing.cpu_seconds() - cpu
     print(f'eval pipeline (1 clip x 3 crops, 16x224): {n * 3 / dt:.1f} views/s = '
           f'{n / dt:.1f} videos/s wall clock; {1000 * cpu / (3 * n):.1f} ms CPU '
           f'per view ({n} videos, {batches} batches, incl. start-up)')

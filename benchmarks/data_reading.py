@@ -20,7 +20,8 @@ import os
 import statistics
 import subprocess
 import sys
-import time
+
+import cpu_timing  # benchmarks/cpu_timing.py, beside this script
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,17 +50,6 @@ def write_data(directory, num_videos, num_frames, shards=4):
   return pattern
 
 
-def _cpu():
-  t = os.times()
-  return t.user + t.system
-
-
-def _timed(items, fn):
-  start, cpu = time.perf_counter(), _cpu()
-  fn()
-  return {'rate': items / (time.perf_counter() - start), 'cpu_ms': 1000 * (_cpu() - cpu) / items}
-
-
 def measure(pattern, epochs):
   """One process's measurements (this checkout's vvt on sys.path)."""
   from vvt.config import dataset as data_config
@@ -73,17 +63,17 @@ def measure(pattern, epochs):
   n = source.num_records
   out = {}
   records = source.records(0, n).repeat(epochs)
-  out['read'] = _timed(n * epochs, lambda: sum(1 for _ in records.as_numpy_iterator()))
+  out['read'] = cpu_timing.timed(n * epochs, lambda: sum(1 for _ in records.as_numpy_iterator()))
   it = pipeline.make_train_iterator(DataSpec.of(cfg), 8, process_index=0, process_count=1)
   for _ in range(3):
     next(it)
   steps = max(1, n * epochs // 8)
-  out['train'] = _timed(8 * steps, lambda: [next(it) for _ in range(steps)])
+  out['train'] = cpu_timing.timed(8 * steps, lambda: [next(it) for _ in range(steps)])
   it.close()
   cfg.num_spatial_crops = 3
   it = pipeline.make_eval_iterator(DataSpec.of(cfg), 'test', 8, process_index=0, process_count=1)
   next(it)  # start-up (tracing, the first files opened) left out, as in the train measurement
-  out['eval'] = _timed(len(it) * 8 - 8, lambda: list(it))
+  out['eval'] = cpu_timing.timed(len(it) * 8 - 8, lambda: list(it))
   return out
 
 

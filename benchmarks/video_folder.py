@@ -20,8 +20,8 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
+import cpu_timing  # benchmarks/cpu_timing.py, beside this script
 import numpy as np
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,17 +71,6 @@ def convert(directory, csv):
   return f'{out}.tfrecord@4'
 
 
-def _cpu():
-  t = os.times()
-  return t.user + t.system
-
-
-def _timed(items, fn):
-  start, cpu = time.perf_counter(), _cpu()
-  fn()
-  return {'rate': items / (time.perf_counter() - start), 'cpu_ms': 1000 * (_cpu() - cpu) / items}
-
-
 def measure(cfg, steps):
   """{'train': ..., 'eval': ...} of one source's config."""
   from vvt.data import pipeline
@@ -89,11 +78,11 @@ def measure(cfg, steps):
   it = pipeline.make_train_iterator(DataSpec.of(cfg), 8, process_index=0, process_count=1)
   for _ in range(3):
     next(it)  # start-up (tracing, the first files) left out
-  out = {'train': _timed(8 * steps, lambda: [next(it) for _ in range(steps)])}
+  out = {'train': cpu_timing.timed(8 * steps, lambda: [next(it) for _ in range(steps)])}
   it.close()
   it = pipeline.make_eval_iterator(DataSpec.of(cfg), 'test', 8, process_index=0, process_count=1)
   next(it)
-  out['eval'] = _timed(len(it) * 8 - 8, lambda: list(it))
+  out['eval'] = cpu_timing.timed(len(it) * 8 - 8, lambda: list(it))
   return out
 
 

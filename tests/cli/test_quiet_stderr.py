@@ -7,11 +7,10 @@ import re
 import subprocess
 import sys
 
-import av
-import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tests.data import data_helpers
 from vvt.cli import native_stderr
 
 TINY = 'tests/train/tiny_config.py'
@@ -181,25 +180,11 @@ def _env():
   return e
 
 
-def _write_mp4(path, colour, frames=12, size=48):
-  with av.open(str(path), 'w') as container:
-    stream = container.add_stream('mpeg4', rate=8)
-    stream.height = stream.width = size
-    stream.pix_fmt = 'yuv420p'
-    for t in range(frames):
-      frame = np.full((size, size, 3), colour, np.uint8)
-      frame[:4, :4] = 16 * t
-      for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format='rgb24')):
-        container.mux(packet)
-    for packet in stream.encode():
-      container.mux(packet)
-
-
 @pytest.fixture(scope='module')
 def videos(tmp_path_factory):
   d = tmp_path_factory.mktemp('quiet_videos')
   for i, colour in enumerate([(200, 30, 30), (30, 200, 30)]):
-    _write_mp4(d / f'v{i}.mp4', colour)
+    data_helpers.make_video(str(d / f'v{i}.mp4'), colour, num_frames=12, fps=8, size=(48, 48))
   (d / 'videos.csv').write_text('path,label\nv0.mp4,red\nv1.mp4,green\n')
   (d / 'classes.txt').write_text('red\ngreen\n')
   return d

@@ -5,23 +5,17 @@ import os
 import ml_collections
 import pytest
 
+from tests.config.config_files import SYNTHETIC
+from tests.config.config_files import VIVIT_B
+from tests.config.config_files import load
 from tests.conftest import REPO
-from vvt.config import loader
 from vvt.config import overrides as overrides_lib
 from vvt.config import resume
 from vvt.config import schema
 from vvt.config.errors import ConfigError
 
-VIVIT_B = str(REPO / 'configs/kinetics400/vivit_b_fe.py')
 TSF = str(REPO / 'configs/kinetics400/timesformer_b.py')
 EPIC = str(REPO / 'configs/epic_kitchens/vivit_l_fe.py')
-SYNTHETIC = str(REPO / 'configs/synthetic.py')
-
-
-def load(spec, *overrides, **kw):
-  kw.setdefault('files', ())
-  kw.setdefault('init', False)
-  return loader.load(spec, [tuple(o.split('=', 1)) for o in overrides], **kw)
 
 
 def test_split_argv_forms():

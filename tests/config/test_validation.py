@@ -5,21 +5,13 @@ import re
 import ml_collections
 import pytest
 
-from tests.conftest import REPO
+from tests.config.config_files import SYNTHETIC
+from tests.config.config_files import VIVIT_B
+from tests.config.config_files import load
 from vvt.config import labels
-from vvt.config import loader
 from vvt.config import paths
 from vvt.config import validation
 from vvt.config.errors import ConfigError
-
-SYNTHETIC = str(REPO / 'configs/synthetic.py')
-VIVIT_B = str(REPO / 'configs/kinetics400/vivit_b_fe.py')
-
-
-def load(spec, *overrides, **kw):
-  kw.setdefault('files', ())
-  kw.setdefault('init', False)
-  return loader.load(spec, [tuple(o.split('=', 1)) for o in overrides], **kw)
 
 
 def edited(spec, changes: dict):

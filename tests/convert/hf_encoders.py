@@ -7,8 +7,10 @@ import pathlib
 
 import jax
 import numpy as np
+import pytest
 import torch
 
+from vvt.convert import video
 import vvt.models
 
 ATOL = 1e-5  # logits and features, float32 under highest matmul precision (tests/conftest.py)
@@ -37,6 +39,48 @@ def randomise(model: torch.nn.Module, seed: int, norm_offset: float = 1.0) -> to
         gain = 1.6 if name.endswith(QK) else 1.0
         p.copy_(gain * r / np.sqrt(int(np.prod(p.shape[1:]))))
   return model.eval()
+
+
+def folder_with_config(folder: pathlib.Path, out: pathlib.Path, change: dict) -> str:
+  """`out` holding `folder`'s weights (a link to them) beside its config.json updated by `change`."""
+  cfg = json.loads((folder / 'config.json').read_text())
+  (out / 'config.json').write_text(json.dumps({**cfg, **change}))
+  (out / 'model.safetensors').symlink_to(folder / 'model.safetensors')
+  return str(out)
+
+
+def refusal(converter: str, path: str) -> str:
+  """The message of the ValueError with which `converter` refuses the folder `path`, checked to be one line."""
+  with pytest.raises(ValueError) as info:
+    video.convert(converter, path)
+  message = str(info.value)
+  assert '\n' not in message, message
+  return message
+
+
+def session_builder(prefix: str, make):
+  """`built(name, tmp_path_factory)`: (name, the transformers model `make(name)`, its `save_pretrained` folder),
+  made once per test session."""
+  cache = {}
+
+  def built(name, tmp_path_factory):
+    if name not in cache:
+      model = make(name)
+      cache[name] = name, model, save(model, tmp_path_factory.mktemp(f'{prefix}_{name}'))
+    return cache[name]
+  return built
+
+
+def classifier_fixtures(names, built):
+  """Two fixtures over `built`: `classifier` (each of `names`) and `classifier_a` (the model 'a')."""
+  @pytest.fixture(params=sorted(names))
+  def classifier(request, tmp_path_factory):
+    return built(request.param, tmp_path_factory)
+
+  @pytest.fixture
+  def classifier_a(tmp_path_factory):
+    return built('a', tmp_path_factory)
+  return classifier, classifier_a
 
 
 def attention_peak(model: torch.nn.Module, **inputs) -> float:
@@ -83,3 +127,18 @@ def max_diff(a, b) -> float:
   a, b = np.asarray(a), np.asarray(b)
   assert a.shape == b.shape, (a.shape, b.shape)
   return float(np.abs(a - b).max())
+
+
+def assert_parity_at_shapes(converter: str, folder, shapes, reference) -> None:
+  """vvt's `converter` model of `folder`, converted for each (frames, size) of `shapes`, within ATOL of
+  `reference(x)` ((logits (B, C), features (B, L, D))) on a 2-clip batch x, the two clips' logits apart."""
+  for frames, size in shapes:
+    x = clip(2, frames, size, seed=frames + size)
+    ref_logits, ref_features = reference(x)
+    conv = video.convert(converter, str(folder), num_frames=frames, image_size=size)
+    logits, features = run_vvt(conv, x)
+    d_logits, d_features = max_diff(logits, ref_logits), max_diff(features, ref_features)
+    print(f'{converter} {frames}x{size}x{size}: max |logit diff| {d_logits:.2g}, features (float64 reference) '
+          f'{d_features:.2g}; logits up to {np.abs(ref_logits).max():.2f}')
+    assert d_logits < ATOL and d_features < ATOL, (frames, size, d_logits, d_features)
+    assert np.abs(ref_logits[0] - ref_logits[1]).max() > 0.01  # the two clips differ: nothing is a no-op

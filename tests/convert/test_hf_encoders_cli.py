@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import transformers
 
+from tests.convert import converted_run
 from tests.convert import hf_encoders as H
 from vvt.cli import main as vvt_main
-from vvt.convert import weight_files
 from vvt.train import checkpoints
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -52,14 +52,7 @@ def test_convert_eval_and_train_from_the_converted_weights(tmp_path, tiny_data, 
   assert vvt_main(['eval', '--workdir', str(out), '--config.eval.batch_size=8']) == 0
   assert 'video_top1' in capsys.readouterr().out
 
-  assert vvt_main(['train', '--config', str(out / 'config.json'), '--workdir', str(out),
-                   '--config.num_train_steps=2', '--config.schedule.warmup_steps=1',
-                   '--config.checkpoint.every_steps=2', '--config.eval.batch_size=8']) == 0
-  log = capsys.readouterr().out
-  assert 'initialised params from params-only checkpoint step 0' in log and '[done] step 2' in log
-  trained, step = checkpoints.load_params(str(out))
-  before, after = weight_files.flatten(converted), weight_files.flatten(trained)
-  assert step == 2 and set(before) == set(after)
+  before, after = converted_run.train_two_steps(out, capsys)
   moved = [k for k in before if not np.array_equal(before[k], after[k])]
   assert any(k.startswith('pooler/') for k in moved) and any('/layers/block_0/' in k and 'pooler' not in k
                                                             for k in moved)

@@ -13,6 +13,8 @@ import pytest
 from safetensors.numpy import load_file
 
 from tests.conftest import REPO
+from tests.convert.test_hf_parity import _hf_logits
+from tests.convert.test_hf_parity import _randomise
 from vvt.cli import main as vvt_main
 from vvt.convert import hf_export
 from vvt.convert import torch_layout
@@ -26,22 +28,6 @@ transformers = pytest.importorskip('transformers')
 ATOL = 1e-5
 VIDEO = np.random.default_rng(0).standard_normal((2, 4, 16, 16, 3)).astype(np.float32)
 TINY = dict(num_frames=4, image_size=16, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5)
-
-
-def _randomise_torch(model, seed=1):
-  """Every tensor random (the zero-initialised ones too), at scales that keep attention peaked."""
-  g = torch.Generator().manual_seed(seed)
-  with torch.no_grad():
-    for name, p in model.named_parameters():
-      if 'layernorm' in name and name.endswith('weight') or name.startswith('fc_norm.weight'):
-        p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
-      elif p.ndim >= 2 and 'embed' not in name and 'token' not in name:
-        p.copy_(torch.randn(p.shape, generator=g) / np.sqrt(np.prod(p.shape[1:])))
-      elif p.ndim == 1:
-        p.copy_(0.1 * torch.randn(p.shape, generator=g))
-      else:
-        p.copy_(0.5 * torch.randn(p.shape, generator=g))
-  return model
 
 
 def _shapes(cfg):
@@ -74,11 +60,6 @@ def _random_params(cfg, seed=0):
 def _zeros(cfg):
   """Params of the model's shapes, all zero (the refusals read no weights)."""
   return jax.tree.map(lambda s: np.zeros(s.shape, np.float32), _shapes(cfg))
-
-
-def _hf_logits(model, video):
-  with torch.no_grad():
-    return model(torch.from_numpy(video).permute(0, 1, 4, 2, 3)).logits.numpy()
 
 
 def _load(folder):
@@ -117,7 +98,7 @@ def test_hf_to_vvt_to_hf_is_bit_identical(name, tmp_path):
   cfg = getattr(transformers, config_class)(
       image_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
       id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)}, **extra)
-  original = _randomise_torch(getattr(transformers, model_class)(cfg).eval())
+  original = _randomise(getattr(transformers, model_class)(cfg).eval())
   original.save_pretrained(tmp_path / 'hf')
   assert vvt_main(['convert', '--source', source, '--checkpoint', str(tmp_path / 'hf'), '--config',
                    str(REPO / 'configs/kinetics400/timesformer_b.py'), '--output', str(tmp_path / 'vvt')]) == 0

@@ -29,7 +29,7 @@ def _randomise(model, seed=1):
   g = torch.Generator().manual_seed(seed)
   with torch.no_grad():
     for name, p in model.named_parameters():
-      if 'layernorm' in name and name.endswith('weight'):
+      if 'layernorm' in name and name.endswith('weight') or name.startswith('fc_norm.weight'):
         p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
       elif p.ndim >= 2 and 'embed' not in name and 'token' not in name:
         p.copy_(torch.randn(p.shape, generator=g) / np.sqrt(np.prod(p.shape[1:])))

@@ -40,25 +40,9 @@ def hf_config(name, **changes):
   return transformers.VideoPrismVisionConfig(**{**FIXTURES[name][0], **changes})
 
 
-_BUILT = {}
-
-
-def built(name, tmp_path_factory):
-  if name not in _BUILT:
-    model = H.randomise(transformers.VideoPrismForVideoClassification(hf_config(name)), FIXTURES[name][1],
-                        norm_offset=0.0)
-    _BUILT[name] = name, model, H.save(model, tmp_path_factory.mktemp(f'videoprism_{name}'))
-  return _BUILT[name]
-
-
-@pytest.fixture(params=sorted(FIXTURES))
-def classifier(request, tmp_path_factory):
-  return built(request.param, tmp_path_factory)
-
-
-@pytest.fixture
-def classifier_a(tmp_path_factory):
-  return built('a', tmp_path_factory)
+built = H.session_builder('videoprism', lambda name: H.randomise(
+    transformers.VideoPrismForVideoClassification(hf_config(name)), FIXTURES[name][1], norm_offset=0.0))
+classifier, classifier_a = H.classifier_fixtures(FIXTURES, built)
 
 
 def reference(model, x):
@@ -75,16 +59,7 @@ def reference(model, x):
 
 def test_logits_and_features_within_1e5_at_every_shape(classifier):
   name, model, folder = classifier
-  for frames, size in FIXTURES[name][2]:
-    x = H.clip(2, frames, size, seed=frames + size)
-    ref_logits, ref_features = reference(model, x)
-    conv = video.convert('hf_videoprism', str(folder), num_frames=frames, image_size=size)
-    logits, features = H.run_vvt(conv, x)
-    d_logits, d_features = H.max_diff(logits, ref_logits), H.max_diff(features, ref_features)
-    print(f'videoprism {name} {frames}x{size}x{size}: max |logit diff| {d_logits:.2g}, features (float64 '
-          f'reference) {d_features:.2g}; logits up to {np.abs(ref_logits).max():.2f}')
-    assert d_logits < H.ATOL and d_features < H.ATOL, (frames, size, d_logits, d_features)
-    assert np.abs(ref_logits[0] - ref_logits[1]).max() > 0.01  # the two clips differ: nothing is a no-op
+  H.assert_parity_at_shapes('hf_videoprism', folder, FIXTURES[name][2], lambda x: reference(model, x))
   cfg = model.config
   x = H.clip(2, cfg.num_frames, cfg.image_size)  # uniform spatial attention would give every weight 1 / N
   peak = H.attention_peak(model.vision_model, pixel_values_videos=H.torch_video(x))
@@ -189,12 +164,8 @@ def test_bare_vision_model_and_clip_model_get_a_fresh_head(tmp_path):
 ])
 def test_what_vvt_cannot_express_is_one_line_naming_the_field(classifier_a, tmp_path, change, message):
   _, _, folder = classifier_a
-  cfg = json.loads((folder / 'config.json').read_text())
-  (tmp_path / 'config.json').write_text(json.dumps({**cfg, **change}))
-  (tmp_path / 'model.safetensors').symlink_to(folder / 'model.safetensors')
-  with pytest.raises(ValueError) as info:
-    video.convert('hf_videoprism', str(tmp_path))
-  assert message in str(info.value) and '\n' not in str(info.value), str(info.value)
+  said = H.refusal('hf_videoprism', H.folder_with_config(folder, tmp_path, change))
+  assert message in said, said
 
 
 def test_round_trip_is_bit_identical_and_loads_in_transformers(classifier, tmp_path):

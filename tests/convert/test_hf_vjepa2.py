@@ -41,26 +41,10 @@ def hf_config(name, **changes):
   return transformers.VJEPA2Config(**{**fields, **PREDICTOR, **changes})
 
 
-_BUILT = {}
-
-
-def built(name, tmp_path_factory):
-  """(name, transformers model, its save_pretrained folder), made once per test session."""
-  if name not in _BUILT:
-    _, seed, _ = FIXTURES[name]
-    model = H.randomise(transformers.VJEPA2ForVideoClassification(hf_config(name)), seed)
-    _BUILT[name] = name, model, H.save(model, tmp_path_factory.mktemp(f'vjepa2_{name}'))
-  return _BUILT[name]
-
-
-@pytest.fixture(params=sorted(FIXTURES))
-def classifier(request, tmp_path_factory):
-  return built(request.param, tmp_path_factory)
-
-
-@pytest.fixture
-def classifier_a(tmp_path_factory):
-  return built('a', tmp_path_factory)
+# (name, transformers model, its save_pretrained folder), made once per test session
+built = H.session_builder('vjepa2', lambda name: H.randomise(
+    transformers.VJEPA2ForVideoClassification(hf_config(name)), FIXTURES[name][1]))
+classifier, classifier_a = H.classifier_fixtures(FIXTURES, built)
 
 
 def reference(model, name, x):
@@ -80,16 +64,7 @@ def reference(model, name, x):
 
 def test_logits_and_features_within_1e5_at_every_shape(classifier):
   name, model, folder = classifier
-  for frames, size in FIXTURES[name][2]:
-    x = H.clip(2, frames, size, seed=frames + size)
-    ref_logits, ref_features = reference(model, name, x)
-    conv = video.convert('hf_vjepa2', str(folder), num_frames=frames, image_size=size)
-    logits, features = H.run_vvt(conv, x)
-    d_logits, d_features = H.max_diff(logits, ref_logits), H.max_diff(features, ref_features)
-    print(f'vjepa2 {name} {frames}x{size}x{size}: max |logit diff| {d_logits:.2g}, features (float64 reference) '
-          f'{d_features:.2g}; logits up to {np.abs(ref_logits).max():.2f}')
-    assert d_logits < H.ATOL and d_features < H.ATOL, (frames, size, d_logits, d_features)
-    assert np.abs(ref_logits[0] - ref_logits[1]).max() > 0.01  # the two clips differ: nothing is a no-op
+  H.assert_parity_at_shapes('hf_vjepa2', folder, FIXTURES[name][2], lambda x: reference(model, name, x))
   x = H.clip(2, 4, 32)  # attention far from uniform (1 / L = 1 / 32 or less for every weight if it were)
   assert H.attention_peak(model.vjepa2, pixel_values_videos=H.torch_video(x), skip_predictor=True) > 0.3
 
@@ -187,12 +162,8 @@ def test_bare_model_gets_a_fresh_pooler_and_head(tmp_path):
 ])
 def test_what_vvt_cannot_express_is_one_line_naming_the_field(classifier_a, tmp_path, change, message):
   _, _, folder = classifier_a
-  cfg = json.loads((folder / 'config.json').read_text())
-  (tmp_path / 'config.json').write_text(json.dumps({**cfg, **change}))
-  (tmp_path / 'model.safetensors').symlink_to(folder / 'model.safetensors')
-  with pytest.raises(ValueError) as info:
-    video.convert('hf_vjepa2', str(tmp_path))
-  assert message in str(info.value) and '\n' not in str(info.value), str(info.value)
+  said = H.refusal('hf_vjepa2', H.folder_with_config(folder, tmp_path, change))
+  assert message in said, said
 
 
 def test_missing_tensor_and_pickle_are_one_line(classifier_a, tmp_path):

@@ -118,3 +118,14 @@ def check_source_contract(src):
     where, rec = src.locate(i)
     assert (str(where), int(rec)) == (row[0].decode(), int(row[1]))
   return rows
+
+
+def real_rows(batch, shape, num_classes=5):
+  """The mask (B,) of the real (mask=1) rows of an evaluation batch, checked: inputs of `shape`, padding rows with
+  video_index and view_index -1, labels video_index % num_classes (as the tests' videos are labelled)."""
+  assert batch['inputs'].shape == shape
+  real = batch['mask'] == 1
+  assert np.all(batch['video_index'][~real] == -1)
+  assert np.all(batch['view_index'][~real] == -1)
+  np.testing.assert_array_equal(batch['label'][real], batch['video_index'][real] % num_classes)
+  return real

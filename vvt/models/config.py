@@ -158,13 +158,20 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   c.temporal_head = ml_collections.ConfigDict(dict(
       num_layers=1, num_heads=None, mlp_ratio=4, qkv_bias=False, layer_norm_eps=1e-5, mlp_dim=None))
   c.representation_size = None
+  _add_numerics(c, fam['gelu_approximate'])
+  return _merge(c.to_dict(), overrides)
+
+
+def _add_numerics(c: ml_collections.ConfigDict, gelu_approximate: bool) -> None:
+  """The fields of `get_config` on regularisation, numerics (where the official implementations differ),
+  dtypes and memory."""
   # Regularisation.
   c.dropout_rate = 0.0
   c.attention_dropout_rate = 0.0
   c.stochastic_depth = 0.0
   # Numerics of the official implementations differ: make them explicit.
   c.layer_norm_eps = 1e-6
-  c.gelu_approximate = fam['gelu_approximate']
+  c.gelu_approximate = gelu_approximate
   c.qkv_bias = True
   c.key_bias = True  # False: query and value biases only (VideoMAE); applies where qkv_bias
   c.encoder_norm_eps = None  # eps of the final LayerNorm; None: layer_norm_eps
@@ -177,7 +184,6 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   c.attention_impl = 'auto'
   c.remat = 'none'  # or True / False (= 'full' / 'none')
   c.scan_layers = False
-  return _merge(c.to_dict(), overrides)
 
 
 def _merge(defaults: dict, overrides) -> ml_collections.ConfigDict:

@@ -433,14 +433,22 @@ def _gather(w: _Worker) -> dict[int, dict]:
   return others
 
 
-def _release_all(w: _Worker, why: str) -> None:
-  """A process of the slice was lost: the running trials end at once, their claims released for another worker."""
+def _end_all(w: _Worker, how: str) -> list:
+  """Ends every running trial's process (`how`: 'kill' or 'terminate', sent to all of them first), waits for
+  each and closes its log: [(running trial, its workdir)]."""
   for r in w.running:
-    r.proc.kill()
+    getattr(r.proc, how)()
+  ended = []
   for r in w.running:
     r.proc.wait()
     r.log.close()
-    workdir = fileio.join(w.sweep_dir, r.trial.name)
+    ended.append((r, fileio.join(w.sweep_dir, r.trial.name)))
+  return ended
+
+
+def _release_all(w: _Worker, why: str) -> None:
+  """A process of the slice was lost: the running trials end at once, their claims released for another worker."""
+  for r, workdir in _end_all(w, 'kill'):
     _keep_log(r.log_path, workdir)
     _record(workdir, status='interrupted', error=why)
     if not r.claim.lost:
@@ -470,12 +478,7 @@ def _say_waiting(w: _Worker) -> None:
 
 def _stop_all(w: _Worker) -> None:
   """Ctrl-C / SIGTERM: the running trials save a checkpoint and stop; their claims are released."""
-  for r in w.running:
-    r.proc.terminate()
-  for r in w.running:
-    r.proc.wait()
-    r.log.close()
-    workdir = fileio.join(w.sweep_dir, r.trial.name)
+  for r, workdir in _end_all(w, 'terminate'):
     if not r.claim.lost:
       _keep_log(r.log_path, workdir)
       _record(workdir, status='interrupted')

@@ -146,19 +146,15 @@ def confusion_csv(names: Sequence[str], conf: np.ndarray) -> str:
 def confusion_png(path_or_file, names: Sequence[str], conf: np.ndarray,
                   title: Optional[str] = None) -> None:
   """Draws the confusion matrix (row-normalised colours, counts written when C <= 20)."""
-  import matplotlib
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
   c = len(names)
   side = min(3.0 + 0.45 * c, 24.0)
-  fig, ax = plt.subplots(figsize=(side + 1.5, side))
+  fig, ax = new_figure((side + 1.5, side))
   rows = conf.sum(1, keepdims=True)
   norm = conf / np.maximum(rows, 1)
   im = ax.imshow(norm, cmap='Blues', vmin=0, vmax=1)
   fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label='share of the true class')
   if c <= 40:
-    ax.set_xticks(range(c), names, rotation=45, ha='right', fontsize=8 if c > 10 else 10)
-    ax.set_yticks(range(c), names, fontsize=8 if c > 10 else 10)
+    class_ticks(ax, names, y=True)
   if c <= 20:
     for i in range(c):
       for j in range(c):
@@ -166,6 +162,28 @@ def confusion_png(path_or_file, names: Sequence[str], conf: np.ndarray,
                 color='white' if norm[i, j] > 0.5 else 'black')
   ax.set_xlabel('predicted')
   ax.set_ylabel('true')
+  save_png(fig, ax, path_or_file, title)
+
+
+def new_figure(figsize: tuple):
+  """(figure, axes) of a new off-screen matplotlib figure of `figsize` inches."""
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  return plt.subplots(figsize=figsize)
+
+
+def class_ticks(ax, names: Sequence[str], y: bool = False) -> None:
+  """Class names as the x tick labels of `ax` (slanted), and as the y ones when `y`."""
+  size = 8 if len(names) > 10 else 10
+  ax.set_xticks(range(len(names)), names, rotation=45, ha='right', fontsize=size)
+  if y:
+    ax.set_yticks(range(len(names)), names, fontsize=size)
+
+
+def save_png(fig, ax, path_or_file, title: str = '') -> None:
+  """Titles `ax` (when `title`), lays `fig` out, writes it as a PNG and closes it."""
+  import matplotlib.pyplot as plt
   if title:
     ax.set_title(title)
   fig.tight_layout()

@@ -24,7 +24,9 @@ import numpy as np
 import optax
 
 from vvt.tasks import average_precision as ap_lib
+from vvt.tasks import eval_report
 from vvt.tasks import losses
+from vvt.tasks import video_views
 from vvt.tasks.base import Task
 
 LABEL = 'label'
@@ -91,80 +93,50 @@ class MultiLabel(Task):
     return 'video_map'
 
 
-class MultiLabelAggregator:
+class MultiLabelAggregator(video_views.VideoViews):
   """Per-video sums of the views' probabilities (N, C) and the videos' multi-hot labels; mAP and per-class AP
-  (`vvt.tasks.base.Aggregator`)."""
+  (`vvt.tasks.base.Aggregator`; `video_views.VideoViews`: skipped videos, class names, video ids)."""
 
   def __init__(self, num_classes: int, num_videos: int):
-    self.num_classes, self.num_videos = int(num_classes), int(num_videos)
-    self.heads = {'': self.num_classes}
-    self.sums = np.zeros((num_videos, num_classes), np.float64)
-    self.counts = np.zeros((num_videos,), np.int64)
-    self.video_labels = np.full((num_videos, num_classes), -1, np.int64)
-    self.skipped = np.zeros((num_videos,), bool)
+    super().__init__({'': int(num_classes)}, num_videos)
+    self.num_classes = int(num_classes)
+    self.sums = np.zeros((self.num_videos, self.num_classes), np.float64)
+    self.video_labels = np.full((self.num_videos, self.num_classes), -1, np.int64)
     self.clip_scores, self.clip_labels = [], []
-    self.num_views = 0
-    self.class_names = {'': None}
-    self.video_ids = None
     self.average = 'sigmoid'
 
-  def skip(self, indices) -> None:
-    indices = np.asarray(indices, np.int64).reshape(-1)
-    self.skipped[indices[(indices >= 0) & (indices < self.num_videos)]] = True
-
   def add(self, scores, video_index, mask, labels) -> None:
-    valid = np.asarray(mask) > 0
-    vi = np.asarray(video_index)[valid].astype(np.int64)
-    if vi.size == 0:
+    views = self._valid_views(video_index, mask)
+    if views is None:
       return
-    if vi.min() < 0 or vi.max() >= self.num_videos:
-      raise ValueError(f'evaluation batch has video_index {vi.min()}..{vi.max()} '
-                       f'outside [0, {self.num_videos}) on a valid (mask=1) row')
+    valid, vi = views
     s = np.asarray(scores[''])[valid].astype(np.float64)
     lab = np.asarray(labels[''])[valid].astype(np.int64)
     known = self.video_labels[vi]
     clash = (known[:, 0] >= 0) & (known != lab).any(-1)
     if clash.any():
       raise ValueError(f'video {int(vi[clash][0])} has views with different labels')
-    self.num_views += int(vi.size)
-    np.add.at(self.counts, vi, 1)
+    self._count_views(vi)
     np.add.at(self.sums, vi, s)
     self.video_labels[vi] = lab
     self.clip_scores.append(s)
     self.clip_labels.append(lab)
 
-  def evaluated(self) -> np.ndarray:
-    return np.flatnonzero(~self.skipped)
-
-  def names(self, head: str = '') -> list:
-    names = self.class_names.get(head)
-    return list(names) if names and len(names) == self.num_classes else [str(i) for i in range(self.num_classes)]
-
   def video_scores(self) -> np.ndarray:
     return (self.sums / np.maximum(self.counts, 1)[:, None]).astype(np.float32)
 
-  def _kept(self):
-    keep = self.evaluated()
-    missing = keep[self.counts[keep] == 0]
-    if missing.size:
-      raise ValueError(f'{missing.size} of {self.num_videos} evaluation videos got '
-                       f'no view (first: {missing[:5].tolist()})')
-    if keep.size == 0:
-      raise ValueError(f'all {self.num_videos} evaluation videos were skipped as bad records')
+  def _kept_videos(self):
+    """(indices (K,), mean probabilities (K, C), multi-hot labels (K, C)) of the evaluated videos."""
+    keep = self._kept()
     return keep, self.sums[keep] / self.counts[keep][:, None], self.video_labels[keep]
 
   def result(self) -> dict:
-    keep, scores, labels = self._kept()
-    counts = self.counts[keep]
+    keep, scores, labels = self._kept_videos()
     ap = ap_lib.per_class_ap(scores, labels)
     clip_s = np.concatenate(self.clip_scores) if self.clip_scores else np.zeros((0, self.num_classes))
     clip_l = np.concatenate(self.clip_labels) if self.clip_labels else np.zeros((0, self.num_classes))
     best = scores.argmax(-1)
-    return {'num_videos': int(keep.size), 'num_views': self.num_views,
-            'views_per_video_min': int(counts.min()), 'views_per_video_max': int(counts.max()),
-            'views_per_video_mean': float(counts.mean()),
-            'videos_skipped': int(self.skipped.sum()),
-            'skipped_video_indices': np.flatnonzero(self.skipped).tolist(),
+    return {**self._view_stats(keep),
             'video_map': ap_lib.mean_average_precision(scores, labels),
             'clip_map': ap_lib.mean_average_precision(clip_s, clip_l),
             'video_top1_positive': float(labels[np.arange(len(best)), best].mean()),
@@ -178,11 +150,11 @@ class MultiLabelAggregator:
     `class_names` (C,), `views_per_video`, `skipped`, `video_ids` (N,)."""
     return {'video_scores': self.video_scores(), 'video_labels': self.video_labels,
             'class_names': np.array(self.names()), 'views_per_video': self.counts, 'skipped': self.skipped,
-            'video_ids': np.array(self.video_ids or [str(i) for i in range(self.num_videos)])}
+            'video_ids': np.array(self._id_list())}
 
   def report_files(self, prefix: str) -> list:
     """P_classes.csv (class, name, positive videos, AP) and P_ap.png (the per-class AP, mAP as a line)."""
-    _, scores, labels = self._kept()
+    _, scores, labels = self._kept_videos()
     ap = ap_lib.per_class_ap(scores, labels)
     names = self.names()
     rows = [(c, names[c], int((labels[:, c] > 0).sum()), '' if np.isnan(ap[c]) else f'{ap[c]:.6f}')
@@ -196,25 +168,18 @@ class MultiLabelAggregator:
 
 def ap_png(path_or_file, names, ap: np.ndarray, title: str = '') -> None:
   """Bars of the per-class AP (classes without a positive left empty) and the mAP as a dashed line."""
-  import matplotlib
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
   c = len(names)
-  fig, ax = plt.subplots(figsize=(min(3.0 + 0.35 * c, 24.0), 4.0))
+  fig, ax = eval_report.new_figure((min(3.0 + 0.35 * c, 24.0), 4.0))
   ax.bar(range(c), np.nan_to_num(ap), color='tab:blue')
   if np.isfinite(ap).any():
     m = float(np.nanmean(ap))
     ax.axhline(m, ls='--', color='tab:red', label=f'mAP {m:.3f}')
     ax.legend(loc='lower right')
   if c <= 60:
-    ax.set_xticks(range(c), names, rotation=45, ha='right', fontsize=8 if c > 10 else 10)
+    eval_report.class_ticks(ax, names)
   ax.set_ylim(0, 1)
   ax.set_ylabel('average precision')
-  if title:
-    ax.set_title(title)
-  fig.tight_layout()
-  fig.savefig(path_or_file, dpi=90, format='png')
-  plt.close(fig)
+  eval_report.save_png(fig, ax, path_or_file, title)
 
 
 def from_config(config) -> MultiLabel:

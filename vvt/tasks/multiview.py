@@ -16,6 +16,7 @@ from etils import epath
 import numpy as np
 
 from vvt.tasks import eval_report
+from vvt.tasks import video_views
 
 
 def _topk_correct(scores: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
@@ -24,45 +25,24 @@ def _topk_correct(scores: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
   return (top == labels[:, None]).any(axis=-1)
 
 
-class MultiViewAggregator:
-  """Accumulates per-view scores into per-video sums using video_index and mask.
-
-  `skip(indices)` marks videos left out (bad records under on_error='skip'): they are
-  excluded from every metric and counted in `videos_skipped`. `class_names` ({head: names
-  or None}), `video_ids` (list of str, one per video) and `average` name the report.
-  """
+class MultiViewAggregator(video_views.VideoViews):
+  """Accumulates per-view scores into per-video sums using video_index and mask (`video_views.VideoViews`:
+  skipped videos, class names, video ids)."""
 
   def __init__(self, heads: Mapping[str, int], num_videos: int):
-    self.heads = dict(heads)
-    self.num_videos = int(num_videos)
-    self.sums = {h: np.zeros((num_videos, c), np.float64) for h, c in self.heads.items()}
-    self.counts = np.zeros((num_videos,), np.int64)
-    self.video_labels = {h: np.full((num_videos,), -1, np.int64) for h in self.heads}
-    self.skipped = np.zeros((num_videos,), bool)
+    super().__init__(heads, num_videos)
+    self.sums = {h: np.zeros((self.num_videos, c), np.float64) for h, c in self.heads.items()}
+    self.video_labels = {h: np.full((self.num_videos,), -1, np.int64) for h in self.heads}
     self.clip_correct = {h: {1: 0, 5: 0} for h in self.heads}
     self.clip_action_correct = 0
-    self.num_views = 0
-    self.class_names = {h: None for h in self.heads}
-    self.video_ids = None
-    self.average = 'logits'
-
-  def skip(self, indices) -> None:
-    """Leaves the videos `indices` (global indices) out of the results."""
-    indices = np.asarray(indices, np.int64).reshape(-1)
-    indices = indices[(indices >= 0) & (indices < self.num_videos)]
-    self.skipped[indices] = True
 
   def add(self, scores: Mapping[str, np.ndarray], video_index: np.ndarray,
           mask: np.ndarray, labels: Mapping[str, np.ndarray]) -> None:
-    valid = np.asarray(mask) > 0
-    vi = np.asarray(video_index)[valid].astype(np.int64)
-    if vi.size == 0:
+    views = self._valid_views(video_index, mask)
+    if views is None:
       return
-    if vi.min() < 0 or vi.max() >= self.num_videos:
-      raise ValueError(f'evaluation batch has video_index {vi.min()}..{vi.max()} '
-                       f'outside [0, {self.num_videos}) on a valid (mask=1) row')
-    self.num_views += int(vi.size)
-    np.add.at(self.counts, vi, 1)
+    valid, vi = views
+    self._count_views(vi)
     action = np.ones(vi.shape, bool)
     for h in self.heads:
       s = np.asarray(scores[h])[valid].astype(np.float64)
@@ -80,32 +60,11 @@ class MultiViewAggregator:
       self.clip_correct[h][5] += int(_topk_correct(s, lab, 5).sum())
     self.clip_action_correct += int(action.sum())
 
-  def evaluated(self) -> np.ndarray:
-    """Sorted indices of the videos in the results (all but the skipped ones)."""
-    return np.flatnonzero(~self.skipped)
-
-  def names(self, head: str) -> list:
-    """Names of the classes of `head` (its indices as text when there are none)."""
-    names = self.class_names.get(head)
-    n = self.heads[head]
-    return list(names) if names and len(names) == n else [str(i) for i in range(n)]
-
   def result(self) -> dict:
     """Metrics over the evaluated videos (JSON-ready)."""
-    keep = self.evaluated()
-    missing = keep[self.counts[keep] == 0]
-    if missing.size:
-      raise ValueError(f'{missing.size} of {self.num_videos} evaluation videos got '
-                       f'no view (first: {missing[:5].tolist()})')
-    if keep.size == 0:
-      raise ValueError(f'all {self.num_videos} evaluation videos were skipped as bad records')
+    keep = self._kept()
     counts = self.counts[keep]
-    out = {'num_videos': int(keep.size), 'num_views': self.num_views,
-           'views_per_video_min': int(counts.min()),
-           'views_per_video_max': int(counts.max()),
-           'views_per_video_mean': float(counts.mean()),
-           'videos_skipped': int(self.skipped.sum()),
-           'skipped_video_indices': np.flatnonzero(self.skipped).tolist()}
+    out = self._view_stats(keep)
     action = np.ones((keep.size,), bool)
     preds = {}
     for h, c in self.heads.items():
@@ -148,7 +107,7 @@ class MultiViewAggregator:
     out.update({f'class_names{sfx(h)}': np.array(self.names(h)) for h in self.heads})
     out['views_per_video'] = self.counts
     out['skipped'] = self.skipped
-    out['video_ids'] = np.array(self.video_ids or [str(i) for i in range(self.num_videos)])
+    out['video_ids'] = np.array(self._id_list())
     return out
 
   def report_files(self, prefix: str) -> list:

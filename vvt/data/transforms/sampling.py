@@ -73,23 +73,30 @@ def to_stored(idx, n, ratio=None):
   return tf.minimum(stored, tf.cast(n, tf.int32) - 1)
 
 
+def _segment_frames(pos, n, num_frames):
+  """int32 frames at positions `pos` (float32, counted in segments: segment i covers [i, i + 1)) of a video of
+  `n` frames cut into `num_frames` equal segments."""
+  return tf.minimum(tf.cast(tf.floor(pos * tf.cast(n, tf.float32) / num_frames), tf.int32), n - 1)
+
+
+def _latest_start(n, num_frames, stride):
+  """int32: the last start at which a clip of `num_frames` frames `stride` apart fits in `n` frames (0 when
+  none fits)."""
+  return tf.maximum(n - ((num_frames - 1) * stride + 1), 0)
+
+
 def train_indices(n, num_frames, stride, seed, policy='loop', scheme='stride', ratio=None):
   """Indices (num_frames,) of one random training clip; `seed` is a [2] tensor."""
   _check(num_frames, stride, scheme)
-  if scheme == 'stride' and ratio is not None:
-    idx = train_indices(rate_count(n, ratio), num_frames, stride, seed, policy, scheme)
-    return to_stored(idx, n, ratio)
   n = tf.cast(n, tf.int32)
   t = tf.range(num_frames, dtype=tf.int32)
   if scheme == 'segment':
     u = tf.random.stateless_uniform([num_frames], seed, alg=_ALG)
-    pos = (tf.cast(t, tf.float32) + u) * tf.cast(n, tf.float32) / num_frames
-    return tf.minimum(tf.cast(tf.floor(pos), tf.int32), n - 1)
-  span = (num_frames - 1) * stride + 1
-  max_start = tf.maximum(n - span, 0)
-  start = tf.random.stateless_uniform([], seed, 0, max_start + 1,
+    return _segment_frames(tf.cast(t, tf.float32) + u, n, num_frames)
+  m = rate_count(n, ratio)
+  start = tf.random.stateless_uniform([], seed, 0, _latest_start(m, num_frames, stride) + 1,
                                     dtype=tf.int32, alg=_ALG)
-  return _apply_policy(start + t * stride, n, policy)
+  return to_stored(_apply_policy(start + t * stride, m, policy), n, ratio)
 
 
 def eval_indices(n, num_frames, stride, num_clips, policy='loop',
@@ -98,24 +105,19 @@ def eval_indices(n, num_frames, stride, num_clips, policy='loop',
   _check(num_frames, stride, scheme)
   if num_clips < 1:
     raise ValueError(f'dataset.num_test_clips must be >= 1, got {num_clips}')
-  if scheme == 'stride' and ratio is not None:
-    idx = eval_indices(rate_count(n, ratio), num_frames, stride, num_clips, policy, scheme)
-    return to_stored(idx, n, ratio)
   n = tf.cast(n, tf.int32)
   t = tf.range(num_frames, dtype=tf.int32)
   if scheme == 'segment':
     c = (tf.range(num_clips, dtype=tf.float32) + 0.5) / num_clips
-    pos = ((tf.cast(t, tf.float32)[None, :] + c[:, None])
-           * tf.cast(n, tf.float32) / num_frames)
-    return tf.minimum(tf.cast(tf.floor(pos), tf.int32), n - 1)
-  span = (num_frames - 1) * stride + 1
-  max_start = tf.maximum(n - span, 0)
+    return _segment_frames(tf.cast(t, tf.float32)[None, :] + c[:, None], n, num_frames)
+  m = rate_count(n, ratio)
+  max_start = _latest_start(m, num_frames, stride)
   if num_clips == 1:
     starts = tf.reshape(max_start // 2, [1])
   else:
     frac = tf.range(num_clips, dtype=tf.float32) / (num_clips - 1)
     starts = tf.cast(tf.round(frac * tf.cast(max_start, tf.float32)), tf.int32)
-  return _apply_policy(starts[:, None] + t[None, :] * stride, n, policy)
+  return to_stored(_apply_policy(starts[:, None] + t[None, :] * stride, m, policy), n, ratio)
 
 
 def num_tiles(n, num_frames, stride, ratio=None):

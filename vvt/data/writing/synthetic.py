@@ -194,6 +194,29 @@ def _write_split(out_dir, split, num_clips, num_shards, class_ids, num_frames,
   return files, shard_info, np.bincount(every, minlength=num_classes)
 
 
+def _class_names(classes, num_classes) -> tuple:
+  """The classes of the dataset, in label order: `classes` (distinct names of CLASS_NAMES) or the first
+  `num_classes` of CLASS_NAMES."""
+  if classes is not None:
+    unknown = [c for c in classes if c not in CLASS_NAMES]
+    if unknown or len(set(classes)) != len(classes):
+      raise ValueError(f'classes must be distinct names from {CLASS_NAMES}, '
+                       f'got {tuple(classes)}')
+    num_classes = len(classes)
+  if not 2 <= num_classes <= MAX_CLASSES:
+    raise ValueError(f'num_classes must be in [2, {MAX_CLASSES}], got {num_classes}')
+  return tuple(classes) if classes is not None else CLASS_NAMES[:num_classes]
+
+
+def _check_sizes(num_frames, frame_size, train_clips, test_clips) -> None:
+  if num_frames < 4:
+    raise ValueError(f'num_frames must be >= 4, got {num_frames}')
+  if frame_size < 16:
+    raise ValueError(f'frame_size must be >= 16, got {frame_size}')
+  if train_clips < 1 or test_clips < 1:
+    raise ValueError('train_clips and test_clips must be >= 1')
+
+
 def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
                     num_frames=16, frame_size=64, seed=0, train_shards=8,
                     test_shards=2, classes=None, multi_label=False):
@@ -213,22 +236,10 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
   'train_clips', 'test_clips', 'num_frames', 'frame_size', 'class_names',
   'manifest'}.
   """
-  if classes is not None:
-    unknown = [c for c in classes if c not in CLASS_NAMES]
-    if unknown or len(set(classes)) != len(classes):
-      raise ValueError(f'classes must be distinct names from {CLASS_NAMES}, '
-                       f'got {tuple(classes)}')
-    num_classes = len(classes)
-  if not 2 <= num_classes <= MAX_CLASSES:
-    raise ValueError(f'num_classes must be in [2, {MAX_CLASSES}], got {num_classes}')
-  if num_frames < 4:
-    raise ValueError(f'num_frames must be >= 4, got {num_frames}')
-  if frame_size < 16:
-    raise ValueError(f'frame_size must be >= 16, got {frame_size}')
-  if train_clips < 1 or test_clips < 1:
-    raise ValueError('train_clips and test_clips must be >= 1')
+  names = _class_names(classes, num_classes)
+  num_classes = len(names)
+  _check_sizes(num_frames, frame_size, train_clips, test_clips)
   os.makedirs(out_dir, exist_ok=True)
-  names = tuple(classes) if classes is not None else CLASS_NAMES[:num_classes]
   class_ids = [CLASS_NAMES.index(n) for n in names]
   shards = {}
   counts = {}
