@@ -57,7 +57,7 @@ def test_features_of_a_converted_checkpoint(tmp_path, capsys):
   """Embeddings through the linear classifier give the per-video logits `vvt eval` writes (the views averaged
   either way); --tokens gives a view's (n_t, N, D) tokens; a view a video does not have is one line, exit 1."""
   data = tmp_path / 'data'
-  synthetic.write_synthetic(str(data), num_classes=4, train_clips=4, test_clips=5, num_frames=8, frame_size=32,
+  synthetic.write_synthetic(str(data), num_classes=4, train_clips=4, test_clips=5, num_frames=16, frame_size=32,
                             seed=1, train_shards=1, test_shards=1)
   out = tmp_path / 'run'
   config = f'{REPO / "tests" / "train" / "tiny_config.py"}:{data},divided'
