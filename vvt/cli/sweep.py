@@ -113,7 +113,7 @@ def check_schedules(configs: dict) -> None:
   then), before any trial starts: one ConfigError with a line per trial that would fail. A trial whose training
   set cannot be read is left to fail (and be recorded) when it runs. The training set is counted (TensorFlow
   imported, every file's records scanned) only where a step count depends on the size of an epoch."""
-  from vvt.data.spec import DataSpec
+  from vvt.data import DataSpec
   from vvt.train import optimizers
   from vvt.train import program
   problems = []
@@ -121,9 +121,9 @@ def check_schedules(configs: dict) -> None:
     schedule = run_spec.ScheduleSpec.of(config.schedule)
     videos = 1  # not read: no step count below depends on the size of an epoch
     if program.counts_epochs(int(config.num_train_steps), schedule):
-      from vvt.data import pipeline
+      from vvt.data import num_videos
       try:
-        videos = pipeline.num_videos(DataSpec.of(config.dataset), 'train')
+        videos = num_videos(DataSpec.of(config.dataset), 'train')
       except Exception:  # unreadable data: the trial fails and is recorded, as before
         continue
     epoch = program.steps_per_epoch(videos, int(config.batch_size))
