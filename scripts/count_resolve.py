@@ -16,7 +16,7 @@ REPO = pathlib.Path.cwd()
 
 def main():
   from vvt.cli import train as train_cli
-  from vvt.data.writing import synthetic
+  from vvt.data import write_synthetic
   import vvt.models
   from vvt.models import config as model_config
   from vvt.models import summary
@@ -31,7 +31,7 @@ def main():
     module.resolve = counted
   with tempfile.TemporaryDirectory() as tmp:
     data = f'{tmp}/data'
-    synthetic.write_synthetic(data, num_classes=4, train_clips=24, test_clips=8, num_frames=16, frame_size=64,
+    write_synthetic(data, num_classes=4, train_clips=24, test_clips=8, num_frames=16, frame_size=64,
                               seed=1, train_shards=2, test_shards=1)
     config = ['--config', f'{REPO}/tests/train/tiny_config.py:{data}', '--config.num_train_steps=4',
               '--config.eval.batch_size=8']

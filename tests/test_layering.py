@@ -86,3 +86,43 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
   module.write_text('def f():\n  from vvt.train import checkpoints\n  import vvt.cli.summary\n'
                     '  from vvt import fileio\n')
   assert imports_of(module) == {'train', 'cli', 'fileio'}
+
+
+def data_reaches_of(path: pathlib.Path) -> set[str]:
+  """What a module imports from vvt.data other than its entry's names: `vvt.data.<submodule>` (an import of a
+  submodule, or a name imported from one) or a name of `vvt.data` that is not one of its entries."""
+  import vvt.data
+  out = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      out |= {a.name for a in node.names if a.name.startswith('vvt.data.')}
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+      if node.module.startswith('vvt.data.'):
+        out.add(node.module)
+      elif node.module == 'vvt.data':
+        out |= {f'vvt.data.{a.name}' for a in node.names if a.name not in vvt.data.__all__}
+  return out
+
+
+def test_outside_vvt_data_only_its_entry_is_imported():
+  """vvt.data has one narrow entry (`vvt/data/__init__.py`): the rest of vvt imports its names, never a
+  submodule of it."""
+  outside = [p for p in (REPO / 'vvt').rglob('*.py') if (REPO / 'vvt' / 'data') not in p.parents]
+  reaches = {str(p.relative_to(REPO)): sorted(data_reaches_of(p)) for p in sorted(outside) if data_reaches_of(p)}
+  assert reaches == {}
+
+
+def test_the_entry_check_sees_submodules_and_unknown_names(tmp_path):
+  module = tmp_path / 'm.py'
+  module.write_text('def f():\n  from vvt.data import pipeline\n  from vvt.data.reading import errors\n'
+                    '  import vvt.data.spec\n  from vvt.data import make_train_iterator\n')
+  assert data_reaches_of(module) == {'vvt.data.pipeline', 'vvt.data.reading', 'vvt.data.spec'}
+
+
+def test_the_entry_names_resolve_without_tensorflow_until_the_pipeline_is_asked_for():
+  """Every name of the entry resolves; the config layer's names load no TensorFlow, the pipeline's do."""
+  code = ('import sys\nimport vvt.data as d\nfrom vvt.data import CHOICES, missing_files, list_problems, DataSpec\n'
+          'light = "tensorflow" not in sys.modules\nmissing = [n for n in d.__all__ if getattr(d, n, None) is None]\n'
+          'print(light, missing, "tensorflow" in sys.modules)')
+  proc = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0 and proc.stdout.split() == ['True', '[]', 'True'], proc.stdout + proc.stderr

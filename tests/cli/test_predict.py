@@ -133,6 +133,7 @@ def test_views_are_the_evaluation_pipelines(tmp_path):
 
   from vvt.config import dataset as data_config
   from vvt.data import pipeline
+  from vvt.data.spec import DataSpec
   from vvt.data.writing import dmvr_records
   frames = clip(2, n=21, size=48)[:, :, :40]  # landscape 48x40 -> portrait: crops along the height
   (tmp_path / 'f').mkdir()
@@ -143,6 +144,7 @@ def test_views_are_the_evaluation_pipelines(tmp_path):
   cfg = data_config.get_config()
   cfg.update(eval_files=str(tmp_path / 'v.tfrecord'), num_classes=4, num_frames=4, stride=2,
              image_size=16, eval_resize=20, num_test_clips=2, num_spatial_crops=3)
+  cfg = DataSpec.of(cfg)
   batch = next(pipeline.make_eval_iterator(cfg, global_batch_size=6, process_index=0, process_count=1))
   mine = views.load_views(str(tmp_path / 'f'), 'frames', cfg)
   assert mine.shape == (6, 4, 16, 16, 3)

@@ -11,6 +11,8 @@ from vvt.cli import main as vvt_main
 from vvt.convert import video
 from vvt.convert import weight_files
 from vvt.data.writing import synthetic
+import vvt.models
+from vvt.models import spec as model_spec
 from vvt.train import checkpoints
 from vvt.train import clip_resize
 
@@ -55,7 +57,8 @@ def test_convert_at_another_clip_then_eval_at_a_third(tmp_path, capsys):
   direct = video.convert('hf_timesformer', str(folder))
   at4 = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=jax.sharding.SingleDeviceSharding(
       jax.devices()[0])), jax.tree.map(np.asarray, direct.params))
-  loaded, weights = clip_resize.load_eval_params(str(out), 0, at4, direct.model_config(), log=lambda s: None)
+  loaded, weights = clip_resize.load_eval_params(str(out), 0, at4, model_spec.spec_of(vvt.models.resolve(
+      direct.model_config())), log=lambda s: None)
   assert weights == 'params'
   for name, value in weight_files.flatten(direct.params).items():
     np.testing.assert_array_equal(np.asarray(weight_files.flatten(loaded)[name]), value, err_msg=name)

@@ -1,10 +1,12 @@
 """Helpers of the data tests: tiny records and configs."""
+import copy
 import os
 
 import av
 import numpy as np
 
 from vvt.config import dataset as data_config
+from vvt.data.spec import DataSpec
 from vvt.data.writing import dmvr_records
 from vvt.data.writing import synthetic
 
@@ -41,14 +43,21 @@ def write_labelled_files(directory, videos_per_file=(3, 4, 2), num_frames=6,
   return files
 
 
-def small_config(train_files='', eval_files='', num_classes=5, **overrides):
+def small_config(train_files='', eval_files='', num_classes=5, class_names=None, **overrides):
+  """The DataSpec of a tiny dataset section (4 frames of 16px) with `overrides`, as the pipeline takes it."""
   cfg = data_config.get_config()
   cfg.update(dict(train_files=train_files, eval_files=eval_files,
                   num_classes=num_classes, num_frames=4, stride=1, image_size=16,
                   train_min_resize=16, train_max_resize=20, eval_resize=16,
                   shuffle_buffer=8, horizontal_flip=False, prefetch=1))
-  cfg.update(overrides)
-  return cfg
+  return data_spec(cfg, class_names=class_names, **overrides)
+
+
+def data_spec(section, class_names=None, **overrides):
+  """The DataSpec of the dataset section `section` (a ConfigDict) with `overrides` set."""
+  section = copy.deepcopy(section)
+  section.update(overrides)
+  return DataSpec.of(section, class_names=class_names)
 
 
 def make_video(path, colour, num_frames=10, fps=10, size=(40, 56)):

@@ -1,4 +1,5 @@
 """Bad input: a named error under on_error='raise', a counted skip under 'skip'."""
+import dataclasses
 import os
 
 from data_helpers import small_config
@@ -164,3 +165,20 @@ def test_file_removed_after_the_iterator_was_built(tmp_path):
   os.remove(path)
   with pytest.raises(DataError, match='bad.tfrecord'):
     list(it)
+
+
+def test_each_iterator_counts_its_own_skips(tmp_path):
+  """`skip_counts()` is the iterator's own: an evaluation's skips are not a training iterator's, and a fresh
+  iterator starts at zero whatever the process skipped before."""
+  path = _file_with_bad_record(tmp_path, BAD_RECORDS['bad_label'][0]())
+  cfg = small_config(path, path, num_classes=GOOD, on_error='skip')
+  ev = pipeline.make_eval_iterator(cfg, 'test', 4, process_index=0, process_count=1)
+  list(ev)
+  assert ev.skip_counts()['bad_label'] == 1 and sum(ev.skip_counts().values()) == 1
+  train = pipeline.make_train_iterator(cfg, GOOD, process_index=0, process_count=1)
+  assert sum(train.skip_counts().values()) == 0  # nothing read yet, though the process has skipped one
+  next(train)
+  assert train.skip_counts()['bad_label'] >= 1 and ev.skip_counts()['bad_label'] == 1
+  raising = pipeline.make_eval_iterator(dataclasses.replace(cfg, on_error='raise'), 'test', 4,
+                                        process_index=0, process_count=1)
+  assert raising.skip_counts() == {name: 0 for name in ev.skip_counts()}

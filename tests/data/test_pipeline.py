@@ -1,4 +1,5 @@
 """Train and eval pipelines: shapes, labels, determinism, resume, multi-host views."""
+import dataclasses
 import itertools
 
 from data_helpers import real_rows
@@ -63,7 +64,7 @@ def test_train_depends_on_the_seeds(synthetic_dir):
                      horizontal_flip=True)
   a, b = _batches(cfg, 1, 2), _batches(cfg, 2, 2)
   assert not all(np.array_equal(x['inputs'], z['inputs']) for x, z in zip(a, b, strict=True))
-  cfg.seed = 7  # the config's data seed counts too
+  cfg = dataclasses.replace(cfg, seed=7)  # the config's data seed counts too
   c = _batches(cfg, 1, 2)
   assert not all(np.array_equal(x['inputs'], z['inputs']) for x, z in zip(a, c, strict=True))
 
@@ -188,6 +189,18 @@ def test_data_dir_and_sharded_name(labelled_dir):
   directory, _ = labelled_dir
   cfg = small_config(eval_files='data.tfrecord@3', data_dir=directory)
   assert pipeline.num_videos(cfg, 'test') == 9
+
+
+def test_the_pipeline_takes_a_data_spec_only(labelled_dir):
+  """A dataset section (a ConfigDict) is the config layer's to check and resolve: the pipeline refuses it."""
+  from vvt.config import dataset as data_config
+  section = data_config.get_config()
+  section.update(train_files=labelled_dir[1][0], num_classes=5)
+  for entrance in (lambda s: pipeline.num_videos(s, 'train'),
+                   lambda s: pipeline.make_train_iterator(s, 2, process_index=0, process_count=1),
+                   lambda s: pipeline.make_eval_iterator(s, 'test', 2, process_index=0, process_count=1)):
+    with pytest.raises(TypeError, match=r'^the data pipeline takes a DataSpec .*, not ConfigDict$'):
+      entrance(section)
 
 
 def test_config_errors_name_the_field(labelled_dir):

@@ -48,9 +48,3 @@ def test_resume_at_step_k_yields_batch_k(synthetic_dir, batch, repeats):
     for j, b in enumerate(_stream(cfg, batch, 2, start_step=k)):
       np.testing.assert_array_equal(b['inputs'], stream[k + j]['inputs'])
       np.testing.assert_array_equal(b['label'], stream[k + j]['label'])
-
-
-def test_a_bad_value_is_named(synthetic_dir):
-  with pytest.raises(ValueError, match='dataset.repeated_augmentation must be >= 1, got 0'):
-    pipeline.make_train_iterator(small_config(synthetic_dir['train_files'], num_classes=4, repeated_augmentation=0),
-                                 4, process_index=0, process_count=1)

@@ -12,7 +12,7 @@ def test_cross_entropy_matches_optax_and_smoothing_formula():
   rng = np.random.default_rng(0)
   logits = jnp.asarray(rng.normal(size=(6, 5)), jnp.float32)
   labels = jnp.asarray([0, 1, 2, 3, 4, 0])
-  ce = losses.softmax_cross_entropy(logits, losses.one_hot_targets(labels, 5))
+  ce = losses.softmax_cross_entropy(logits, losses.one_hot_targets(labels, 5, 0.0))
   np.testing.assert_allclose(ce, optax.softmax_cross_entropy_with_integer_labels(logits, labels),
                              rtol=1e-6)
   t = losses.one_hot_targets(labels, 5, label_smoothing=0.3)
@@ -30,7 +30,7 @@ def test_multi_head_loss_is_the_sum_of_heads():
   yv, yn = jnp.asarray([1, 2, 3, 96]), jnp.asarray([0, 299, 5, 7])
   total = losses.multi_head_loss(
       {'verb': lv, 'noun': ln},
-      {'verb': losses.one_hot_targets(yv, 97), 'noun': losses.one_hot_targets(yn, 300)})
+      {'verb': losses.one_hot_targets(yv, 97, 0.0), 'noun': losses.one_hot_targets(yn, 300, 0.0)})
   expected = (optax.softmax_cross_entropy_with_integer_labels(lv, yv) +
               optax.softmax_cross_entropy_with_integer_labels(ln, yn))
   np.testing.assert_allclose(total, expected, rtol=1e-6)
@@ -39,7 +39,7 @@ def test_multi_head_loss_is_the_sum_of_heads():
 def _batch(b=4, t=3, s=8):
   rng = np.random.default_rng(2)
   x = jnp.asarray(rng.normal(size=(b, t, s, s, 3)), jnp.float32)
-  y = {'': losses.one_hot_targets(jnp.arange(b) % 3, 3)}
+  y = {'': losses.one_hot_targets(jnp.arange(b) % 3, 3, 0.0)}
   return x, y
 
 

@@ -34,26 +34,26 @@ def _attention(argv):
   import jax
   import numpy as np
 
-  from vvt.data.reading import video_files
-  from vvt.data.transforms import normalization
-  from vvt.data.transforms import views
+  from vvt.data import find_inputs
+  from vvt.data import load_views
+  from vvt.data import normalize
   from vvt.inspection import attention_maps as am
   from vvt.inspection import attention_plots as plots
   from vvt.train import checkpoints
   from vvt.train import mesh as mesh_lib
   from vvt.train import program as program_lib
-  items = video_files.find_inputs([args.input])
+  items = find_inputs([args.input])
   if len(items) != 1:
     raise common.UsageError(f'{args.input}: give one video file or one folder of frames (found {len(items)} videos)')
   _, kind, path = items[0]
-  all_views = views.load_views(path, kind, run.data)  # uint8 (clips * crops, T, S, S, 3)
+  all_views = load_views(path, kind, run.data)  # uint8 (clips * crops, T, S, S, 3)
   crops = int(run.data.num_spatial_crops)
   clips = all_views.shape[0] // crops
   clip = all_views[(clips // 2) * crops + crops // 2]  # the centre view
   program = program_lib.build_program(run, mesh_lib.make_mesh(devices=jax.local_devices()[:1]))  # one device
   params, step, _ = checkpoints.load_eval_params(checkpoints.abspath(workdir), step, program.abstract_params(),
                                                  raw=run.eval.raw_params)  # EMA params where kept
-  video = normalization.normalize(clip[None], program.eval_settings.normalization)
+  video = normalize(clip[None], program.eval_settings.normalization)
   maps = am.attention_maps(params, video, run.model)
   os.makedirs(args.out, exist_ok=True)
   out = lambda name: os.path.join(args.out, name)

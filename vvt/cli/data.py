@@ -12,8 +12,8 @@ from vvt.cli import common
 
 
 def _synthetic(args):
-  from vvt.data.writing import synthetic
-  info = synthetic.write_synthetic(
+  from vvt.data import write_synthetic
+  info = write_synthetic(
       args.output, num_classes=args.classes,
       classes=args.class_names.split(',') if args.class_names else None,
       train_clips=args.train_clips,
@@ -26,25 +26,27 @@ def _synthetic(args):
 
 def _worker(args):
   """(I, N) from --worker, else from a SLURM array task, else None (one machine)."""
-  from vvt.data.writing import shard_workers
+  from vvt.data import parse_worker
+  from vvt.data import workers_from_slurm
   if args.worker:
-    return shard_workers.parse_worker(args.worker)
-  worker = shard_workers.from_slurm()
+    return parse_worker(args.worker)
+  worker = workers_from_slurm()
   if worker and worker[1] > 1:
     print(f'[convert] worker {worker[0]}/{worker[1]} (SLURM array task)', file=sys.stderr)
   return worker
 
 
 def _convert(args):
-  from vvt.data.writing import video_shards
+  from vvt.data import convert_videos
   if args.assemble:
-    from vvt.data.writing import shard_workers
-    manifest = shard_workers.assemble(args.output, shard_workers.worker_count(args.output))
+    from vvt.data import assemble_workers
+    from vvt.data import worker_count
+    manifest = assemble_workers(args.output, worker_count(args.output))
     print(json.dumps({'output': args.output, 'manifest': manifest['path'], 'files': manifest['pattern'],
                       **manifest['totals']}, indent=1))
     return 0
   worker = _worker(args)
-  manifest = video_shards.convert(
+  manifest = convert_videos(
       args.input, args.output, classes=args.classes, num_shards=args.shards,
       fps=args.fps, short_side=args.short_side, jpeg_quality=args.jpeg_quality,
       workers=args.workers, root=args.root, max_frames=args.max_frames,

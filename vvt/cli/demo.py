@@ -27,7 +27,7 @@ def _demo(argv):
     return 0
   spec = spec or f'configs/synthetic.py:divided,data_dir={args.data_dir}'
   run = config_lib.load_run(spec, overrides)
-  from vvt.data.transforms import views as views_lib
+  from vvt.data import views_per_video
   from vvt.train import checkpoints
   from vvt.train import metrics
   from vvt.train import trainer
@@ -35,7 +35,7 @@ def _demo(argv):
         f'{args.workdir}', flush=True)
   res = trainer.train_and_evaluate(run, args.workdir)
   wd = res['workdir']
-  per_video = views_lib.views_per_video(run.data)  # None: each whole video tiled (num_test_clips='all')
+  per_video = views_per_video(run.data)  # None: each whole video tiled (num_test_clips='all')
   views = f'{per_video} views each' if per_video else f'each tiled, {run.data.num_spatial_crops} crops a clip'
   print('')
   print(f'[demo] {run.model.attention} attention: video-level top-1 = {res["video_top1"]:.3f} on '

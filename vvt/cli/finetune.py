@@ -75,11 +75,11 @@ def _hf_normalization(folder: str, kind: str) -> str | None:
   (`hf_folder.normalization`: preprocessor_config.json or video_preprocessor_config.json), else the family's."""
   from vvt.convert import hf_folder
   from vvt.convert import sources
-  from vvt.data.transforms import normalization
+  from vvt.data import mean_std
   given = hf_folder.normalization(folder)
   if given is not None:
     for name in ('imagenet', 'zero_centre'):
-      mean, std = normalization.mean_std(name)
+      mean, std = mean_std(name)
       if all(abs(a * 255 - b) < 0.3 for a, b in zip(given[0] + given[1], mean + std, strict=True)):
         return name
   return sources.get(kind).normalization

@@ -51,8 +51,8 @@ def _locate(args) -> tuple:
 def _inputs(paths) -> list:
   """[(name, kind, path)] of the inputs (`video_files.find_inputs`), before any model is loaded: inputs that do
   not exist, or folders with nothing to read, are one UsageError naming them all."""
-  from vvt.data.reading import video_files
-  items = video_files.find_inputs(paths)
+  from vvt.data import find_inputs
+  items = find_inputs(paths)
   missing = [name for name, kind, _ in items if kind == 'missing']
   if missing:
     raise common.UsageError(f'no video file or frame folder at {", ".join(missing)} (a folder must hold videos, '
@@ -116,7 +116,7 @@ def _score_videos(predict, items, heads, data, batch_size, keep_logits=False):
   import numpy as np
 
   from vvt import progress
-  from vvt.data.transforms import views
+  from vvt.data import load_views
   sums = {h: np.zeros((len(items), c)) for h, c in heads.items()}
   counts = np.zeros(len(items), np.int64)
   failed, logits = {}, {}
@@ -127,7 +127,7 @@ def _score_videos(predict, items, heads, data, batch_size, keep_logits=False):
     bar.write(f'vvt predict: skipped {text}', file=sys.stderr)
 
   done = 0
-  for x, owners, last in _batches(items, lambda it: views.load_views(it[2], it[1], data),
+  for x, owners, last in _batches(items, lambda it: load_views(it[2], it[1], data),
                                   batch_size, log_error):
     scores, outputs = predict(x)
     for h in heads:
@@ -192,12 +192,13 @@ def _predict(argv):
   items = _inputs(args.inputs)  # every path checked before the model is loaded
   run = common.run_spec(spec, overrides, workdir, purpose='predict')  # needs no dataset files
   from vvt.cli import predict_model
-  from vvt.data.reading import names as names_lib
+  from vvt.data import class_names
+  from vvt.data import label_names
   model = predict_model.load(run, workdir, step, args.probe)
   heads = model.heads
-  names = {h: names_lib.label_names(names_lib.class_names(run.data, h), c) for h, c in heads.items()}
-  from vvt.data.transforms import views as views_lib
-  views = views_lib.views_per_video(run.data)  # None: as many as each video needs ('all')
+  names = {h: label_names(class_names(run.data, h), c) for h, c in heads.items()}
+  from vvt.data import views_per_video
+  views = views_per_video(run.data)  # None: as many as each video needs ('all')
   batch_size = max(views or 1, int(args.batch_size or run.eval.batch_size))
   if args.window is not None or args.stride is not None:
     from vvt.cli import predict_windows

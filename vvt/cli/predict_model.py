@@ -89,11 +89,11 @@ def choose_probe(task, chosen: Optional[str], workdir: str, step: int, split: st
 def _step_fn(program, probe: Optional[str]):
   """`(params, {'inputs': uint8 (B, T, H, W, 3)}) -> ((scores, logits), {})` before jit: the task's per-view
   scores and its raw outputs, {head: (B, C)} each (a probe run: the chosen probe's, as the head '')."""
-  from vvt.data.transforms import normalization
+  from vvt.data import normalize
   task, module, norm = program.task, program.module, program.eval_settings.normalization
 
   def step(params, batch):
-    logits = task.outputs(module, params, normalization.normalize(batch['inputs'], norm), train=False)
+    logits = task.outputs(module, params, normalize(batch['inputs'], norm), train=False)
     scores = task.scores(logits)
     if probe is not None:
       scores, logits = {'': scores[probe]}, {'': logits[probe]}

@@ -20,22 +20,22 @@ from vvt.cli import common
 
 def check_spans(args) -> None:
   """--window / --stride well formed and positive (UsageError, one line), before any video is read."""
-  from vvt.data.transforms import windows
+  from vvt.data import parse_span
   for what in ('window', 'stride'):
     value = getattr(args, what)
     if value is not None:
       try:
-        windows.parse_span(value, 1.0, what)
+        parse_span(value, 1.0, what)
       except ValueError as e:
         raise common.UsageError(str(e)) from None
 
 
 def _spans(args, fps, data) -> tuple:
   """(window, stride) in frames at `fps`."""
-  from vvt.data.transforms import windows
+  from vvt.data import parse_span
   span = (int(data.num_frames) - 1) * int(data.stride) + 1
-  window = windows.parse_span(args.window, fps, 'window') if args.window else span
-  stride = windows.parse_span(args.stride, fps, 'stride') if args.stride else window
+  window = parse_span(args.window, fps, 'window') if args.window else span
+  stride = parse_span(args.stride, fps, 'stride') if args.stride else window
   return window, stride
 
 
@@ -74,18 +74,21 @@ def score_video(item, predict, heads, data, args, batch_size) -> dict:
   """{'fps', 'window', 'stride' (frames), 'rows' [(index, start, end, start_s, end_s)], 'scores' {head: (W, C)
   summed over a window's views}, 'views' (per window), 'peak' (most frames held)}."""
   from vvt import progress
-  from vvt.data.transforms import windows
+  from vvt.data import WindowStream
+  from vvt.data import open_frames
+  from vvt.data import window_starts
+  from vvt.data import window_views
   name, kind, path = item
-  source = windows.open_frames(path, kind, args.fps)
+  source = open_frames(path, kind, args.fps)
   window, stride = _spans(args, source.fps, data)
-  stream = windows.WindowStream(source.frames(), window, stride, source.fps, name)
-  expected = len(windows.window_starts(source.declared, window, stride)) if source.declared else None
+  stream = WindowStream(source.frames(), window, stride, source.fps, name)
+  expected = len(window_starts(source.declared, window, stride)) if source.declared else None
   scores, rows = _Scores(predict, heads, batch_size), []
   with progress.bar(expected, os.path.basename(name), 'window', file=sys.stderr, leave=False,
                     disable=expected is not None and expected < 20) as bar:
     for w in stream:
       rows.append((w.index, w.start, w.end, w.start_s, w.end_s))
-      views = windows.window_views(w.frames, data)
+      views = window_views(w.frames, data)
       scores.add(views)
       bar.update(1)
   return dict(fps=source.fps, window=window, stride=stride, rows=rows, scores=scores.finish(), views=len(views),
@@ -95,7 +98,7 @@ def score_video(item, predict, heads, data, args, batch_size) -> dict:
 def _report(item, got, heads, names, average, top_k, out_dir) -> dict:
   """The video's record (per head: windows' top classes, average, segments) and its CSV and PNG files."""
   from vvt.cli import predict_model
-  from vvt.data.transforms import windows
+  from vvt.data import window_stem
   from vvt.inspection import timeline
   rows = got['rows']
   rec = {'input': item[0], 'kind': item[1], 'fps': got['fps'], 'window_frames': got['window'],
@@ -105,7 +108,7 @@ def _report(item, got, heads, names, average, top_k, out_dir) -> dict:
     probs = predict_model.probabilities(scores, average)
     mean = probs.mean(0)  # the windows' probabilities averaged: each window counts once, whatever it shows
     suffix = f'_{h}' if h else ''
-    base = os.path.join(out_dir, windows.stem(item[0]))
+    base = os.path.join(out_dir, window_stem(item[0]))
     csv_path, png_path = f'{base}.windows{suffix}.csv', f'{base}.timeline{suffix}.png'
     timeline.write_csv(csv_path, rows, probs, names[h], top_k)
     timeline.timeline_png(png_path, rows, probs, names[h], title=f'{item[0]}{" [" + h + "]" if h else ""}')

@@ -114,7 +114,7 @@ def check_schedules(configs: dict) -> None:
   set cannot be read is left to fail (and be recorded) when it runs. The training set is counted (local
   TFRecords from their record headers, without TensorFlow: `vvt.data.train_size`) only where a step count depends
   on the size of an epoch."""
-  from vvt.data.spec import DataSpec
+  from vvt.data import DataSpec
   from vvt.train import optimizers
   from vvt.train import program
   problems = []
@@ -122,9 +122,9 @@ def check_schedules(configs: dict) -> None:
     schedule = run_spec.ScheduleSpec.of(config.schedule)
     videos = 1  # not read: no step count below depends on the size of an epoch
     if program.counts_epochs(int(config.num_train_steps), schedule):
-      from vvt.data import train_size
+      from vvt.data import count_videos
       try:
-        videos = train_size.num_videos(DataSpec.of(config.dataset), 'train')
+        videos = count_videos(DataSpec.of(config.dataset), 'train')
       except Exception:  # unreadable data: the trial fails and is recorded, as before
         continue
     epoch = program.steps_per_epoch(videos, int(config.batch_size))

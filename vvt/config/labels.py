@@ -22,21 +22,25 @@ import os
 
 from vvt.config import schema
 from vvt.config.errors import ConfigError
-from vvt.data.reading import names as names_lib
-from vvt.data.reading import patterns as patterns_lib
-from vvt.data.reading import registry
+from vvt.data import is_remote
+from vvt.data import is_video_list
+from vvt.data import manifest_class_names
+from vvt.data import read_class_list
+from vvt.data import reads_files
+from vvt.data import resolved_patterns
+from vvt.data import video_list_class_names
 
 
 def _local_patterns(cfg) -> list:
   """The dataset's local file patterns, training files first, then evaluation files, with data_dir joined."""
-  return [p for p in patterns_lib.resolved_patterns(cfg) if not patterns_lib.is_remote(p)]
+  return [p for p in resolved_patterns(cfg) if not is_remote(p)]
 
 
 def _candidates(pattern: str) -> list:
   """Files that may name the classes of the records of `pattern`, most specific first."""
   folder, name = os.path.split(pattern)
   out = []
-  if names_lib.is_video_list(name):
+  if is_video_list(name):
     out.append(pattern)  # a video list: its classes.txt, else its labels' set
   elif '.tfrecord' in name:
     out.append(os.path.join(folder, name[:name.index('.tfrecord')] + '.manifest.json'))
@@ -45,16 +49,16 @@ def _candidates(pattern: str) -> list:
 
 
 def _read_names(path: str):
-  if names_lib.is_video_list(path):
-    return names_lib.video_list_class_names(path) if os.path.isfile(path) else None
+  if is_video_list(path):
+    return video_list_class_names(path) if os.path.isfile(path) else None
   if path.endswith('.json'):
-    return names_lib.manifest_class_names(path) if os.path.isfile(path) else None
-  return names_lib.read_class_list(path)
+    return manifest_class_names(path) if os.path.isfile(path) else None
+  return read_class_list(path)
 
 
 def data_class_names(cfg):
   """(tuple of class names, the file that names them) of the dataset section `cfg`, or (None, None)."""
-  if cfg is None or not registry.reads_files(getattr(cfg, 'name', None)):
+  if cfg is None or not reads_files(getattr(cfg, 'name', None)):
     return None, None
   pats = _local_patterns(cfg)
   for pattern in pats:

@@ -28,9 +28,11 @@ from vvt.config import runlocal
 from vvt.config import schema
 from vvt.config import validation
 from vvt.config.errors import ConfigError
-from vvt.data import preflight
-from vvt.data.reading import patterns
-from vvt.data.writing import synthetic
+from vvt.data import batch_memory_problem
+from vvt.data import clip_problems
+from vvt.data import list_problems
+from vvt.data import missing_files
+from vvt.data import write_synthetic
 
 # ----------------------------------------------------------------------------- config files (FILE.py[:ARG])
 
@@ -245,7 +247,7 @@ def _load(spec, overrides, validate, purpose, files, init, adapt, finish=None
 
 
 def _missing_data(config, fields) -> list[str]:
-  return patterns.missing_files(config.dataset, tuple(fields))
+  return missing_files(config.dataset, tuple(fields))
 
 
 def _data_problems(config, fields, valid: bool) -> list[str]:
@@ -253,14 +255,14 @@ def _data_problems(config, fields, valid: bool) -> list[str]:
   whose every video is shorter than a clip, and a batch of decoded clips larger than the host's memory, once the
   config is otherwise valid."""
   data = config.dataset
-  out = preflight.list_problems(data, fields)
+  out = list_problems(data, fields)
   if not valid or out:
     return out
-  out += preflight.clip_problems(data, fields)
+  out += clip_problems(data, fields)
   processes = max(int(config.distributed.num_processes), 1)
   batches = {'train_files': (config.batch_size, 'a training batch (batch_size)'),
              'eval_files': (config.eval.batch_size, 'an evaluation batch (eval.batch_size)')}
-  lines = (preflight.batch_memory_problem(data, max(int(batches[f][0]) // processes, 1), batches[f][1])
+  lines = (batch_memory_problem(data, max(int(batches[f][0]) // processes, 1), batches[f][1])
            for f in fields if f in batches)
   return out + [line for line in lines if line]
 
@@ -271,5 +273,5 @@ def ensure_synthetic(data_dir: str, log=None) -> bool:
     return False
   log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
   log(f'[vvt] writing the synthetic motion dataset to {data_dir} (once, ~20 s)')
-  synthetic.write_synthetic(data_dir, **schema.SYNTHETIC)
+  write_synthetic(data_dir, **schema.SYNTHETIC)
   return True

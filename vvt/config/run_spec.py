@@ -41,7 +41,7 @@ from vvt.config import validation
 from vvt.config.errors import ConfigError
 from vvt.config.errors import problems_of
 from vvt.convert import init_options
-from vvt.data.spec import DataSpec
+from vvt.data import DataSpec
 from vvt.models import frame_size
 from vvt.models import spec as model_spec
 

@@ -48,7 +48,7 @@ from ml_collections import config_dict
 from vvt.config import sharding
 from vvt.config.paths import plain
 from vvt.convert import init_options
-from vvt.data.writing import synthetic
+from vvt.data import SYNTHETIC_CLASS_NAMES as ALL_SYNTHETIC_CLASS_NAMES
 from vvt.tasks import registry as tasks_registry
 
 SHARED_FIELDS = ('num_frames', 'image_size', 'num_classes')
@@ -63,7 +63,7 @@ EVAL_AVERAGES = ('logits', 'softmax')         # eval.average: what is averaged o
 SYNTHETIC = dict(num_classes=4, train_clips=2048, test_clips=256, num_frames=16,
                  frame_size=64, seed=0)
 SYNTHETIC_DIR = 'data/synthetic'
-SYNTHETIC_CLASS_NAMES = synthetic.CLASS_NAMES[:SYNTHETIC['num_classes']]
+SYNTHETIC_CLASS_NAMES = ALL_SYNTHETIC_CLASS_NAMES[:SYNTHETIC['num_classes']]
 
 
 def flexible(value):

@@ -36,7 +36,9 @@ from vvt.config import sharding
 from vvt.config.errors import ConfigError
 from vvt.config.errors import problems_of
 from vvt.convert import init_options
-from vvt.data import choices as dataset_choices
+from vvt.data import CHOICES
+from vvt.data import OPTIONAL_CHOICES
+from vvt.data import WHOLE_VIDEO
 from vvt.models import axes as logical_axes
 from vvt.models import config as model_config
 from vvt.models import frame_size
@@ -77,8 +79,8 @@ CHOICES = {
     'schedule.name': schema.SCHEDULES,
     'eval.average': schema.EVAL_AVERAGES,
     'task.name': tuple(tasks_registry.TASKS),
-    **{f'dataset.{field}': choices for field, choices in dataset_choices.CHOICES.items()},
-    **{f'dataset.{field}': choices for field, choices in dataset_choices.OPTIONAL_CHOICES.items()},
+    **{f'dataset.{field}': choices for field, choices in CHOICES.items()},
+    **{f'dataset.{field}': choices for field, choices in OPTIONAL_CHOICES.items()},
 }
 MULTI_LABEL_TASKS = ('multilabel',)  # the tasks that read multi-hot labels (dataset.multi_label)
 # -1 means "all" / "from the epochs" / "unset" for these.
@@ -453,7 +455,7 @@ def _check_data(p: _Problems, config):
           f'strongest), got {ra.get("magnitude")}', 'dataset.randaugment')
   clips = d.get('num_test_clips')
   if p.runs(('views',), 'dataset.num_test_clips', 'dataset.sampling'):
-    if clips == dataset_choices.WHOLE_VIDEO:
+    if clips == WHOLE_VIDEO:
       if d.sampling != 'stride':
         p.add(f"dataset.num_test_clips='all' tiles each video with clips of dataset.stride: it needs "
               f"dataset.sampling='stride', got {d.sampling!r}", 'dataset.num_test_clips')

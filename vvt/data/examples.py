@@ -124,12 +124,13 @@ def _ratio(mode, parsed):
   return None if mode.rate is None else mode.rate(parsed)
 
 
-def build(source, lo, hi, classes, mode, on_error):
+def build(source, lo, hi, classes, mode, on_error, counters=()):
   """Dataset of the examples of records [lo, hi) of `source`.
 
   `classes`: dict label field -> number of classes (`labels.num_classes`).
   Bad records raise `errors.DataError` when iterated (on_error='raise') or
-  are counted and dropped ('skip'; evaluation keeps their rows with mask 0).
+  are counted and dropped ('skip'; evaluation keeps their rows with mask 0), in the process's counts and in
+  `counters` (`errors.new_counters()`: the pipeline's own).
   """
   heads = source.heads
   make_inputs = mode.clip(source.frames)
@@ -165,8 +166,7 @@ def build(source, lo, hi, classes, mode, on_error):
 
   ds = errors.isolate(mode.records(source, lo, hi), process, fallback,
                       mode.parallelism)
-  return errors.raise_or_count(ds, on_error,
-                               keep_skipped=mode.views is not None)
+  return errors.raise_or_count(ds, on_error, keep_skipped=mode.views is not None, counters=counters)
 
 
 def view_counts(source, lo, hi, mode) -> np.ndarray:

@@ -7,6 +7,7 @@
     for batch in it: ...  # + 'video_index', 'view_index'; mask 0 = padding
                           # (video_index -1) or a skipped bad video (its index)
     it.view_counts        # views of each of the host's videos
+    it.skip_counts()      # what this iterator skipped under on_error='skip', by reason
 
 With `num_test_clips='all'` each video gives as many non-overlapping clips as
 cover it (`transforms.sampling.tile_indices`), so views differ per video: the
@@ -45,7 +46,7 @@ in one never stops the others. After a data error the iterator is closed (its
 tf.data threads stopped) before the error is raised.
 
 Records come from the source `dataset.name` names (`reading.registry`; the
-contract: `reading.source.Source`). This module checks the config and batches;
+contract: `reading.source.Source`). This module batches (its DataSpec checked by the config layer);
 the rest is in `reading.streams` (hosts, order, seeds), `examples` (the
 construction path both pipelines share), `transforms.clips` and
 `reading.errors` (`error_counts()`, `DataError`).
@@ -59,13 +60,14 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from vvt.data import choices
 from vvt.data import examples
 from vvt.data.reading import errors
 from vvt.data.reading import frame_rate
 from vvt.data.reading import labels
 from vvt.data.reading import registry
+from vvt.data.reading import skips
 from vvt.data.reading import streams
+from vvt.data.spec import DataSpec
 from vvt.data.transforms import label_flip
 from vvt.models import frame_size
 
@@ -91,41 +93,12 @@ def _local_batch(global_batch_size, process_count):
   return global_batch_size // process_count
 
 
-def _check_choice(spec, field, allowed):
-  value = getattr(spec, field)
-  if value not in allowed:
-    raise ValueError(f'dataset.{field} must be one of {allowed}, got {value!r}')
-
-
-def _validate(spec):
-  for field, values in choices.CHOICES.items():
-    _check_choice(spec, field, values)
-  for field in ('num_frames', 'stride', 'train_min_resize', 'train_max_resize', 'eval_resize'):
-    if getattr(spec, field) < 1:
-      raise ValueError(f'dataset.{field} must be >= 1, got {getattr(spec, field)!r}')
-  frame_size.parse(spec.image_size, 'dataset.image_size')
-  check_test_clips(spec)
-  if int(spec.repeated_augmentation) < 1:
-    raise ValueError(f'dataset.repeated_augmentation must be >= 1, got '
-                     f'{spec.repeated_augmentation!r}')
-  if spec.train_min_resize > spec.train_max_resize:
-    raise ValueError(f'dataset.train_min_resize ({spec.train_min_resize}) > '
-                     f'train_max_resize ({spec.train_max_resize})')
-
-
-def check_test_clips(spec):
-  """ValueError naming dataset.num_test_clips unless it is a positive int, or 'all' with 'stride' sampling."""
-  clips = spec.num_test_clips
-  if clips == choices.WHOLE_VIDEO:
-    if spec.sampling != 'stride':
-      raise ValueError(f"dataset.num_test_clips='all' tiles a video with clips of dataset.stride: it needs "
-                       f"dataset.sampling='stride', got {spec.sampling!r}")
-  elif isinstance(clips, bool) or not isinstance(clips, int) or clips < 1:
-    raise ValueError(f"dataset.num_test_clips must be a positive integer or 'all', got {clips!r}")
-
-
 def _source(spec, split):
-  _validate(spec)
+  """The source of `split`; `spec` is a run's DataSpec (its fields checked by the config layer,
+  `vvt.config.validation`, before it was resolved)."""
+  if not isinstance(spec, DataSpec):
+    raise TypeError(f'the data pipeline takes a DataSpec (vvt.data.spec.DataSpec.of a validated dataset section), '
+                    f'not {type(spec).__name__}')
   return registry.make_source(spec, split)
 
 
@@ -151,8 +124,10 @@ class DataIterator:
   and live iterators are closed at interpreter exit.
   """
 
-  def __init__(self, ds, description, num_batches=None, view_counts=None):
+  def __init__(self, ds, description, num_batches=None, view_counts=None, counters=(), damaged=()):
     self._ds = ds
+    self._counters = counters  # this pipeline's own skip counts (errors.new_counters)
+    self._damaged = damaged    # the source's records past damage in its files (never indexed)
     self._it = iter(ds.as_numpy_iterator())
     self._description = description
     self.num_batches = num_batches
@@ -186,9 +161,21 @@ class DataIterator:
     self._ds = None
     _LIVE.discard(self)
 
+  def skip_counts(self) -> dict:
+    """What this iterator's pipeline skipped under on_error='skip' so far, by reason: {'no_frames',
+    'bad_label', 'corrupt', 'frame_sizes', 'unreadable_tfrecord', 'truncated_frame', 'unreadable_video',
+    'partial_video', 'several_labels': records dropped (counted when tf.data processes them, up to a few
+    batches ahead of what was consumed), 'truncated_files': files of its source read up to their damage}.
+    All zero under on_error='raise'."""
+    counts = errors.read_counters(self._counters) if self._counters else {n: 0 for n in errors.ERROR_NAMES[1:]}
+    counts['truncated_files'] = len({entry[0] for entry in self._damaged}) if self._counters else 0
+    return counts
+
   @staticmethod
-  def error_counts():
-    return errors.error_counts()
+  def new_skips_line(prefix: str = '[train]'):
+    """One line naming the records newly skipped under on_error='skip' since the last call, by file (None when
+    there are none; `vvt.data.reading.skips.new_skips_line`)."""
+    return skips.new_skips_line(prefix)
 
 
 _LIVE = weakref.WeakSet()
@@ -226,9 +213,15 @@ def make_train_iterator(spec, global_batch_size, seed=0, start_step=0,
         mode, spec, source.heads, spec.class_names or source.class_names)
   mode = dataclasses.replace(mode, rate=frame_rate.ratio_fn(spec, source))
   frame_rate.note_once(spec, source, pi)
-  ds = examples.build(source, lo, hi, classes, mode, spec.on_error)
+  counters = _counters(spec)
+  ds = examples.build(source, lo, hi, classes, mode, spec.on_error, counters)
   ds = ds.batch(local_batch, drop_remainder=True).prefetch(int(spec.prefetch))
-  return DataIterator(_options(ds), source.description)
+  return DataIterator(_options(ds), source.description, counters=counters, damaged=source.damaged)
+
+
+def _counters(spec):
+  """The pipeline's own skip counters under on_error='skip' (none under 'raise')."""
+  return errors.new_counters() if spec.on_error == 'skip' else ()
 
 
 # -------------------------------------------------------------- evaluation --
@@ -293,14 +286,15 @@ def make_eval_iterator(spec, split='test', global_batch_size=1,
     local_batch, num_batches = eval_layout(source.num_records, mode.views, global_batch_size, pc)
   frame_rate.note_once(spec, source, pi)
   padding = tf.data.Dataset.from_tensors(_padding(spec, source.heads, classes)).repeat()
+  counters = _counters(spec)
   if lo < hi:
-    ds = examples.build(source, lo, hi, classes, mode, spec.on_error)
+    ds = examples.build(source, lo, hi, classes, mode, spec.on_error, counters)
     ds = ds.unbatch().concatenate(padding)
   else:
     ds = padding
   ds = ds.take(num_batches * local_batch).batch(local_batch)
   ds = ds.prefetch(int(spec.prefetch))
-  return DataIterator(_options(ds), source.description, num_batches, view_counts)
+  return DataIterator(_options(ds), source.description, num_batches, view_counts, counters, source.damaged)
 
 
 def skipped_videos(batch):

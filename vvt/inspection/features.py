@@ -42,11 +42,11 @@ INDEX = 'features.json'
 def features_step_fn(module, normalization: str, tokens: bool):
   """`step(params, batch) -> (features, passthrough)` before jit: features {'embedding': (B, D) float32 [,
   'tokens': (B, n_t, N, D) float32]}, passthrough the batch without 'inputs'."""
-  from vvt.data.transforms import normalization as norm_lib
+  from vvt.data import normalize
   from vvt.models.heads import ClassifierHead
 
   def step(params, batch):
-    inputs = norm_lib.normalize(batch['inputs'], normalization)
+    inputs = normalize(batch['inputs'], normalization)
     captured = []
 
     def at_head(next_fun, args, kwargs, context):
@@ -182,10 +182,10 @@ def label_names(run) -> tuple:
   video list: the names its labels were encoded with, `names.dataset_class_names`) and 'dataset', else the run's
   `class_names` and 'config' (data that names no classes: its labels are the config's), else (None, None); a
   multi-head run: (None, None). The checkpoint's names are not the data's when it is pointed at other data."""
-  from vvt.data.reading import names as names_lib
+  from vvt.data import dataset_class_names
   if hasattr(run.data.num_classes, 'items'):
     return None, None
-  names = names_lib.dataset_class_names(run.data)
+  names = dataset_class_names(run.data)
   if names:
     return list(names), 'dataset'
   return (list(run.class_names), 'config') if run.class_names else (None, None)
@@ -220,8 +220,8 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
   """Embeddings of every video of `split` (default eval.split) of RunSpec `run` by the checkpoint of `workdir` (a
   run or a converted checkpoint; its EMA params where it has them unless eval.raw_params; written for another clip:
   its tables resized, `vvt.train.clip_resize`) -> shards in `output`; returns the index written to features.json."""
-  from vvt.data import pipeline
-  from vvt.data.reading import names as names_lib
+  from vvt.data import make_eval_iterator
+  from vvt.data import video_ids
   from vvt.train import checkpoints
   from vvt.train import clip_resize
   from vvt.train import evaluate
@@ -251,10 +251,10 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
   fn = steps.jit_eval_step(features_step_fn(program.module, data.normalization, tokens), mesh,
                            program.param_shardings, program.logical_rules)
   batch_size = run.eval.batch_size
-  it = pipeline.make_eval_iterator(data, split=split, global_batch_size=batch_size,
+  it = make_eval_iterator(data, split=split, global_batch_size=batch_size,
                                    process_index=jax.process_index(), process_count=jax.process_count())
   chief = jax.process_index() == 0
-  writer = ShardWriter(output, fmt, shard_size, views, names_lib.video_ids(data, split) if chief else [],
+  writer = ShardWriter(output, fmt, shard_size, views, video_ids(data, split) if chief else [],
                        tokens_view) if chief else None
   if progress is None:
     progress = bool(log) and chief

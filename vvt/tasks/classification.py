@@ -42,7 +42,7 @@ def correct_of(logits, labels) -> dict:
 class Classification(Task):
   """See the module docstring. `heads` is a tuple of (head, num_classes) pairs (hashable)."""
   head_sizes: tuple          # ((head, num_classes), ...); '' for a single head
-  label_smoothing: float = 0.0
+  label_smoothing: float    # loss.label_smoothing (its default: the schema)
   mixup_alpha: float = 0.0
   cutmix_alpha: float = 0.0
   mix_switch_prob: float = 0.5

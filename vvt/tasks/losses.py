@@ -20,7 +20,7 @@ def as_head_dict(logits):
   return dict(logits) if isinstance(logits, Mapping) else {'': logits}
 
 
-def one_hot_targets(labels, num_classes: int, label_smoothing: float = 0.0):
+def one_hot_targets(labels, num_classes: int, label_smoothing: float):
   """One-hot targets smoothed towards the uniform distribution."""
   onehot = jax.nn.one_hot(labels, num_classes, dtype=jnp.float32)
   if label_smoothing:

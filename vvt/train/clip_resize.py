@@ -16,45 +16,42 @@ from vvt.train import checkpoints
 
 def stored_model(workdir: str, step: int) -> Optional[dict]:
   """The model section of the config step `step` was written with (None without one)."""
-  config = checkpoints.read_meta(workdir, step).get('config')
-  model = config.get('model') if isinstance(config, dict) else None
+  saved = checkpoints.read_meta(workdir, step).get('config')  # the config's JSON, as written beside the step
+  model = saved.get('model') if isinstance(saved, dict) else None
   return model if isinstance(model, dict) else None
 
 
-def clip_change(stored: Optional[dict], model_cfg) -> Optional[tuple]:
-  """((frames, (H, W)) stored, (frames, (H, W)) of `model_cfg`) when the same architecture runs at another clip
-  length or frame size; None when nothing differs (or the stored config does not say)."""
-  if not stored or any(stored.get(f) not in (None, getattr(model_cfg, f)) for f in ('family', 'attention')):
+def clip_change(stored: Optional[dict], model) -> Optional[tuple]:
+  """((frames, (H, W)) stored, (frames, (H, W)) of the ModelSpec `model`) when the same architecture runs at another
+  clip length or frame size; None when nothing differs (or the stored config does not say)."""
+  if not stored or any(stored.get(f) not in (None, getattr(model, f)) for f in ('family', 'attention')):
     return None
   from vvt.models import frame_size
   if stored.get('num_frames') is None or stored.get('image_size') is None:
     return None
   old = (stored['num_frames'], frame_size.parse(stored['image_size']))
-  new = (model_cfg.num_frames, frame_size.parse(model_cfg.image_size))
+  new = (model.num_frames, frame_size.parse(model.image_size))
   return (old, new) if old != new else None
 
 
-def load_eval_params(workdir: str, step: int, abstract_params, model_cfg, raw: bool = False,
+def load_eval_params(workdir: str, step: int, abstract_params, model, raw: bool = False,
                      log: Callable = print):
-  """`checkpoints.load_eval_params` -> (params, weights) for the model `model_cfg` (a run's ModelSpec, or a model
-  config, resolved here), its position tables resized first where the step was written for another clip length
-  or frame size."""
+  """`checkpoints.load_eval_params` -> (params, weights) for `model` (a run's ModelSpec), its position tables
+  resized first where the step was written for another clip length or frame size."""
   from vvt.convert import retarget
   import vvt.models
   from vvt.models import frame_size
   from vvt.models import layout
-  if hasattr(model_cfg, 'to_dict'):  # a model config; a ModelSpec is resolved already
-    model_cfg = vvt.models.resolve(model_cfg)
   stored = stored_model(workdir, step)
-  change = clip_change(stored, model_cfg)
+  change = clip_change(stored, model)
   if change is None:
     params, _, weights = checkpoints.load_eval_params(workdir, step, abstract_params, raw=raw, verify=False)
     return params, weights
   params, _, weights = checkpoints.load_eval_params(workdir, step, None, raw=raw, verify=False)
   source = vvt.models.resolve(vvt.models.get_config(**stored))
   params = jax.tree.map(lambda x: x, layout.to_per_layer(jax.device_get(params)))
-  params, _, notes = retarget.retarget(params, source, model_cfg.num_frames, model_cfg.image_size)
-  params = layout.to_model_layout(params, model_cfg)
+  params, _, notes = retarget.retarget(params, source, model.num_frames, model.image_size)
+  params = layout.to_model_layout(params, model)
   (frames0, size0), (frames1, size1) = change
   how = '; '.join(f'{name} {how}' for name, how in notes) or 'no position table to resize'
   log(f'[eval] checkpoint written for {frames0} frames of {frame_size.label(size0)}px, run at {frames1} frames of '

@@ -79,16 +79,18 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
   protocol for `write_results`. `progress` (default: when `log` is set, on the chief)
   shows a bar with ETA.
   """
-  from vvt.data import pipeline
-  from vvt.data.reading import names as names_lib
+  from vvt.data import class_names
+  from vvt.data import make_eval_iterator
+  from vvt.data import num_videos
+  from vvt.data import video_ids
   task = program.task
   heads = task.heads
   batch_size = eval_spec.batch_size
-  it = pipeline.make_eval_iterator(
+  it = make_eval_iterator(
       data, split=split, global_batch_size=batch_size,
       process_index=jax.process_index(), process_count=jax.process_count())
-  agg = task.aggregator(pipeline.num_videos(data, split))
-  agg.class_names = {h: names_lib.class_names(data, h) for h in getattr(task, 'label_heads', heads)}
+  agg = task.aggregator(num_videos(data, split))
+  agg.class_names = {h: class_names(data, h) for h in getattr(task, 'label_heads', heads)}
   agg.average = eval_spec.average
   t0 = time.time()
   if progress is None:
@@ -100,7 +102,7 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
   finally:
     bar.close()
   if jax.process_index() == 0:
-    agg.video_ids = names_lib.video_ids(data, split)
+    agg.video_ids = video_ids(data, split)
   res = agg.result()
   res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=eval_spec.average,
              num_test_clips=_clips(data.num_test_clips), num_spatial_crops=int(data.num_spatial_crops),
@@ -118,14 +120,15 @@ def _add_skips(res: dict, data, split: str) -> Optional[str]:
   """Under on_error='skip': every skipped video in `res` (`videos_skipped` counts those the index holds and
   those past the damage of a broken TFRecord file; `skipped_files` and `data_skipped` say where and why);
   returns the console line naming them, or None when nothing was skipped. `data`: the run's DataSpec."""
-  from vvt.data.reading import skips
+  from vvt.data import skip_line
+  from vvt.data import skip_report
   if data.on_error != 'skip':
     return None
-  report = skips.skip_report(data, split, res['skipped_video_indices'])
+  report = skip_report(data, split, res['skipped_video_indices'])
   res.update(videos_skipped=report['videos'], data_skipped=report['reasons'], skipped_files=report['files'])
   if not report['videos']:
     return None
-  return skips.skip_line(report, split, res['num_videos'] + report['videos'])
+  return skip_line(report, split, res['num_videos'] + report['videos'])
 
 
 def _aggregate(eval_step, params, batches, mesh, batch_size: int, agg: Aggregator, labels_of: Callable,
@@ -135,14 +138,14 @@ def _aggregate(eval_step, params, batches, mesh, batch_size: int, agg: Aggregato
 
   Each batch's scores are read while the next one runs (dispatch is asynchronous).
   """
-  from vvt.data import pipeline
+  from vvt.data import skipped_videos
 
   def consume(out):
     scores, passthrough = out
     scores = {h: _local(v) for h, v in scores.items()}
     passthrough = {k: _local(v) for k, v in passthrough.items()}
     labels = labels_of(passthrough)
-    agg.skip(pipeline.skipped_videos(passthrough))
+    agg.skip(skipped_videos(passthrough))
     agg.add(scores, passthrough['video_index'], passthrough['mask'], labels)
     on_batch()
 

@@ -285,13 +285,13 @@ NOMINAL_EPOCH_BATCHES = 100  # the schedule's epoch when the training set's size
 def training_set_size(data) -> tuple[Optional[int], str]:
   """(videos, how it is known): the size of `dataset.train_files` (a RunSpec's `data`) that `vvt train` would
   count, or (None, why) when they are not here (the schedule then assumes epochs of `NOMINAL_EPOCH_BATCHES`)."""
-  from vvt.data.reading import patterns
-  missing = patterns.missing_files(data, ('train_files',))
+  from vvt.data import missing_files
+  missing = missing_files(data, ('train_files',))
   if missing:
     return None, missing[0].split(';')[0]
   try:
-    from vvt.data import train_size
-    return int(train_size.num_videos(data, 'train')), 'dataset.train_files'
+    from vvt.data import count_videos
+    return int(count_videos(data, 'train')), 'dataset.train_files'
   except Exception as e:  # (unreadable: the plan does not need it)
     return None, f'dataset.train_files cannot be counted ({type(e).__name__})'
 

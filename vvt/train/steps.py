@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 import optax
 
-from vvt.data.transforms import normalization
+from vvt.data import normalize
 from vvt.models import axes as logical_axes
 from vvt.tasks import registry as task_registry
 from vvt.tasks.base import Task
@@ -127,7 +127,7 @@ def prepare_batch(batch, rng, settings: TrainSettings, batch_sharding):
   """(inputs, targets, labels, mask) of a batch: normalised pixels (B, T, H, W, 3) as the task prepares them
   (classification: mixup / cutmix) with its targets and labels (`Task.prepare`), and the float mask (B,)."""
   mask = batch['mask'].astype(jnp.float32)
-  inputs = normalization.normalize(batch['inputs'], settings.normalization)
+  inputs = normalize(batch['inputs'], settings.normalization)
   inputs, targets, labels = settings.task.prepare(batch, inputs, rng)
   return jax.lax.with_sharding_constraint(inputs, batch_sharding), targets, labels, mask
 
@@ -249,7 +249,7 @@ def eval_step_fn(module, settings):
   task = settings.task
 
   def eval_step(params, batch):
-    inputs = normalization.normalize(batch['inputs'], settings.normalization)
+    inputs = normalize(batch['inputs'], settings.normalization)
     scores = task.scores(task.outputs(module, params, inputs, train=False))
     passthrough = {k: v for k, v in batch.items() if k != 'inputs'}
     return scores, passthrough

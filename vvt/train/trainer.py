@@ -37,7 +37,7 @@ import orbax.checkpoint as ocp
 from vvt.config import resume
 from vvt.config import run_file
 from vvt.config import run_spec
-from vvt.data.reading import patterns as data_patterns
+from vvt.data import missing_files
 from vvt.train import checkpoints
 from vvt.train import clip_resize
 from vvt.train import ema as ema_lib
@@ -98,7 +98,7 @@ def make_mesh(spec: run_spec.RunSpec) -> jax.sharding.Mesh:
 
 def require_files(data, fields=('train_files', 'eval_files')) -> None:
   """A missing dataset path fails before anything compiles, naming the path."""
-  missing = data_patterns.missing_files(data, fields)
+  missing = missing_files(data, fields)
   if missing:
     raise FileNotFoundError(missing[0])
 
@@ -117,10 +117,10 @@ def setup(spec: run_spec.RunSpec, workdir: str, log: Callable = print) -> Run:
 
 def log_short_videos(data, fields, log: Callable) -> None:
   """One line per split whose videos are shorter than a clip: how many, and what dataset.short_video_policy does
-  with them (`vvt.data.reading.video_lengths`; lengths from manifests or container headers, nothing decoded)."""
-  from vvt.data.reading import video_lengths
+  with them (`vvt.data.short_videos_line`; lengths from manifests or container headers, nothing decoded)."""
+  from vvt.data import short_videos_line
   for field in fields:
-    line = video_lengths.short_line(data, field)
+    line = short_videos_line(data, field)
     if line:
       log(line)
 
@@ -146,8 +146,8 @@ def check_resume_config(run: Run, allow_config_change: bool = False) -> list:
 def make_program(run: Run) -> Program:
   """The training program of `run.spec` on the run's mesh, for the training set's size (its traced steps checked
   against the run's length first: `profile_lib.check_window`)."""
-  from vvt.data import pipeline
-  videos = pipeline.num_videos(run.spec.data, 'train')
+  from vvt.data import num_videos
+  videos = num_videos(run.spec.data, 'train')
   profile_lib.check_window(run.spec, videos)
   return build_program(run.spec, run.mesh, num_train_videos=videos)
 
@@ -326,18 +326,17 @@ def count_flops(run: Run, program: Program, state, batch) -> float:
 
 
 def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
-                      progress: metrics_lib.Progress) -> None:
-  """Writes the metrics merged since the last log (+ throughput, epoch, skipped records)."""
-  from vvt.data.reading import errors
-  from vvt.data.reading import skips
+                      progress: metrics_lib.Progress, data) -> None:
+  """Writes the metrics merged since the last log (+ throughput, epoch, and the records the training iterator
+  `data` skipped, which it counts itself)."""
   _check_pending(run, loop)
   scalars = {k: float(v) for k, v in jax.device_get(loop.metrics.compute()).items()}
   scalars.update(progress.rates(loop.step))
   scalars['epoch'] = loop.step / program.training.steps_per_epoch
   skipped_line = None
   if run.spec.data.on_error == 'skip':  # bad records dropped so far, by reason (this process)
-    scalars.update({f'data_skipped_{k}': float(v) for k, v in errors.error_counts().items()})
-    skipped_line = skips.new_skips_line()  # the files and records newly skipped, once each
+    scalars.update({f'data_skipped_{k}': float(v) for k, v in data.skip_counts().items()})
+    skipped_line = data.new_skips_line()  # the files and records newly skipped, once each
   train_writer.write_scalars(loop.step, scalars)
   progress.report(loop.step, scalars)
   if skipped_line:
@@ -429,9 +428,9 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
   With `stop`, a first SIGINT / SIGTERM saves the state at the step reached and raises Interrupted
   (during a periodic evaluation: at once, the state is that of the step before it).
   """
-  from vvt.data import pipeline
+  from vvt.data import make_train_iterator
   spec, total = run.spec, program.training.total_steps
-  it = pipeline.make_train_iterator(
+  it = data = make_train_iterator(
       spec.data, global_batch_size=spec.batch_size, seed=spec.seed,
       start_step=data_position, process_index=jax.process_index(),
       process_count=jax.process_count())
@@ -453,7 +452,7 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
       progress.start(loop.step)
       perf.start(loop.step, count_flops(run, program, state, batch))
     if _due(loop.step, spec.log_every_steps) or loop.step == total:
-      log_train_metrics(run, program, loop, writers[0], progress)
+      log_train_metrics(run, program, loop, writers[0], progress, data)
     if _due(loop.step, spec.checkpoint.every_steps) or loop.step == total:
       save_checkpoint(run, state, loop)
     if stop_requested(run, stop, loop.step):

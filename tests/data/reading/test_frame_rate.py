@@ -1,5 +1,6 @@
 """`dataset.fps`: the convert manifest records each video's stored rate; when it differs from the rate the
 config's stride counts at, the sampler maps the clips onto the stored frames nearest in time, and says so once."""
+import dataclasses
 import json
 import pathlib
 
@@ -51,10 +52,10 @@ def test_a_video_at_another_rate_is_noted_once_with_its_count(mixed_rates, capsy
   for _ in pipeline.make_eval_iterator(cfg, 'test', 2, process_index=0, process_count=1):
     pass
   assert capsys.readouterr().err == ''  # once per process: not again at every evaluation
-  cfg.fps = 15  # the two 25 fps videos differ from a config at 15 fps
+  cfg = dataclasses.replace(cfg, fps=15)  # the two 25 fps videos differ from a config at 15 fps
   pipeline.make_eval_iterator(cfg, 'test', 2, process_index=0, process_count=1)
   assert '2 of 3 videos' in capsys.readouterr().err
-  cfg.fps = None  # unstated: no check
+  cfg = dataclasses.replace(cfg, fps=None)  # unstated: no check
   pipeline.make_eval_iterator(cfg, 'test', 2, process_index=0, process_count=1)
   assert capsys.readouterr().err == ''
 
@@ -68,7 +69,7 @@ def test_matching_rate_or_no_manifest_says_nothing(mixed_rates, capsys, tmp_path
   cfg = small_config(mixed_rates['pattern'], mixed_rates['pattern'], num_classes=2, fps=30)
   pipeline.make_eval_iterator(cfg, 'test', 2, process_index=0, process_count=1)
   manifest_path.unlink()
-  cfg.fps = 24
+  cfg = dataclasses.replace(cfg, fps=24)
   pipeline.make_eval_iterator(cfg, 'test', 2, process_index=0, process_count=1)
   assert capsys.readouterr().err == ''
 
@@ -142,5 +143,5 @@ def test_videos_at_several_rates_are_mapped_each_by_its_own(mixed_rates):
   ratio_of = frame_rate.ratio_fn(cfg, source)
   got = [float(ratio_of({'video_id': tf.constant(k)})) for k in ids + ['unlisted']]
   assert got == [1.0, 0.6, 1.0, 1.0]
-  cfg.fps = None
+  cfg = dataclasses.replace(cfg, fps=None)
   assert frame_rate.ratio_fn(cfg, source) is None

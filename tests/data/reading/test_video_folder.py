@@ -1,5 +1,6 @@
 """The video-folder source: video files listed in a CSV, decoded with PyAV at read time, against the TFRecords
 `vvt data convert` makes of the same videos (same frames, labels and views; pixels within JPEG's error)."""
+import dataclasses
 import os
 import shutil
 
@@ -129,7 +130,7 @@ def test_an_unreadable_video_is_raised_or_skipped_and_named(footage, tmp_path):
   with pytest.raises(errors.DataError, match=f'{csv}: record 2: video file cannot be read: .*clips/v2.mp4: cannot'):
     list(pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1))
   os.remove(tmp_path / 'clips' / 'v4.mp4')
-  cfg.on_error = 'skip'  # a missing video is then a bad record, counted when read
+  cfg = dataclasses.replace(cfg, on_error='skip')  # a missing video is then a bad record, counted when read
   before = errors.error_counts()['unreadable_video']
   batches = list(pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1))
   skipped = np.unique(np.concatenate([pipeline.skipped_videos(b) for b in batches]))
@@ -159,7 +160,7 @@ def test_a_video_that_lies_about_its_length_is_partial_raised_or_counted(footage
   with pytest.raises(errors.DataError, match=f'{csv}: record 2: {said}'):
     it = pipeline.make_train_iterator(cfg, 6, seed=0, process_index=0, process_count=1)
     next(it)
-  cfg.on_error = 'skip'
+  cfg = dataclasses.replace(cfg, on_error='skip')
   before = errors.error_counts()['partial_video']
   batches = list(pipeline.make_eval_iterator(cfg, 'test', 6, process_index=0, process_count=1))
   assert np.unique(np.concatenate([pipeline.skipped_videos(b) for b in batches])).tolist() == [2]
@@ -191,7 +192,7 @@ def test_classes_and_counts_come_from_the_list(footage, tmp_path):
   config = _run_config(listed)
   config_labels.resolve(config, check=True)  # what a run config takes from its data (no TensorFlow)
   assert config.num_classes == 2 and tuple(config.class_names) == ('run', 'walk')
-  listed.num_classes, listed.on_error = 2, 'skip'  # (its videos are not there: bad records when read)
+  listed = dataclasses.replace(listed, num_classes=2, on_error='skip')  # its videos are not there: bad records
   assert [int(r[3]['label']) for r in registry.make_source(listed, 'train').records(0, 3).as_numpy_iterator()] == \
       [1, 0, 1]
   (tmp_path / 'ints.csv').write_text('a.mp4,1\nb.mp4,0\n')
@@ -204,7 +205,7 @@ def test_an_unknown_label_is_named_or_skipped(tmp_path):
   cfg = small_config(str(tmp_path / 'train.csv'), name='video_folder', num_classes=3)
   with pytest.raises(ValueError, match=r"train.csv: row 1: label 'zebra' is not in the class list"):
     registry.make_source(cfg, 'train')
-  cfg.on_error = 'skip'
+  cfg = dataclasses.replace(cfg, on_error='skip')
   assert registry.make_source(cfg, 'train').record(1).raw['label'] == -1  # counted as a bad label when read
 
 

@@ -1,11 +1,12 @@
 """Label-aware flip (`dataset.label_aware_flip`): flipped clips of left/right classes take their mirror's label."""
+import dataclasses
+
 from data_helpers import jpeg
 from data_helpers import small_config
 import numpy as np
 import pytest
 
 from vvt.data import pipeline
-from vvt.data.spec import DataSpec
 from vvt.data.transforms import label_flip
 from vvt.data.writing import dmvr_records
 
@@ -39,7 +40,7 @@ def direction_data(tmp_path):
 
 
 def _batches(cfg, n=4):
-  it = pipeline.make_train_iterator(DataSpec.of(cfg), 12, seed=1, process_index=0, process_count=1)
+  it = pipeline.make_train_iterator(cfg, 12, seed=1, process_index=0, process_count=1)
   return [next(it) for _ in range(n)]
 
 
@@ -60,11 +61,13 @@ def test_flipped_clips_of_left_right_classes_take_the_mirror_label(direction_dat
 def test_label_aware_flip_needs_names_flip_and_one_head(direction_data, tmp_path):
   cfg = small_config(direction_data, num_classes=4, horizontal_flip=True, label_aware_flip=True)
   with pytest.raises(ValueError, match=r'^dataset.label_aware_flip: 6 class names for num_classes=4$'):
-    pipeline.make_train_iterator(DataSpec.of(cfg, class_names=NAMES), 4, process_index=0, process_count=1)
+    pipeline.make_train_iterator(dataclasses.replace(cfg, class_names=tuple(NAMES)), 4, process_index=0,
+                                 process_count=1)
   (tmp_path / 'classes.txt').unlink()
   with pytest.raises(ValueError, match=r'^dataset.label_aware_flip needs the class names of the data'):
-    pipeline.make_train_iterator(DataSpec.of(cfg), 4, process_index=0, process_count=1)
-  cfg.label_keys = {'verb': 'clip/label/index'}
-  cfg.num_classes = {'verb': 4}
+    pipeline.make_train_iterator(cfg, 4, process_index=0, process_count=1)
+  cfg = dataclasses.replace(cfg, label_keys={'verb': 'clip/label/index'})
+  cfg = dataclasses.replace(cfg, num_classes={'verb': 4})
   with pytest.raises(ValueError, match=r"^dataset.label_aware_flip works with one label, not the heads"):
-    pipeline.make_train_iterator(DataSpec.of(cfg, class_names=NAMES[:4]), 4, process_index=0, process_count=1)
+    pipeline.make_train_iterator(dataclasses.replace(cfg, class_names=tuple(NAMES[:4])), 4, process_index=0,
+                                 process_count=1)

@@ -80,6 +80,19 @@ def error_counts():
   return counts
 
 
+def new_counters():
+  """One pipeline's own skip counters (int64 variables, one per reason of `ERROR_NAMES[1:]`), for
+  `raise_or_count(..., counters=...)`; read with `read_counters`."""
+  with tf.init_scope():
+    return tuple(tf.Variable(0, dtype=tf.int64, trainable=False, name=f'vvt_pipeline_skipped_{name}')
+                 for name in ERROR_NAMES[1:])
+
+
+def read_counters(counters) -> dict:
+  """{reason name: records counted} of counters made by `new_counters`."""
+  return {name: int(c.numpy()) for name, c in zip(ERROR_NAMES[1:], counters, strict=True)}
+
+
 def reset_error_counts():
   """Zeroes the counts of `error_counts()` and forgets `skipped_records()`."""
   for name in ERROR_NAMES[1:]:
@@ -146,13 +159,15 @@ def _raise_bad(x, reasons):
 
 
 def _count(x, counters):
-  """Ops counting a bad element under its reason (and noting it)."""
+  """Ops counting a bad element under its reason (and noting it); `counters` holds one or more sets of
+  `len(ERROR_NAMES) - 1` counters, each set in the order of ERROR_NAMES[1:]."""
   note = tf.cond(
       x['code'] != 0,
       lambda: tf.numpy_function(_note_skip, [x['source'], x['record'], x['code'], x['detail']],
                                 tf.int64, stateful=True),
       lambda: tf.constant(0, tf.int64))
-  return [c.assign_add(tf.cast(x['code'] == i + 1, tf.int64))
+  reasons = len(ERROR_NAMES) - 1
+  return [c.assign_add(tf.cast(x['code'] == i % reasons + 1, tf.int64))
           for i, c in enumerate(counters)] + [note]
 
 
@@ -169,24 +184,26 @@ def _mask_bad(x, counters):
   return dict(x, mask=x['mask'] * good)
 
 
-def raise_or_count(ds, on_error, keep_skipped=False):
+def raise_or_count(ds, on_error, keep_skipped=False, counters=()):
   """Raises (naming source and record) or counts bad elements.
 
   Elements are dicts with the ERROR_FIELDS ('code' int32, 'source' string,
   'record' int64, 'detail' string) and 'mask'; they leave without the
   ERROR_FIELDS. Under 'skip' a bad element is dropped, or with `keep_skipped`
   kept with 'mask' 0 (evaluation: the rows of a skipped video still carry its
-  'video_index', so the evaluator knows which videos it leaves out).
+  'video_index', so the evaluator knows which videos it leaves out). A bad element is counted in the
+  process's counts (`error_counts()`) and in `counters` (a pipeline's own, `new_counters()`), if given.
   """
   if on_error == 'raise':
     reasons = tf.constant(_REASONS)
     ds = ds.map(lambda x: _raise_bad(x, reasons))
   else:
-    counters = [_counter(name) for name in ERROR_NAMES[1:]]
+    process = [_counter(name) for name in ERROR_NAMES[1:]]
+    counted = process + list(counters) if counters else process
     if keep_skipped:
-      ds = ds.map(lambda x: _mask_bad(x, counters))
+      ds = ds.map(lambda x: _mask_bad(x, counted))
     else:
-      ds = ds.filter(lambda x: _keep_good(x, counters))
+      ds = ds.filter(lambda x: _keep_good(x, counted))
   return ds.map(lambda x: {k: v for k, v in x.items()
                            if k not in ERROR_FIELDS})
 
