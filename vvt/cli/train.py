@@ -97,7 +97,10 @@ def _start(init, spec, overrides, workdir) -> tuple:
   path that is nothing is left to the config's validation, which names it with every other problem)."""
   from vvt.config import validation
   from vvt.tasks import registry
-  base = common.run_config(spec, overrides, workdir, validate=False, files=(), init=False)
+  try:
+    base = common.run_config(spec, overrides, workdir, validate=False, files=(), init=False)
+  except ConfigError:  # a config that does not load (an unknown field): the run's own loading lists every problem
+    return init, '', overrides
   field = registry.hooks_of(base).backbone_field if 'task' in base else ''
   if not field:
     return init, '', overrides
