@@ -95,9 +95,9 @@ def test_init_of_a_probe_run_sets_its_backbone(sources):
   from vvt.cli import train
   config = f'{REPO}/configs/synthetic.py:divided'
   hf = str(sources / 'vjepa2')
-  source, probe, overrides = train._start(hf, config, [('task.name', 'probe')], str(sources / 'w'))
-  assert (source, probe, overrides[-1]) == (hf, True, ('task.probe.backbone', hf))
-  assert train._start(hf, config, [], str(sources / 'w'))[:2] == (hf, False)  # a fine-tune: --init as before
+  source, field, overrides = train._start(hf, config, [('task.name', 'probe')], str(sources / 'w'))
+  assert (source, field, overrides[-1]) == (hf, 'task.probe.backbone', ('task.probe.backbone', hf))
+  assert train._start(hf, config, [], str(sources / 'w'))[:2] == (hf, '')  # a fine-tune: --init as before
 
 
 def _refused(argv, capsys, workdir):

@@ -10,6 +10,7 @@ from configs import common
 from tests.conftest import REPO
 from vvt.config import validation
 from vvt.convert import init_options
+from vvt.tasks import base
 from vvt.tasks import probe_options
 from vvt.tasks import registry
 
@@ -85,6 +86,8 @@ def test_validating_a_probe_config_imports_no_jax():
           "c.task.probe.lrs = (-1.0,)\n"
           'lines = validation.problems(c) + validation.missing_files(c)\n'
           "assert any(l.startswith('task.probe.lrs[0]') for l in lines), lines\n"
+          'from vvt.tasks import registry\n'
+          'hooks = [registry.hooks_named(n) for n in registry.TASKS]\n'
           "assert 'jax' not in sys.modules and 'flax' not in sys.modules, 'jax imported'\n")
   env = dict(os.environ, PYTHONPATH=str(REPO))
   done = subprocess.run([sys.executable, '-c', code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -97,7 +100,8 @@ def test_a_task_without_options_has_no_problems_and_every_hook_is_jax_free_and_r
   c = _config(lrs=())
   c.task.name = 'classification'
   assert registry.check_options(c) == []
-  assert set(registry.CHECKS) <= set(registry.TASKS)
+  assert set(registry.HOOKS) == set(registry.TASKS)
+  assert all(isinstance(registry.hooks_named(n), base.ConfigHooks) for n in registry.TASKS)
 
 
 def test_of_tied_probes_the_smaller_lr_then_the_smaller_weight_decay_wins():

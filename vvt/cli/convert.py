@@ -192,6 +192,7 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
   from vvt.convert import hf_export
   from vvt.convert.torch_layout import NotExpressible
   import vvt.models
+  from vvt.tasks import registry
   from vvt.train import checkpoints
   step = checkpoints.resolve_step(workdir, step)
   config = _run_config(workdir, step)
@@ -201,7 +202,8 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
   model_cfg = vvt.models.get_config(**config['model'])
   try:
     target, model = hf_export.check(model_cfg)
-    best = _best_probe(workdir, step, config, model, target.hf_class) if _task(config) == 'probe' else None
+    grid = registry.hooks_of(config).best_of_grid  # a probe run: its best probe is the classifier
+    best = _best_probe(workdir, step, config, model, target.hf_class) if grid else None
     hf_export.check_output(output)
     params, step, weights = checkpoints.load_eval_params(workdir, step, raw=raw_params)
     if best is not None:
@@ -213,15 +215,11 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
   return hf_class, n, weights
 
 
-def _task(config: dict) -> str:
-  """The task of a run config (a dict): 'classification' where it has no task section."""
-  return str((config.get('task') or {}).get('name') or 'classification')
-
-
 def _multi_label(config: dict) -> bool:
-  """Whether a run's classes are independent (sigmoid per class): a multi-label task, or probes judged by one."""
-  probe = (config.get('task') or {}).get('probe') or {}
-  return _task(config) == 'multilabel' or (_task(config) == 'probe' and probe.get('base') == 'multilabel')
+  """Whether a run's classes are independent (sigmoid per class): its task's `multi_hot_labels` hook (a multi-label
+  task, or probes judged by one)."""
+  from vvt.tasks import registry
+  return registry.hooks_of(config).multi_hot_labels(config)
 
 
 def _best_probe(workdir: str, step: int, config: dict, model, hf_class: str) -> str:

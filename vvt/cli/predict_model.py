@@ -47,8 +47,7 @@ def probabilities(scores: np.ndarray, average: str) -> np.ndarray:
 
 def average_of(task, eval_average: str) -> str:
   """How the task's per-view scores become a video's probabilities (see `probabilities`)."""
-  base = getattr(task, 'base', task)  # a probe is read as its base task
-  return SIGMOID if base.name == 'multilabel' else str(eval_average)
+  return task.probability_average(eval_average)  # a multi-label task's: SIGMOID; a probe's: its base task's
 
 
 def best_probe(workdir: str, step: int, split: str) -> Optional[str]:
@@ -66,9 +65,9 @@ def best_probe(workdir: str, step: int, split: str) -> Optional[str]:
 def choose_probe(task, chosen: Optional[str], workdir: str, step: int, split: str) -> Optional[str]:
   """The probe a prediction reads: None for a task without probes; `chosen` (--probe), else the best of the saved
   evaluation. UsageError (one line) for --probe on another task, an unknown probe, or no evaluation to pick by."""
-  names = tuple(getattr(task, 'names', ()))
+  names = tuple(task.names)
   span = f'{names[0]} ... {names[-1]}' if names else ''
-  if task.name != 'probe':
+  if not names:
     if chosen:
       raise common.UsageError(f'--probe {chosen}: only a probe run (task.name=\'probe\') has probes; this run\'s '
                               f'task is {task.name!r}')
@@ -119,7 +118,7 @@ def load(run, workdir: str, step: Optional[int], probe: Optional[str] = None) ->
   # restored in the config's encoder layout, whichever the step was written in; the EMA params where it has them
   params, step, _ = checkpoints.load_eval_params(path, step, program.abstract_params(), raw=run.eval.raw_params)
   fn = steps.jit_eval_step(_step_fn(program, probe), program.mesh, program.param_shardings, program.logical_rules)
-  heads = {'': task.num_classes} if probe is not None else dict(task.heads)
+  heads = {'': task.heads[probe]} if probe is not None else dict(task.heads)
 
   def predict(x):
     (scores, logits), _ = fn(params, {'inputs': x})

@@ -18,20 +18,10 @@ def _summary(argv):
   from vvt.models import summary
   model = config.model if 'model' in config else config
   print(summary.format_summary(spec, summary.summarise(model)))
-  probe = _probe_line(config)
-  if probe:
-    print(probe)
-
-
-def _probe_line(config) -> str:
-  """What a probe run's summary leaves out: the figures above are its frozen backbone's; '' for other tasks."""
-  task = config.get('task') if hasattr(config, 'get') else None
-  if task is None or task.get('name') != 'probe':
-    return ''
-  p = task.probe
-  n = len(p.lrs) * len(p.weight_decays)
-  return (f'task probe: the figures above are the frozen backbone\'s; {n} {p.head} probe(s) ({p.base}) train on its '
-          'features and are not counted')
+  from vvt.tasks import registry
+  note = registry.hooks_of(config).summary_note(config)  # a probe run: the figures are its frozen backbone's
+  if note:
+    print(note)
 
 
 def main(argv) -> int:

@@ -37,9 +37,9 @@ def _train(argv):
                  help='start from these weights on the data\'s classes: a vvt run or converted folder, a file of '
                       '`vvt export`, or a Hugging Face model folder')
   args, spec, overrides = common.parse(p, argv)
-  source, probe, overrides = _start(args.init, spec, overrides, args.workdir)
+  source, field, overrides = _start(args.init, spec, overrides, args.workdir)
   if source:
-    run = _init_run(source, spec, overrides, args.workdir, probe=probe, what='--init' if args.init else None)
+    run = _init_run(source, spec, overrides, args.workdir, field=field, what='--init' if args.init else None)
   else:
     run = common.run_spec(spec, overrides, args.workdir)
   from vvt.train import storage
@@ -49,32 +49,22 @@ def _train(argv):
   # a signal recorded since `vvt train` started (vvt.cli.main) is acted on by the trainer's first start-up check
   from vvt.train import trainer
   res = trainer.train_and_evaluate(run, args.workdir, allow_config_change=args.allow_config_change)
-  key = _headline(res)
-  print(f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}; '
-        f'workdir {res["workdir"]}')
-  if 'best_probe' in res:
-    print(probe_line(res, args.workdir, run.eval.split))
+  for line in done_lines(run, res, args.workdir, run.eval.split, f'; workdir {res["workdir"]}'):
+    print(line)
 
 
-def probe_line(res: dict, workdir: str, split: str) -> str:
-  """The winner of a probe run's results `res`: its lr, weight decay and main metric, the ties broken (the smaller
-  lr, then the smaller weight decay: `vvt.tasks.probe.best_of`) and the path of the table of every probe."""
+def done_lines(run, res: dict, workdir: str, split: str, where: str = '') -> list[str]:
+  """What the end of a run or an evaluation (its results `res` on `split`) says: the task's main metric
+  (`main_metric`), `where` after it, then the task's own lines (`result_lines`: a probe run's winner and the path
+  of the table of every probe)."""
+  from vvt.tasks import registry
   from vvt.train import ema
   from vvt.train import evaluate
-  split = ema.results_split(split, res.get('weights', 'params'))
-  best = next(r for r in res['probes'] if r['probe'] == res['best_probe'])
-  key = next(k for k in best if k not in ('probe', 'lr', 'weight_decay'))
-  tied = res.get('tied_probes') or []
-  tie = (f' (tied with {", ".join(tied)} on {key}: the smaller lr, then the smaller weight decay, wins)'
-         if tied else '')
-  table = evaluate.files_prefix(workdir, res['step'], split, res) + '_probes.csv'
-  return (f'[probe] best {best["probe"]}: lr {best["lr"]:g}, weight decay {best["weight_decay"]:g}, '
-          f'{key} = {best[key]:.4f}{tie}; every probe: {table}')
-
-
-def _headline(res: dict) -> str:
-  """The result the done line shows: top-1 (of actions for two heads), or mAP for a multi-label task."""
-  return next((k for k in ('video_top1', 'video_top1_action', 'video_map') if k in res), 'video_top1')
+  task = registry.task_of(run)
+  key = task.main_metric
+  prefix = evaluate.files_prefix(workdir, res['step'], ema.results_split(split, res.get('weights', 'params')), res)
+  return [f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}{where}',
+          *task.result_lines(res, prefix)]
 
 
 def start_lines(run) -> list[str]:
@@ -100,37 +90,39 @@ def start_lines(run) -> list[str]:
 
 
 def _start(init, spec, overrides, workdir) -> tuple:
-  """(the SOURCE the run starts from or None, whether it is a probe run's backbone, the overrides): --init SOURCE;
-  for a probe run its `task.probe.backbone` (which --init sets), where the weights are to be converted as --init
-  converts them (a params folder without config.json is read by the trainer as it is; a path that is nothing is
-  left to the config's validation, which names it with every other problem, as it names a config that does not
-  load)."""
+  """(the SOURCE the run starts from or None, the config field of the frozen backbone it is ('': SOURCE
+  initialises the whole model), the overrides): --init SOURCE; for a task with a frozen backbone (its
+  `backbone_field` hook: a probe run's task.probe.backbone) the field, which --init sets, where its weights are to
+  be converted as --init converts them (a params folder without config.json is read by the trainer as it is; a
+  path that is nothing is left to the config's validation, which names it with every other problem)."""
+  from vvt.config import validation
   from vvt.tasks import registry
   try:
     base = common.run_config(spec, overrides, workdir, validate=False, files=(), init=False)
-  except ConfigError:  # the config's full load names this problem with every other one
-    return init, False, overrides
-  if 'task' not in base or registry.name_of(base) != 'probe':
-    return init, False, overrides
-  backbone = base.task.probe.get('backbone') or ''
+  except ConfigError:  # a config that does not load (an unknown field): the run's own loading lists every problem
+    return init, '', overrides
+  field = registry.hooks_of(base).backbone_field if 'task' in base else ''
+  if not field:
+    return init, '', overrides
+  backbone = validation.field_value(base, field) or ''
   if init and backbone and os.path.abspath(init) != os.path.abspath(backbone):
-    raise ConfigError(f'--init {init} and task.probe.backbone={backbone} name two backbones of the probe run: '
+    raise ConfigError(f'--init {init} and {field}={backbone} name two backbones of the {base.task.name} run: '
                       'give one')
   if init:
-    return init, True, [*overrides, ('task.probe.backbone', init)]
+    return init, field, [*overrides, (field, init)]
   try:
-    kind = init_options.source_kind(backbone, 'task.probe.backbone', bare_ok=True) if backbone else None
+    kind = init_options.source_kind(backbone, field, bare_ok=True) if backbone else None
   except ValueError:
     kind = None
-  return (backbone if kind not in (None, init_options.PARAMS_FOLDER) else None), True, overrides
+  return (backbone if kind not in (None, init_options.PARAMS_FOLDER) else None), field, overrides
 
 
-def _init_run(source, spec, overrides, workdir, probe: bool = False, what: str | None = '--init'):
-  """The RunSpec of `vvt train --init SOURCE` (or of a probe run on the backbone SOURCE): CONFIG run on SOURCE's
-  weights (vvt.cli.finetune), once the config and SOURCE are valid (nothing is written before). `what`: the option
-  or field that named SOURCE (None: task.probe.backbone)."""
+def _init_run(source, spec, overrides, workdir, field: str = '', what: str | None = '--init'):
+  """The RunSpec of `vvt train --init SOURCE` (or of a run on the frozen backbone SOURCE of its task's config
+  `field`): CONFIG run on SOURCE's weights (vvt.cli.finetune), once the config and SOURCE are valid (nothing is
+  written before). `what`: the option or field that named SOURCE (None: `field`)."""
   from vvt.cli import finetune
-  what, problems, base = what or 'task.probe.backbone', [], None
+  what, problems, base = what or field, [], None
   try:
     base = common.run_config(spec, overrides, workdir, init=False, adapt=finetune.data_classes)
   except ConfigError as e:
@@ -143,17 +135,21 @@ def _init_run(source, spec, overrides, workdir, probe: bool = False, what: str |
     raise ConfigError(*problems)
   start = finetune.prepare(source, base, workdir, what=what)
   lines = []
-  finish = (lambda c: lines.append(_backbone_line(c, start))) if probe else (
+  finish = (lambda c: lines.append(_backbone_line(c, start, field))) if field else (
       lambda c: lines.append(finetune.head_line(c, start)))
   run = common.run_spec(spec, overrides, workdir, adapt=lambda c: finetune.adapt(c, start), finish=finish)
   print(*lines, sep='\n')
   return run
 
 
-def _backbone_line(config, start) -> str:
-  """Sets a probe run's backbone to the weights `start` converted (its model and preprocessing the run's) and says
-  so in one line."""
-  config.task.probe.backbone, config.init_from = start.weights, None
+def _backbone_line(config, start, field: str) -> str:
+  """Sets the run's frozen backbone (its config `field`) to the weights `start` converted (its model and
+  preprocessing the run's; no init_from) and says so in one line."""
+  *parents, name = field.split('.')
+  section = config
+  for part in parents:
+    section = section[part]
+  section[name], config.init_from = start.weights, None
   return (f'[init] frozen backbone: {start.source} ({start.kind}), weights {start.weights}; '
           f'{config.num_classes} classes for the probes')
 
@@ -180,10 +176,8 @@ def _eval(argv):
           f'trained on {clip[0]} frames at {trained} px (results named _{run.num_frames}f_{size}px)',
           file=sys.stderr)
   res = trainer.evaluate_checkpoint(run, args.workdir, step=args.step, split=args.split)
-  key = _headline(res)
-  print(f'[done] step {res["step"]}: {key} = {res.get(key, float("nan")):.4f}')
-  if 'best_probe' in res:
-    print(probe_line(res, args.workdir, args.split or run.eval.split))
+  for line in done_lines(run, res, args.workdir, args.split or run.eval.split):
+    print(line)
 
 
 def train_main(argv) -> int:

@@ -42,7 +42,6 @@ from vvt.data import WHOLE_VIDEO
 from vvt.models import axes as logical_axes
 from vvt.models import config as model_config
 from vvt.models import frame_size
-from vvt.tasks import probe_options
 from vvt.tasks import registry as tasks_registry
 
 # Numeric ranges: path -> (lowest, highest, lowest excluded, highest excluded); None = unbounded.
@@ -82,7 +81,6 @@ CHOICES = {
     **{f'dataset.{field}': choices for field, choices in CHOICES.items()},
     **{f'dataset.{field}': choices for field, choices in OPTIONAL_CHOICES.items()},
 }
-MULTI_LABEL_TASKS = ('multilabel',)  # the tasks that read multi-hot labels (dataset.multi_label)
 # -1 means "all" / "from the epochs" / "unset" for these.
 _MINUS_ONE_OK = ('num_train_steps', 'schedule.warmup_steps', 'mesh.num_devices',
                  'distributed.num_processes', 'distributed.process_id')
@@ -265,14 +263,13 @@ def _check_task(p: _Problems, config):
   if not p.runs(('model', 'classes'), 'task', 'dataset.multi_label'):
     return
   name, data = config.task.name, config.dataset
-  if name == 'probe':  # the probes are trained and judged by their base task
-    name = config.task.probe.get('base', 'classification')
+  reads = tasks_registry.hooks_of(config).multi_hot_labels(config)  # the task's hook (a probe: its base task's)
   multi = bool(data.get('multi_label', False))
-  if name == 'multilabel' and not multi:
-    p.add("task.name='multilabel' reads several labels per video: set dataset.multi_label=True")
-  if multi and name not in MULTI_LABEL_TASKS:
+  if reads and not multi:
+    p.add(f"task.name={name!r} reads several labels per video: set dataset.multi_label=True")
+  if multi and not reads:
     p.add(f"dataset.multi_label=True gives multi-hot labels, which task.name={name!r} does not read "
-          f"(use one of {', '.join(MULTI_LABEL_TASKS)})")
+          f"(use one of {', '.join(tasks_registry.multi_hot_tasks(config))})")
   if multi and p.good('dataset.name') and data.name != 'dmvr':
     p.add(f"dataset.multi_label: only dataset.name='dmvr' records carry several labels, not {data.name!r}")
   if multi and p.uses('dataset.label_aware_flip') and data.get('label_aware_flip', False):
@@ -697,19 +694,26 @@ def missing_files(config) -> list[str]:
 
 
 def _backbone_problems(config) -> list[str]:
-  """A probe run's `task.probe.backbone`: set (or `init_from`), and something a run starts from
+  """What a training run starts from: the task's `start_problems` hook (a probe run needs a backbone), and the
+  field of its frozen backbone (`backbone_field`), where set, names something a run starts from
   (`init_options.source_kind`: a vvt run or converted folder, a `vvt export` file, a Hugging Face model folder),
   read from its names and config.json only."""
-  if tasks_registry.name_of(config) != 'probe':
-    return []
-  unset = probe_options.backbone_problem(config)
-  if unset:
-    return [unset]
-  backbone = config.task.probe.get('backbone')
+  hooks = tasks_registry.hooks_of(config)
+  problems = list(hooks.start_problems(config))
+  if problems or not hooks.backbone_field:
+    return problems
+  backbone = field_value(config, hooks.backbone_field)
   if not backbone or not isinstance(backbone, str) or fileio.is_url(backbone):
     return []
   try:
-    init_options.source_kind(backbone, 'task.probe.backbone', bare_ok=True)
+    init_options.source_kind(backbone, hooks.backbone_field, bare_ok=True)
   except ValueError as e:
     return [str(e)]
   return []
+
+
+def field_value(config, path: str):
+  """The value of the dotted field `path` ('task.probe.backbone') of a ConfigDict, None where a part is missing."""
+  for part in path.split('.'):
+    config = config.get(part) if hasattr(config, 'get') else None
+  return config

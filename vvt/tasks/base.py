@@ -15,20 +15,39 @@ A task is what a run learns and how it is judged, on top of a video backbone (`v
   scores(outputs)                           {head: float32 (B, C)} per-view scores the eval step returns
   eval_labels(batch)                        the labels of an eval batch (host numpy) the aggregator reads
   aggregator(num_videos)                    the multi-view aggregator of an evaluation (`Aggregator`)
-  main_metric                               the result key the one-line eval summary shows
+  main_metric                               the result key the one-line summaries of a run and an evaluation
+                                            show (`vvt train`'s done line, `vvt eval`'s)
+  label_heads                               {head: classes} of the labels the evaluation names (default: heads)
+  optimizer(make, optimizer, schedule)      the run's optimiser (default: `make(optimizer, schedule)`, every
+                                            param trained alike; a probe: the backbone frozen, each probe its own)
+  backbone, own_params                      the checkpoint of a frozen backbone the trainer loads before step 0
+                                            ('' for none) and the top-level params the task adds, left fresh
+  names                                     the task's alternative models a prediction chooses one of (a probe
+                                            grid's probes); () for a task of one model
+  probability_average(eval_average)         how `vvt predict` turns per-view scores into a video's
+                                            probabilities: `eval_average` (softmax of averaged logits or averaged
+                                            softmax), or 'sigmoid' (each class's own, multi-label)
+  result_lines(result, files_prefix)        lines a command prints after an evaluation's main metric (a probe
+                                            run: its winner and the table of every probe); default none
 
-A task is a frozen dataclass (hashable: it is a static part of the jitted steps), built from the run config by
-`vvt.tasks.registry.task_of(config)` (`config.task.name`). Adding a task is one module here, one line in
-`vvt.tasks.registry.TASKS` and its tests.
+The hooks that read a run config before any heavy import live apart, in `ConfigHooks` (no jax, no flax):
 
-A task checks its own options in a `check` hook (`CheckOptions`, default `no_problems`): a function of a module
-that imports neither jax nor flax, named in `vvt.tasks.registry.CHECKS`, which `vvt.config.validation` calls with
-the other checks of a config, so that a task's bad options come in the same one-run list of problems.
+  check(config)             the problems of the task's options (`CheckOptions`), in the config's one-run list
+  multi_hot_labels(config)  whether the run reads multi-hot labels (`dataset.multi_label`)
+  summary_note(config)      a line `vvt summary` adds under the model's figures ('' for none)
+  start_problems(config)    the problems of what a training run starts from (checked with its files)
+  backbone_field            the config field of a frozen backbone's weights, which `vvt train --init` sets
+  best_of_grid              whether the run trains a grid of models whose evaluation names the best (an export
+                            writes that one)
+
+`vvt.tasks.registry.hooks_of(config)` gives them; code outside `vvt.tasks` calls only these hooks (never asks a
+task's name or whether it has an attribute: `tests/tasks/test_interface.py` checks it).
 """
 from __future__ import annotations
 
 import abc
-from typing import Any, Mapping, Optional, Protocol
+import dataclasses
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 
 class CheckOptions(Protocol):
@@ -43,6 +62,50 @@ def no_problems(config: Any) -> list[str]:
   """The default `check` hook (`CheckOptions`): a task without options of its own has no problems to report."""
   del config
   return []
+
+
+def never(config: Any) -> bool:
+  """The default `multi_hot_labels` hook: the task reads one class index per video (and head)."""
+  del config
+  return False
+
+
+def always(config: Any) -> bool:
+  """`multi_hot_labels` of a task that always reads multi-hot labels."""
+  del config
+  return True
+
+
+def no_note(config: Any) -> str:
+  """The default `summary_note` hook: the model summary says all there is."""
+  del config
+  return ''
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigHooks:
+  """The hooks of a task that read a run config (a ConfigDict, or a RunSpec: the same fields) before any heavy
+  import: functions of a module that imports neither jax nor flax.
+
+  check             `CheckOptions`: the problems of the task's options, one line each naming its field
+  multi_hot_labels  config -> bool: whether the run reads multi-hot labels (`dataset.multi_label` records)
+  summary_note      config -> str: a line `vvt summary` prints under the model's figures, '' for none
+  start_problems    config -> [str]: the problems of what a training run starts from, one line each naming its
+                    field (the config's validation adds them to the missing files; commands that only read the
+                    config, such as `vvt memory`, do not ask)
+  backbone_field    the config field ('task.probe.backbone') naming a frozen backbone's weights: `vvt train --init
+                    SOURCE` sets it (and converts SOURCE as it converts any --init), and the config's validation
+                    checks it names something a run starts from; '' for a task that trains its whole model (--init
+                    initialises it)
+  best_of_grid      whether the run trains a grid of alternative models (a probe grid: `Task.names`) of which its
+                    evaluation names the best (`best_probe`): `vvt export --format hf` writes that one
+  """
+  check: CheckOptions = no_problems
+  multi_hot_labels: Callable[[Any], bool] = never
+  summary_note: Callable[[Any], str] = no_note
+  start_problems: Callable[[Any], list] = no_problems
+  backbone_field: str = ''
+  best_of_grid: bool = False
 
 
 class Aggregator(Protocol):
@@ -72,6 +135,8 @@ class Aggregator(Protocol):
 class Task(abc.ABC):
   """The interface of a task (see the module docstring); subclasses are frozen dataclasses."""
   name = ''
+  backbone: str = ''         # the checkpoint of a frozen backbone the trainer loads ('' for none)
+  own_params: tuple = ()     # the top-level params the task adds to the backbone's (left fresh by init_from)
 
   @property
   @abc.abstractmethod
@@ -129,3 +194,32 @@ class Task(abc.ABC):
   @abc.abstractmethod
   def main_metric(self) -> str:
     """The result key the one-line evaluation summary shows."""
+
+  @property
+  def label_heads(self) -> Mapping[str, int]:
+    """{head: number of classes} of the labels, whose class names the evaluation reads (default: `heads`)."""
+    return self.heads
+
+  def optimizer(self, make: Callable, optimizer, schedule):
+    """The run's optimiser: `make(optimizer, schedule)` (`vvt.train.optimizers.make_optimizer` of the run's
+    optimizer spec and lr schedule), every param trained alike. A task that partitions its params (a frozen
+    backbone, each probe its own lr) overrides it."""
+    return make(optimizer, schedule)
+
+  @property
+  def names(self) -> tuple:
+    """The names of the task's alternative models a prediction chooses one of (a probe grid's probes); () for a
+    task of one model."""
+    return ()
+
+  def probability_average(self, eval_average: str) -> str:
+    """How `vvt predict` makes a video's probabilities of its views' scores: `eval_average` ('logits': the
+    softmax of the averaged logits, 'softmax': the averaged softmax), or 'sigmoid' (each class's own averaged
+    sigmoid, for a multi-label task)."""
+    return str(eval_average)
+
+  def result_lines(self, result: Mapping, files_prefix: str) -> list:
+    """Lines a command prints after the main metric of an evaluation's `result` (`files_prefix`: the path of its
+    files without the suffix, `vvt.train.evaluate.files_prefix`); default none."""
+    del result, files_prefix
+    return []

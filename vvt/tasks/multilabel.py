@@ -92,6 +92,11 @@ class MultiLabel(Task):
   def main_metric(self) -> str:
     return 'video_map'
 
+  def probability_average(self, eval_average: str) -> str:
+    """'sigmoid': each class's own probability, its views' sigmoids averaged (`eval.average` is for softmax)."""
+    del eval_average
+    return 'sigmoid'
+
 
 class MultiLabelAggregator(video_views.VideoViews):
   """Per-video sums of the views' probabilities (N, C) and the videos' multi-hot labels; mAP and per-class AP

@@ -205,6 +205,19 @@ class Probe(Task):
   def main_metric(self) -> str:
     return self.base.main_metric
 
+  def probability_average(self, eval_average: str) -> str:
+    return self.base.probability_average(eval_average)  # each probe is read as its base task
+
+  def result_lines(self, result, files_prefix: str) -> list:
+    """The winner of the grid: its lr, weight decay and main metric, the ties broken (`best_of`: the smaller lr,
+    then the smaller weight decay), and the path of the table of every probe (`PREFIX_probes.csv`)."""
+    best = next(r for r in result['probes'] if r['probe'] == result['best_probe'])
+    key, tied = self.main_metric, result.get('tied_probes') or []
+    tie = (f' (tied with {", ".join(tied)} on {key}: the smaller lr, then the smaller weight decay, wins)'
+           if tied else '')
+    return [f'[probe] best {best["probe"]}: lr {best["lr"]:g}, weight decay {best["weight_decay"]:g}, '
+            f'{key} = {best[key]:.4f}{tie}; every probe: {files_prefix}_probes.csv']
+
   def param_labels(self, params) -> Any:
     """The optimiser partition of the params: 'frozen' for the backbone, the probe's name for its params."""
     return {k: (jax.tree.map(lambda _: 'frozen', v) if k != 'probes' else

@@ -17,6 +17,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from vvt.tasks import base as base_lib
+
 HEADS = ('linear', 'attentive')
 BASES = ('classification', 'multilabel')
 # The attentive pooler's integer fields: (lowest value, what it is).
@@ -96,3 +98,27 @@ def backbone_problem(config: Any) -> str | None:
     return None
   return ('task.probe.backbone is not set: the probes would read the features of a randomly initialised backbone; '
           f'set it to the backbone\'s weights ({SOURCES}), or give `vvt train --init CHECKPOINT`')
+
+
+def multi_hot_labels(config: Any) -> bool:
+  """The probes read the labels of their base task: multi-hot for task.probe.base='multilabel'."""
+  return _get(_get(_get(config, 'task'), 'probe'), 'base') == 'multilabel'
+
+
+def summary_note(config: Any) -> str:
+  """What a probe run's model summary leaves out: its figures are the frozen backbone's."""
+  p = _get(_get(config, 'task'), 'probe')
+  n = len(_get(p, 'lrs')) * len(_get(p, 'weight_decays'))
+  return (f'task probe: the figures above are the frozen backbone\'s; {n} {_get(p, "head")} probe(s) '
+          f'({_get(p, "base")}) train on its features and are not counted')
+
+
+def start_problems(config: Any) -> list[str]:
+  """A probe run needs a backbone to start from (`backbone_problem`)."""
+  problem = backbone_problem(config)
+  return [problem] if problem else []
+
+
+HOOKS = base_lib.ConfigHooks(check=check, multi_hot_labels=multi_hot_labels, summary_note=summary_note,
+                             start_problems=start_problems, backbone_field='task.probe.backbone',
+                             best_of_grid=True)

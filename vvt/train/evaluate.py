@@ -84,13 +84,12 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
   from vvt.data import num_videos
   from vvt.data import video_ids
   task = program.task
-  heads = task.heads
   batch_size = eval_spec.batch_size
   it = make_eval_iterator(
       data, split=split, global_batch_size=batch_size,
       process_index=jax.process_index(), process_count=jax.process_count())
   agg = task.aggregator(num_videos(data, split))
-  agg.class_names = {h: class_names(data, h) for h in getattr(task, 'label_heads', heads)}
+  agg.class_names = {h: class_names(data, h) for h in task.label_heads}
   agg.average = eval_spec.average
   t0 = time.time()
   if progress is None:

@@ -125,10 +125,7 @@ def build_training(run, module, clip: model_state.ClipShape, mesh, num_train_vid
   total = total_steps(run.num_train_steps, run.num_epochs, epoch_steps)
   schedule = optimizers.make_schedule(run.schedule, total, epoch_steps)
   settings = steps_lib.TrainSettings.of(run, task)
-  if hasattr(settings.task, 'optimizer'):  # a task that partitions the params (a frozen backbone, probes' own lr)
-    tx = settings.task.optimizer(optimizers.make_optimizer, run.optimizer, schedule)
-  else:
-    tx = optimizers.make_optimizer(run.optimizer, schedule)
+  tx = settings.task.optimizer(optimizers.make_optimizer, run.optimizer, schedule)  # a probe: the backbone frozen
   ema = settings.ema_decay > 0
   shardings = model_state.state_shardings(module, clip, tx, mesh, run.mesh, ema=ema)  # rule errors: here
   step = steps_lib.jit_train_step(

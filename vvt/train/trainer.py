@@ -38,6 +38,7 @@ from vvt.config import resume
 from vvt.config import run_file
 from vvt.config import run_spec
 from vvt.data import missing_files
+from vvt.tasks import registry as task_registry
 from vvt.train import checkpoints
 from vvt.train import clip_resize
 from vvt.train import ema as ema_lib
@@ -209,9 +210,14 @@ def _load_backbone(run: Run, program: Program, params):
   try:
     step, loaded, _ = checkpoints.load_with_fallback(task.backbone, load, log=run.log)
   except (checkpoints.CheckpointDamagedError, checkpoints.CheckpointNotFoundError) as e:
-    raise type(e)(f'task.probe.backbone {task.backbone}: {e}') from None
+    raise type(e)(f'{_backbone_field(run)} {task.backbone}: {e}') from None
   run.log(f'[train] frozen backbone from {task.backbone} step {step}')
   return dict(params, **{k: v for k, v in loaded.items() if k != 'head'})
+
+
+def _backbone_field(run: Run) -> str:
+  """The config field that named the run's frozen backbone (its task's `backbone_field` hook)."""
+  return task_registry.hooks_of(run.spec).backbone_field or 'backbone'
 
 
 def load_latest(run: Run, abstract) -> tuple[Optional[int], Optional[dict], Any]:
@@ -249,12 +255,12 @@ def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, i
   if latest is not None:
     params = loaded
     run.log(f'[train] initialised params from params-only checkpoint step {latest}')
-  elif getattr(program.task, 'backbone', None):
+  elif program.task.backbone:
     params = _load_backbone(run, program, state.params)
   elif run.spec.init_from is not None:
     # init_from reads the params on the host: gather them (every process gets all of them)
     params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params),
-                        keep=getattr(program.task, 'own_params', ()))
+                        keep=program.task.own_params)
     params = jax.device_put(params, program.param_shardings)
   else:
     return state, 0
