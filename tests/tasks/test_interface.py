@@ -117,7 +117,8 @@ def test_the_tasks_that_read_multi_hot_labels_follow_the_config():
 def test_a_probe_run_says_its_winner_through_result_lines():
   from vvt.tasks import classification
   from vvt.tasks import probe
-  task = probe.Probe(base=classification.Classification(head_sizes=(('', 3),)), settings=((0.1, 0.0), (0.01, 0.0)))
+  base = classification.Classification(head_sizes=(('', 3),), label_smoothing=0.0)
+  task = probe.Probe(base=base, settings=((0.1, 0.0), (0.01, 0.0)))
   res = dict(best_probe='probe_1', tied_probes=['probe_0'], probes=[
       dict(probe='probe_0', lr=0.1, weight_decay=0.0, video_top1=0.5),
       dict(probe='probe_1', lr=0.01, weight_decay=0.0, video_top1=0.5)])
