@@ -319,5 +319,5 @@ def from_config(config) -> Probe:
   base = importlib.import_module(registry.TASKS[p.base]).from_config(config)
   return Probe(base=base, settings=grid(p.lrs, p.weight_decays), head=str(p.head), num_queries=int(p.num_queries),
                depth=int(p.depth), num_heads=int(p.num_heads), base_lr=float(config.schedule.base_lr),
-               backbone=str(p.backbone or ''), layers=tuple(int(i) for i in p.layers),
-               combine=str(p.combine))
+               backbone=str(p.backbone or ''), layers=tuple(int(i) for i in getattr(p, 'layers', ())),
+               combine=str(getattr(p, 'combine', 'mean')))  # a config.json written before layers: the defaults
