@@ -179,3 +179,30 @@ def test_features_name_the_classes_of_the_data_not_of_the_checkpoint(runs, tmp_p
   index = json.loads((tmp_path / 'f' / 'features.json').read_text())
   assert index['class_names'] == NAMES
   assert index['class_names_from'] == 'dataset'
+
+
+def test_features_of_layers_inside_the_network(runs, tmp_path, capsys):
+  """--layers: the listed layers' final-normed tokens, averaged or concatenated along D (features.json says which);
+  the last layer alone is what --tokens writes by default (what a probe reads); a layer the model does not have is
+  one line, exit 2, nothing written. On a probe run: its backbone's layers."""
+  wd = runs['probe_classification']
+  got = {}
+  for name, extra in (('default', ()), ('last', ('--layers', '-1')), ('mean', ('--layers', '0,-1')),
+                      ('concat', ('--layers', '0,-1', '--combine', 'concat'))):
+    rc, out, err = _call(capsys, 'features', '--workdir', wd, '--output', str(tmp_path / name), '--tokens', *extra)
+    assert rc == 0, err
+    emb, _, rest = features.read(str(tmp_path / name))
+    index = json.loads((tmp_path / name / 'features.json').read_text())
+    got[name] = emb, rest['tokens'], index
+  assert (got['mean'][2]['layers'], got['mean'][2]['combine'], got['concat'][2]['combine']) == ([0, -1], 'mean',
+                                                                                                  'concat')
+  assert (got['default'][2]['layers'], got['default'][2]['combine']) == ([], None)
+  np.testing.assert_allclose(got['last'][1], got['default'][1], rtol=1e-5, atol=1e-5)
+  concat, mean = got['concat'][1], got['mean'][1]
+  assert concat.shape == mean.shape[:-1] + (64,) and got['concat'][0].shape == (4, 64)
+  np.testing.assert_allclose(mean, (concat[..., :32] + concat[..., 32:]) / 2, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(concat[..., 32:], got['last'][1], rtol=1e-5, atol=1e-5)
+  rc, out, err = _call(capsys, 'features', '--workdir', wd, '--output', str(tmp_path / 'bad'), '--layers', '0,2')
+  assert (rc, out, err) == (2, '', "vvt features: error: --layers[1] must be a layer of the model's 2 "
+                                   "(0 ... 1, or -2 ... -1), got 2\n")
+  assert not (tmp_path / 'bad').exists()

@@ -36,6 +36,7 @@ from typing import Optional
 import ml_collections
 
 from vvt.config import run_file
+from vvt.config import schema
 from vvt.config import sharding
 from vvt.config import validation
 from vvt.config.errors import ConfigError
@@ -132,6 +133,13 @@ class DistributedSpec(_Section):
   heartbeat_timeout_seconds: int
 
 
+def _layers_of(section) -> dict:
+  """`task.probe`'s layers and combine; a run's config.json written before they existed: the schema's defaults."""
+  default = schema.get_base_config().task.probe
+  return {'layers': tuple(int(i) for i in section.get('layers', default.layers)),
+          'combine': str(section.get('combine', default.combine))}
+
+
 @dataclasses.dataclass(frozen=True)
 class ProbeSpec(_Section):
   """`config.task.probe`: the grid of probes on a frozen backbone (task.name='probe', vvt.tasks.probe)."""
@@ -144,12 +152,14 @@ class ProbeSpec(_Section):
   num_heads: int
   backbone: str              # the frozen backbone's weights: a vvt run or converted folder, or a `vvt export` file
                              # (vvt train writes any other source as one); '': init_from's
+  layers: tuple              # the backbone's layers the probes read (): its own features (vvt/models/outputs.py)
+  combine: str               # 'mean' | 'concat': how the layers' tokens are combined
 
   @classmethod
   def of(cls, section, **given):
     return super().of(section, **{'lrs': tuple(float(v) for v in section.lrs),
                                   'weight_decays': tuple(float(v) for v in section.weight_decays),
-                                  'backbone': section.backbone or '', **given})
+                                  'backbone': section.backbone or '', **_layers_of(section), **given})
 
 
 @dataclasses.dataclass(frozen=True)

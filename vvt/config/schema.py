@@ -22,6 +22,7 @@ A run config is an `ml_collections.ConfigDict`:
                'classification', which a config.json written before tasks existed also gets)
                probe (task.name='probe', vvt.tasks.probe): base classification|multilabel, head
                linear|attentive, lrs x weight_decays (the grid of probes), num_queries, depth, num_heads,
+               layers (the backbone's layers the probes read; (): its own features), combine mean|concat,
                backbone (the frozen backbone's weights: what `vvt train --init` takes; checks in
                vvt.tasks.probe_options)
   loss         label_smoothing, mixup_alpha, cutmix_alpha, mix_switch_prob
@@ -96,6 +97,7 @@ def get_base_config() -> ml_collections.ConfigDict:
       base='classification', head='linear',   # task.name='probe' (vvt.tasks.probe): the probes' task and head
       lrs=(1e-3,), weight_decays=(0.0,),      # the grid of probes: every lr with every weight decay
       num_queries=1, depth=0, num_heads=4,    # the attentive probe's pooler
+      layers=(), combine='mean',              # the backbone's layers read (vvt/models/outputs.py), how combined
       backbone='')))                          # the backbone's weights: what `vvt train --init` takes
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))

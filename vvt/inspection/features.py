@@ -1,22 +1,26 @@
 """Per-video embeddings of a split (`vvt features`), streamed to shards so a split of any size never sits in memory.
 
-    index = extract(run, workdir, output, split='test', fmt='npz', shard_size=1024, tokens=False)
+    index = extract(run, workdir, output, split='test', fmt='npz', shard_size=1024, tokens=False, layers=(),
+                    combine='mean')
     emb, ids, labels = read(output)                      # all shards concatenated (for a split that fits)
 
-The embedding of a view is the model's video representation: what its classifier head reads (the class token,
-the pooled tokens, the attentive pooler's output, X-ViT's temporal-attention output; (D,) per view, captured at
-the input of the `head` module, so any scheme gives one). The views of a video (`num_test_clips x
-num_spatial_crops`, the evaluation's sampling) are averaged. `tokens=True` adds every token of one view
-(`tokens_view`, default 0: the first clip's first crop): the normalised tokens an attentive pooler reads where the
-model has one, else the last encoder's tokens before its final LayerNorm, (n_t, N, D).
+The embedding of a view is the model's video representation, its named output 'pooled' (vvt/models/outputs.py):
+what its classifier head reads (the class token, the pooled tokens, the attentive pooler's output, X-ViT's
+temporal-attention output; (D,) per view). The views of a video (`num_test_clips x num_spatial_crops`, the
+evaluation's sampling) are averaged. `tokens=True` adds every token of one view (`tokens_view`, default 0: the
+first clip's first crop): the last encoder's tokens after its final LayerNorm ('encoded': what an attentive pooler
+reads, and a probe run's probes), (n_t, N, D). `layers` (e.g. (8, 11)) takes the features inside the network
+instead: each layer's tokens through its encoder's final LayerNorm ('encoded<i>'), averaged (`combine='mean'`) or
+concatenated along D ('concat': D * k), the embedding their mean over the tokens (as a probe's `task.probe.layers`).
 
 OUTPUT/ holds `features-00000.npz` ... (or `.safetensors`), each with up to `shard_size` videos in the split's
 order: `embedding` (n, D) float32, `video_index` (n,) int64 (the record's index in the split), a label per head
 (`label` (n,), or `label_<head>` for multi-head data) and with tokens `tokens` (n, n_t, N, D); the video ids as
 `video_id` (npz: a unicode array) or the metadata `video_ids` (safetensors: a JSON list); multi-label data's
 `label` is (n, C) multi-hot. `features.json` names the shards and the checkpoint, split, view protocol, sizes, the
-videos left out as bad records and the names of the labels' classes (`class_names`: the data's own where it names
-them, `class_names_from` 'dataset', else the config's, 'config'; `label_names`).
+videos left out as bad records, the `layers` and their `combine`, and the names of the labels' classes
+(`class_names`: the data's own where it names them, `class_names_from` 'dataset', else the config's, 'config';
+`label_names`).
 """
 from __future__ import annotations
 
@@ -24,13 +28,13 @@ import json
 import os
 from typing import Callable, Optional
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from vvt import progress as progress_lib
 from vvt.models import frame_size
+from vvt.models import outputs as outputs_lib
 
 FORMATS = ('npz', 'safetensors')
 INDEX = 'features.json'
@@ -39,49 +43,23 @@ INDEX = 'features.json'
 # ----------------------------------------------------------------------------------- the step
 
 
-def features_step_fn(module, normalization: str, tokens: bool):
-  """`step(params, batch) -> (features, passthrough)` before jit: features {'embedding': (B, D) float32 [,
-  'tokens': (B, n_t, N, D) float32]}, passthrough the batch without 'inputs'."""
+def features_step_fn(module, normalization: str, tokens: bool, layers=(), combine: str = 'mean'):
+  """`step(params, batch) -> (features, passthrough)` before jit: features {'embedding': (B, D') float32 [,
+  'tokens': (B, n_t, N, D') float32]} of the model's named outputs (`vvt.models.outputs.features` of `layers`),
+  passthrough the batch without 'inputs'."""
   from vvt.data import normalize
-  from vvt.models.heads import ClassifierHead
+  from vvt.models import outputs as outputs_lib
 
   def step(params, batch):
     inputs = normalize(batch['inputs'], normalization)
-    captured = []
-
-    def at_head(next_fun, args, kwargs, context):
-      if isinstance(context.module, ClassifierHead) and context.method_name == '__call__' and not captured:
-        captured.append(args[0])
-      return next_fun(*args, **kwargs)
-
-    with nn.intercept_methods(at_head):
-      _, state = module.apply({'params': params}, inputs, train=False, mutable=['intermediates'])
-    if not captured:
-      raise ValueError('the model has no classifier head to read its representation from')
-    out = {'embedding': captured[0].astype(jnp.float32)}
+    got = module.apply({'params': params}, inputs, train=False, outputs=outputs_lib.layer_names(layers))
+    pooled, toks = outputs_lib.features(got, layers, combine)
+    out = {'embedding': pooled.astype(jnp.float32)}
     if tokens:
-      out['tokens'] = _tokens(state.get('intermediates', {}), inputs.shape[0]).astype(jnp.float32)
+      out['tokens'] = toks.astype(jnp.float32)
     return out, {k: v for k, v in batch.items() if k != 'inputs'}
 
   return step
-
-
-def _tokens(intermediates, batch: int):
-  """The attentive pooler's input ('features') where sown, else the last encoder's 'tokens' with a batch axis."""
-  found = {}
-
-  def walk(node, path):
-    for k, v in node.items():
-      if isinstance(v, dict):
-        walk(v, path + (k,))
-      elif k in ('features', 'tokens'):
-        found.setdefault(k, []).extend(x for x in v if x.shape[0] == batch)
-  walk(intermediates, ())
-  if found.get('features'):
-    return found['features'][-1]
-  if not found.get('tokens'):
-    raise ValueError('the model sows no tokens to export (tokens=False exports the embeddings only)')
-  return found['tokens'][-1]
 
 
 # ----------------------------------------------------------------------------------- streaming
@@ -214,12 +192,30 @@ def _stream(batches, step: Callable, writer: Optional[ShardWriter], bar) -> None
     bar.close()
 
 
+def _check(run, tokens: bool, tokens_view: int, layers, combine: str) -> int:
+  """The views per video of `run`'s data; ValueError (one line each) for a layer its model does not have, an unknown
+  `combine`, or a `tokens_view` its videos do not have."""
+  data = run.data
+  views = int(data.num_test_clips) * int(data.num_spatial_crops)
+  problems = outputs_lib.check_layers('layers', layers, outputs_lib.num_layers(run.model))
+  if combine not in outputs_lib.COMBINE:
+    problems.append(f'combine must be one of {", ".join(outputs_lib.COMBINE)}, got {combine!r}')
+  if tokens and not 0 <= tokens_view < views:
+    problems.append(f'tokens_view={tokens_view} is not a view of the {views} per video '
+                    f'(num_test_clips x num_spatial_crops)')
+  if problems:
+    raise ValueError('\n'.join(problems))
+  return views
+
+
 def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step: Optional[int] = None,
-            fmt: str = 'npz', shard_size: int = 1024, tokens: bool = False, tokens_view: int = 0,
-            log: Callable = print, progress: Optional[bool] = None) -> dict:
+            fmt: str = 'npz', shard_size: int = 1024, tokens: bool = False, tokens_view: int = 0, layers=(),
+            combine: str = 'mean', log: Callable = print, progress: Optional[bool] = None) -> dict:
   """Embeddings of every video of `split` (default eval.split) of RunSpec `run` by the checkpoint of `workdir` (a
   run or a converted checkpoint; its EMA params where it has them unless eval.raw_params; written for another clip:
-  its tables resized, `vvt.train.clip_resize`) -> shards in `output`; returns the index written to features.json."""
+  its tables resized, `vvt.train.clip_resize`) -> shards in `output`; returns the index written to features.json.
+  `layers`, `combine`: the features of those layers (see the module docstring); ValueError for a layer the model
+  does not have."""
   from vvt.data import make_eval_iterator
   from vvt.data import video_ids
   from vvt.train import checkpoints
@@ -232,10 +228,7 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
   if fmt not in FORMATS:
     raise ValueError(f'format must be one of {FORMATS}, got {fmt!r}')
   data = run.data
-  views = int(data.num_test_clips) * int(data.num_spatial_crops)
-  if tokens and not 0 <= tokens_view < views:
-    raise ValueError(f'tokens_view={tokens_view} is not a view of the {views} per video '
-                     f'(num_test_clips x num_spatial_crops)')
+  views = _check(run, tokens, tokens_view, layers, combine)
   split = split or run.eval.split
   workdir = checkpoints.abspath(workdir)
   explicit = step
@@ -248,7 +241,7 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
   step, (params, weights), _ = checkpoints.load_with_fallback(
       workdir, lambda s: clip_resize.load_eval_params(workdir, s, abstract, run.model, raw=raw, log=log),
       step=explicit, log=log)
-  fn = steps.jit_eval_step(features_step_fn(program.module, data.normalization, tokens), mesh,
+  fn = steps.jit_eval_step(features_step_fn(program.module, data.normalization, tokens, layers, combine), mesh,
                            program.param_shardings, program.logical_rules)
   batch_size = run.eval.batch_size
   it = make_eval_iterator(data, split=split, global_batch_size=batch_size,
@@ -265,6 +258,7 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
     return {}
   writer.close()
   index = dict(checkpoint=workdir, step=int(step), weights=weights, split=split, protocol=evaluate.protocol(data),
+               layers=[int(i) for i in layers], combine=combine if layers else None,
                **_contents(run, writer, fmt, tokens, tokens_view))
   with open(os.path.join(output, INDEX), 'w') as f:
     json.dump(index, f, indent=1, default=str)

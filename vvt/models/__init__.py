@@ -3,6 +3,7 @@
     module = vvt.models.build(cfg)                  # cfg = vvt.models.get_config(family=..., ...), or a ModelSpec
     variables = module.init(rngs, video, train=False)      # video (B, T, H, W, 3)
     logits = module.apply({'params': p}, video, train=True, rngs={'dropout': key})
+    out = module.apply({'params': p}, video, outputs=('pooled', 'block3'))   # named outputs: vvt/models/outputs.py
 
 The package's API is `build`, `get_config` and `resolve` (`vvt.models.config`: a model config checked, its
 derived fields filled in); everything else is imported from its module. The config functions import without

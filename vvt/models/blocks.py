@@ -151,16 +151,19 @@ class EncoderBlock(nn.Module):
 
 class _ScannedBlock(nn.Module):
   """EncoderBlock as an nn.scan body: carry (x, cls), per-layer input the stochastic-depth rate (used when
-  `stochastic`; otherwise the block's static rate 0 keeps stochastic depth out of the graph)."""
+  `stochastic`; otherwise the block's static rate 0 keeps stochastic depth out of the graph); per-layer output
+  the block's tokens where `collect` (else none)."""
   block: dict
   train: bool = False
   stochastic: bool = False
+  collect: bool = False
 
   @nn.compact
   def __call__(self, carry, rate):
     x, cls = (constrain_batch(c) for c in carry)
     x, cls = EncoderBlock(**self.block, name='block')(x, cls, self.train, rate if self.stochastic else None)
-    return (constrain_batch(x), constrain_batch(cls)), None
+    x = constrain_batch(x)
+    return (x, constrain_batch(cls)), (x if self.collect else None)
 
 
 class Encoder(nn.Module):
@@ -169,12 +172,16 @@ class Encoder(nn.Module):
   remat: False / True or a policy name (`remat_policy`). scan: one nn.scan over the layers (params under
   `blocks` with a leading (num_layers,) axis) instead of `block_0` ... `block_{L-1}`; same outputs and
   gradients (dropout / stochastic-depth random streams differ between the two layouts).
+
+  Returns (x, cls, kept): kept {i: the tokens after block i} of the blocks in `keep` (scanned: the scan's per-layer
+  outputs, only when some are kept), {} by default.
   """
   num_layers: int
   block: dict  # EncoderBlock fields shared by all layers (without droppath_rate).
   stochastic_depth: float = 0.0
   remat: Any = False
   scan: bool = False
+  keep: tuple = ()  # the blocks (0 ... num_layers - 1) whose tokens the call also returns
 
   @nn.compact
   def __call__(self, x, cls, train: bool = False):
@@ -184,10 +191,13 @@ class Encoder(nn.Module):
       body = nn.remat(_ScannedBlock, policy=policy, prevent_cse=False) if wrap else _ScannedBlock
       scanned = nn.scan(body, variable_axes={'params': 0}, split_rngs={'params': True, 'dropout': True},
                         length=self.num_layers)
-      (x, cls), _ = scanned(self.block, train, self.stochastic_depth > 0, name='blocks')(
+      (x, cls), ys = scanned(self.block, train, self.stochastic_depth > 0, bool(self.keep), name='blocks')(
           (x, cls), jnp.asarray(rates, jnp.float32))
-      return x, cls
+      return x, cls, {i: ys[i] for i in self.keep}
     block_cls = nn.remat(EncoderBlock, static_argnums=(3,), policy=policy) if wrap else EncoderBlock
+    kept = {}
     for i in range(self.num_layers):
       x, cls = block_cls(**self.block, droppath_rate=rates[i], name=f'block_{i}')(x, cls, train)
-    return x, cls
+      if i in self.keep:
+        kept[i] = x
+    return x, cls, kept

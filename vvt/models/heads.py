@@ -59,6 +59,6 @@ class TemporalAttentionHead(nn.Module):
     b, t, d = frames.shape
     cls = self.param('cls', nn.initializers.zeros, (1, 1, d), self.param_dtype)
     cls = jnp.broadcast_to(cls, (b, 1, d)).astype(frames.dtype)
-    _, cls = Encoder(self.num_layers, self.block, remat=self.remat, scan=self.scan, name='layers')(
+    _, cls, _ = Encoder(self.num_layers, self.block, remat=self.remat, scan=self.scan, name='layers')(
         frames[:, None], cls, train)
     return cls[:, 0]

@@ -90,7 +90,7 @@ class AttentivePooler(nn.Module):
     x = tokens
     if self.depth:
       block = dict(f, grid=(1, 1, length), stages=('joint',), projected=(False,))
-      x, _ = Encoder(self.depth, block, remat=self.remat, scan=self.scan, name='layers')(x[:, None], None, train)
+      x, _, _ = Encoder(self.depth, block, remat=self.remat, scan=self.scan, name='layers')(x[:, None], None, train)
       x = x[:, 0]
     init = nn.initializers.normal(stddev=0.02)
     queries = self.param('query_tokens', init, (1, self.num_queries, d), f['param_dtype']).astype(x.dtype)

@@ -8,7 +8,8 @@ FactorisedEncoder (ViViT Model 2, sec. 3.3): a spatial encoder shared over the n
 SpaceThenTime     (VideoPrism, attention='space_then_time'): the same spatial encoder, then a temporal encoder over
   the n_t tokens of every spatial position, all n_t * N tokens kept to the head.
 Any of them may classify with the attentive pooler (classifier='attentive', vvt/models/poolers.py) over all the
-normalised tokens.
+normalised tokens. Every family returns the logits, or with `outputs=(...)` the named outputs asked for (the
+tokens after any block, the final-normed tokens, the pooled representation, the logits: vvt/models/outputs.py).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 
 from vvt.models import frame_size
 from vvt.models import norms
+from vvt.models import outputs as outputs_lib
 from vvt.models.blocks import Encoder
 from vvt.models.embedding import PositionalEmbedding
 from vvt.models.embedding import TubeletEmbedding
@@ -66,7 +68,7 @@ class SpaceTimeEncoder(nn.Module):
 
   class_token: 'global' (one (1, 1, D) token, `cls`), 'per_frame' (the same token prepended to every
   temporal index, so tokens become (B, T, 1 + N, D)), or None. Returns (tokens, cls) before the final norm,
-  and the final LayerNorm as `self.norm` for the caller's pooling.
+  the final LayerNorm for the caller's pooling, and {i: tokens after block i} of the blocks in `keep`.
   """
   block: dict  # EncoderBlock fields of every layer (`block_fields`)
   num_layers: int
@@ -82,6 +84,7 @@ class SpaceTimeEncoder(nn.Module):
   param_dtype: Any
   layer_norm_scale_offset: float = 0.0  # VideoPrism's LayerNorm (vvt/models/norms.py)
   pos_table_grid: tuple[int, int, int] | None = None  # grid of a learned table resized to block['grid']
+  keep: tuple = ()  # the blocks whose tokens the call also returns (`Encoder.keep`)
 
   @nn.compact
   def __call__(self, x, train: bool = False):
@@ -97,21 +100,21 @@ class SpaceTimeEncoder(nn.Module):
                                  param_dtype=self.param_dtype, table_grid=self.pos_table_grid,
                                  grid=tuple(self.block['grid']), name='posembed')(x, cls)
     x = nn.Dropout(self.dropout_rate)(x, deterministic=not train)
-    x, cls = Encoder(self.num_layers, self.block, self.stochastic_depth, self.remat, self.scan_layers,
-                     name='layers')(x, cls, train)
+    x, cls, kept = Encoder(self.num_layers, self.block, self.stochastic_depth, self.remat, self.scan_layers,
+                           self.keep, name='layers')(x, cls, train)
     self.sow('intermediates', 'tokens', x)  # (B, T, N, D) before the final norm: features, and FLOP counts.
     norm = norms.layer_norm(self.layer_norm_eps, self.dtype, self.param_dtype, 'encoder_norm',
                             self.layer_norm_scale_offset)
-    return x, cls, norm
+    return x, cls, norm, kept
 
 
 def encoder(spec: ModelSpec, block: dict, num_layers: int, class_token, positional_embedding: str,
-            time_embedding_rows=None, *, name: str, pos_table_grid=None) -> SpaceTimeEncoder:
+            time_embedding_rows=None, *, name: str, pos_table_grid=None, keep=()) -> SpaceTimeEncoder:
   """A SpaceTimeEncoder of the model, its regularisation, memory and numerics fields from `spec`."""
   return SpaceTimeEncoder(block, num_layers, class_token, positional_embedding, time_embedding_rows,
                           spec.dropout_rate, spec.stochastic_depth, spec.remat, spec.scan_layers,
                           spec.encoder_norm_eps, *dtypes(spec), spec.layer_norm_scale_offset,
-                          pos_table_grid, name=name)
+                          pos_table_grid, tuple(keep), name=name)
 
 
 def pool(x, cls, norm, classifier: str, pooling: str = 'mean'):
@@ -142,13 +145,18 @@ def attentive_pooler(spec: ModelSpec, backend=None) -> AttentivePooler:
                          block=block, remat=spec.remat, scan=spec.scan_layers, name='pooler')
 
 
-def classify_tokens(module: nn.Module, spec: ModelSpec, tokens, train: bool, backend=None):
-  """classifier='attentive': normalised tokens (B, T, N, D) -> the pooler -> the linear head. The tokens are
-  sown as `features` (intermediates): what a frozen-backbone probe or a feature extractor reads."""
+def pool_tokens(module: nn.Module, spec: ModelSpec, tokens, train: bool, backend=None):
+  """classifier='attentive': normalised tokens (B, T, N, D) -> the pooler -> (B, D), the head's input. The tokens
+  are sown as `features` (intermediates)."""
   b, t, n, d = tokens.shape
   module.sow('intermediates', 'features', tokens)
-  rep = attentive_pooler(spec, backend)(tokens.reshape(b, t * n, d), train)
-  return classifier_head(spec)(rep, train)
+  return attentive_pooler(spec, backend)(tokens.reshape(b, t * n, d), train)
+
+
+def by_encoder(blocks: dict, first: int, shape) -> dict:
+  """{model block: tokens reshaped to `shape`} of an encoder's kept blocks {its block: tokens}, its first block
+  the model's `first`."""
+  return {first + i: x.reshape(shape) for i, x in blocks.items()}
 
 
 class VideoTransformer(nn.Module):
@@ -157,25 +165,38 @@ class VideoTransformer(nn.Module):
   backend: str | None = None  # the backend model.attention_impl='auto' chooses for (None: jax's default)
 
   @nn.compact
-  def __call__(self, video, train: bool = False):
+  def __call__(self, video, train: bool = False, outputs=None):
+    """video (B, T, H, W, 3) -> logits; with `outputs` (names, vvt/models/outputs.py) {name: array} of those."""
     spec = self.spec
     check_video(video, spec.num_frames, spec.image_size)
+    want = outputs_lib.request(outputs, spec.num_layers)
     x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
     block = block_fields(spec, spec.stages, spec.grid, mixing=spec.mixing, projected=spec.projected,
                          backend=self.backend, rope=spec.positional_embedding == 'rope')
-    x, cls, norm = encoder(spec, block, spec.num_layers, spec.class_token, spec.positional_embedding,
-                           spec.time_embedding_rows, name='encoder')(x, train)
+    x, cls, norm, kept = encoder(spec, block, spec.num_layers, spec.class_token, spec.positional_embedding,
+                                 spec.time_embedding_rows, name='encoder',
+                                 keep=outputs_lib.kept(want, 0, spec.num_layers))(x, train)
+    rep, ta_head = self._represent(x, cls, norm, train)
+    logits = self._classify(rep, train, ta_head)
+    if want is None:
+      return logits
+    return outputs_lib.select(want, spec.num_layers, dict(logits=logits, pooled=rep, encoded=norm(x)), kept,
+                              lambda i: norm)
+
+  def _represent(self, x, cls, norm, train) -> tuple:
+    """(the head's input (B, D), whether it is X-ViT's temporal-attention output) of the encoder's tokens."""
+    spec = self.spec
     if spec.classifier == 'attentive':
-      return classify_tokens(self, spec, norm(x), train, self.backend)
+      return pool_tokens(self, spec, norm(x), train, self.backend), False
     if spec.class_token == 'per_frame':
       frames = x[:, :, 0]  # (B, T, D): the per-frame class tokens.
       if spec.frame_aggregation == 'mean_before_norm':  # TimeSformer space-only: average frames, then norm.
-        return self._classify(norm(jnp.mean(frames, axis=1)), train)
+        return norm(jnp.mean(frames, axis=1)), False
       frames = norm(frames)
       if spec.frame_aggregation == 'temporal_attention':  # X-ViT TA head.
-        return self._classify(self._temporal_head(frames, train), train, ta_head=True)
-      return self._classify(jnp.mean(frames, axis=1), train)
-    return self._classify(pool(x, cls, norm, spec.classifier, spec.pooling), train)
+        return self._temporal_head(frames, train), True
+      return jnp.mean(frames, axis=1), False
+    return pool(x, cls, norm, spec.classifier, spec.pooling), False
 
   def _temporal_head(self, frames, train):
     spec, head = self.spec, self.spec.temporal_head
@@ -199,25 +220,39 @@ class FactorisedEncoder(nn.Module):
   backend: str | None = None  # the backend model.attention_impl='auto' chooses for (None: jax's default)
 
   @nn.compact
-  def __call__(self, video, train: bool = False):
+  def __call__(self, video, train: bool = False, outputs=None):
+    """video (B, T, H, W, 3) -> logits; with `outputs` {name: array} (blocks: the spatial encoder's, then the
+    temporal encoder's (B, 1, n_t, D))."""
     spec = self.spec
     check_video(video, spec.num_frames, spec.image_size)
+    count = outputs_lib.num_layers(spec)
+    want = outputs_lib.request(outputs, count)
     x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
     b, t, n, d = x.shape
     _, nh, nw = spec.grid
     pos = 'joint' if spec.positional_embedding in ('joint', 'separable', 'spatial') else spec.positional_embedding
     # Spatial encoder: every temporal index is an image of N tokens (one "frame" of a 1-frame video).
     spatial = block_fields(spec, ('joint',), (1, nh, nw), backend=self.backend)
-    xs, cls, norm = encoder(spec, spatial, spec.num_layers, spec.class_token, pos, name='spatial_encoder')(
-        x.reshape(b * t, 1, n, d), train)
+    xs, cls, norm, kept = encoder(spec, spatial, spec.num_layers, spec.class_token, pos, name='spatial_encoder',
+                                  keep=outputs_lib.kept(want, 0, spec.num_layers))(x.reshape(b * t, 1, n, d), train)
+    blocks, norms_of = by_encoder(kept, 0, (b, t, -1, d)), [norm] * spec.num_layers
     frames = pool(xs, cls, norm, spec.classifier, spec.pooling).reshape(b, 1, t, d)  # (B, 1, n_t, D)
     if spec.temporal_layers == 0:  # the paper's baseline: average-pool the frame representations.
-      return classifier_head(spec)(jnp.mean(frames, axis=(1, 2)), train)
-    temporal = block_fields(spec, ('joint',), (1, 1, t), num_heads=spec.temporal_num_heads,
-                            mlp_dim=spec.temporal_mlp_dim, backend=self.backend)
-    xt, cls, norm = encoder(spec, temporal, spec.temporal_layers, spec.class_token, pos, name='temporal_encoder')(
-        frames, train)
-    return classifier_head(spec)(pool(xt, cls, norm, spec.classifier, spec.pooling), train)
+      rep, encoded = jnp.mean(frames, axis=(1, 2)), norm(xs).reshape(b, t, -1, d)
+    else:
+      temporal = block_fields(spec, ('joint',), (1, 1, t), num_heads=spec.temporal_num_heads,
+                              mlp_dim=spec.temporal_mlp_dim, backend=self.backend)
+      xt, cls, norm, kept = encoder(spec, temporal, spec.temporal_layers, spec.class_token, pos,
+                                    name='temporal_encoder',
+                                    keep=outputs_lib.kept(want, spec.num_layers, spec.temporal_layers))(frames, train)
+      blocks.update(by_encoder(kept, spec.num_layers, (b, 1, t, d)))
+      norms_of += [norm] * spec.temporal_layers
+      rep, encoded = pool(xt, cls, norm, spec.classifier, spec.pooling), norm(xt)
+    logits = classifier_head(spec)(rep, train)
+    if want is None:
+      return logits
+    return outputs_lib.select(want, count, dict(logits=logits, pooled=rep, encoded=encoded), blocks,
+                              norms_of.__getitem__)
 
 
 class SpaceThenTime(nn.Module):
@@ -238,24 +273,38 @@ class SpaceThenTime(nn.Module):
     return self.spec
 
   @nn.compact
-  def __call__(self, video, train: bool = False):
+  def __call__(self, video, train: bool = False, outputs=None):
+    """video (B, T, H, W, 3) -> logits; with `outputs` {name: array} (blocks: the spatial encoder's, then the
+    temporal encoder's, each (B, n_t, N, D))."""
     spec = self.spec
     check_video(video, spec.num_frames, spec.image_size)
+    count = outputs_lib.num_layers(spec)
+    want = outputs_lib.request(outputs, count)
     x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
     b, t, n, d = x.shape
     _, nh, nw = spec.grid
     pos = 'joint' if spec.positional_embedding in ('joint', 'separable', 'spatial') else spec.positional_embedding
     table = spec.pos_table_grid
     spatial = block_fields(spec, ('joint',), (1, nh, nw), backend=self.backend)
-    xs, _, norm = encoder(spec, spatial, spec.num_layers, None, pos, name='spatial_encoder',
-                          pos_table_grid=None if table is None else (1, table[1], table[2]))(
-                              x.reshape(b * t, 1, n, d), train)
-    xs = norm(xs).reshape(b, t, n, d).transpose(0, 2, 1, 3).reshape(b * n, 1, t, d)  # every position's n_t tokens
+    xs, _, norm_s, kept = encoder(spec, spatial, spec.num_layers, None, pos, name='spatial_encoder',
+                                  pos_table_grid=None if table is None else (1, table[1], table[2]),
+                                  keep=outputs_lib.kept(want, 0, spec.num_layers))(x.reshape(b * t, 1, n, d), train)
+    blocks = by_encoder(kept, 0, (b, t, n, d))
+    xs = norm_s(xs).reshape(b, t, n, d).transpose(0, 2, 1, 3).reshape(b * n, 1, t, d)  # every position's n_t tokens
     temporal = block_fields(spec, ('joint',), (1, 1, t), num_heads=spec.temporal_num_heads,
                             mlp_dim=spec.temporal_mlp_dim, backend=self.backend)
-    xt, _, norm = encoder(spec, temporal, spec.temporal_layers, None, pos, name='temporal_encoder',
-                          pos_table_grid=None if table is None else (1, 1, table[0]))(xs, train)
-    tokens = xt.reshape(b, n, t, d).transpose(0, 2, 1, 3)  # (B, n_t, N, D), before the final norm
+    xt, _, norm, kept = encoder(spec, temporal, spec.temporal_layers, None, pos, name='temporal_encoder',
+                                pos_table_grid=None if table is None else (1, 1, table[0]),
+                                keep=outputs_lib.kept(want, spec.num_layers, spec.temporal_layers))(xs, train)
+    across = lambda y: y.reshape(b, n, t, d).transpose(0, 2, 1, 3)  # (B * N, 1, n_t, D) -> (B, n_t, N, D)
+    blocks.update({i: across(y) for i, y in by_encoder(kept, spec.num_layers, (b * n, 1, t, d)).items()})
+    tokens = across(xt)  # (B, n_t, N, D), before the final norm
     if spec.classifier == 'attentive':
-      return classify_tokens(self, spec, norm(tokens), train, self.backend)
-    return classifier_head(spec)(pool(tokens, None, norm, spec.classifier, spec.pooling), train)
+      rep = pool_tokens(self, spec, norm(tokens), train, self.backend)
+    else:
+      rep = pool(tokens, None, norm, spec.classifier, spec.pooling)
+    logits = classifier_head(spec)(rep, train)
+    if want is None:
+      return logits
+    return outputs_lib.select(want, count, dict(logits=logits, pooled=rep, encoded=norm(tokens)), blocks,
+                              lambda i: norm_s if i < spec.num_layers else norm)

@@ -1,6 +1,9 @@
 """Frozen-backbone probes: a grid of probes trained in one run on the features of a frozen backbone.
 
     video (B, T, H, W, 3) -> backbone (eval mode, no gradient) -> pooled (B, D), tokens (B, L, D)
+                             (its named outputs, vvt/models/outputs.py: the head's input and the final-normed
+                             tokens, or with `task.probe.layers` those layers' tokens, averaged or concatenated
+                             (`task.probe.combine`), and their mean)
                           -> probe_i: 'linear'     Dense(C) on the pooled features
                                       'attentive'  AttentivePooler over all the tokens -> Dense(C)
                                                    (V-JEPA 2's attentive probe: learned query token(s),
@@ -69,62 +72,56 @@ class ProbeGrid(nn.Module):
             for name in probe_names(self.num_probes)}
 
 
-def features(backbone: nn.Module, video) -> tuple:
-  """(pooled (B, D), tokens (B, L, D)) of `backbone` (eval mode): the input of its classifier head and the tokens
-  of its last encoder before the final norm."""
-  from vvt.models.heads import ClassifierHead
-  from vvt.models.video_transformer import SpaceTimeEncoder
-  got = {}
-
-  def capture(next_fun, args, kwargs, context):
-    out = next_fun(*args, **kwargs)
-    if context.method_name == '__call__':
-      if isinstance(context.module, ClassifierHead):
-        got['pooled'] = args[0]
-      elif isinstance(context.module, SpaceTimeEncoder):
-        got['tokens'] = out[0]
-    return out
-
-  with nn.intercept_methods(capture):
-    backbone(video, train=False)
-  b = video.shape[0]
-  pooled = got.get('pooled')
-  tokens = got['tokens'].reshape(b, -1, got['tokens'].shape[-1])
-  if pooled is None:  # an attentive-classifier backbone: its pooler's input, pooled by the mean
+def features(call, video, layers=(), combine: str = 'mean', attentive: bool = False) -> tuple:
+  """(pooled (B, D'), tokens (B, L, D')) of a backbone by `call(video, names)` (its named outputs in eval mode,
+  `vvt.models.outputs.features`): without `layers` the input of its classifier head (an attentive-classifier
+  backbone's, `attentive`: the mean of the tokens, its pooler being its classifier's) and the tokens of its last
+  encoder after the final norm (what `vvt features --tokens` writes); with `layers` their tokens, averaged or
+  concatenated (D' = D * len(layers)) by `combine`, and their mean."""
+  from vvt.models import outputs as outputs_lib
+  pooled, tokens = outputs_lib.features(call(video, outputs_lib.layer_names(layers)), layers, combine)
+  tokens = tokens.reshape(video.shape[0], -1, tokens.shape[-1])
+  if attentive and not layers:
     pooled = jnp.mean(tokens, axis=1)
   return pooled, tokens
 
 
-def probe_model(backbone: nn.Module, num_classes: int, num_probes: int, head: str, pooler=None) -> nn.Module:
-  """The backbone's module with `num_probes` probes: its params keep the backbone's names, plus `probes`;
-  returns {probe_i: logits (B, C)}."""
+def probe_model(backbone: nn.Module, num_classes: int, num_probes: int, head: str, pooler=None, layers=(),
+                combine: str = 'mean') -> nn.Module:
+  """The backbone's module with `num_probes` probes on the features of `layers` (`features`): its params keep the
+  backbone's names, plus `probes`; returns {probe_i: logits (B, C)}, or with `outputs` the backbone's named
+  outputs (vvt/models/outputs.py)."""
   base = type(backbone)
 
   class ProbeModel(base):
-    probe_fields: Any = None  # (num_classes, num_probes, head, pooler)
+    probe_fields: Any = None  # (num_classes, num_probes, head, pooler, layers, combine)
 
-    def __call__(self, video, train: bool = False):
+    def __call__(self, video, train: bool = False, outputs=None):
+      if outputs is not None:
+        return base.__call__(self, video, train=False, outputs=outputs)
       return self._probe(video)
 
     @nn.compact
     def _probe(self, video):
-      nc, n, kind, pool = self.probe_fields
-      pooled, tokens = features(lambda v, train: base.__call__(self, v, train=train), video)
+      nc, n, kind, pool, layers, how = self.probe_fields
+      pooled, tokens = features(lambda v, names: base.__call__(self, v, train=False, outputs=names), video,
+                                layers, how, attentive=self.spec.classifier == 'attentive')
       pooled, tokens = jax.lax.stop_gradient(pooled), jax.lax.stop_gradient(tokens)
       return ProbeGrid(nc, n, kind, pool, name='probes')(pooled, tokens)
 
   fields = {f.name: getattr(backbone, f.name) for f in dataclasses.fields(backbone)
             if f.init and f.name not in ('parent', 'name')}
-  return ProbeModel(**fields, probe_fields=(num_classes, num_probes, head, pooler))
+  return ProbeModel(**fields, probe_fields=(num_classes, num_probes, head, pooler, tuple(layers), combine))
 
 
-def pooler_fields(spec, backend, *, num_queries: int, depth: int, num_heads: int) -> dict:
-  """The AttentivePooler fields of an attentive probe on a backbone of ModelSpec `spec` (V-JEPA 2's: 'block'
-  cross-attention, head_dim D / num_heads, an MLP of 4 D)."""
+def pooler_fields(spec, backend, *, num_queries: int, depth: int, num_heads: int, dim=None) -> dict:
+  """The AttentivePooler fields of an attentive probe on a backbone of ModelSpec `spec` whose features have `dim`
+  channels (default its hidden size D; concatenated layers: k D) (V-JEPA 2's: 'block' cross-attention, head_dim
+  dim / num_heads, an MLP of 4 dim)."""
   from vvt.models.video_transformer import block_fields
-  d = spec.hidden_size
+  d = dim or spec.hidden_size
   if d % num_heads:
-    raise ValueError(f'task.probe.num_heads: {num_heads} does not divide the hidden size {d}')
+    raise ValueError(f'task.probe.num_heads: {num_heads} does not divide the features\' {d} channels')
   block = block_fields(spec, ('joint',), (1, 1, 1), num_heads=num_heads, mlp_dim=4 * d, backend=backend)
   block.update(qkv_bias=True, key_bias=True, logit_cap=None)
   return dict(num_queries=num_queries, num_heads=num_heads, head_dim=d // num_heads, depth=depth, mlp_dim=4 * d,
@@ -142,6 +139,8 @@ class Probe(Task):
   num_heads: int = 4
   base_lr: float = 1.0       # schedule.base_lr: the probes' lr scales the schedule by lr / base_lr
   backbone: str = ''         # task.probe.backbone: the checkpoint (vvt run or converted folder) of the backbone
+  layers: tuple = ()         # task.probe.layers: the backbone's layers the probes read (): its own features
+  combine: str = 'mean'      # task.probe.combine: the layers' tokens averaged ('mean') or concatenated ('concat')
   name = 'probe'
   own_params = ('probes',)   # the params the task adds (the rest is the backbone's)
 
@@ -170,9 +169,11 @@ class Probe(Task):
     backbone = vvt.models.build(model_config, backend=backend)
     pooler = None
     if self.head == 'attentive':
+      concat = len(self.layers) if self.combine == 'concat' else 1
       pooler = pooler_fields(backbone.spec, backend, num_queries=self.num_queries, depth=self.depth,
-                             num_heads=self.num_heads)
-    return probe_model(backbone, self.num_classes, len(self.settings), self.head, pooler)
+                             num_heads=self.num_heads, dim=backbone.spec.hidden_size * max(concat, 1))
+    return probe_model(backbone, self.num_classes, len(self.settings), self.head, pooler, self.layers,
+                       self.combine)
 
   def prepare(self, batch, inputs, rng):
     return self.base.prepare(batch, inputs, rng)
@@ -331,4 +332,5 @@ def from_config(config) -> Probe:
   base = importlib.import_module(registry.TASKS[p.base]).from_config(config)
   return Probe(base=base, settings=grid(p.lrs, p.weight_decays), head=str(p.head), num_queries=int(p.num_queries),
                depth=int(p.depth), num_heads=int(p.num_heads), base_lr=float(config.schedule.base_lr),
-               backbone=str(p.backbone or ''))
+               backbone=str(p.backbone or ''), layers=tuple(int(i) for i in getattr(p, 'layers', ())),
+               combine=str(getattr(p, 'combine', 'mean')))  # a config.json written before layers: the defaults

@@ -9,6 +9,8 @@ builds the task from the same options (`grid`).
   lrs            the probes' learning rates: positive numbers (at least one)
   weight_decays  their weight decays: numbers >= 0 (at least one); the grid is every lr with every weight decay
   num_queries, depth, num_heads   the attentive probe's pooler: >= 1, >= 0, >= 1
+  layers         the backbone's layers the probes read (ints, negative from the last; () : its own features)
+  combine        'mean' | 'concat': the layers' tokens averaged, or concatenated along D
   backbone       the frozen backbone's weights (`vvt.config.validation` checks it with the files a run starts
                  from: `backbone_problem`)
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from vvt.models import outputs
 from vvt.tasks import base as base_lib
 
 HEADS = ('linear', 'attentive')
@@ -76,6 +79,20 @@ def option_problems(probe) -> list[str]:
   return out
 
 
+def layer_problems(probe, model) -> list[str]:
+  """The problems of `task.probe.layers` (layers of the backbone `model`, where its size is known) and `combine`."""
+  out = []
+  combine = _get(probe, 'combine', 'mean')
+  if combine not in outputs.COMBINE:
+    out.append(f'task.probe.combine must be one of {", ".join(map(repr, outputs.COMBINE))}, got {combine!r}')
+  layers = _get(probe, 'layers', ())
+  try:
+    count = outputs.num_layers(model)
+  except (AttributeError, KeyError, TypeError, ValueError):  # the model's own checks report its fields
+    count = None
+  return out + outputs.check_layers('task.probe.layers', layers, count)
+
+
 def check(config: Any) -> list[str]:
   """The probe task's `check` hook (`vvt.tasks.base.CheckOptions`): `option_problems` of `task.probe` and the run's
   fields a probe run constrains (one classifier head, no layer-wise lr decay)."""
@@ -85,6 +102,7 @@ def check(config: Any) -> list[str]:
   nc = _get(_get(config, 'model'), 'num_classes') if nc is None else nc
   if hasattr(nc, 'items'):
     out.append(f'num_classes: the probes have one classifier head: set num_classes to an int, got {dict(nc)}')
+  out += layer_problems(probe, _get(config, 'model'))
   decay = _get(_get(config, 'optimizer'), 'layer_decay')
   if _is_number(decay) and 0 < decay < 1:
     out.append(f'optimizer.layer_decay={decay}: a probe run trains no backbone layer: leave it at 1')
