@@ -43,6 +43,11 @@ class Ask:
       node = node.get(p)
     return node
 
+  def clip_and_classes(self) -> dict:
+    """The clip asked (None: the weights') and the config's classes (a new head's where the weights have none): the
+    keyword arguments of a converter that runs at any clip."""
+    return dict(num_frames=self.num_frames, image_size=self.image_size, num_classes=self.hint('num_classes'))
+
   @property
   def frames_hint(self) -> int | None:
     """The clip length asked, else the config's."""
@@ -202,3 +207,19 @@ def new_classifier(w: Writer, hidden: int, num_classes, what: str) -> None:
                         (f'head/output_projection{suffix}/bias', np.zeros(int(n), np.float32))):
       w.flat[name] = value
       w.report.initialised.append((name, f'new classifier ({what})'))
+
+
+def new_attentive_head(w: Writer, model_fields: dict, hidden: int, num_classes, what: str) -> None:
+  """A bare encoder's new head: a `fresh_pooler` and a zero `new_classifier`, reported as freshly initialised;
+  `what`: why the checkpoint has none."""
+  for name, value in fresh_pooler(model_fields).items():
+    w.flat[name] = value
+    w.report.initialised.append((name, f"new attentive pooler ({what}): vvt's initialisation"))
+  new_classifier(w, hidden, num_classes, what)
+
+
+def check_layer_count(found: Iterable[int], n: int, field: str) -> None:
+  """ValueError naming hf_config.`field` where the checkpoint has layers (their indices `found`) beyond its `n`."""
+  extra = sorted(set(found) - set(range(n)))
+  if extra:
+    raise ValueError(f'hf_config.{field}={n} but the checkpoint also has layers {extra}')
