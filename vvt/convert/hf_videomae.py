@@ -68,11 +68,8 @@ def read_config(hf_config: Mapping | None) -> dict:
       raise ValueError(f'hf_config.patch_size={list(value)}: vvt takes square patches')
     cfg['patch_size'] = value[0]
   cfg['image_size'] = frame_size.config_value(frame_size.parse(cfg['image_size'], 'hf_config.image_size'))
-  for name in ('patch_size', 'num_frames', 'tubelet_size', 'num_attention_heads', 'num_hidden_layers'):
-    if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
-      raise ValueError(f'hf_config.{name} must be a positive int, got {cfg[name]!r}')
-  if cfg['num_channels'] != 3:
-    raise ValueError(f"hf_config.num_channels={cfg['num_channels']}: vvt models take RGB video (3 channels)")
+  conversion.check_hf_sizes(cfg, ('patch_size', 'num_frames', 'tubelet_size', 'num_attention_heads',
+                                  'num_hidden_layers'), 'num_channels')
   if cfg['num_frames'] % cfg['tubelet_size']:
     raise ValueError(f"hf_config.num_frames={cfg['num_frames']} is not a multiple of "
                      f"hf_config.tubelet_size={cfg['tubelet_size']} (vvt tokenises whole tubelets only)")

@@ -77,13 +77,9 @@ def read_config(hf_config: Mapping | None) -> dict:
   if tubelet[0] != 1:
     raise ValueError(f'hf_config.tubelet_size={tubelet}: transformers\' VideoPrism runs one-frame tubelets only')
   cfg['tubelet_size'] = tubelet
-  for name in ('image_size', 'num_frames', 'hidden_size', 'num_attention_heads', 'intermediate_size',
-               'num_spatial_layers', 'num_temporal_layers'):
-    value = cfg[name]
-    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == 'num_temporal_layers' else 1):
-      raise ValueError(f'hf_config.{name} must be a positive int, got {value!r}')
-  if cfg['num_channels'] != 3:
-    raise ValueError(f"hf_config.num_channels={cfg['num_channels']}: vvt models take RGB video (3 channels)")
+  conversion.check_hf_sizes(cfg, ('image_size', 'num_frames', 'hidden_size', 'num_attention_heads',
+                                  'intermediate_size', 'num_spatial_layers', 'num_temporal_layers'), 'num_channels',
+                            zero_ok='num_temporal_layers')
   for name in ('hidden_size', 'intermediate_size'):
     if cfg[name] % cfg['num_attention_heads']:
       raise ValueError(f'hf_config.{name}={cfg[name]} is not divisible by '
@@ -184,10 +180,7 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   return w.result(fields)
 
 
-def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
-  """`vvt convert --source hf_videoprism`: at the clip asked (None: config.json's); a backbone's new head has the
-  config's classes."""
-  return convert(state, ask.hf_config, **ask.clip_and_classes())
+convert_for = conversion.at_clip_asked(convert)  # `vvt convert --source hf_videoprism`
 
 
 # ------------------------------------------------------------------------------------------ vvt -> HF

@@ -71,13 +71,9 @@ def read_config(hf_config: Mapping | None) -> dict:
     if len(set(cfg['patch_size'])) != 1:
       raise ValueError(f"hf_config.patch_size={list(cfg['patch_size'])}: vvt takes square patches")
     cfg['patch_size'] = cfg['patch_size'][0]
-  for name in ('patch_size', 'crop_size', 'frames_per_clip', 'tubelet_size', 'hidden_size', 'num_attention_heads',
-               'num_hidden_layers', 'num_pooler_layers'):
-    value = cfg[name]
-    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == 'num_pooler_layers' else 1):
-      raise ValueError(f'hf_config.{name} must be a positive int, got {value!r}')
-  if cfg['in_chans'] != 3:
-    raise ValueError(f"hf_config.in_chans={cfg['in_chans']}: vvt models take RGB video (3 channels)")
+  conversion.check_hf_sizes(cfg, ('patch_size', 'crop_size', 'frames_per_clip', 'tubelet_size', 'hidden_size',
+                                  'num_attention_heads', 'num_hidden_layers', 'num_pooler_layers'), 'in_chans',
+                            zero_ok='num_pooler_layers')
   if cfg['hidden_size'] % cfg['num_attention_heads']:
     raise ValueError(f"hf_config.hidden_size={cfg['hidden_size']} is not divisible by "
                      f"hf_config.num_attention_heads={cfg['num_attention_heads']}")
@@ -189,10 +185,7 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   return w.result(fields)
 
 
-def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
-  """`vvt convert --source hf_vjepa2`: at the clip asked (None: config.json's); a backbone's new head has the
-  config's classes."""
-  return convert(state, ask.hf_config, **ask.clip_and_classes())
+convert_for = conversion.at_clip_asked(convert)  # `vvt convert --source hf_vjepa2`
 
 
 # ------------------------------------------------------------------------------------------ vvt -> HF
