@@ -202,3 +202,40 @@ def new_classifier(w: Writer, hidden: int, num_classes, what: str) -> None:
                         (f'head/output_projection{suffix}/bias', np.zeros(int(n), np.float32))):
       w.flat[name] = value
       w.report.initialised.append((name, f'new classifier ({what})'))
+
+
+def new_attentive_head(w: Writer, model_fields: dict, hidden: int, num_classes, what: str) -> None:
+  """A bare encoder's new head: a `fresh_pooler` and a zero `new_classifier`, reported as freshly initialised;
+  `what`: why the checkpoint has none."""
+  for name, value in fresh_pooler(model_fields).items():
+    w.flat[name] = value
+    w.report.initialised.append((name, f"new attentive pooler ({what}): vvt's initialisation"))
+  new_classifier(w, hidden, num_classes, what)
+
+
+def check_layer_count(found: Iterable[int], n: int, field: str) -> None:
+  """ValueError naming hf_config.`field` where the checkpoint has layers (their indices `found`) beyond its `n`."""
+  extra = sorted(set(found) - set(range(n)))
+  if extra:
+    raise ValueError(f'hf_config.{field}={n} but the checkpoint also has layers {extra}')
+
+
+def at_clip_asked(convert):
+  """A source module's `convert_for(state, ask)` for a `convert(state, hf_config, *, num_frames, image_size,
+  num_classes)` that runs at any clip: at the clip asked (None: config.json's); a backbone's new head has the
+  config's classes."""
+  def convert_for(state: Mapping[str, np.ndarray], ask: Ask) -> Converted:
+    return convert(state, ask.hf_config, num_frames=ask.num_frames, image_size=ask.image_size,
+                   num_classes=ask.hint('num_classes'))
+  return convert_for
+
+
+def check_hf_sizes(cfg: Mapping, names: Iterable[str], channels: str, zero_ok: str = '') -> None:
+  """ValueError naming hf_config.NAME where a field in `names` is not a positive int (`zero_ok`: the one that may
+  be 0), or hf_config.`channels` where the video is not RGB."""
+  for name in names:
+    value = cfg[name]
+    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == zero_ok else 1):
+      raise ValueError(f'hf_config.{name} must be a positive int, got {value!r}')
+  if cfg[channels] != 3:
+    raise ValueError(f'hf_config.{channels}={cfg[channels]}: vvt models take RGB video (3 channels)')

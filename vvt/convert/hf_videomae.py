@@ -68,11 +68,8 @@ def read_config(hf_config: Mapping | None) -> dict:
       raise ValueError(f'hf_config.patch_size={list(value)}: vvt takes square patches')
     cfg['patch_size'] = value[0]
   cfg['image_size'] = frame_size.config_value(frame_size.parse(cfg['image_size'], 'hf_config.image_size'))
-  for name in ('patch_size', 'num_frames', 'tubelet_size', 'num_attention_heads', 'num_hidden_layers'):
-    if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
-      raise ValueError(f'hf_config.{name} must be a positive int, got {cfg[name]!r}')
-  if cfg['num_channels'] != 3:
-    raise ValueError(f"hf_config.num_channels={cfg['num_channels']}: vvt models take RGB video (3 channels)")
+  conversion.check_hf_sizes(cfg, ('patch_size', 'num_frames', 'tubelet_size', 'num_attention_heads',
+                                  'num_hidden_layers'), 'num_channels')
   if cfg['num_frames'] % cfg['tubelet_size']:
     raise ValueError(f"hf_config.num_frames={cfg['num_frames']} is not a multiple of "
                      f"hf_config.tubelet_size={cfg['tubelet_size']} (vvt tokenises whole tubelets only)")
@@ -147,16 +144,12 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   src = conversion.Source(state, 'Hugging Face VideoMAE checkpoint')
   w = conversion.Writer(src)
   p = 'videomae.' if any(k.startswith('videomae.') for k in state) else ''
-  kernel = torch_layout.torch_patch_embedding(w, 'embedding/conv', f'{p}embeddings.patch_embeddings.projection')
-  if kernel.ndim != 5:
-    raise weight_files.WeightFileError(f'{src.origin}: {p}embeddings.patch_embeddings.projection.weight has shape '
-                                 f'{kernel.shape}; VideoMAE tokenises with a Conv3d (D, C, t, h, w)')
+  kernel = torch_layout.torch_conv3d_tokeniser(w, 'embedding/conv', f'{p}embeddings.patch_embeddings.projection',
+                                               'VideoMAE')
   hidden, channels, tt, th, tw = kernel.shape
-  for field, want, got in (('num_channels', 3, channels), ('tubelet_size', cfg['tubelet_size'], tt),
-                           ('patch_size', cfg['patch_size'], th), ('patch_size', cfg['patch_size'], tw)):
-    if want != got:
-      raise ValueError(f'hf_config.{field}={want} but the patch embedding kernel has shape {kernel.shape} '
-                       '(D, C, tubelet_size, patch_size, patch_size)')
+  torch_layout.check_kernel(kernel, (('num_channels', 3, channels), ('tubelet_size', cfg['tubelet_size'], tt),
+                                     ('patch_size', cfg['patch_size'], th), ('patch_size', cfg['patch_size'], tw)),
+                            'D, C, tubelet_size, patch_size, patch_size')
   file_names = not any(k.endswith('.attention.attention.query.bias') for k in state)  # q_bias, v_bias
   for i in range(cfg['num_hidden_layers']):
     key, n = f'{p}encoder.layer.{i}', f'encoder/layers/block_{i}'
@@ -165,10 +158,8 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
     torch_layout.torch_layer_norm(w, f'{n}/mlp_norm', f'{key}.layernorm_after')
     torch_layout.torch_dense(w, f'{n}/mlp/Dense_0', f'{key}.intermediate.dense')
     torch_layout.torch_dense(w, f'{n}/mlp/Dense_1', f'{key}.output.dense')
-  extra = sorted({int(m.group(1)) for k in state if (m := _LAYER.match(k))} - set(range(cfg['num_hidden_layers'])))
-  if extra:
-    raise ValueError(f"hf_config.num_hidden_layers={cfg['num_hidden_layers']} but the checkpoint also has "
-                     f'layers {extra}')
+  conversion.check_layer_count((int(m.group(1)) for k in state if (m := _LAYER.match(k))), cfg['num_hidden_layers'],
+                               'num_hidden_layers')
   classes = _head(w, p, cfg, hidden, num_classes)
   mean = bool(cfg['use_mean_pooling'])
   fields = dict(

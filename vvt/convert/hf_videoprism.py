@@ -77,13 +77,9 @@ def read_config(hf_config: Mapping | None) -> dict:
   if tubelet[0] != 1:
     raise ValueError(f'hf_config.tubelet_size={tubelet}: transformers\' VideoPrism runs one-frame tubelets only')
   cfg['tubelet_size'] = tubelet
-  for name in ('image_size', 'num_frames', 'hidden_size', 'num_attention_heads', 'intermediate_size',
-               'num_spatial_layers', 'num_temporal_layers'):
-    value = cfg[name]
-    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == 'num_temporal_layers' else 1):
-      raise ValueError(f'hf_config.{name} must be a positive int, got {value!r}')
-  if cfg['num_channels'] != 3:
-    raise ValueError(f"hf_config.num_channels={cfg['num_channels']}: vvt models take RGB video (3 channels)")
+  conversion.check_hf_sizes(cfg, ('image_size', 'num_frames', 'hidden_size', 'num_attention_heads',
+                                  'intermediate_size', 'num_spatial_layers', 'num_temporal_layers'), 'num_channels',
+                            zero_ok='num_temporal_layers')
   for name in ('hidden_size', 'intermediate_size'):
     if cfg[name] % cfg['num_attention_heads']:
       raise ValueError(f'hf_config.{name}={cfg[name]} is not divisible by '
@@ -117,17 +113,6 @@ def model_fields(cfg: dict, *, num_frames: int, image_size: int, num_classes, ta
                             head_dim=cfg['intermediate_size'] // heads, cross_attention='plain', per_dim_scale=True))
 
 
-def _block(w: conversion.Writer, name: str, key: str, heads: int) -> bool:
-  torch_layout.torch_layer_norm(w, f'{name}/joint_norm', f'{key}.layernorm_before')
-  bias = torch_layout.torch_separate_qkv(w, f'{name}/joint_attention',
-                                         tuple(f'{key}.attention.{q}_proj' for q in 'qkv'), heads)
-  torch_layout.torch_attention_out(w, f'{name}/joint_attention/out', f'{key}.attention.o_proj', heads)
-  torch_layout.torch_layer_norm(w, f'{name}/mlp_norm', f'{key}.layernorm_after')
-  torch_layout.torch_dense(w, f'{name}/mlp/Dense_0', f'{key}.mlp.fc1')
-  torch_layout.torch_dense(w, f'{name}/mlp/Dense_1', f'{key}.mlp.fc2')
-  return bias
-
-
 def _prefix(state) -> str:
   for p in ('video_model.vision_model.', 'vision_model.'):
     if any(k.startswith(p) for k in state):
@@ -148,15 +133,11 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   src = conversion.Source(state, 'Hugging Face VideoPrism checkpoint')
   w = conversion.Writer(src)
   p = _prefix(state)
-  kernel = torch_layout.torch_patch_embedding(w, 'embedding/conv', f'{p}spatial_embeddings.patch_embeddings.projection')
-  if kernel.ndim != 5:
-    raise weight_files.WeightFileError(f'{src.origin}: the patch embedding has shape {kernel.shape}; VideoPrism '
-                                 'tokenises with a Conv3d (D, C, 1, p, p)')
+  kernel = torch_layout.torch_conv3d_tokeniser(w, 'embedding/conv',
+                                               f'{p}spatial_embeddings.patch_embeddings.projection', 'VideoPrism')
   hidden, channels, tt, th, tw = kernel.shape
-  for field, want, got in (('num_channels', 3, channels), ('tubelet_size', tuple(cfg['tubelet_size']), (tt, th, tw)),
-                           ('hidden_size', cfg['hidden_size'], hidden)):
-    if want != got:
-      raise ValueError(f'hf_config.{field}={want} but the patch embedding kernel has shape {kernel.shape}')
+  torch_layout.check_kernel(kernel, (('num_channels', 3, channels), ('tubelet_size', tuple(cfg['tubelet_size']),
+                                     (tt, th, tw)), ('hidden_size', cfg['hidden_size'], hidden)))
   spatial = src.take(f'{p}spatial_embeddings.position_embeddings')
   temporal = src.take(f'{p}temporal_embeddings.position_embeddings')
   side = math.isqrt(spatial.shape[1])
@@ -170,12 +151,10 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   for kind, n, enc in (('spatial', cfg['num_spatial_layers'], 'spatial_encoder'),
                        ('temporal', cfg['num_temporal_layers'], 'temporal_encoder')):
     for i in range(n):
-      qkv_bias &= _block(w, f'{enc}/layers/block_{i}', f'{p}{kind}_layers.{i}', heads)
-    found = {int(m.group(2)) for k in state if k.startswith(p) and (m := _LAYER.match(k[len(p):]))
-             and m.group(1) == kind}
-    if found - set(range(n)):
-      raise ValueError(f'hf_config.num_{kind}_layers={n} but the checkpoint also has layers '
-                       f'{sorted(found - set(range(n)))}')
+      qkv_bias &= torch_layout.torch_separate_block(w, f'{enc}/layers/block_{i}', f'{p}{kind}_layers.{i}', heads,
+                                                    torch_layout.HF_NEW)
+    conversion.check_layer_count((int(m.group(2)) for k in state if k.startswith(p)
+                                  and (m := _LAYER.match(k[len(p):])) and m.group(1) == kind), n, f'num_{kind}_layers')
   torch_layout.torch_layer_norm(w, 'spatial_encoder/encoder_norm', f'{p}layernorm1')
   torch_layout.torch_layer_norm(w, 'temporal_encoder/encoder_norm', f'{p}layernorm2')
   run_frames = int(num_frames or cfg['num_frames'])
@@ -196,20 +175,12 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
       raise ValueError('the VideoPrism checkpoint has no classifier (a VideoPrismVisionModel or VideoPrismClipModel):'
                        ' give the number of classes of the new head (model.num_classes of the config)')
     fields = model_fields(cfg, num_frames=run_frames, image_size=run_size, num_classes=num_classes, table_grid=table)
-    for name, value in conversion.fresh_pooler(fields).items():
-      w.flat[name] = value
-      w.report.initialised.append((name, "new attention pooler (the checkpoint has no classifier): vvt's "
-                                   'initialisation'))
-    conversion.new_classifier(w, hidden, num_classes, 'the checkpoint has none')
+    conversion.new_attentive_head(w, fields, hidden, num_classes, 'the checkpoint has none')
   fields['qkv_bias'] = bool(qkv_bias)
   return w.result(fields)
 
 
-def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
-  """`vvt convert --source hf_videoprism`: at the clip asked (None: config.json's); a backbone's new head has the
-  config's classes."""
-  return convert(state, ask.hf_config, num_frames=ask.num_frames, image_size=ask.image_size,
-                 num_classes=ask.hint('num_classes'))
+convert_for = conversion.at_clip_asked(convert)  # `vvt convert --source hf_videoprism`
 
 
 # ------------------------------------------------------------------------------------------ vvt -> HF
@@ -259,17 +230,7 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   bias = True if m.qkv_bias else None
   for kind, n in (('spatial', m.num_layers), ('temporal', m.temporal_layers)):
     for i in range(n):
-      name, key = f'{kind}_encoder/layers/block_{i}', f'{v}.{kind}_layers.{i}'
-      w.layer_norm(f'{key}.layernorm_before', f'{name}/joint_norm')
-      for part in ('query', 'key', 'value'):
-        weight, b = w.projection(f'{name}/joint_attention', part, bias)
-        w.put(f'{key}.attention.{part[0]}_proj.weight', weight)
-        if b is not None:
-          w.put(f'{key}.attention.{part[0]}_proj.bias', b)
-      w.attention_out(f'{key}.attention.o_proj', f'{name}/joint_attention/out')
-      w.layer_norm(f'{key}.layernorm_after', f'{name}/mlp_norm')
-      w.dense(f'{key}.mlp.fc1', f'{name}/mlp/Dense_0')
-      w.dense(f'{key}.mlp.fc2', f'{name}/mlp/Dense_1')
+      w.separate_block(f'{v}.{kind}_layers.{i}', f'{kind}_encoder/layers/block_{i}', torch_layout.HF_NEW, (bias,) * 3)
   w.layer_norm(f'{v}.layernorm1', 'spatial_encoder/encoder_norm')
   w.layer_norm(f'{v}.layernorm2', 'temporal_encoder/encoder_norm')
   w.copy('head.pooling_attention_query', 'pooler/query_tokens')

@@ -29,10 +29,7 @@ HF_DEFAULTS = dict(num_attention_heads=12, layer_norm_eps=1e-6, hidden_act='gelu
                    image_size=224)
 _LAYER = re.compile(r'^vivit\.(?:encoder\.layer|layers)\.(\d+)\.')
 
-OLD = dict(q='attention.attention.query', k='attention.attention.key', v='attention.attention.value',
-           o='attention.output.dense', fc1='intermediate.dense', fc2='output.dense')
-NEW = dict(q='attention.q_proj', k='attention.k_proj', v='attention.v_proj', o='attention.o_proj',
-           fc1='mlp.fc1', fc2='mlp.fc2')
+OLD, NEW = torch_layout.HF_OLD, torch_layout.HF_NEW
 
 
 @weight_files.names_its_file
@@ -76,14 +73,7 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   for i in layers:
     prefix = f'vivit.layers.{i}' if f'vivit.layers.{i}.layernorm_before.weight' in src else f'vivit.encoder.layer.{i}'
     names = NEW if f'{prefix}.{NEW["q"]}.weight' in src else OLD
-    n = f'encoder/layers/block_{i}'
-    torch_layout.torch_layer_norm(w, f'{n}/joint_norm', f'{prefix}.layernorm_before')
-    qkv_bias &= torch_layout.torch_separate_qkv(w, f'{n}/joint_attention',
-                                          tuple(f'{prefix}.{names[x]}' for x in 'qkv'), num_heads)
-    torch_layout.torch_attention_out(w, f'{n}/joint_attention/out', f'{prefix}.{names["o"]}', num_heads)
-    torch_layout.torch_layer_norm(w, f'{n}/mlp_norm', f'{prefix}.layernorm_after')
-    torch_layout.torch_dense(w, f'{n}/mlp/Dense_0', f'{prefix}.{names["fc1"]}')
-    torch_layout.torch_dense(w, f'{n}/mlp/Dense_1', f'{prefix}.{names["fc2"]}')
+    qkv_bias &= torch_layout.torch_separate_block(w, f'encoder/layers/block_{i}', prefix, num_heads, names)
   torch_layout.torch_layer_norm(w, 'encoder/encoder_norm', 'vivit.layernorm')
   torch_layout.torch_dense(w, 'head/output_projection', 'classifier')
   mlp_dim = w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]
@@ -132,17 +122,7 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w.copy('vivit.embeddings.position_embeddings', 'encoder/posembed/pos_embedding')
   biases = (True, m.key_bias, True) if m.qkv_bias else (None,) * 3
   for i in range(m.num_layers):
-    key, name = f'vivit.encoder.layer.{i}', f'encoder/layers/block_{i}'
-    w.layer_norm(f'{key}.layernorm_before', f'{name}/joint_norm')
-    for part, bias in zip(('query', 'key', 'value'), biases, strict=True):
-      weight, b = w.projection(f'{name}/joint_attention', part, bias)
-      w.put(f'{key}.{OLD[part[0]]}.weight', weight)
-      if b is not None:
-        w.put(f'{key}.{OLD[part[0]]}.bias', b)
-    w.attention_out(f'{key}.{OLD["o"]}', f'{name}/joint_attention/out')
-    w.layer_norm(f'{key}.layernorm_after', f'{name}/mlp_norm')
-    w.dense(f'{key}.{OLD["fc1"]}', f'{name}/mlp/Dense_0')
-    w.dense(f'{key}.{OLD["fc2"]}', f'{name}/mlp/Dense_1')
+    w.separate_block(f'vivit.encoder.layer.{i}', f'encoder/layers/block_{i}', OLD, biases)
   w.layer_norm('vivit.layernorm', 'encoder/encoder_norm')
   w.dense('classifier', 'head/output_projection')
   config = dict(

@@ -71,13 +71,9 @@ def read_config(hf_config: Mapping | None) -> dict:
     if len(set(cfg['patch_size'])) != 1:
       raise ValueError(f"hf_config.patch_size={list(cfg['patch_size'])}: vvt takes square patches")
     cfg['patch_size'] = cfg['patch_size'][0]
-  for name in ('patch_size', 'crop_size', 'frames_per_clip', 'tubelet_size', 'hidden_size', 'num_attention_heads',
-               'num_hidden_layers', 'num_pooler_layers'):
-    value = cfg[name]
-    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == 'num_pooler_layers' else 1):
-      raise ValueError(f'hf_config.{name} must be a positive int, got {value!r}')
-  if cfg['in_chans'] != 3:
-    raise ValueError(f"hf_config.in_chans={cfg['in_chans']}: vvt models take RGB video (3 channels)")
+  conversion.check_hf_sizes(cfg, ('patch_size', 'crop_size', 'frames_per_clip', 'tubelet_size', 'hidden_size',
+                                  'num_attention_heads', 'num_hidden_layers', 'num_pooler_layers'), 'in_chans',
+                            zero_ok='num_pooler_layers')
   if cfg['hidden_size'] % cfg['num_attention_heads']:
     raise ValueError(f"hf_config.hidden_size={cfg['hidden_size']} is not divisible by "
                      f"hf_config.num_attention_heads={cfg['num_attention_heads']}")
@@ -113,17 +109,10 @@ def model_fields(cfg: dict, *, num_frames: int, image_size: int, num_classes, ml
                             head_dim=hidden // heads, cross_attention='block', per_dim_scale=False))
 
 
-def _block(w: conversion.Writer, name: str, key: str, heads: int, *, norms=('norm1', 'norm2'),
-           qkv=('attention.query', 'attention.key', 'attention.value'), out='attention.proj') -> bool:
-  """A pre-LN transformer block `key` (torch names) into the vvt EncoderBlock `name`; returns whether q/k/v have
-  biases."""
-  torch_layout.torch_layer_norm(w, f'{name}/joint_norm', f'{key}.{norms[0]}')
-  bias = torch_layout.torch_separate_qkv(w, f'{name}/joint_attention', tuple(f'{key}.{q}' for q in qkv), heads)
-  torch_layout.torch_attention_out(w, f'{name}/joint_attention/out', f'{key}.{out}', heads)
-  torch_layout.torch_layer_norm(w, f'{name}/mlp_norm', f'{key}.{norms[1]}')
-  torch_layout.torch_dense(w, f'{name}/mlp/Dense_0', f'{key}.mlp.fc1')
-  torch_layout.torch_dense(w, f'{name}/mlp/Dense_1', f'{key}.mlp.fc2')
-  return bias
+_ENCODER_BLOCK = dict(torch_layout.HF_NEW, norm1='norm1', q='attention.query', k='attention.key',
+                      v='attention.value', o='attention.proj', norm2='norm2')
+_POOLER_BLOCK = dict(torch_layout.HF_NEW, norm1='layer_norm1', q='self_attn.q_proj', k='self_attn.k_proj',
+                     v='self_attn.v_proj', o='self_attn.out_proj', norm2='layer_norm2')
 
 
 def _pooler(w: conversion.Writer, heads: int) -> int:
@@ -133,9 +122,8 @@ def _pooler(w: conversion.Writer, heads: int) -> int:
   if layers != list(range(len(layers))):
     raise ValueError(f'V-JEPA 2 pooler: self-attention layers not numbered 0..n-1: {layers}')
   for j in layers:
-    _block(w, f'pooler/layers/block_{j}', f'pooler.self_attention_layers.{j}', heads,
-           norms=('layer_norm1', 'layer_norm2'), qkv=('self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'),
-           out='self_attn.out_proj')
+    torch_layout.torch_separate_block(w, f'pooler/layers/block_{j}', f'pooler.self_attention_layers.{j}', heads,
+                                      _POOLER_BLOCK)
   key = 'pooler.cross_attention_layer'
   torch_layout.torch_layer_norm(w, 'pooler/cross_norm', f'{key}.layer_norm1')
   torch_layout.torch_separate_qkv(w, 'pooler/cross_attention', tuple(f'{key}.cross_attn.{q}_proj' for q in 'qkv'),
@@ -161,24 +149,19 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   src = conversion.Source(state, 'Hugging Face V-JEPA 2 checkpoint')
   w = conversion.Writer(src)
   p = 'vjepa2.' if any(k.startswith('vjepa2.') for k in state) else ''
-  kernel = torch_layout.torch_patch_embedding(w, 'embedding/conv', f'{p}encoder.embeddings.patch_embeddings.proj')
-  if kernel.ndim != 5:
-    raise weight_files.WeightFileError(f'{src.origin}: {p}encoder.embeddings.patch_embeddings.proj.weight has shape '
-                                 f'{kernel.shape}; V-JEPA 2 tokenises with a Conv3d (D, C, t, h, w)')
+  kernel = torch_layout.torch_conv3d_tokeniser(w, 'embedding/conv', f'{p}encoder.embeddings.patch_embeddings.proj',
+                                               'V-JEPA 2')
   hidden, channels, tt, th, tw = kernel.shape
-  for field, want, got in (('in_chans', 3, channels), ('tubelet_size', cfg['tubelet_size'], tt),
-                           ('patch_size', cfg['patch_size'], th), ('patch_size', cfg['patch_size'], tw),
-                           ('hidden_size', cfg['hidden_size'], hidden)):
-    if want != got:
-      raise ValueError(f'hf_config.{field}={want} but the patch embedding kernel has shape {kernel.shape} '
-                       '(hidden_size, in_chans, tubelet_size, patch_size, patch_size)')
+  torch_layout.check_kernel(kernel, (('in_chans', 3, channels), ('tubelet_size', cfg['tubelet_size'], tt),
+                                     ('patch_size', cfg['patch_size'], th), ('patch_size', cfg['patch_size'], tw),
+                                     ('hidden_size', cfg['hidden_size'], hidden)),
+                            'hidden_size, in_chans, tubelet_size, patch_size, patch_size')
   qkv_bias = True
   for i in range(cfg['num_hidden_layers']):
-    qkv_bias &= _block(w, f'encoder/layers/block_{i}', f'{p}encoder.layer.{i}', heads)
-  extra = sorted({int(m.group(1)) for k in state if (m := _LAYER.match(k))} - set(range(cfg['num_hidden_layers'])))
-  if extra:
-    raise ValueError(f"hf_config.num_hidden_layers={cfg['num_hidden_layers']} but the checkpoint also has "
-                     f'layers {extra}')
+    qkv_bias &= torch_layout.torch_separate_block(w, f'encoder/layers/block_{i}', f'{p}encoder.layer.{i}', heads,
+                                                  _ENCODER_BLOCK)
+  conversion.check_layer_count((int(m.group(1)) for k in state if (m := _LAYER.match(k))), cfg['num_hidden_layers'],
+                               'num_hidden_layers')
   torch_layout.torch_layer_norm(w, 'encoder/encoder_norm', f'{p}encoder.layernorm')
   mlp_dim = w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]
   if 'classifier.weight' in src:
@@ -197,19 +180,12 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
     fields = model_fields(cfg, num_frames=num_frames, image_size=image_size, num_classes=num_classes,
                           mlp_dim=mlp_dim, pooler_mlp_dim=int(hidden * POOLER_MLP_RATIO),
                           num_pooler_layers=cfg['num_pooler_layers'])
-    for name, value in conversion.fresh_pooler(fields).items():
-      w.flat[name] = value
-      w.report.initialised.append((name, "new attentive pooler (a VJEPA2Model has none): vvt's initialisation"))
-    conversion.new_classifier(w, hidden, num_classes, 'VJEPA2Model has none')
+    conversion.new_attentive_head(w, fields, hidden, num_classes, 'a VJEPA2Model has none')
   fields['qkv_bias'] = bool(qkv_bias)
   return w.result(fields)
 
 
-def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
-  """`vvt convert --source hf_vjepa2`: at the clip asked (None: config.json's); a backbone's new head has the
-  config's classes."""
-  return convert(state, ask.hf_config, num_frames=ask.num_frames, image_size=ask.image_size,
-                 num_classes=ask.hint('num_classes'))
+convert_for = conversion.at_clip_asked(convert)  # `vvt convert --source hf_vjepa2`
 
 
 # ------------------------------------------------------------------------------------------ vvt -> HF
@@ -224,21 +200,6 @@ def _mlp_ratio(hidden: int, mlp_dim: int) -> float:
   while int(hidden * r) < mlp_dim:
     r = float(np.nextafter(r, np.inf))
   return r
-
-
-def _torch_block(w: torch_layout.TorchState, key: str, name: str, norms: tuple[str, str], qkv: tuple[str, str, str],
-           out: str, bias: bool) -> None:
-  """One pre-LN block `name` (vvt) -> torch `key`: norms, separate q/k/v, the output projection, the MLP."""
-  w.layer_norm(f'{key}.{norms[0]}', f'{name}/joint_norm')
-  for part, torch_name in zip(('query', 'key', 'value'), qkv, strict=True):
-    weight, b = w.projection(f'{name}/joint_attention', part, True if bias else None)
-    w.put(f'{key}.{torch_name}.weight', weight)
-    if b is not None:
-      w.put(f'{key}.{torch_name}.bias', b)
-  w.attention_out(f'{key}.{out}', f'{name}/joint_attention/out')
-  w.layer_norm(f'{key}.{norms[1]}', f'{name}/mlp_norm')
-  w.dense(f'{key}.mlp.fc1', f'{name}/mlp/Dense_0')
-  w.dense(f'{key}.mlp.fc2', f'{name}/mlp/Dense_1')
 
 
 def check(m) -> None:
@@ -283,12 +244,11 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w = torch_layout.TorchState(params, HF_CLASS)
   w.patch_embedding('vjepa2.encoder.embeddings.patch_embeddings.proj', 'embedding/conv')
   for i in range(m.num_layers):
-    _torch_block(w, f'vjepa2.encoder.layer.{i}', f'encoder/layers/block_{i}', ('norm1', 'norm2'),
-           ('attention.query', 'attention.key', 'attention.value'), 'attention.proj', m.qkv_bias)
+    w.separate_block(f'vjepa2.encoder.layer.{i}', f'encoder/layers/block_{i}', _ENCODER_BLOCK,
+                     (True if m.qkv_bias else None,) * 3)
   w.layer_norm('vjepa2.encoder.layernorm', 'encoder/encoder_norm')
   for j in range(m.attentive_pooler.depth):
-    _torch_block(w, f'pooler.self_attention_layers.{j}', f'pooler/layers/block_{j}', ('layer_norm1', 'layer_norm2'),
-           ('self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'), 'self_attn.out_proj', True)
+    w.separate_block(f'pooler.self_attention_layers.{j}', f'pooler/layers/block_{j}', _POOLER_BLOCK, (True,) * 3)
   w.copy('pooler.query_tokens', 'pooler/query_tokens')
   key = 'pooler.cross_attention_layer'
   w.layer_norm(f'{key}.layer_norm1', 'pooler/cross_norm')

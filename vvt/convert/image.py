@@ -123,10 +123,7 @@ def _read_flax(state, origin) -> conversion.Writer:
   return w
 
 
-_HF_OLD = dict(q='attention.attention.query', k='attention.attention.key', v='attention.attention.value',
-               o='attention.output.dense', fc1='intermediate.dense', fc2='output.dense')
-_HF_NEW = dict(q='attention.q_proj', k='attention.k_proj', v='attention.v_proj', o='attention.o_proj',
-               fc1='mlp.fc1', fc2='mlp.fc2')
+_HF_OLD, _HF_NEW = torch_layout.HF_OLD, torch_layout.HF_NEW
 
 
 def _read_torch(state, fmt, num_heads, origin) -> conversion.Writer:
@@ -165,12 +162,7 @@ def _read_torch(state, fmt, num_heads, origin) -> conversion.Writer:
       base = f'{prefix}layers.{i}' if f'{prefix}layers.{i}.layernorm_before.weight' in src \
           else f'{prefix}encoder.layer.{i}'
       names = _HF_NEW if f'{base}.{_HF_NEW["q"]}.weight' in src else _HF_OLD
-      torch_layout.torch_layer_norm(w, f'{n}/norm', f'{base}.layernorm_before')
-      torch_layout.torch_separate_qkv(w, f'{n}/attention', tuple(f'{base}.{names[x]}' for x in 'qkv'), num_heads)
-      torch_layout.torch_attention_out(w, f'{n}/attention/out', f'{base}.{names["o"]}', num_heads)
-      torch_layout.torch_layer_norm(w, f'{n}/mlp_norm', f'{base}.layernorm_after')
-      torch_layout.torch_dense(w, f'{n}/mlp/Dense_0', f'{base}.{names["fc1"]}')
-      torch_layout.torch_dense(w, f'{n}/mlp/Dense_1', f'{base}.{names["fc2"]}')
+      torch_layout.torch_separate_block(w, n, base, num_heads, names, norm='norm', attention='attention')
     else:
       torch_layout.torch_vit_block(w, n, f'blocks.{i}', num_heads, norm='norm', attention='attention')
   if fmt == 'hf':

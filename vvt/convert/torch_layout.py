@@ -10,6 +10,8 @@ The `torch_*` helpers read these layouts into a `conversion.Writer`; `TorchState
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from vvt.convert import conversion
@@ -90,6 +92,29 @@ def torch_vit_block(w: conversion.Writer, name: str, key: str, num_heads: int, *
   return has_bias
 
 
+# Sub-names of a transformers pre-LN block with separate q/k/v Linears: the names save_pretrained wrote before the
+# attention refactor (BERT style), and those it writes now.
+HF_OLD = dict(norm1='layernorm_before', q='attention.attention.query', k='attention.attention.key',
+              v='attention.attention.value', o='attention.output.dense', norm2='layernorm_after',
+              fc1='intermediate.dense', fc2='output.dense')
+HF_NEW = dict(HF_OLD, q='attention.q_proj', k='attention.k_proj', v='attention.v_proj', o='attention.o_proj',
+              fc1='mlp.fc1', fc2='mlp.fc2')
+
+
+def torch_separate_block(w: conversion.Writer, name: str, key: str, num_heads: int, names: Mapping[str, str], *,
+                         norm: str = 'joint_norm', attention: str = 'joint_attention') -> bool:
+  """A pre-LN block with separate q/k/v Linears, torch `key.{names[norm1, q, k, v, o, norm2, fc1, fc2]}`, into the
+  vvt block `name` (its attention LayerNorm and MSA named `norm` and `attention`). Returns whether q/k/v have
+  biases."""
+  torch_layer_norm(w, f'{name}/{norm}', f'{key}.{names["norm1"]}')
+  has_bias = torch_separate_qkv(w, f'{name}/{attention}', tuple(f'{key}.{names[x]}' for x in 'qkv'), num_heads)
+  torch_attention_out(w, f'{name}/{attention}/out', f'{key}.{names["o"]}', num_heads)
+  torch_layer_norm(w, f'{name}/mlp_norm', f'{key}.{names["norm2"]}')
+  torch_dense(w, f'{name}/mlp/Dense_0', f'{key}.{names["fc1"]}')
+  torch_dense(w, f'{name}/mlp/Dense_1', f'{key}.{names["fc2"]}')
+  return has_bias
+
+
 def torch_patch_embedding(w: conversion.Writer, name: str, key: str):
   """torch Conv2d (D, C, p, p) -> vvt tubelet kernel (1, p, p, C, D); Conv3d (D, C, t, h, w) -> (t, h, w, C, D)."""
   weight = w.src.take(f'{key}.weight')
@@ -103,6 +128,25 @@ def torch_patch_embedding(w: conversion.Writer, name: str, key: str):
                           'kernel')
   w.copy(f'{name}/bias', f'{key}.bias')
   return weight
+
+
+def torch_conv3d_tokeniser(w: conversion.Writer, name: str, key: str, model: str) -> np.ndarray:
+  """`torch_patch_embedding` of `model`'s Conv3d tokeniser: its kernel (D, C, t, h, w); WeightFileError naming the
+  file where it is not 5-D."""
+  kernel = torch_patch_embedding(w, name, key)
+  if kernel.ndim != 5:
+    raise WeightFileError(f'{w.src.origin}: {key}.weight has shape {kernel.shape}; {model} tokenises with a Conv3d '
+                          '(D, C, t, h, w)')
+  return kernel
+
+
+def check_kernel(kernel: np.ndarray, checks, layout: str = '') -> None:
+  """ValueError naming hf_config.FIELD where a `checks` entry (FIELD, the config's value, the kernel's) disagrees;
+  `layout`: the kernel's axes in the config's words."""
+  for field, want, got in checks:
+    if want != got:
+      raise ValueError(f'hf_config.{field}={want} but the patch embedding kernel has shape {kernel.shape}'
+                       + (f' ({layout})' if layout else ''))
 
 
 def gelu_approximate_of(hidden_act: str) -> bool:
@@ -181,6 +225,20 @@ class TorchState:
     kernel = self.take(f'{name}/kernel')
     self.put(f'{key}.weight', kernel.reshape(-1, kernel.shape[-1]).T)
     self.copy(f'{key}.bias', f'{name}/bias')
+
+  def separate_block(self, key: str, name: str, names: Mapping[str, str], biases: tuple) -> None:
+    """The inverse of `torch_separate_block` (vvt names joint_norm, joint_attention): biases, one per q/k/v, as
+    `projection` takes them."""
+    self.layer_norm(f'{key}.{names["norm1"]}', f'{name}/joint_norm')
+    for part, bias in zip(('query', 'key', 'value'), biases, strict=True):
+      weight, b = self.projection(f'{name}/joint_attention', part, bias)
+      self.put(f'{key}.{names[part[0]]}.weight', weight)
+      if b is not None:
+        self.put(f'{key}.{names[part[0]]}.bias', b)
+    self.attention_out(f'{key}.{names["o"]}', f'{name}/joint_attention/out')
+    self.layer_norm(f'{key}.{names["norm2"]}', f'{name}/mlp_norm')
+    self.dense(f'{key}.{names["fc1"]}', f'{name}/mlp/Dense_0')
+    self.dense(f'{key}.{names["fc2"]}', f'{name}/mlp/Dense_1')
 
   def patch_embedding(self, key: str, name: str, conv2d: bool = False) -> None:
     """vvt tubelet kernel (t, h, w, C, D) -> torch Conv3d (D, C, t, h, w); conv2d (t = 1): Conv2d (D, C, h, w)."""
