@@ -9,7 +9,7 @@ from tests.models.test_attention_impl import assert_close
 from tests.models.test_models import randomise
 from tests.models.test_models import tiny
 from tests.models.test_models import video
-from vvt.convert import common
+from vvt.convert import weight_files
 import vvt.models as models
 from vvt.models import layout
 from vvt.models import outputs
@@ -44,13 +44,14 @@ def test_outputs_beside_the_unchanged_logits(family, attention, kw, count):
   got = _apply(module, params, x, names)
   assert np.asarray(got['logits']).tobytes() == np.asarray(_apply(module, params, x)).tobytes()
   with_outputs = jax.eval_shape(lambda v: module.init(jax.random.key(0), v, outputs=names), x)['params']
-  assert common.flatten(jax.tree.map(np.shape, with_outputs)) == common.flatten(jax.tree.map(np.shape, params))
+  shapes = lambda tree: weight_files.flatten(jax.tree.map(np.shape, tree))
+  assert shapes(with_outputs) == shapes(params)
   b, d = 2, module.spec.hidden_size
   assert got['pooled'].shape == (b, d) and got['encoded'].ndim == got['block0'].ndim == 4
   assert got['encoded'].shape == got['block-1'].shape and got['encoded'].shape[0] == b
   np.testing.assert_array_equal(got['encoded-1'], got['encoded'])
   assert np.abs(np.asarray(got['block-1']) - np.asarray(got['encoded'])).max() > 1e-3  # the norm is applied
-  head = common.flatten(params)
+  head = weight_files.flatten(params)
   if not any(k.startswith(('head/head_norm', 'head/head_hidden')) for k in head):  # a linear head (not X-ViT's)
     kernel, bias = head['head/output_projection/kernel'], head['head/output_projection/bias']
     np.testing.assert_allclose(got['pooled'] @ kernel + bias, got['logits'], rtol=1e-5, atol=1e-5)
