@@ -17,10 +17,10 @@ def test_maps_of_a_48x40_model_are_on_its_grid_and_its_pixels():
   params = module.init(jax.random.key(0), video)['params']
   maps = am.attention_maps(params, video, run.model)
   assert maps.grid == (4, 6, 5) and maps.final.shape == (1, 4, 6, 5)
-  np.testing.assert_allclose(maps.final.sum(), 1.0, atol=1e-9)
+  np.testing.assert_allclose(maps.final.sum(), 1.0, atol=1e-4)  # a float32 distribution: 120 terms, ~1e-5 rounding
   pixels = am.upsample(maps.final[0], maps.tubelet_t, (48, 40))
   assert pixels.shape == (8, 48, 40)
-  np.testing.assert_allclose(pixels.sum(), 1.0, atol=1e-9)
+  np.testing.assert_allclose(pixels.sum(), 1.0, atol=1e-4)  # the same mass, spread over the pixels
   mask = np.zeros((8, 48, 40), bool)
   mask[:, :8, 32:] = True  # the top-right patch of every frame
   tokens = am.token_mask(mask, maps.grid, maps.tubelet_t)
