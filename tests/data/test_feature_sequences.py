@@ -42,3 +42,12 @@ def test_two_videos_with_one_stem_refused_naming_both():
                                                                   'frames_c': '/y/frames_c'}
   with pytest.raises(ValueError, match=r'one feature sequence a\.npy: /x/a\.mp4 and /y/a\.webm'):
     sequence_ids(['/x/a.mp4', '/y/a.webm'])
+
+
+def test_windows_without_the_tail_stay_a_uniform_grid():
+  from vvt.data import WindowStream
+  from vvt.data import window_starts
+  assert window_starts(11, 4, 3, tail=False) == [0, 3, 6]  # no window ending at the last frame
+  stream = WindowStream(((np.zeros(1), i / 2) for i in range(11)), 4, 3, 2.0, tail=False)
+  got = [(w.start, w.end, (w.start_s + w.end_s) / 2) for w in stream]
+  assert got == [(0, 4, 1.0), (3, 7, 2.5), (6, 10, 4.0)] and stream.count == 11
