@@ -57,8 +57,11 @@ def converted(tmp_path_factory):
 
 def test_window_features_of_long_videos(converted, capsys):
   out = converted / 'out'
+  (converted / 'ann.json').write_text(json.dumps({'database': {'a': {
+      'subset': 'validation', 'duration': 5.5, 'annotations': [{'segment': [1.5, 3.0], 'label': 'event'}]}}}))
   res = vvt_in_process(capsys, 'features', '--workdir', str(converted / 'ck'), '--output', str(out), '--window', '2',
-                       '--stride', '1', '--fps', str(FPS), str(converted / 'videos'), *VIEWS)
+                       '--stride', '1', '--fps', str(FPS), str(converted / 'videos'), '--plot', '--annotations',
+                       str(converted / 'ann.json'), *VIEWS)
   assert res.returncode == 1, res.stderr  # one video skipped, the others written
   assert 'skipped' in res.stderr
   assert 'short.mp4: the window of 16 frames (2.00 s) is longer than the video' in res.stderr
@@ -78,6 +81,8 @@ def test_window_features_of_long_videos(converted, capsys):
   np.testing.assert_allclose(seq['b_mid'][0], seq['b'][1], atol=1e-5 * scale)
   assert float(np.abs(seq['b'][0] - seq['b'][1]).max()) > 1e-2 * scale  # and the windows differ
   assert not (out / 'sequences' / 'short.npy').exists()
+  assert sorted(p.name for p in (out / 'plots').iterdir()) == ['a.png', 'b.png', 'b_mid.png']
+  assert (out / 'plots' / 'a.png').stat().st_size > 10_000
 
 
 def test_bad_window_arguments_refused_in_one_line(converted, tmp_path, capsys):
@@ -85,6 +90,8 @@ def test_bad_window_arguments_refused_in_one_line(converted, tmp_path, capsys):
   video = str(converted / 'videos' / 'a.mp4')
   (tmp_path / 'x').mkdir()
   _mp4(tmp_path / 'x' / 'a.mp4', np.zeros((4, 32, 32, 3), np.uint8))
+  (tmp_path / 'bad.json').write_text(json.dumps({'database': {'a': {
+      'subset': 'validation', 'duration': 5.5, 'annotations': [{'segment': [3, 1], 'label': 'x'}]}}}))
   (tmp_path / 'list.txt').write_text('path\n../x/a.mp4\n'.replace('../x', str(tmp_path / 'x')))
   cases = [
       (['--window', '2', '--stride', '0', video], "--stride must be positive, got '0'"),
@@ -98,7 +105,10 @@ def test_bad_window_arguments_refused_in_one_line(converted, tmp_path, capsys):
       (['--window', '2', video, '--list', str(tmp_path / 'list.txt')],
        f'two videos would write one feature sequence a.npy: {video} and {tmp_path}/x/a.mp4'),
       (['--window', '2', video, '--layers', '5'], '--layers'),
-      ([video], 'video inputs and --list go with --window'),
+      ([video], 'video inputs, --list, --plot and --annotations go with --window'),
+      (['--window', '2', video, '--annotations', str(tmp_path / 'list.txt')], '--annotations marks the segments'),
+      (['--window', '2', video, '--plot', '--annotations', str(tmp_path / 'bad.json')],
+       f'{tmp_path}/bad.json: video a: segment [3, 1] ends before it starts'),
   ]
   for extra, message in cases:
     one_line_error(vvt_in_process(capsys, *base, *extra), 'features', message)

@@ -52,6 +52,10 @@ def _window_arguments(p) -> None:
   p.add_argument('--stride_frames', type=int, default=None, metavar='N', help='--stride in frames')
   p.add_argument('--list', default=None, metavar='FILE', help='with --window: a file of video paths, one a line')
   p.add_argument('--fps', type=float, default=25.0, help='frame rate of frame folders with --window (default 25)')
+  p.add_argument('--plot', action='store_true', help='with --window: also OUTPUT/plots/{video_id}.png, the sequence '
+                 'over time')
+  p.add_argument('--annotations', default=None, metavar='FILE', help='with --plot: the segments to mark (an '
+                 'ActivityNet-style JSON, or a folder of THUMOS14 class files)')
 
 
 def check_layers(run, layers) -> None:
@@ -89,9 +93,9 @@ def _features(argv):
   if any(getattr(args, k) is not None for k in WINDOW_ARGS):
     from vvt.cli import features_windows
     return features_windows.run_windows(args, spec, overrides)
-  if args.inputs or args.list:
-    raise common.UsageError('video inputs and --list go with --window (features of a dataset split read '
-                            'the config\'s dataset)')
+  if args.inputs or args.list or args.plot or args.annotations:
+    raise common.UsageError('video inputs, --list, --plot and --annotations go with --window (features of a '
+                            'dataset split read the config\'s dataset)')
   run = common.run_spec(spec, overrides, args.workdir, purpose='eval')
   check_layers(run, args.layers)
   from vvt.inspection import features

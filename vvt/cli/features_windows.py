@@ -7,7 +7,10 @@ feature is the views' mean embedding (the model's representation, or --layers/--
 stride from the first frame; none is added at the tail, so row i stands for frames [i * stride, i * stride + window)
 and its centre. Per video OUTPUT/sequences/{video_id}.npy float32 (N_windows, D) and, last, OUTPUT/sequences.json
 (`vvt.data.feature_sequences`). A video shorter than one window, or unreadable, is one line on stderr, listed in
-sequences.json's `videos_skipped` and counted at the end (exit code 1 after the others).
+sequences.json's `videos_skipped` and counted at the end (exit code 1 after the others). `--plot`: also
+OUTPUT/plots/{video_id}.png (`vvt.inspection.sequence_plots`), with the segments of `--annotations FILE` (an
+ActivityNet-style JSON or a THUMOS14 folder, `vvt.data.read_annotations`, read before the model loads) where it
+annotates the video.
 """
 from __future__ import annotations
 
@@ -101,18 +104,29 @@ def _features_of(model):
   return predict
 
 
-def _one_video(item, vid, predict, run, args, batch_size, writer) -> dict:
-  """Streams one video's windows through the model and writes its sequence; the `score_video` record."""
+def _plot(args, vid, feats, centres, annotations) -> None:
+  from vvt.inspection import sequence_plots
+  os.makedirs(os.path.join(args.output, 'plots'), exist_ok=True)
+  video = annotations.videos.get(vid) if annotations else None
+  sequence_plots.sequence_png(os.path.join(args.output, 'plots', f'{vid}.png'), feats, centres,
+                              video.segments if video else (), annotations.labels if annotations else (), title=vid)
+
+
+def _one_video(item, vid, predict, run, args, batch_size, writer, annotations=None) -> dict:
+  """Streams one video's windows through the model and writes its sequence (and its picture with --plot); the
+  `score_video` record."""
   from vvt.cli import predict_windows
   got = predict_windows.score_video(item, predict, {'': None}, run.data, args, batch_size, tail=False)
   feats = got['scores'][''] / got['views']  # (N, D): each window's views averaged
   centres = [(r[3] + r[4]) / 2 for r in got['rows']]
   writer.add(vid, os.path.abspath(item[2]), got['frames'] / got['fps'], got['fps'], feats, centres,
              window_frames=got['window'], stride_frames=got['stride'])
+  if args.plot:
+    _plot(args, vid, feats, centres, annotations)
   return got
 
 
-def write(args, run, workdir, model, items, ids) -> int:
+def write(args, run, workdir, model, items, ids, annotations=None) -> int:
   """Every input's feature sequence -> args.output; 1 if any input was skipped."""
   from vvt import progress
   from vvt.data import SequenceWriter
@@ -122,7 +136,7 @@ def write(args, run, workdir, model, items, ids) -> int:
   views = None
   for item, vid in zip(items, ids, strict=True):
     try:
-      views = _one_video(item, vid, predict, run, args, batch_size, writer)['views']
+      views = _one_video(item, vid, predict, run, args, batch_size, writer, annotations)['views']
     except (ValueError, OSError) as e:  # unreadable, or shorter than a window: said, listed, counted
       writer.skip(item[2], common.one_line(e))
       bar.write(f'vvt features: skipped {common.one_line(e)}', file=sys.stderr)
@@ -142,6 +156,12 @@ def run_windows(args, spec, overrides) -> int:
   args.window_text, args.stride_text = args.window, args.stride
   check_args(args)
   items, ids = inputs(args)  # every path checked before the model is loaded
+  annotations = None
+  if args.annotations:
+    if not args.plot:
+      raise common.UsageError('--annotations marks the segments in the pictures of --plot: give --plot too')
+    from vvt.data import read_annotations
+    annotations = read_annotations(args.annotations)  # bad annotations: one line (AnnotationError), before work
   run = common.run_spec(spec, overrides, args.workdir, purpose='predict')  # needs no dataset files
   import jax
   if jax.process_count() > 1:
@@ -153,4 +173,4 @@ def run_windows(args, spec, overrides) -> int:
   workdir = checkpoints.abspath(args.workdir)
   checkpoints.resolve_step(workdir, args.step)
   model = features.load_model(run, workdir, args.step, layers=args.layers, combine=args.combine)
-  return write(args, run, workdir, model, items, list(ids))
+  return write(args, run, workdir, model, items, list(ids), annotations)

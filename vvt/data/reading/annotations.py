@@ -39,6 +39,7 @@ THUMOS_LINE = re.compile(r'^(\S+)\s+(\S+)\s+(\S+)\s*$')
 class AnnotationError(ValueError):
   """Bad temporal annotations; the message names the file and the video."""
   user_error = True
+  bad_input = True  # a command refusing them exits 2 (vvt.cli.common.run)
 
 
 @dataclasses.dataclass(frozen=True)
