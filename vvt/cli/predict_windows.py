@@ -30,7 +30,7 @@ def check_spans(args) -> None:
         raise common.UsageError(str(e)) from None
 
 
-def spans(args, fps, data) -> tuple:
+def _spans(args, fps, data) -> tuple:
   """(window, stride) in frames at `fps`."""
   from vvt.data import parse_span
   span = (int(data.num_frames) - 1) * int(data.stride) + 1
@@ -82,7 +82,7 @@ def score_video(item, predict, heads, data, args, batch_size, tail: bool = True)
   from vvt.data import window_views
   name, kind, path = item
   source = open_frames(path, kind, args.fps)
-  window, stride = spans(args, source.fps, data)
+  window, stride = _spans(args, source.fps, data)
   stream = WindowStream(source.frames(), window, stride, source.fps, name, tail=tail)
   expected = len(window_starts(source.declared, window, stride, tail)) if source.declared else None
   scores, rows = ViewSums(predict, heads, batch_size), []
