@@ -109,7 +109,7 @@ def test_thumos14_class_files_read_into_one_form(tmp_path):
   assert (v.duration, v.subset) == (None, 'val')
   assert ann.videos['video_validation_0000052'].segments == ((3.2, 5.1, 1),)
   assert ann.videos['video_validation_0000053'].segments == ()
-  test = read_thumos14(str(tmp_path / 'thumos'), 'test', durations={'video_test_0000004': 30.0})
+  test = read_annotations(str(tmp_path / 'thumos'), 'test', durations={'video_test_0000004': 30.0})
   assert test.videos['video_test_0000004'].duration == 30.0 and test.labels == ('BaseballPitch',)
 
 

@@ -224,11 +224,12 @@ def read_thumos14(folder: str, subset: str = 'val', labels: Optional[Sequence[st
   return Annotations(videos, names)
 
 
-def read_annotations(path: str, subset: Optional[str] = None, labels=None,
-                     tolerance: float = TOLERANCE) -> Annotations:
+def read_annotations(path: str, subset: Optional[str] = None, labels=None, tolerance: float = TOLERANCE,
+                     durations: Optional[Mapping[str, float]] = None) -> Annotations:
   """A .json file (ActivityNet style; `subset` keeps one subset) or a folder of THUMOS14 files (`subset`, default
-  'val'); `labels`: the label list, or the path of a class list file (one name a line, as classes.txt);
-  AnnotationError when `path` is neither."""
+  'val'; `durations` {video_id: seconds}, e.g. of a sequences.json, since THUMOS14 states none); `labels`: the label
+  list, or the path of a class list file (one name a line, as classes.txt); AnnotationError when `path` is
+  neither."""
   if isinstance(labels, str):
     from vvt.data.reading import video_lists
     try:
@@ -236,7 +237,7 @@ def read_annotations(path: str, subset: Optional[str] = None, labels=None,
     except (OSError, ValueError) as e:
       raise AnnotationError(f'label list: {e}') from None
   if os.path.isdir(path):
-    return read_thumos14(path, subset or 'val', labels, tolerance=tolerance)
+    return read_thumos14(path, subset or 'val', labels, durations, tolerance)
   if not os.path.isfile(path):
     raise AnnotationError(f'{path}: no such annotation file or folder')
   ann = read_activitynet(path, labels, tolerance)
