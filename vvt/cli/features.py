@@ -44,8 +44,8 @@ WINDOW_ARGS = ('window', 'stride', 'window_frames', 'stride_frames')
 
 def _window_arguments(p) -> None:
   p.add_argument('--window', default=None, metavar='S',
-                 help='a feature sequence per long video: windows of S seconds (or 16f: frames; default with '
-                      '--stride: the model\'s clip span)')
+                 help='a feature sequence per long video (OUTPUT/sequences/ and sequences.json): windows of S '
+                      'seconds (or 16f: frames; default with --stride: the model\'s clip span)')
   p.add_argument('--stride', default=None, metavar='S2', help='seconds (or 8f) from one window to the next '
                  '(default: the window)')
   p.add_argument('--window_frames', type=int, default=None, metavar='N', help='--window in frames')
@@ -71,8 +71,7 @@ def _features(argv):
   p.add_argument('inputs', nargs='*', metavar='VIDEO_OR_DIR',
                  help='with --window: long videos (files, frame folders, folders of them)')
   p.add_argument('--workdir', required=True, help='run or converted-checkpoint directory with checkpoints/')
-  p.add_argument('--output', required=True, help='directory for the shards and features.json (--window: '
-                 'sequences/ and sequences.json)')
+  p.add_argument('--output', required=True, help='directory for the shards and features.json')
   p.add_argument('--step', type=int, default=None, help='checkpoint step (default: latest)')
   p.add_argument('--split', default=None, help='dataset split (default: config.eval.split)')
   p.add_argument('--format', default='npz', choices=('npz', 'safetensors'))
