@@ -9,7 +9,7 @@ from vvt.tasks import soft_nms
 
 
 def _reference(segments, scores, sigma, min_score):
-  x = [list(s) + [float(p), i] for i, (s, p) in enumerate(zip(segments, scores))]
+  x = [list(s) + [float(p), i] for i, (s, p) in enumerate(zip(segments, scores, strict=True))]
   n, out = len(x), []
   for i in range(len(x)):
     if i >= n:

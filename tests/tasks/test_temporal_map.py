@@ -55,8 +55,8 @@ def _brute_map(truth, dets, thresholds):
 def _segments(rows, scored):
   if not rows:
     return tm.Segments.of([], [], [], [] if scored else None)
-  cols = list(zip(*rows))
-  return tm.Segments.of(cols[0], list(zip(cols[1], cols[2])), cols[3], cols[4] if scored else None)
+  cols = list(zip(*rows, strict=True))
+  return tm.Segments.of(cols[0], list(zip(cols[1], cols[2], strict=True)), cols[3], cols[4] if scored else None)
 
 
 def _check(truth, dets, thresholds, num_classes):

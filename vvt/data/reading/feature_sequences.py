@@ -120,7 +120,7 @@ def open_sequences(directory: str, truth: Mapping) -> SequenceSet:
     steps = (np.asarray(segments, np.float64).reshape(-1, 2) - centres[0]) / stride
     rows.append((video_id, path, length, steps.astype(np.float32), np.asarray(labels, np.int32).reshape(-1),
                  float(centres[0])))
-  cols = list(zip(*rows)) if rows else [()] * 6
+  cols = list(zip(*rows, strict=True)) if rows else [()] * 6
   return SequenceSet(video_ids=tuple(cols[0]), paths=tuple(cols[1]), lengths=tuple(cols[2]),
                      segments=tuple(cols[3]), labels=tuple(cols[4]), feature_dim=dim, stride_seconds=stride,
                      first_centres=tuple(cols[5]), skipped=tuple(skipped))

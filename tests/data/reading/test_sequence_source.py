@@ -43,7 +43,7 @@ def test_a_random_crop_keeps_segments_half_inside_and_clips_them():
     start, end, kept, kept_labels = fs.crop(100, segments, labels, 30, np.random.default_rng(seed))
     assert end - start == 30 and len(kept) >= 1
     assert (kept >= 0).all() and (kept <= 30).all()
-    for (a, b), c in zip(kept + start, kept_labels):
+    for (a, b), c in zip(kept + start, kept_labels, strict=True):
       s, e = segments[c]
       assert a == max(s, start) and b == min(e, end) and (b - a) >= 0.5 * (e - s)
   start, end, _, _ = fs.crop(20, segments[:1], labels[:1], 30, np.random.default_rng(0))
@@ -56,7 +56,7 @@ def test_batches_are_resume_exact_and_the_shards_split_the_videos(tmp_path):
   seqs = fs.open_sequences(root, truth)
   whole = list(itertools.islice(fs.train_batches(seqs, 2, 16, 3, seed=7), 6))
   resumed = list(itertools.islice(fs.train_batches(seqs, 2, 16, 3, seed=7, start_step=4), 2))
-  for a, b in zip(whole[4:], resumed):
+  for a, b in zip(whole[4:], resumed, strict=True):
     for k in a:
       np.testing.assert_array_equal(a[k], b[k])
   first_epoch = np.concatenate([b['video_index'] for b in whole])[:5]

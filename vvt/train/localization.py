@@ -1,0 +1,98 @@
+"""Training and evaluation of a localisation run (`task.name='localization'`) on feature sequences.
+
+    fit(run, train, test, log) -> (params, results, aggregator)
+
+`run` is the run's RunSpec: its task (`vvt.tasks.localization`, options `run.task.localization`), `batch_size`,
+`num_epochs` / `num_train_steps`, `optimizer`, `schedule` (`vvt.train.optimizers`, as every run's) and `seed`;
+`train` / `test` the `SequenceSet`s (`vvt.data.open_sequences`). Training batches come from
+`vvt.data.sequence_train_batches` (random crops to `max_seq_len`, order a function of seed and epoch); the
+evaluation runs each test video whole, padded to one length (a multiple of the pyramid's coarsest stride), and
+scores the detections with the task's aggregator (mAP at the protocol's tIoU thresholds).
+"""
+import math
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from vvt import progress as progress_lib
+from vvt.tasks import registry as task_registry
+from vvt.train import optimizers
+
+
+def _train_step(task, module, tx):
+  """jitted (params, opt_state, batch, rng) -> (params, opt_state, {'loss', 'cls_loss', 'reg_loss'})."""
+  def loss_fn(params, batch, rng):
+    inputs, targets, _ = task.prepare(batch, batch['inputs'], rng)
+    parts = task.losses(task.outputs(module, params, inputs, train=True, rng=rng), targets)
+    return jnp.sum(parts['cls_loss'] + parts['reg_loss']), {k: jnp.sum(v) for k, v in parts.items()}
+
+  @jax.jit
+  def step(params, opt_state, batch, rng):
+    (loss, parts), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, rng)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, dict(parts, loss=loss)
+  return step
+
+
+def eval_length(task, test) -> int:
+  """The padded length of the evaluation: the longest test sequence (at least `max_seq_len`), rounded up to a
+  multiple of 2^(levels - 1)."""
+  unit = 2 ** (task.spec.levels - 1)
+  longest = max([task.spec.max_seq_len, *test.lengths])
+  return int(math.ceil(longest / unit) * unit)
+
+
+def evaluate(task, module, params, test, batch_size: int, class_names=None):
+  """(results, aggregator) of `params` on every video of `test` (see the module docstring)."""
+  from vvt.data import sequence_eval_batches
+  length = eval_length(task, test)
+  agg = task.aggregator(len(test))
+  agg.sequences, agg.class_names = test, list(class_names or agg.class_names)
+  scores = jax.jit(lambda p, x, s: task.scores(module.apply({'params': p}, x, s, train=False)))
+  t0 = time.time()
+  for batch in sequence_eval_batches(test, batch_size, length, task.truth_segments):
+    out = jax.device_get(scores(params, batch['inputs'], batch['steps']))
+    agg.add(batch['video_index'], batch['mask'], out['probs'], out['offsets'], length)
+  result = agg.result()
+  result['eval_seconds'] = time.time() - t0
+  return result, agg
+
+
+def _steps(run, num_videos: int) -> tuple[int, int]:
+  epoch = max(1, math.ceil(num_videos / run.batch_size))
+  total = run.num_train_steps if run.num_train_steps > 0 else max(1, math.ceil(run.num_epochs * epoch))
+  return epoch, int(total)
+
+
+def fit(run, train, test, log: Callable = print, class_names=None):
+  """Trains the run's ActionFormer head on `train`, evaluates it on `test` -> (params, results, aggregator)."""
+  import dataclasses
+  from vvt.data import sequence_train_batches
+  truth = max([1, *(len(l) for l in train.labels + test.labels)])
+  task = dataclasses.replace(task_registry.task_of(run), truth_segments=truth)
+  spec, module = task.spec, task.build_model()
+  epoch, total = _steps(run, len(train))
+  tx = optimizers.make_optimizer(run.optimizer, optimizers.make_schedule(run.schedule, total, epoch))
+  rng = jax.random.PRNGKey(run.seed)
+  params = jax.jit(module.init)(rng, jnp.zeros((1, spec.max_seq_len, train.feature_dim)),
+                                jnp.ones((1, spec.max_seq_len), bool))['params']
+  opt_state, step = tx.init(params), _train_step(task, module, tx)
+  batches = sequence_train_batches(train, run.batch_size, spec.max_seq_len, truth, seed=run.seed,
+                                   trunc_thresh=spec.trunc_thresh, crop_ratio=spec.crop_ratio)
+  bar = progress_lib.bar(total, 'train', 'step', disable=not log, leave=False)
+  t0 = time.time()
+  for n in range(total):
+    params, opt_state, metrics = step(params, opt_state, next(batches), jax.random.fold_in(rng, n))
+    bar.update(1)
+    if log and ((n + 1) % epoch == 0 or n + 1 == total) and (n + 1) // epoch % 10 == 0:
+      log(f'[train] step {n + 1}/{total}: loss {float(metrics["loss"]) / run.batch_size:.4f}')
+  bar.close()
+  seconds = time.time() - t0
+  result, agg = evaluate(task, module, params, test, run.batch_size, class_names)
+  result.update(train_seconds=seconds, steps=total, steps_per_epoch=epoch,
+                loss=float(np.asarray(metrics['loss'])) / run.batch_size)
+  return params, result, agg
