@@ -56,6 +56,19 @@ _ENTRY = {
     'window_starts': ('transforms.windows', 'window_starts'),
     'window_views': ('transforms.windows', 'window_views'),
     'window_stem': ('transforms.windows', 'stem'),
+    # temporal annotations of untrimmed videos (ActivityNet JSON, THUMOS14 files)
+    'Annotations': ('reading.annotations', 'Annotations'),
+    'VideoAnnotation': ('reading.annotations', 'VideoAnnotation'),
+    'AnnotationError': ('reading.annotations', 'AnnotationError'),
+    'read_annotations': ('reading.annotations', 'read_annotations'),
+    'read_activitynet': ('reading.annotations', 'read_activitynet'),
+    'read_thumos14': ('reading.annotations', 'read_thumos14'),
+    'write_activitynet': ('reading.annotations', 'write_activitynet'),
+    # feature sequences of long videos (`vvt features --window`): one .npy per video and sequences.json
+    'SequenceWriter': ('feature_sequences', 'SequenceWriter'),
+    'sequence_ids': ('feature_sequences', 'sequence_ids'),
+    'read_sequence_index': ('feature_sequences', 'read_index'),
+    'load_sequence': ('feature_sequences', 'load_sequence'),
     # datasets written to disk
     'write_synthetic': ('writing.synthetic', 'write_synthetic'),
     'SYNTHETIC_CLASS_NAMES': ('writing.synthetic', 'CLASS_NAMES'),
