@@ -17,7 +17,7 @@ def write_sequences(root, lengths, dim=8, stride=0.5, first=1.0, extra=None):
     vid = f'v{n}'
     x = np.repeat(np.arange(length, dtype=np.float32)[:, None], dim, 1) + 1000 * n
     np.save(os.path.join(root, 'sequences', f'{vid}.npy'), x)
-    videos[vid] = {'path': f'sequences/{vid}.npy', 'duration': first + length * stride, 'fps': 25.0,
+    videos[vid] = {'path': f'/videos/{vid}.mp4', 'duration': first + length * stride, 'fps': 25.0,
                    'centres': [first + i * stride for i in range(length)]}
   index = {'window_seconds': 1.0, 'stride_seconds': stride, 'feature_dim': dim, 'layers': [-1], 'combine': 'mean',
            'checkpoint': 'x', 'videos': videos, **(extra or {})}
@@ -27,11 +27,12 @@ def write_sequences(root, lengths, dim=8, stride=0.5, first=1.0, extra=None):
 
 
 def test_segments_in_feature_steps_and_a_video_without_sequence_is_a_counted_skip(tmp_path):
-  root = write_sequences(str(tmp_path), [10, 12])
+  root = write_sequences(str(tmp_path), [10, 12], extra={'stride_seconds': None})  # windows in frames: the centres
   truth = {'v0': ([[2.0, 3.0]], [1]), 'v1': ([[1.0, 6.0], [4.0, 5.0]], [0, 2]), 'gone': ([[0.0, 1.0]], [0])}
   seqs = fs.open_sequences(root, truth)
   assert seqs.video_ids == ('v0', 'v1') and seqs.skipped == ('gone',)
   np.testing.assert_allclose(seqs.segments[0], [[2.0, 4.0]])  # (t - 1.0) / 0.5
+  assert seqs.strides == (0.5, 0.5)
   np.testing.assert_allclose(seqs.seconds(0, seqs.segments[0]), [[2.0, 3.0]])
   assert fs.skipped_line(seqs) == '[data] 1 annotated videos without a feature sequence skipped: gone'
 

@@ -6,8 +6,10 @@ A folder `DIR` of `vvt features --window`: `DIR/sequences.json` {"window_seconds
 their class indices.
 
     open_sequences(directory, truth) -> `SequenceSet`: the annotated videos that have a sequence, their segments in
-        feature steps (step i = the window centred at centres[i]: t -> (t - centres[0]) / stride_seconds, as
-        ActionFormer's `libs/datasets/thumos14.py` lines 157-166 puts seconds on its feature grid)
+        feature steps (step i = the window centred at centres[i]: t -> (t - centres[0]) / stride, the stride the
+        spacing of the centres, as ActionFormer's `libs/datasets/thumos14.py` lines 157-166 puts seconds on its
+        feature grid)
+    truth_of(annotations) -> {video_id: (segments (K, 2) seconds, labels (K,))} of `vvt.data.read_annotations`
     crop(length, segments, labels, max_len, rng, ...) -> (start, end, segments, labels): ActionFormer's
         `truncate_feats` (`libs/datasets/data_utils.py` lines 24-112)
     train_batches(sequences, ...) -> an endless iterator of this process's training batches, resume-exact
@@ -26,7 +28,9 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
+# the layout `vvt.data.feature_sequences` writes (read here without importing it: it loads the frame readers)
 INDEX = 'sequences.json'
+SEQUENCES = 'sequences'
 
 
 class SequenceError(ValueError):
@@ -39,15 +43,15 @@ class SequenceError(ValueError):
 class SequenceSet:
   """The annotated videos of one split that have a sequence: `video_ids`, `paths` (their .npy), `lengths` (their
   number of windows), `segments` ((K, 2) float32 in feature steps each) and `labels` ((K,) int32 each);
-  `feature_dim` D, `stride_seconds` and `first_centres` (seconds of step 0 of each), `skipped` (annotated video ids
-  without a sequence)."""
+  `feature_dim` D, `strides` and `first_centres` (seconds between steps and of step 0, each), `skipped`
+  (annotated video ids without a sequence)."""
   video_ids: tuple
   paths: tuple
   lengths: tuple
   segments: tuple
   labels: tuple
   feature_dim: int
-  stride_seconds: float
+  strides: tuple
   first_centres: tuple
   skipped: tuple = ()
 
@@ -56,19 +60,30 @@ class SequenceSet:
 
   def seconds(self, i: int, steps: np.ndarray) -> np.ndarray:
     """Feature steps of video `i` -> seconds."""
-    return self.first_centres[i] + np.asarray(steps, np.float64) * self.stride_seconds
+    return self.first_centres[i] + np.asarray(steps, np.float64) * self.strides[i]
 
 
 def read_index(directory: str) -> dict:
   """DIR/sequences.json, or a `SequenceError` naming it."""
   path = os.path.join(directory, INDEX)
   try:
-    with open(path) as f:
+    with open(path, encoding='utf-8') as f:
       index = json.load(f)
-    return dict(index, videos=dict(index['videos']), feature_dim=int(index['feature_dim']),
-                stride_seconds=float(index['stride_seconds']))
+    return dict(index, videos=dict(index['videos']), feature_dim=int(index['feature_dim']))
   except (OSError, ValueError, KeyError, TypeError) as e:
     raise SequenceError(f'{path}: not a feature-sequence index ({type(e).__name__}: {e})') from None
+
+
+def truth_of(annotations) -> dict:
+  """{video_id: (segments (K, 2) seconds, labels (K,))} of an `Annotations` (`vvt.data.read_annotations`)."""
+  return {vid: ([s[:2] for s in v.segments], [s[2] for s in v.segments]) for vid, v in annotations.videos.items()}
+
+
+def _stride(centres: list, index: dict) -> float:
+  """Seconds between steps: the index's `stride_seconds`, else the spacing of the centres (1 for one window)."""
+  if index.get('stride_seconds'):
+    return float(index['stride_seconds'])
+  return (centres[-1] - centres[0]) / (len(centres) - 1) if len(centres) > 1 else 1.0
 
 
 def read_sequence(path: str, feature_dim: int, windows: int = -1) -> np.ndarray:
@@ -83,11 +98,6 @@ def read_sequence(path: str, feature_dim: int, windows: int = -1) -> np.ndarray:
   if windows >= 0 and x.shape[0] != windows:
     raise SequenceError(f'{path}: {x.shape[0]} windows, the index has {windows} centres')
   return x.astype(np.float32)
-
-
-def _sequence_path(directory: str, video_id: str, entry: Mapping) -> str:
-  path = entry.get('path') or os.path.join('sequences', f'{video_id}.npy')
-  return path if os.path.isabs(path) else os.path.join(directory, path)
 
 
 def _header(path: str, feature_dim: int) -> int:
@@ -105,25 +115,26 @@ def open_sequences(directory: str, truth: Mapping) -> SequenceSet:
   """The `SequenceSet` of the videos of `truth` {video_id: (segments (K, 2) seconds, labels (K,))}, in sorted id
   order, checked file by file (headers only; see the module docstring for the refusals and the skip)."""
   index = read_index(directory)
-  dim, stride = index['feature_dim'], index['stride_seconds']
+  dim = index['feature_dim']
   rows, skipped = [], []
   for video_id in sorted(truth):
     entry = index['videos'].get(video_id)
     if entry is None:
       skipped.append(video_id)
       continue
-    path = _sequence_path(directory, video_id, entry)
+    path = os.path.join(directory, SEQUENCES, f'{video_id}.npy')
     length, centres = _header(path, dim), list(entry.get('centres', []))
     if length != len(centres) or not length:
       raise SequenceError(f'{path}: {length} windows, the index has {len(centres)} centres for {video_id}')
     segments, labels = truth[video_id]
+    stride = _stride(centres, index)
     steps = (np.asarray(segments, np.float64).reshape(-1, 2) - centres[0]) / stride
     rows.append((video_id, path, length, steps.astype(np.float32), np.asarray(labels, np.int32).reshape(-1),
-                 float(centres[0])))
-  cols = list(zip(*rows, strict=True)) if rows else [()] * 6
+                 stride, float(centres[0])))
+  cols = list(zip(*rows, strict=True)) if rows else [()] * 7
   return SequenceSet(video_ids=tuple(cols[0]), paths=tuple(cols[1]), lengths=tuple(cols[2]),
-                     segments=tuple(cols[3]), labels=tuple(cols[4]), feature_dim=dim, stride_seconds=stride,
-                     first_centres=tuple(cols[5]), skipped=tuple(skipped))
+                     segments=tuple(cols[3]), labels=tuple(cols[4]), feature_dim=dim, strides=tuple(cols[5]),
+                     first_centres=tuple(cols[6]), skipped=tuple(skipped))
 
 
 def skipped_line(sequences: SequenceSet, what: str = 'annotated videos') -> str:
