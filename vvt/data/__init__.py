@@ -81,6 +81,8 @@ _ENTRY = {
     'open_sequences': ('reading.feature_sequences', 'open_sequences'),
     'SequenceError': ('reading.feature_sequences', 'SequenceError'),
     'sequences_skipped_line': ('reading.feature_sequences', 'skipped_line'),
+    'sequence_truth': ('reading.feature_sequences', 'truth_of'),
+    'write_synthetic_sequences': ('writing.synthetic_sequences', 'write_synthetic_sequences'),
     'sequence_train_batches': ('reading.feature_sequences', 'train_batches'),
     'sequence_eval_batches': ('reading.feature_sequences', 'eval_batches'),
 }

@@ -9,7 +9,9 @@
 evaluation runs each test video whole, padded to one length (a multiple of the pyramid's coarsest stride), and
 scores the detections with the task's aggregator (mAP at the protocol's tIoU thresholds).
 """
+import json
 import math
+import os
 import time
 from typing import Callable
 
@@ -74,6 +76,8 @@ def fit(run, train, test, log: Callable = print, class_names=None):
   from vvt.data import sequence_train_batches
   truth = max([1, *(len(l) for l in train.labels + test.labels)])
   task = dataclasses.replace(task_registry.task_of(run), truth_segments=truth)
+  if class_names:  # the annotations' label list
+    task = dataclasses.replace(task, num_classes=len(class_names))
   spec, module = task.spec, task.build_model()
   epoch, total = _steps(run, len(train))
   tx = optimizers.make_optimizer(run.optimizer, optimizers.make_schedule(run.schedule, total, epoch))
@@ -96,3 +100,58 @@ def fit(run, train, test, log: Callable = print, class_names=None):
   result.update(train_seconds=seconds, steps=total, steps_per_epoch=epoch,
                 loss=float(np.asarray(metrics['loss'])) / run.batch_size)
   return params, result, agg
+
+
+def read_sets(spec, log: Callable = print):
+  """(train, test SequenceSets, class names) of `spec` (a LocalizationSpec): its annotations' two subsets
+  (`vvt.data.read_annotations`) with the sequences of `spec.sequences`; the videos without a sequence counted and
+  said."""
+  from vvt.data import open_sequences
+  from vvt.data import read_annotations
+  from vvt.data import SequenceError
+  from vvt.data import sequence_truth
+  from vvt.data import sequences_skipped_line
+  annotations = read_annotations(spec.annotations)
+  sets = []
+  for subset in (spec.train_subset, spec.eval_subset):
+    found = open_sequences(spec.sequences, sequence_truth(annotations.select(subset)))
+    if not len(found):
+      raise SequenceError(f'task.localization: no video of subset {subset!r} of {spec.annotations} has a feature '
+                          f'sequence in {spec.sequences}')
+    line = sequences_skipped_line(found, f'{subset} videos')
+    if line and log:
+      log(line)
+    sets.append(found)
+  return sets[0], sets[1], list(annotations.labels)
+
+
+def results_prefix(workdir: str, spec) -> str:
+  """WORKDIR/localization_<eval subset>_<protocol>: the results' files add .json, _classes.csv, _segments.png."""
+  return os.path.join(workdir, f'localization_{spec.eval_subset}_{spec.protocol}')
+
+
+def write_results(workdir: str, result: dict, agg) -> str:
+  """The results JSON (with the thresholds and the protocol), the per-class CSV and the PNG; returns the JSON."""
+  from vvt import fileio
+  prefix = results_prefix(workdir, agg.task.spec)
+  fileio.makedirs(workdir)
+  for path, content in agg.report_files(prefix):
+    if isinstance(content, str):
+      fileio.atomic_write_text(path, content)
+    else:
+      fileio.atomic_write(path, content, 'wb')
+  fileio.atomic_write_text(prefix + '.json', json.dumps(result, indent=2) + '\n')
+  return prefix + '.json'
+
+
+def train_and_evaluate(run, workdir: str, log: Callable = print) -> dict:
+  """A localisation run of the RunSpec `run` in `workdir`: its sequences and annotations read, the head trained
+  and evaluated, the results written (`write_results`); returns the results (and 'results': the JSON's path)."""
+  spec = run.task.localization
+  train, test, names = read_sets(spec, log)
+  log(f'[train] {len(train)} {spec.train_subset} videos, {len(test)} {spec.eval_subset} videos, '
+      f'{len(names)} classes, {train.feature_dim}-dim features')
+  _, result, agg = fit(run, train, test, log, class_names=names)
+  result.update(subset=spec.eval_subset, sequences=spec.sequences, annotations=spec.annotations)
+  result['results'] = write_results(workdir, result, agg)
+  return result
