@@ -7,40 +7,14 @@ import numpy as np
 import pytest
 
 from configs import common
-from vvt.config import run_spec
-from vvt.data.reading import feature_sequences as fs
+from tests.cli.test_sweep import one_line_error
+from tests.cli.test_sweep import vvt_in_process
 from vvt.tasks import localization
 from vvt.tasks import localization_options
 from vvt.tasks import registry
 
 TINY = dict(max_seq_len=64, embed_dim=32, num_heads=2, window=9, levels=3, stem_layers=1, head_layers=2,
             regression_ranges=((0, 4), (4, 8), (8, 10000)), protocol='thumos14', crop_ratio=(0.9, 1.0))
-
-
-def synthetic_sequences(root, videos=12, length=64, dim=16, classes=2, seed=0):
-  """Sequences with events: noise, plus a class's pattern over each event's steps; -> truth {id: (segs s, labels)}."""
-  rng = np.random.default_rng(seed)
-  patterns = rng.normal(0, 1, (classes, dim)) * 2.0
-  os.makedirs(os.path.join(root, 'sequences'), exist_ok=True)
-  index, truth = {}, {}
-  for v in range(videos):
-    x = rng.normal(0, 0.5, (length, dim)).astype(np.float32)
-    segs, labels, t = [], [], int(rng.integers(2, 8))
-    while t < length - 6:
-      n, c = int(rng.integers(4, 14)), int(rng.integers(0, classes))
-      end = min(t + n, length - 1)
-      x[t:end] += patterns[c]
-      segs.append((0.25 + t * 0.5, 0.25 + end * 0.5))  # step i is centred at 0.25 + 0.5 i seconds
-      labels.append(c)
-      t = end + int(rng.integers(3, 10))
-    np.save(os.path.join(root, 'sequences', f'v{v}.npy'), x)
-    index[f'v{v}'] = {'path': f'sequences/v{v}.npy', 'duration': length * 0.5, 'fps': 2.0,
-                      'centres': [0.25 + 0.5 * i for i in range(length)]}
-    truth[f'v{v}'] = (segs, labels)
-  with open(os.path.join(root, 'sequences.json'), 'w') as f:
-    json.dump({'window_seconds': 0.5, 'stride_seconds': 0.5, 'feature_dim': dim, 'layers': [-1], 'combine': 'mean',
-               'checkpoint': 'synthetic', 'videos': index}, f)
-  return truth
 
 
 def _config(**options):
@@ -84,19 +58,50 @@ def test_bad_options_are_one_line_each_naming_the_field():
       'task.localization.sequences is not set', 'task.localization.annotations is not set']
 
 
-def test_a_tiny_actionformer_learns_synthetic_events(tmp_path):
-  from vvt.train import localization as loc_train
-  truth = synthetic_sequences(str(tmp_path))
-  train = fs.open_sequences(str(tmp_path), {k: v for k, v in truth.items() if int(k[1:]) < 9})
-  test = fs.open_sequences(str(tmp_path), {k: v for k, v in truth.items() if int(k[1:]) >= 9})
-  c = _config()
-  c.batch_size, c.num_train_steps, c.seed = 4, 120, 0
-  c.optimizer.update(name='adamw', weight_decay=0.05, grad_clip_norm=1.0)
-  c.schedule.update(base_lr=3e-3, warmup_steps=10)
-  run = run_spec.resolve(c)
-  assert run.task.localization.max_seq_len == 64
-  _, result, agg = loc_train.fit(run, train, test, log=None, class_names=['a', 'b'])
-  assert result['protocol'] == 'thumos14' and sorted(k for k in result if k.startswith('map@')) == [
-      'map@0.3', 'map@0.4', 'map@0.5', 'map@0.6', 'map@0.7']
+TINY_ARGS = ['--config.task.localization.max_seq_len=64', '--config.task.localization.embed_dim=32',
+             '--config.task.localization.num_heads=2', '--config.task.localization.window=9',
+             '--config.task.localization.levels=3', '--config.task.localization.stem_layers=1',
+             '--config.task.localization.head_layers=2',
+             '--config.task.localization.regression_ranges=((0,4),(4,8),(8,10000))',
+             '--config.num_epochs=0', '--config.num_train_steps=120', '--config.schedule.base_lr=3e-3',
+             '--config.schedule.warmup_epochs=0', '--config.schedule.warmup_steps=10']
+
+
+def test_a_tiny_actionformer_learns_synthetic_events_through_vvt_localize(tmp_path, capsys):
+  from vvt.data import write_synthetic_sequences
+  data, work = str(tmp_path / 'data'), str(tmp_path / 'run')
+  write_synthetic_sequences(data, videos=12, length=64, dim=16, classes=2, seed=0)
+  res = vvt_in_process(capsys, 'localize', '--config', f'configs/localization.py:{data}', '--workdir', work,
+                       *TINY_ARGS)
+  assert res.returncode == 0, res.stderr[-3000:]
+  done = res.stdout.strip().splitlines()[-1]
+  assert done.startswith('[done] average_map = ') and 'over tIoU 0.3, 0.4, 0.5, 0.6, 0.7 (thumos14) on 3 ' \
+      'validation videos' in done, done
+  result = json.loads(open(os.path.join(work, 'localization_validation_thumos14.json')).read())
+  assert result['thresholds'] == [0.3, 0.4, 0.5, 0.6, 0.7] and result['protocol'] == 'thumos14'
   assert result['map@0.5'] > 0.7 and result['average_map'] > 0.6, result
-  assert agg.per_class_csv().splitlines()[0] == 'class,segments,ap@0.3,ap@0.4,ap@0.5,ap@0.6,ap@0.7,average'
+  csv_lines = open(os.path.join(work, 'localization_validation_thumos14_classes.csv')).read().splitlines()
+  assert csv_lines[0] == 'class,segments,ap@0.3,ap@0.4,ap@0.5,ap@0.6,ap@0.7,average'
+  assert [l.split(',')[0] for l in csv_lines[1:]] == ['action_0', 'action_1']
+  with open(os.path.join(work, 'localization_validation_thumos14_segments.png'), 'rb') as f:
+    assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+
+
+def test_refusals_of_vvt_localize_and_vvt_train(tmp_path, capsys):
+  from vvt.data import write_synthetic_sequences
+  data = str(tmp_path / 'data')
+  write_synthetic_sequences(data, videos=4, length=64, dim=16, classes=2)
+  np.save(os.path.join(data, 'sequences', 'synthetic_0001.npy'), np.zeros((64, 8), np.float32))
+  config = f'configs/localization.py:{data}'
+  bad_width = vvt_in_process(capsys, 'localize', '--config', config, '--workdir', str(tmp_path / 'w'), *TINY_ARGS)
+  one_line_error(bad_width, 'localize', 'synthetic_0001.npy: a sequence of shape (64, 8), the index says (windows, '
+                 '16)')
+  assert not os.path.exists(tmp_path / 'w' / 'localization_validation_thumos14.json')
+  bad_option = vvt_in_process(capsys, 'localize', '--config', config, '--workdir', str(tmp_path / 'w'),
+                              '--config.task.localization.nms=greedy')
+  one_line_error(bad_option, 'localize', "task.localization.nms must be one of 'soft', 'hard', 'none', got 'greedy'")
+  train = vvt_in_process(capsys, 'train', '--config', config, '--workdir', str(tmp_path / 'w'))
+  one_line_error(train, 'train', "task.name='localization' trains on feature sequences, not video clips: run it with "
+                 'vvt localize')
+  clips = vvt_in_process(capsys, 'localize', '--config', 'configs/synthetic.py', '--workdir', str(tmp_path / 'w'))
+  assert clips.returncode == 2 and 'run it with vvt train' in clips.stderr

@@ -20,10 +20,11 @@ def _localize(argv):
   args, spec, overrides = common.parse(p, argv)
   run = common.run_spec(spec, overrides, args.workdir, files=())
   from vvt.tasks import registry
-  if run.task.name != 'localization':
-    raise ConfigError(f'task.name={run.task.name!r}: vvt localize runs task.name=\'localization\' (vvt train the '
-                      'others)')
-  problems = registry.hooks_of(run).start_problems(run)
+  hooks = registry.hooks_of(run)
+  if hooks.runs_on != 'feature_sequences':
+    raise ConfigError(f'task.name={registry.name_of(run)!r} trains on video clips: run it with vvt train '
+                      '(vvt localize runs the tasks of feature sequences, task.name=\'localization\')')
+  problems = hooks.start_problems(run)
   if problems:
     raise ConfigError(*problems)
   from vvt.train import localization

@@ -173,4 +173,5 @@ def summary_note(config: Any) -> str:
           'frozen feature sequences (task.localization.sequences)')
 
 
-HOOKS = base_lib.ConfigHooks(check=check, start_problems=start_problems, summary_note=summary_note)
+HOOKS = base_lib.ConfigHooks(check=check, start_problems=start_problems, summary_note=summary_note,
+                             runs_on='feature_sequences')

@@ -28,9 +28,10 @@ from vvt.train import optimizers
 def _train_step(task, module, tx):
   """jitted (params, opt_state, batch, rng) -> (params, opt_state, {'loss', 'cls_loss', 'reg_loss'})."""
   def loss_fn(params, batch, rng):
-    inputs, targets, _ = task.prepare(batch, batch['inputs'], rng)
-    parts = task.losses(task.outputs(module, params, inputs, train=True, rng=rng), targets)
-    return jnp.sum(parts['cls_loss'] + parts['reg_loss']), {k: jnp.sum(v) for k, v in parts.items()}
+    inputs, targets, labels = task.prepare(batch, batch['inputs'], rng)
+    outputs = task.outputs(module, params, inputs, train=True, rng=rng)
+    parts = task.train_metrics(outputs, labels)
+    return jnp.sum(task.loss(outputs, targets)), {k: jnp.sum(v) for k, v in parts.items()}
 
   @jax.jit
   def step(params, opt_state, batch, rng):
@@ -40,23 +41,24 @@ def _train_step(task, module, tx):
   return step
 
 
-def eval_length(task, test) -> int:
-  """The padded length of the evaluation: the longest test sequence (at least `max_seq_len`), rounded up to a
-  multiple of 2^(levels - 1)."""
-  unit = 2 ** (task.spec.levels - 1)
-  longest = max([task.spec.max_seq_len, *test.lengths])
+def eval_length(spec, test) -> int:
+  """The padded length of the evaluation (`spec`: the LocalizationSpec): the longest test sequence (at least
+  `max_seq_len`), rounded up to a multiple of 2^(levels - 1)."""
+  unit = 2 ** (spec.levels - 1)
+  longest = max([spec.max_seq_len, *test.lengths])
   return int(math.ceil(longest / unit) * unit)
 
 
-def evaluate(task, module, params, test, batch_size: int, class_names=None):
-  """(results, aggregator) of `params` on every video of `test` (see the module docstring)."""
+def evaluate(task, spec, module, params, test, batch_size: int, truth: int, class_names=None):
+  """(results, aggregator) of `params` on every video of `test` (see the module docstring); `truth`: the most
+  ground-truth segments of a video."""
   from vvt.data import sequence_eval_batches
-  length = eval_length(task, test)
+  length = eval_length(spec, test)
   agg = task.aggregator(len(test))
   agg.sequences, agg.class_names = test, list(class_names or agg.class_names)
   scores = jax.jit(lambda p, x, s: task.scores(module.apply({'params': p}, x, s, train=False)))
   t0 = time.time()
-  for batch in sequence_eval_batches(test, batch_size, length, task.truth_segments):
+  for batch in sequence_eval_batches(test, batch_size, length, truth):
     out = jax.device_get(scores(params, batch['inputs'], batch['steps']))
     agg.add(batch['video_index'], batch['mask'], out['probs'], out['offsets'], length)
   result = agg.result()
@@ -73,12 +75,13 @@ def _steps(run, num_videos: int) -> tuple[int, int]:
 def fit(run, train, test, log: Callable = print, class_names=None):
   """Trains the run's ActionFormer head on `train`, evaluates it on `test` -> (params, results, aggregator)."""
   import dataclasses
+
   from vvt.data import sequence_train_batches
   truth = max([1, *(len(l) for l in train.labels + test.labels)])
   task = dataclasses.replace(task_registry.task_of(run), truth_segments=truth)
   if class_names:  # the annotations' label list
     task = dataclasses.replace(task, num_classes=len(class_names))
-  spec, module = task.spec, task.build_model()
+  spec, module = run.task.localization, task.build_model()
   epoch, total = _steps(run, len(train))
   tx = optimizers.make_optimizer(run.optimizer, optimizers.make_schedule(run.schedule, total, epoch))
   rng = jax.random.PRNGKey(run.seed)
@@ -96,7 +99,7 @@ def fit(run, train, test, log: Callable = print, class_names=None):
       log(f'[train] step {n + 1}/{total}: loss {float(metrics["loss"]) / run.batch_size:.4f}')
   bar.close()
   seconds = time.time() - t0
-  result, agg = evaluate(task, module, params, test, run.batch_size, class_names)
+  result, agg = evaluate(task, spec, module, params, test, run.batch_size, truth, class_names)
   result.update(train_seconds=seconds, steps=total, steps_per_epoch=epoch,
                 loss=float(np.asarray(metrics['loss'])) / run.batch_size)
   return params, result, agg
@@ -106,9 +109,9 @@ def read_sets(spec, log: Callable = print):
   """(train, test SequenceSets, class names) of `spec` (a LocalizationSpec): its annotations' two subsets
   (`vvt.data.read_annotations`) with the sequences of `spec.sequences`; the videos without a sequence counted and
   said."""
+  from vvt.data import SequenceError
   from vvt.data import open_sequences
   from vvt.data import read_annotations
-  from vvt.data import SequenceError
   from vvt.data import sequence_truth
   from vvt.data import sequences_skipped_line
   annotations = read_annotations(spec.annotations)
@@ -130,10 +133,10 @@ def results_prefix(workdir: str, spec) -> str:
   return os.path.join(workdir, f'localization_{spec.eval_subset}_{spec.protocol}')
 
 
-def write_results(workdir: str, result: dict, agg) -> str:
+def write_results(workdir: str, spec, result: dict, agg) -> str:
   """The results JSON (with the thresholds and the protocol), the per-class CSV and the PNG; returns the JSON."""
   from vvt import fileio
-  prefix = results_prefix(workdir, agg.task.spec)
+  prefix = results_prefix(workdir, spec)
   fileio.makedirs(workdir)
   for path, content in agg.report_files(prefix):
     if isinstance(content, str):
@@ -153,5 +156,5 @@ def train_and_evaluate(run, workdir: str, log: Callable = print) -> dict:
       f'{len(names)} classes, {train.feature_dim}-dim features')
   _, result, agg = fit(run, train, test, log, class_names=names)
   result.update(subset=spec.eval_subset, sequences=spec.sequences, annotations=spec.annotations)
-  result['results'] = write_results(workdir, result, agg)
+  result['results'] = write_results(workdir, spec, result, agg)
   return result
