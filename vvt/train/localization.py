@@ -25,7 +25,7 @@ from vvt.tasks import registry as task_registry
 from vvt.train import optimizers
 
 
-def _train_step(task, module, tx):
+def train_step(task, module, tx):
   """jitted (params, opt_state, batch, rng) -> (params, opt_state, {'loss', 'cls_loss', 'reg_loss'})."""
   def loss_fn(params, batch, rng):
     inputs, targets, labels = task.prepare(batch, batch['inputs'], rng)
@@ -87,7 +87,7 @@ def fit(run, train, test, log: Callable = print, class_names=None):
   rng = jax.random.PRNGKey(run.seed)
   params = jax.jit(module.init)(rng, jnp.zeros((1, spec.max_seq_len, train.feature_dim)),
                                 jnp.ones((1, spec.max_seq_len), bool))['params']
-  opt_state, step = tx.init(params), _train_step(task, module, tx)
+  opt_state, step = tx.init(params), train_step(task, module, tx)
   batches = sequence_train_batches(train, run.batch_size, spec.max_seq_len, truth, seed=run.seed,
                                    trunc_thresh=spec.trunc_thresh, crop_ratio=spec.crop_ratio)
   bar = progress_lib.bar(total, 'train', 'step', disable=not log, leave=False)
