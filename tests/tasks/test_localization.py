@@ -103,5 +103,10 @@ def test_refusals_of_vvt_localize_and_vvt_train(tmp_path, capsys):
   train = vvt_in_process(capsys, 'train', '--config', config, '--workdir', str(tmp_path / 'w'))
   one_line_error(train, 'train', "task.name='localization' trains on feature sequences, not video clips: run it with "
                  'vvt localize')
+  with open(os.path.join(data, 'annotations.json'), 'w') as f:
+    f.write('{"database": {"synthetic_0000": {"subset": "training"}}}')
+  bad_annotation = vvt_in_process(capsys, 'localize', '--config', config, '--workdir', str(tmp_path / 'w'))
+  one_line_error(bad_annotation, 'localize', 'task.localization.annotations: ')
+  assert 'synthetic_0000' in bad_annotation.stderr and 'no duration' in bad_annotation.stderr
   clips = vvt_in_process(capsys, 'localize', '--config', 'configs/synthetic.py', '--workdir', str(tmp_path / 'w'))
   assert clips.returncode == 2 and 'run it with vvt train' in clips.stderr

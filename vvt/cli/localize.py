@@ -27,8 +27,12 @@ def _localize(argv):
   problems = hooks.start_problems(run)
   if problems:
     raise ConfigError(*problems)
+  from vvt.data import AnnotationError
   from vvt.train import localization
-  res = localization.train_and_evaluate(run, args.workdir)
+  try:
+    res = localization.train_and_evaluate(run, args.workdir)
+  except AnnotationError as e:  # bad input: exit 2, as a bad sequence file
+    raise ConfigError(f'task.localization.annotations: {e}') from None
   thresholds = ', '.join(f'{t:g}' for t in res['thresholds'])
   print(f'[done] average_map = {res["average_map"]:.4f} over tIoU {thresholds} ({res["protocol"]}) on '
         f'{res["num_videos"]} {res["subset"]} videos; {res["results"]}')

@@ -114,10 +114,11 @@ def read_sets(spec, log: Callable = print):
   from vvt.data import read_annotations
   from vvt.data import sequence_truth
   from vvt.data import sequences_skipped_line
-  annotations = read_annotations(spec.annotations)
-  sets = []
-  for subset in (spec.train_subset, spec.eval_subset):
-    found = open_sequences(spec.sequences, sequence_truth(annotations.select(subset)))
+  sets, labels = [], None
+  for subset in (spec.train_subset, spec.eval_subset):  # a THUMOS14 folder: each subset's files, one label list
+    annotations = read_annotations(spec.annotations, subset=subset, labels=labels)
+    labels = annotations.labels
+    found = open_sequences(spec.sequences, sequence_truth(annotations))
     if not len(found):
       raise SequenceError(f'task.localization: no video of subset {subset!r} of {spec.annotations} has a feature '
                           f'sequence in {spec.sequences}')
@@ -125,7 +126,7 @@ def read_sets(spec, log: Callable = print):
     if line and log:
       log(line)
     sets.append(found)
-  return sets[0], sets[1], list(annotations.labels)
+  return sets[0], sets[1], list(labels)
 
 
 def results_prefix(workdir: str, spec) -> str:
