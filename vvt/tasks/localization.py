@@ -122,6 +122,7 @@ class Localization(Task):
     return module.apply({'params': params}, inputs['features'], inputs['steps'], train=train)
 
   def loss(self, outputs, targets):
+    """(B,) each video's share of the batch's loss (already over the batch's positives: the rows sum to it)."""
     parts = self.losses(outputs, targets)
     return parts['cls_loss'] + parts['reg_loss']
 
