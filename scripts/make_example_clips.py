@@ -11,7 +11,9 @@ time-reversed (`clips/NAME_NNN_{forward,backward}.mp4`, labelled with the video'
 to the test list (`--label direction`: labelled forward / backward instead). Written: classes.txt (the scenes in
 file-name order: animation, street, car), train.csv and test.csv (path,label) for
 `vvt data convert`, and long/scenes.mp4: the three whole videos one after the other, then again time-reversed
-(its timeline should change class where one video ends).
+(its timeline should change class where one video ends), with long/scenes.json: its six pieces as segments of an
+ActivityNet-style annotation file (`vvt.data.read_annotations`; each labelled with its scene, or forward /
+backward with `--label direction`; subset 'validation').
 """
 import argparse
 import importlib.util
@@ -57,6 +59,19 @@ def write_video(path: str, frames, fps: float) -> None:
     c.mux(s.encode())
 
 
+def write_scenes(path: str, lengths, fps: float, labels) -> None:
+  """The pieces of long/scenes.mp4 (`lengths` frames each, in order) as segments [start_s, end_s] labelled
+  `labels`, in an ActivityNet-style annotation file: the video `scenes` of the subset 'validation'."""
+  from vvt.data import Annotations
+  from vvt.data import VideoAnnotation
+  from vvt.data import write_activitynet
+  names = tuple(dict.fromkeys(labels))  # the labels in order of first appearance
+  bounds = np.cumsum([0, *lengths]) / fps
+  segments = tuple((float(a), float(b), names.index(k)) for a, b, k in zip(bounds[:-1], bounds[1:], labels,
+                                                                           strict=True))
+  write_activitynet(path, Annotations({'scenes': VideoAnnotation(float(bounds[-1]), 'validation', segments)}, names))
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--out', required=True, help='output folder')
@@ -91,12 +106,15 @@ def main(argv=None) -> int:
               np.concatenate(whole + [f[::-1] for f in whole]), rate)
   starts = np.cumsum([0] + [len(f) for f in whole + whole])[:-1] / rate
   print('long/scenes.mp4: ' + ', '.join(f'{c} from {t:.2f} s' for c, t in zip(classes + classes, starts, strict=True)))
+  labels = classes + classes if args.label == 'scene' else ['forward'] * len(whole) + ['backward'] * len(whole)
+  write_scenes(os.path.join(args.out, 'long', 'scenes.json'), [len(f) for f in whole + whole], rate, labels)
   with open(os.path.join(args.out, 'classes.txt'), 'w', encoding='utf-8') as f:
     f.write('\n'.join(classes if args.label == 'scene' else ('forward', 'backward')) + '\n')
   for split, lines in lists.items():
     with open(os.path.join(args.out, f'{split}.csv'), 'w', encoding='utf-8') as f:
       f.write('\n'.join(lines) + '\n')
-  print(f'{args.out}: {len(lists["train"])} train and {len(lists["test"])} test clips, classes.txt, long/scenes.mp4')
+  print(f'{args.out}: {len(lists["train"])} train and {len(lists["test"])} test clips, classes.txt, long/scenes.mp4 '
+        'and its segments long/scenes.json')
   return 0
 
 

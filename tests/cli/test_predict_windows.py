@@ -111,6 +111,8 @@ def test_windows_follow_the_direction_changes(run_dir, long_video, tmp_path, cap
       super().__init__(*a, **k)
       streams.append(self)
   monkeypatch.setattr(windows, 'WindowStream', Recorded)
+  import vvt.data  # its entry keeps the names it has given out: patched there too, whichever test asked first
+  monkeypatch.setattr(vvt.data, 'WindowStream', Recorded, raising=False)
   out = tmp_path / 'out'
   assert vvt_main(['predict', '--workdir', run_dir, '--window', f'{WINDOW}f', '--out', str(out),
                    str(long_video)]) == 0

@@ -42,3 +42,21 @@ def test_two_videos_with_one_stem_refused_naming_both():
                                                                   'frames_c': '/y/frames_c'}
   with pytest.raises(ValueError, match=r'one feature sequence a\.npy: /x/a\.mp4 and /y/a\.webm'):
     sequence_ids(['/x/a.mp4', '/y/a.webm'])
+
+
+def test_windows_without_the_tail_stay_a_uniform_grid():
+  from vvt.data import WindowStream
+  from vvt.data import window_starts
+  assert window_starts(11, 4, 3, tail=False) == [0, 3, 6]  # no window ending at the last frame
+  stream = WindowStream(((np.zeros(1), i / 2) for i in range(11)), 4, 3, 2.0, tail=False)
+  got = [(w.start, w.end, (w.start_s + w.end_s) / 2) for w in stream]
+  assert got == [(0, 4, 1.0), (3, 7, 2.5), (6, 10, 4.0)] and stream.count == 11
+
+
+def test_the_change_between_windows_is_one_minus_their_cosine(tmp_path):
+  from vvt.inspection import sequence_plots
+  rows = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 3.0], [0.0, -1.0]])
+  np.testing.assert_allclose(sequence_plots.change(rows), [0.0, 1.0, 2.0], atol=1e-12)
+  path = tmp_path / 'seq.png'
+  sequence_plots.sequence_png(str(path), rows, [1.0, 2.0, 3.0, 4.0], [(1.5, 3.0, 1)], ('a', 'b'), title='v')
+  assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'

@@ -1,17 +1,53 @@
 """`vvt data ...`: write datasets.
 
     vvt data synthetic --output DIR [--classes 4 --train-clips 2048 ...]
+    vvt data synthetic --untrimmed --output DIR [--train-videos 8 --validation-videos 4 --video-seconds 24
+                       --fps 8 --events 1,3 --event-seconds 2,4 --background noise|static ...]
     vvt data convert --input videos.csv --classes classes.txt --output DIR/train ...
     vvt data convert ... --worker I/N      (worker I of N, any hosts; default in a SLURM array: its task)
     vvt data convert ... --assemble        (the one manifest from the workers' manifests)
 """
+import argparse
 import json
 import sys
 
 from vvt.cli import common
 
+UNTRIMMED = {'train_videos': 8, 'validation_videos': 4, 'video_seconds': 24.0, 'fps': 8, 'events': (1, 3),
+             'event_seconds': (2.0, 4.0), 'background': 'noise'}  # the --untrimmed flags' defaults
+
+
+def _untrimmed(args):
+  """`--untrimmed`: long videos with short motion events and their ActivityNet-style annotations."""
+  from vvt.data import write_untrimmed
+  values = {k: UNTRIMMED[k] if getattr(args, k) is None else getattr(args, k) for k in UNTRIMMED}
+  try:
+    info = write_untrimmed(args.output, num_classes=args.classes,
+                           classes=args.class_names.split(',') if args.class_names else None, seed=args.seed,
+                           frame_size=args.frame_size, **values)
+  except ValueError as e:
+    raise common.UsageError('; '.join(str(e).splitlines())) from None  # every problem, on one line
+  print(json.dumps(info, indent=1))
+  return 0
+
+
+def _pair(kind):
+  """'1,3' -> (1, 3) of `kind` (int or float)."""
+  def parse(text):
+    try:
+      low, high = (kind(x) for x in text.split(','))
+    except ValueError:
+      raise argparse.ArgumentTypeError(f'MIN,MAX (e.g. 1,3), got {text!r}') from None
+    return low, high
+  return parse
+
 
 def _synthetic(args):
+  if args.untrimmed:
+    return _untrimmed(args)
+  given = [k for k in UNTRIMMED if getattr(args, k) is not None]
+  if given:
+    raise common.UsageError(f'--{given[0].replace("_", "-")} goes with --untrimmed')
   from vvt.data import write_synthetic
   info = write_synthetic(
       args.output, num_classes=args.classes,
@@ -79,6 +115,19 @@ def build_parser():
   s.add_argument('--test-shards', type=int, default=2)
   s.add_argument('--multi-label', action='store_true',
                  help='half the clips show a second object of another class and carry both labels')
+  u = s.add_argument_group('untrimmed videos (--untrimmed)')
+  u.add_argument('--untrimmed', action='store_true',
+                 help='long videos of background with short motion events, written as mp4 files, and their '
+                      'ActivityNet-style annotations.json (training and validation subsets)')
+  u.add_argument('--train-videos', dest='train_videos', type=int, default=None, help='default 8')
+  u.add_argument('--validation-videos', dest='validation_videos', type=int, default=None, help='default 4')
+  u.add_argument('--video-seconds', dest='video_seconds', type=float, default=None, help='default 24')
+  u.add_argument('--fps', type=int, default=None, help='frames per second (default 8)')
+  u.add_argument('--events', type=_pair(int), default=None, metavar='MIN,MAX', help='events per video (default 1,3)')
+  u.add_argument('--event-seconds', dest='event_seconds', type=_pair(float), default=None, metavar='MIN,MAX',
+                 help='length of an event (default 2,4)')
+  u.add_argument('--background', choices=('static', 'noise'), default=None,
+                 help='a still background, or one with fresh pixel noise every frame (default noise)')
   s.set_defaults(func=_synthetic)
 
   c = sub.add_parser('convert', help='videos listed in a CSV/TSV -> TFRecords')

@@ -39,8 +39,9 @@ def _spans(args, fps, data) -> tuple:
   return window, stride
 
 
-class _Scores:
-  """Views of windows batched through the model; per window, per head, the views' summed scores."""
+class ViewSums:
+  """Views of windows batched through the model; per window, per head, the views' summed scores (or features: any
+  (B, C) output per head)."""
 
   def __init__(self, predict, heads, batch_size):
     self.predict, self.heads, self.batch_size = predict, heads, batch_size
@@ -48,8 +49,8 @@ class _Scores:
 
   def add(self, views) -> None:
     n = len(self.sums[next(iter(self.heads))])
-    for h, c in self.heads.items():
-      self.sums[h].append(np.zeros(c))
+    for h in self.heads:
+      self.sums[h].append(0.0)
     self.views.extend(views)
     self.owners.extend([n] * len(views))
     while len(self.views) >= self.batch_size:
@@ -70,9 +71,10 @@ class _Scores:
     return {h: np.stack(v) for h, v in self.sums.items()}
 
 
-def score_video(item, predict, heads, data, args, batch_size) -> dict:
+def score_video(item, predict, heads, data, args, batch_size, tail: bool = True) -> dict:
   """{'fps', 'window', 'stride' (frames), 'rows' [(index, start, end, start_s, end_s)], 'scores' {head: (W, C)
-  summed over a window's views}, 'views' (per window), 'peak' (most frames held)}."""
+  summed over a window's views}, 'views' (per window), 'peak' (most frames held), 'frames' (the video's)};
+  `tail`: also the window ending at the last frame where the stride's grid misses it (`WindowStream`)."""
   from vvt import progress
   from vvt.data import WindowStream
   from vvt.data import open_frames
@@ -81,9 +83,9 @@ def score_video(item, predict, heads, data, args, batch_size) -> dict:
   name, kind, path = item
   source = open_frames(path, kind, args.fps)
   window, stride = _spans(args, source.fps, data)
-  stream = WindowStream(source.frames(), window, stride, source.fps, name)
-  expected = len(window_starts(source.declared, window, stride)) if source.declared else None
-  scores, rows = _Scores(predict, heads, batch_size), []
+  stream = WindowStream(source.frames(), window, stride, source.fps, name, tail=tail)
+  expected = len(window_starts(source.declared, window, stride, tail)) if source.declared else None
+  scores, rows = ViewSums(predict, heads, batch_size), []
   with progress.bar(expected, os.path.basename(name), 'window', file=sys.stderr, leave=False,
                     disable=expected is not None and expected < 20) as bar:
     for w in stream:
@@ -92,7 +94,7 @@ def score_video(item, predict, heads, data, args, batch_size) -> dict:
       scores.add(views)
       bar.update(1)
   return dict(fps=source.fps, window=window, stride=stride, rows=rows, scores=scores.finish(), views=len(views),
-              peak=stream.peak)
+              peak=stream.peak, frames=stream.count)
 
 
 def _report(item, got, heads, names, average, top_k, out_dir) -> dict:

@@ -71,6 +71,7 @@ _ENTRY = {
     'load_sequence': ('feature_sequences', 'load_sequence'),
     # datasets written to disk
     'write_synthetic': ('writing.synthetic', 'write_synthetic'),
+    'write_untrimmed': ('writing.untrimmed', 'write_untrimmed'),
     'SYNTHETIC_CLASS_NAMES': ('writing.synthetic', 'CLASS_NAMES'),
     'convert_videos': ('writing.video_shards', 'convert'),
     'parse_worker': ('writing.shard_workers', 'parse_worker'),

@@ -28,7 +28,6 @@ from typing import Optional
 import numpy as np
 
 from vvt import fileio
-from vvt.data.transforms import windows
 
 SEQUENCES = 'sequences'   # the folder of the per-video .npy files
 INDEX = 'sequences.json'
@@ -36,6 +35,7 @@ INDEX = 'sequences.json'
 
 def sequence_ids(paths) -> dict:
   """{video_id: path} of `paths` in their order; ValueError naming both paths of two videos with one stem."""
+  from vvt.data.transforms import windows  # (its pixels' imports: only where videos are read)
   out = {}
   for p in paths:
     vid = windows.stem(p)

@@ -24,6 +24,7 @@ videos left out as bad records, the `layers` and their `combine`, and the names 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Callable, Optional
@@ -208,57 +209,76 @@ def _check(run, tokens: bool, tokens_view: int, layers, combine: str) -> int:
   return views
 
 
-def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step: Optional[int] = None,
-            fmt: str = 'npz', shard_size: int = 1024, tokens: bool = False, tokens_view: int = 0, layers=(),
-            combine: str = 'mean', log: Callable = print, progress: Optional[bool] = None) -> dict:
-  """Embeddings of every video of `split` (default eval.split) of RunSpec `run` by the checkpoint of `workdir` (a
-  run or a converted checkpoint; its EMA params where it has them unless eval.raw_params; written for another clip:
-  its tables resized, `vvt.train.clip_resize`) -> shards in `output`; returns the index written to features.json.
-  `layers`, `combine`: the features of those layers (see the module docstring); ValueError for a layer the model
-  does not have."""
-  from vvt.data import make_eval_iterator
-  from vvt.data import video_ids
+@dataclasses.dataclass(frozen=True)
+class FeaturesModel:
+  """A checkpoint loaded for features: `apply(batch)` -> (features, passthrough) of a global batch of
+  `batch_size` rows ({'inputs': uint8 (B, T, H, W, 3), ...}; see `features_step_fn`), sharded over the run's mesh."""
+  apply: Callable
+  step: int
+  weights: str
+  batch_size: int
+
+
+def load_model(run, workdir: str, step: Optional[int] = None, tokens: bool = False, layers=(),
+               combine: str = 'mean', log: Callable = print) -> FeaturesModel:
+  """The checkpoint of `workdir` (a run or a converted checkpoint) at `step` (default: the newest intact one) as
+  RunSpec `run` builds it on its mesh: its EMA params where it has them unless eval.raw_params; written for another
+  clip: its tables resized (`vvt.train.clip_resize`)."""
   from vvt.train import checkpoints
   from vvt.train import clip_resize
-  from vvt.train import evaluate
   from vvt.train import mesh as mesh_lib
   from vvt.train import steps
   from vvt.train import trainer
   from vvt.train.program import build_program
-  if fmt not in FORMATS:
-    raise ValueError(f'format must be one of {FORMATS}, got {fmt!r}')
-  data = run.data
-  views = _check(run, tokens, tokens_view, layers, combine)
-  split = split or run.eval.split
-  workdir = checkpoints.abspath(workdir)
-  explicit = step
-  step = checkpoints.resolve_step(workdir, step)  # first: a wrong --step is the commonest mistake
-  trainer.require_files(data, fields=('eval_files',))
   mesh = trainer.make_mesh(run)
   program = build_program(run, mesh)
   abstract = program.abstract_params()
   raw = run.eval.raw_params
   step, (params, weights), _ = checkpoints.load_with_fallback(
       workdir, lambda s: clip_resize.load_eval_params(workdir, s, abstract, run.model, raw=raw, log=log),
-      step=explicit, log=log)
-  fn = steps.jit_eval_step(features_step_fn(program.module, data.normalization, tokens, layers, combine), mesh,
+      step=step, log=log)
+  fn = steps.jit_eval_step(features_step_fn(program.module, run.data.normalization, tokens, layers, combine), mesh,
                            program.param_shardings, program.logical_rules)
   batch_size = run.eval.batch_size
-  it = make_eval_iterator(data, split=split, global_batch_size=batch_size,
-                                   process_index=jax.process_index(), process_count=jax.process_count())
+  return FeaturesModel(
+      apply=lambda batch: fn(params, mesh_lib.global_batch(batch, mesh, batch_size, program.logical_rules)),
+      step=int(step), weights=weights, batch_size=batch_size)
+
+
+def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step: Optional[int] = None,
+            fmt: str = 'npz', shard_size: int = 1024, tokens: bool = False, tokens_view: int = 0, layers=(),
+            combine: str = 'mean', log: Callable = print, progress: Optional[bool] = None) -> dict:
+  """Embeddings of every video of `split` (default eval.split) of RunSpec `run` by the checkpoint of `workdir`
+  (`load_model`) -> shards in `output`; returns the index written to features.json. `layers`, `combine`: the
+  features of those layers (see the module docstring); ValueError for a layer the model does not have."""
+  from vvt.data import make_eval_iterator
+  from vvt.data import video_ids
+  from vvt.train import checkpoints
+  from vvt.train import evaluate
+  from vvt.train import trainer
+  if fmt not in FORMATS:
+    raise ValueError(f'format must be one of {FORMATS}, got {fmt!r}')
+  data = run.data
+  views = _check(run, tokens, tokens_view, layers, combine)
+  split = split or run.eval.split
+  workdir = checkpoints.abspath(workdir)
+  checkpoints.resolve_step(workdir, step)  # first: a wrong --step is the commonest mistake
+  trainer.require_files(data, fields=('eval_files',))
+  model = load_model(run, workdir, step, tokens, layers, combine, log)
+  it = make_eval_iterator(data, split=split, global_batch_size=model.batch_size,
+                          process_index=jax.process_index(), process_count=jax.process_count())
   chief = jax.process_index() == 0
   writer = ShardWriter(output, fmt, shard_size, views, video_ids(data, split) if chief else [],
                        tokens_view) if chief else None
   if progress is None:
     progress = bool(log) and chief
   bar = progress_lib.bar(len(it), f'features {split}', 'batch', disable=not progress, mininterval=1.0, leave=False)
-  _stream(it, lambda batch: fn(params, mesh_lib.global_batch(batch, mesh, batch_size, program.logical_rules)),
-          writer, bar)
+  _stream(it, model.apply, writer, bar)
   if writer is None:
     return {}
   writer.close()
-  index = dict(checkpoint=workdir, step=int(step), weights=weights, split=split, protocol=evaluate.protocol(data),
-               layers=[int(i) for i in layers], combine=combine if layers else None,
+  index = dict(checkpoint=workdir, step=model.step, weights=model.weights, split=split,
+               protocol=evaluate.protocol(data), layers=[int(i) for i in layers], combine=combine if layers else None,
                **_contents(run, writer, fmt, tokens, tokens_view))
   with open(os.path.join(output, INDEX), 'w') as f:
     json.dump(index, f, indent=1, default=str)

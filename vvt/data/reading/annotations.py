@@ -39,6 +39,7 @@ THUMOS_LINE = re.compile(r'^(\S+)\s+(\S+)\s+(\S+)\s*$')
 class AnnotationError(ValueError):
   """Bad temporal annotations; the message names the file and the video."""
   user_error = True
+  bad_input = True  # a command refusing them exits 2 (vvt.cli.common.run)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,10 +224,17 @@ def read_thumos14(folder: str, subset: str = 'val', labels: Optional[Sequence[st
   return Annotations(videos, names)
 
 
-def read_annotations(path: str, subset: Optional[str] = None, labels: Optional[Sequence[str]] = None,
+def read_annotations(path: str, subset: Optional[str] = None, labels=None,
                      tolerance: float = TOLERANCE) -> Annotations:
   """A .json file (ActivityNet style; `subset` keeps one subset) or a folder of THUMOS14 files (`subset`, default
-  'val'); AnnotationError when `path` is neither."""
+  'val'); `labels`: the label list, or the path of a class list file (one name a line, as classes.txt);
+  AnnotationError when `path` is neither."""
+  if isinstance(labels, str):
+    from vvt.data.reading import video_lists
+    try:
+      labels = video_lists.read_class_list(labels)
+    except (OSError, ValueError) as e:
+      raise AnnotationError(f'label list: {e}') from None
   if os.path.isdir(path):
     return read_thumos14(path, subset or 'val', labels, tolerance=tolerance)
   if not os.path.isfile(path):

@@ -7,7 +7,8 @@
     window_views(w.frames, spec)                      -> uint8 (V, T, S, S, 3): the evaluation views of a window
 
 Windows start at frames 0, stride, 2 * stride, ... and hold `window` frames; where the last of those ends before
-the video does, one more window ends at the last frame, so every frame is in a window. Frames come from a
+the video does, one more window ends at the last frame, so every frame is in a window (`tail=False`: not that one,
+so the windows stay a uniform grid, as feature sequences need). Frames come from a
 streaming decoder (PyAV's frame iterator, or a frame folder's images one by one) into a ring buffer of `window`
 frames: memory does not grow with the video's length. A window is scored as evaluation scores a video of
 `window` frames (`views.frame_indices`, `views.views_from_clips`). A video shorter than one window raises
@@ -94,21 +95,22 @@ def open_frames(path: str, kind: str, fps: float = 25.0) -> FrameSource:
   return _folder_source(path, fps) if kind == 'frames' else _video_source(path)
 
 
-def window_starts(num_frames: int, window: int, stride: int) -> list:
+def window_starts(num_frames: int, window: int, stride: int, tail: bool = True) -> list:
   """First frames of the windows of a video of `num_frames` frames (what `WindowStream` yields)."""
   if num_frames < window:
     return []
   starts = list(range(0, num_frames - window + 1, stride))
-  return starts + ([num_frames - window] if starts[-1] + window < num_frames else [])
+  return starts + ([num_frames - window] if tail and starts[-1] + window < num_frames else [])
 
 
 class WindowStream:
   """Iterates the windows of `frames` ((frame, time) pairs), holding at most `window` frames at a time."""
 
-  def __init__(self, frames, window: int, stride: int, fps: float, name: str = 'the video'):
+  def __init__(self, frames, window: int, stride: int, fps: float, name: str = 'the video', tail: bool = True):
     if window < 1 or stride < 1:
       raise ValueError(f'window ({window}) and stride ({stride}) must be at least 1 frame')
     self.frames, self.window, self.stride, self.fps, self.name = frames, window, stride, fps, name
+    self.tail = tail  # one more window ending at the last frame, where the grid's last ends before it
     self.peak = 0   # the most frames held at once
     self.count = 0  # frames read so far
 
@@ -132,7 +134,7 @@ class WindowStream:
     if self.count < self.window:
       raise WindowTooLong(f'{self.name}: the window of {self.window} frames ({self.window / self.fps:.2f} s) is '
                           f'longer than the video ({self.count} frames, {self.count / self.fps:.2f} s)')
-    if last_end < self.count:  # the tail: one window ending at the last frame
+    if self.tail and last_end < self.count:  # the tail: one window ending at the last frame
       yield self._make(index, buffer, times)
 
 

@@ -83,12 +83,20 @@ def _shape_mask(shape, size, canvas):
   return out
 
 
-def render_clip(label, rng, num_frames=16, frame_size=64, noise=4.0):
+def gradient_background(rng, frame_size):
+  """float (frame_size, frame_size, 3): a dark colour with a random linear gradient (three draws from `rng`)."""
+  gy = np.linspace(-1, 1, frame_size, dtype=np.float32)[:, None, None]
+  gx = np.linspace(-1, 1, frame_size, dtype=np.float32)[None, :, None]
+  return rng.uniform(0, 90, size=3) + 15 * (gy * rng.uniform(-1, 1, 3) + gx * rng.uniform(-1, 1, 3))
+
+
+def render_clip(label, rng, num_frames=16, frame_size=64, noise=4.0, background=None):
   """uint8 (num_frames, frame_size, frame_size, 3) of one clip of `label`.
 
   `rng` draws everything but the label, so two labels rendered from equally
   seeded generators show the same frames in different orders (up to `noise`,
-  the std of the per-frame pixel noise).
+  the std of the per-frame pixel noise). `background` (float (f, f, 3)): drawn
+  behind the object instead of the clip's own (the draws from `rng` stay the same).
   """
   f, scale = frame_size, frame_size / 64.0
   size = int(round(rng.uniform(9, 15) * scale))
@@ -96,10 +104,8 @@ def render_clip(label, rng, num_frames=16, frame_size=64, noise=4.0):
   mask = _shape_mask(shape, max(size, 3), f)
   colour = rng.uniform(140, 255, size=3) * (rng.uniform(size=3) < 0.8)
   colour[rng.integers(3)] = rng.uniform(180, 255)
-  bg = rng.uniform(0, 90, size=3)
-  gy = np.linspace(-1, 1, f, dtype=np.float32)[:, None, None]
-  gx = np.linspace(-1, 1, f, dtype=np.float32)[None, :, None]
-  background = bg + 15 * (gy * rng.uniform(-1, 1, 3) + gx * rng.uniform(-1, 1, 3))
+  own = gradient_background(rng, f)
+  background = own if background is None else background
   speed = rng.uniform(1.5, 2.5) * scale           # pixels per frame, vertical
   drift = rng.uniform(-0.4, 0.4) * scale          # pixels per frame, sideways
   y0, x0 = rng.uniform(0, f, size=2)
@@ -125,9 +131,7 @@ def motion_frames(directions, rng, frame_size=64, noise=4.0):
   mask = _shape_mask(_SHAPES[rng.integers(len(_SHAPES))], max(size, 3), f)
   colour = rng.uniform(140, 255, size=3) * (rng.uniform(size=3) < 0.8)
   colour[rng.integers(3)] = rng.uniform(180, 255)
-  gy = np.linspace(-1, 1, f, dtype=np.float32)[:, None, None]
-  gx = np.linspace(-1, 1, f, dtype=np.float32)[None, :, None]
-  background = rng.uniform(0, 90, size=3) + 15 * (gy * rng.uniform(-1, 1, 3) + gx * rng.uniform(-1, 1, 3))
+  background = gradient_background(rng, f)
   speed, drift = rng.uniform(1.5, 2.5) * scale, rng.uniform(-0.4, 0.4) * scale
   y, x = rng.uniform(0, f, size=2)
   for step in [0, *np.sign(np.asarray(directions)).tolist()]:
