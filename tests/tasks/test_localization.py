@@ -2,6 +2,7 @@
 import json
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -27,7 +28,8 @@ def _config(**options):
 
 def test_point_targets_follow_center_sampling_and_the_regression_ranges():
   pts = jnp.asarray(localization.points_of(16, 3, ((0, 4), (4, 8), (8, 10000))))
-  cls, reg = localization.point_targets(pts, jnp.array([[4.0, 8.0], [0.0, 0.0]]), jnp.array([1, -1]), 2, 1.5)
+  targets = jax.jit(localization.point_targets, static_argnums=(3, 4))  # one compile, not one per op
+  cls, reg = targets(pts, jnp.array([[4.0, 8.0], [0.0, 0.0]]), jnp.array([1, -1]), 2, 1.5)
   cls, reg = np.asarray(cls), np.asarray(reg)
   positive = np.flatnonzero(cls.sum(1))
   # level 0 (stride 1): steps 5..7 are within 1.5 of the centre 6 and inside (4, 8); their largest distance
@@ -38,8 +40,9 @@ def test_point_targets_follow_center_sampling_and_the_regression_ranges():
 
 def test_the_diou_loss_is_zero_on_the_target_and_grows_with_the_shift():
   target = jnp.array([[2.0, 2.0]])
-  assert float(localization.diou_loss(target, target)[0]) == pytest.approx(0.0, abs=1e-6)
-  near, far = (float(localization.diou_loss(jnp.array([[2.0 + d, 2.0 - d]]), target)[0]) for d in (0.5, 1.5))
+  diou = jax.jit(localization.diou_loss)
+  assert float(diou(target, target)[0]) == pytest.approx(0.0, abs=1e-6)
+  near, far = (float(diou(jnp.array([[2.0 + d, 2.0 - d]]), target)[0]) for d in (0.5, 1.5))
   assert 0 < near < far
 
 
