@@ -88,6 +88,10 @@ def test_a_tiny_actionformer_learns_synthetic_events_through_vvt_localize(tmp_pa
   assert [l.split(',')[0] for l in csv_lines[1:]] == ['action_0', 'action_1']
   with open(os.path.join(work, 'localization_validation_thumos14_segments.png'), 'rb') as f:
     assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+  from vvt.convert import export
+  head, meta = export.from_safetensors(os.path.join(work, 'localization_head.safetensors'))
+  assert head['cls_out']['kernel'].shape == (3, 32, 2) and meta['task'] == 'localization'
+  assert json.loads(open(os.path.join(work, 'config.json')).read())['task']['name'] == 'localization'
 
 
 def test_refusals_of_vvt_localize_and_vvt_train(tmp_path, capsys):

@@ -24,6 +24,8 @@ from vvt import progress as progress_lib
 from vvt.tasks import registry as task_registry
 from vvt.train import optimizers
 
+HEAD_FILE = 'localization_head.safetensors'
+
 
 def train_step(task, module, tx):
   """jitted (params, opt_state, batch, rng) -> (params, opt_state, {'loss', 'cls_loss', 'reg_loss'})."""
@@ -150,12 +152,27 @@ def write_results(workdir: str, spec, result: dict, agg) -> str:
 
 def train_and_evaluate(run, workdir: str, log: Callable = print) -> dict:
   """A localisation run of the RunSpec `run` in `workdir`: its sequences and annotations read, the head trained
-  and evaluated, the results written (`write_results`); returns the results (and 'results': the JSON's path)."""
+  and evaluated, the head's weights (`save_head`) and the results (`write_results`) written; returns the results
+  (and 'results': the JSON's path)."""
   spec = run.task.localization
   train, test, names = read_sets(spec, log)
   log(f'[train] {len(train)} {spec.train_subset} videos, {len(test)} {spec.eval_subset} videos, '
       f'{len(names)} classes, {train.feature_dim}-dim features')
-  _, result, agg = fit(run, train, test, log, class_names=names)
-  result.update(subset=spec.eval_subset, sequences=spec.sequences, annotations=spec.annotations)
+  params, result, agg = fit(run, train, test, log, class_names=names)
+  result.update(subset=spec.eval_subset, sequences=spec.sequences, annotations=spec.annotations,
+                weights=os.path.join(workdir, HEAD_FILE))
+  save_head(workdir, run, params)
   result['results'] = write_results(workdir, spec, result, agg)
   return result
+
+
+def save_head(workdir: str, run, params) -> None:
+  """WORKDIR/config.json (the run's config) and WORKDIR/localization_head.safetensors (the trained head, its
+  config in the file's metadata; `vvt.convert.export.from_safetensors` reads it)."""
+  from vvt import fileio
+  from vvt.config import run_file
+  from vvt.convert import export
+  fileio.makedirs(workdir)
+  run_file.write(workdir, run.config)
+  export.to_safetensors(jax.device_get(params), os.path.join(workdir, HEAD_FILE), config=run.config,
+                        metadata={'task': 'localization'})
