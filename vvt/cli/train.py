@@ -37,6 +37,7 @@ def _train(argv):
                  help='start from these weights on the data\'s classes: a vvt run or converted folder, a file of '
                       '`vvt export`, or a Hugging Face model folder')
   args, spec, overrides = common.parse(p, argv)
+  _refuse_other_data(spec, overrides, args.workdir)
   source, field, overrides = _start(args.init, spec, overrides, args.workdir)
   if source:
     run = _init_run(source, spec, overrides, args.workdir, field=field, what='--init' if args.init else None)
@@ -51,6 +52,19 @@ def _train(argv):
   res = trainer.train_and_evaluate(run, args.workdir, allow_config_change=args.allow_config_change)
   for line in done_lines(run, res, args.workdir, run.eval.split, f'; workdir {res["workdir"]}'):
     print(line)
+
+
+def _refuse_other_data(spec, overrides, workdir) -> None:
+  """A ConfigError for a task that reads no video clips (its `runs_on` hook: feature sequences, `vvt localize`),
+  before the dataset's files are looked for."""
+  from vvt.tasks import registry
+  try:
+    base = common.run_config(spec, overrides, workdir, validate=False, files=(), init=False)
+  except ConfigError:  # a config that does not load: the run's own loading lists every problem
+    return
+  if 'task' in base and registry.hooks_of(base).runs_on != 'clips':
+    raise ConfigError(f'task.name={registry.name_of(base)!r} trains on feature sequences, not video clips: run it '
+                      'with vvt localize (same --config and --workdir)')
 
 
 def done_lines(run, res: dict, workdir: str, split: str, where: str = '') -> list[str]:

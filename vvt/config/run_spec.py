@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Optional
+from typing import Any, Optional
 
 import ml_collections
 
@@ -167,10 +167,13 @@ class TaskSpec(_Section):
   """`config.task`: what the run learns and how it is judged (vvt.tasks.registry.task_of reads the RunSpec)."""
   name: str                  # a name of vvt.tasks.registry.TASKS
   probe: ProbeSpec           # task.name='probe' only
+  localization: Any = None   # task.name='localization': its LocalizationSpec (vvt.tasks.localization_options)
 
   @classmethod
   def of(cls, section, **given):
-    return super().of(section, **{'probe': ProbeSpec.of(section.probe), **given})
+    from vvt.tasks.localization_options import LocalizationSpec
+    return super().of(section, **{'probe': ProbeSpec.of(section.probe),
+                                  'localization': LocalizationSpec.of(section.get('localization')), **given})
 
 
 @dataclasses.dataclass(frozen=True)

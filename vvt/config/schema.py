@@ -50,6 +50,7 @@ from vvt.config import sharding
 from vvt.config.paths import plain
 from vvt.convert import init_options
 from vvt.data import SYNTHETIC_CLASS_NAMES as ALL_SYNTHETIC_CLASS_NAMES
+from vvt.tasks import localization_options
 from vvt.tasks import registry as tasks_registry
 
 SHARED_FIELDS = ('num_frames', 'image_size', 'num_classes')
@@ -99,6 +100,9 @@ def get_base_config() -> ml_collections.ConfigDict:
       num_queries=1, depth=0, num_heads=4,    # the attentive probe's pooler
       layers=(), combine='mean',              # the backbone's layers read (vvt/models/outputs.py), how combined
       backbone='')))                          # the backbone's weights: what `vvt train --init` takes
+  # task.name='localization' (vvt.tasks.localization): ActionFormer on feature sequences, ActionFormer's THUMOS14
+  # settings (vvt.tasks.localization_options, docs/recipes.md)
+  c.task.localization = ml_collections.ConfigDict(dict(localization_options.DEFAULTS))
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
   c.eval = ml_collections.ConfigDict(dict(

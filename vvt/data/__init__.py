@@ -78,6 +78,14 @@ _ENTRY = {
     'workers_from_slurm': ('writing.shard_workers', 'from_slurm'),
     'worker_count': ('writing.shard_workers', 'worker_count'),
     'assemble_workers': ('writing.shard_workers', 'assemble'),
+    # feature sequences of untrimmed videos with their segments (temporal action localisation)
+    'open_sequences': ('reading.feature_sequences', 'open_sequences'),
+    'SequenceError': ('reading.feature_sequences', 'SequenceError'),
+    'sequences_skipped_line': ('reading.feature_sequences', 'skipped_line'),
+    'sequence_truth': ('reading.feature_sequences', 'truth_of'),
+    'write_synthetic_sequences': ('writing.synthetic_sequences', 'write_synthetic_sequences'),
+    'sequence_train_batches': ('reading.feature_sequences', 'train_batches'),
+    'sequence_eval_batches': ('reading.feature_sequences', 'eval_batches'),
 }
 __all__ = tuple(_ENTRY)
 

@@ -1,0 +1,119 @@
+"""The localisation task: point targets, losses, decoding, and a tiny ActionFormer that learns synthetic events."""
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs import common
+from tests.cli.test_sweep import one_line_error
+from tests.cli.test_sweep import vvt_in_process
+from vvt.tasks import localization
+from vvt.tasks import localization_options
+from vvt.tasks import registry
+
+TINY = dict(max_seq_len=64, embed_dim=32, num_heads=2, window=9, levels=3, stem_layers=1, head_layers=2,
+            regression_ranges=((0, 4), (4, 8), (8, 10000)), protocol='thumos14', crop_ratio=(0.9, 1.0))
+
+
+def _config(**options):
+  c = common.synthetic_config('divided', 'data/synthetic', hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
+  c.num_classes = 2
+  c.task.name = 'localization'
+  c.task.localization.update(dict(TINY, **options))
+  return c
+
+
+def test_point_targets_follow_center_sampling_and_the_regression_ranges():
+  pts = jnp.asarray(localization.points_of(16, 3, ((0, 4), (4, 8), (8, 10000))))
+  targets = jax.jit(localization.point_targets, static_argnums=(3, 4))  # one compile, not one per op
+  cls, reg = targets(pts, jnp.array([[4.0, 8.0], [0.0, 0.0]]), jnp.array([1, -1]), 2, 1.5)
+  cls, reg = np.asarray(cls), np.asarray(reg)
+  positive = np.flatnonzero(cls.sum(1))
+  # level 0 (stride 1): steps 5..7 are within 1.5 of the centre 6 and inside (4, 8); their largest distance
+  # to a boundary (2..3) is in (0, 4); level 1 (stride 2): steps 4, 6, 8 within 3 of 6, inside: 6 (reach 2 < 4: no)
+  assert pts[positive, 0].tolist() == [5.0, 6.0, 7.0] and cls[positive, 1].tolist() == [1.0] * 3
+  np.testing.assert_allclose(reg[positive], [[1, 3], [2, 2], [3, 1]])
+
+
+def test_the_diou_loss_is_zero_on_the_target_and_grows_with_the_shift():
+  target = jnp.array([[2.0, 2.0]])
+  diou = jax.jit(localization.diou_loss)
+  assert float(diou(target, target)[0]) == pytest.approx(0.0, abs=1e-6)
+  near, far = (float(diou(jnp.array([[2.0 + d, 2.0 - d]]), target)[0]) for d in (0.5, 1.5))
+  assert 0 < near < far
+
+
+def test_bad_options_are_one_line_each_naming_the_field():
+  c = _config(max_seq_len=62, protocol='coco', nms='greedy', regression_ranges=((0, 4), (4, 8)), window=0)
+  problems = registry.check_options(c)
+  assert any(p.startswith('task.localization.max_seq_len=62 must be a multiple of 2^(levels - 1) = 4')
+             for p in problems)
+  assert any(p.startswith("task.localization.protocol must be one of 'thumos14', 'activitynet'") for p in problems)
+  assert any(p.startswith("task.localization.nms must be one of 'soft'") for p in problems)
+  assert 'task.localization.regression_ranges has 2 ranges for 3 pyramid levels' in problems
+  assert 'task.localization.window must be a positive int, got 0' in problems
+  assert all('\n' not in p for p in problems)
+  assert registry.check_options(_config()) == []
+  assert [p.split(':')[0] for p in localization_options.start_problems(_config())] == [
+      'task.localization.sequences is not set', 'task.localization.annotations is not set']
+
+
+TINY_ARGS = ['--config.task.localization.max_seq_len=64', '--config.task.localization.embed_dim=32',
+             '--config.task.localization.num_heads=2', '--config.task.localization.window=9',
+             '--config.task.localization.levels=3', '--config.task.localization.stem_layers=1',
+             '--config.task.localization.head_layers=2',
+             '--config.task.localization.regression_ranges=((0,4),(4,8),(8,10000))',
+             '--config.num_epochs=0', '--config.num_train_steps=120', '--config.schedule.base_lr=3e-3',
+             '--config.schedule.warmup_epochs=0', '--config.schedule.warmup_steps=10']
+
+
+def test_a_tiny_actionformer_learns_synthetic_events_through_vvt_localize(tmp_path, capsys):
+  from vvt.data import write_synthetic_sequences
+  data, work = str(tmp_path / 'data'), str(tmp_path / 'run')
+  write_synthetic_sequences(data, videos=12, length=64, dim=16, classes=2, seed=0)
+  res = vvt_in_process(capsys, 'localize', '--config', f'configs/localization.py:{data}', '--workdir', work,
+                       *TINY_ARGS)
+  assert res.returncode == 0, res.stderr[-3000:]
+  done = res.stdout.strip().splitlines()[-1]
+  assert done.startswith('[done] average_map = ') and 'over tIoU 0.3, 0.4, 0.5, 0.6, 0.7 (thumos14) on 3 ' \
+      'validation videos' in done, done
+  result = json.loads(open(os.path.join(work, 'localization_validation_thumos14.json')).read())
+  assert result['thresholds'] == [0.3, 0.4, 0.5, 0.6, 0.7] and result['protocol'] == 'thumos14'
+  assert result['map@0.5'] > 0.7 and result['average_map'] > 0.6, result
+  csv_lines = open(os.path.join(work, 'localization_validation_thumos14_classes.csv')).read().splitlines()
+  assert csv_lines[0] == 'class,segments,ap@0.3,ap@0.4,ap@0.5,ap@0.6,ap@0.7,average'
+  assert [l.split(',')[0] for l in csv_lines[1:]] == ['action_0', 'action_1']
+  with open(os.path.join(work, 'localization_validation_thumos14_segments.png'), 'rb') as f:
+    assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+  from vvt.convert import export
+  head, meta = export.from_safetensors(os.path.join(work, 'localization_head.safetensors'))
+  assert head['cls_out']['kernel'].shape == (3, 32, 2) and meta['task'] == 'localization'
+  assert json.loads(open(os.path.join(work, 'config.json')).read())['task']['name'] == 'localization'
+
+
+def test_refusals_of_vvt_localize_and_vvt_train(tmp_path, capsys):
+  from vvt.data import write_synthetic_sequences
+  data = str(tmp_path / 'data')
+  write_synthetic_sequences(data, videos=4, length=64, dim=16, classes=2)
+  np.save(os.path.join(data, 'sequences', 'synthetic_0001.npy'), np.zeros((64, 8), np.float32))
+  config = f'configs/localization.py:{data}'
+  bad_width = vvt_in_process(capsys, 'localize', '--config', config, '--workdir', str(tmp_path / 'w'), *TINY_ARGS)
+  one_line_error(bad_width, 'localize', 'synthetic_0001.npy: a sequence of shape (64, 8), the index says (windows, '
+                 '16)')
+  assert not os.path.exists(tmp_path / 'w' / 'localization_validation_thumos14.json')
+  bad_option = vvt_in_process(capsys, 'localize', '--config', config, '--workdir', str(tmp_path / 'w'),
+                              '--config.task.localization.nms=greedy')
+  one_line_error(bad_option, 'localize', "task.localization.nms must be one of 'soft', 'hard', 'none', got 'greedy'")
+  train = vvt_in_process(capsys, 'train', '--config', config, '--workdir', str(tmp_path / 'w'))
+  one_line_error(train, 'train', "task.name='localization' trains on feature sequences, not video clips: run it with "
+                 'vvt localize')
+  with open(os.path.join(data, 'annotations.json'), 'w') as f:
+    f.write('{"database": {"synthetic_0000": {"subset": "training"}}}')
+  bad_annotation = vvt_in_process(capsys, 'localize', '--config', config, '--workdir', str(tmp_path / 'w'))
+  one_line_error(bad_annotation, 'localize', 'task.localization.annotations: ')
+  assert 'synthetic_0000' in bad_annotation.stderr and 'no duration' in bad_annotation.stderr
+  clips = vvt_in_process(capsys, 'localize', '--config', 'configs/synthetic.py', '--workdir', str(tmp_path / 'w'))
+  assert clips.returncode == 2 and 'run it with vvt train' in clips.stderr
