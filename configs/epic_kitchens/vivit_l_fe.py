@@ -16,23 +16,9 @@ HEADS = {'verb': 97, 'noun': 300}
 
 def get_config(arg=None):
   views = common.parse_arg(arg, views='sota')['views']
-  c = common.paper_config(
-      model=dict(family='vivit', attention='factorised_encoder', variant='L/16x2',
-                 num_frames=32, image_size=224, temporal_layers=4, classifier='token',
-                 stochastic_depth=0.2),
-      dataset=dict(stride=1, short_video_policy='loop', **common.vivit_views(views),
-                   train_files='epic_kitchens/train@256', eval_files='epic_kitchens/validation@64',
-                   label_keys={'verb': 'verb_label', 'noun': 'noun_label'},
-                   **common.scale_jitter(256, 0.9, 1.33), eval_resize=256,
-                   horizontal_flip=True, color_jitter=1.0, color_jitter_prob=0.8,
-                   randaugment={'num_layers': 2, 'magnitude': 10},  # Scenic: 15 on TF's open scale; 10 is our max
-                   normalization='zero_centre'),
-      train={'batch_size': 64, 'num_epochs': 50.0,
-             'optimizer.name': 'sgd', 'optimizer.momentum': 0.9, 'optimizer.grad_clip_norm': 1.0,
-             'schedule.name': 'cosine', 'schedule.base_lr': 0.5, 'schedule.warmup_epochs': 2.5,
-             'loss.label_smoothing': 0.2, 'loss.mixup_alpha': 0.1,
-             'eval.batch_size': 64, 'eval.average': 'logits', 'eval.split': 'validation',
-             'checkpoint.every_steps': 1000})
+  c = common.vivit_l_fe_regularised(
+      views, dict(train_files='epic_kitchens/train@256', eval_files='epic_kitchens/validation@64',
+                  label_keys={'verb': 'verb_label', 'noun': 'noun_label'}, horizontal_flip=True),
+      stochastic_depth=0.2, num_epochs=50.0, base_lr=0.5, label_smoothing=0.2, mixup_alpha=0.1)
   c.num_classes = HEADS  # the shared field: the model and the data read it
-  c.init_from = common.kinetics400_init('vivit_l_fe')
   return c

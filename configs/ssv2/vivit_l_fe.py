@@ -25,21 +25,6 @@ def get_config(arg=None):
   a = common.parse_arg(arg, flip='paper', views='sota')
   if a['flip'] not in FLIP:
     raise ValueError(f'config argument flip={a["flip"]!r} is not one of {", ".join(FLIP)}')
-  c = common.paper_config(
-      model=dict(family='vivit', attention='factorised_encoder', variant='L/16x2',
-                 num_frames=32, image_size=224, num_classes=174, temporal_layers=4,
-                 classifier='token', stochastic_depth=0.3),
-      dataset=dict(stride=1, short_video_policy='loop', **common.vivit_views(a['views']),
-                   train_files='ssv2/train@256', eval_files='ssv2/validation@64',
-                   **common.scale_jitter(256, 0.9, 1.33), eval_resize=256,
-                   **FLIP[a['flip']], color_jitter=1.0, color_jitter_prob=0.8,
-                   randaugment={'num_layers': 2, 'magnitude': 10},  # Scenic: 20 on TF's open scale; 10 is our max
-                   normalization='zero_centre'),
-      train={'batch_size': 64, 'num_epochs': 35.0,
-             'optimizer.name': 'sgd', 'optimizer.momentum': 0.9, 'optimizer.grad_clip_norm': 1.0,
-             'schedule.name': 'cosine', 'schedule.base_lr': 0.4, 'schedule.warmup_epochs': 2.5,
-             'loss.label_smoothing': 0.3, 'loss.mixup_alpha': 0.3,
-             'eval.batch_size': 64, 'eval.average': 'logits', 'eval.split': 'validation',
-             'checkpoint.every_steps': 1000})
-  c.init_from = common.kinetics400_init('vivit_l_fe')
-  return c
+  return common.vivit_l_fe_regularised(
+      a['views'], dict(train_files='ssv2/train@256', eval_files='ssv2/validation@64', **FLIP[a['flip']]),
+      stochastic_depth=0.3, num_epochs=35.0, base_lr=0.4, label_smoothing=0.3, mixup_alpha=0.3, num_classes=174)

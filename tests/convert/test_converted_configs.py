@@ -2,6 +2,7 @@
 (`save_pretrained` here) converted with a paper config runs `vvt predict` and `vvt eval` with no overrides, its
 resize fields scaled with the frame size at the paper config's ratios; `--help` says which config to pass; a clip
 length a source's weights cannot run at is refused with that source's own reason."""
+import dataclasses
 import json
 import os
 
@@ -9,6 +10,7 @@ import numpy as np
 from PIL import Image
 import pytest
 
+from tests import specs
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
 from vvt.config import loader
@@ -63,11 +65,11 @@ def test_a_converted_paper_config_predicts_as_written(videomae, tmp_path, capsys
   assert result['views_per_video'] == 4 and len(result['predictions'][0]['top']) == 2
 
   from vvt.data.transforms import views
-  got = views.load_views(str(frames), 'frames', config.dataset)
+  data = specs.run_spec(config).data
+  got = views.load_views(str(frames), 'frames', data)
   assert got.shape == (4, 4, 64, 64, 3)
   for resize, same in ((73, True), (256, False)):  # 64-px crops of a 73-px shorter side, not of a 256-px one
-    other = config.dataset.copy_and_resolve_references()
-    other.eval_resize = resize
+    other = dataclasses.replace(data, eval_resize=resize)
     assert np.array_equal(views.load_views(str(frames), 'frames', other), got) == same
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from PIL import Image
 import pytest
 
+from tests import specs
 from tests.conftest import REPO
 from vvt.cli import main as vvt_main
 from vvt.config import loader
@@ -57,8 +58,9 @@ def test_an_exported_run_predicts_the_same_classes_in_transformers(tiny_data, tm
   model, info = transformers.TimesformerForVideoClassification.from_pretrained(str(hf), output_loading_info=True)
   assert not any(info.values()), info
   assert model.config.id2label == dict(enumerate(config.class_names))
-  clip_views = np.concatenate([views.load_views(str(c), 'frames', config.dataset) for c in clips])  # (4, T, S, S, 3)
-  inputs = np.asarray(normalization.normalize(clip_views, config.dataset.normalization))
+  data = specs.run_spec(config).data
+  clip_views = np.concatenate([views.load_views(str(c), 'frames', data) for c in clips])  # (4, T, S, S, 3)
+  inputs = np.asarray(normalization.normalize(clip_views, data.normalization))
   with torch.no_grad():
     theirs = model.eval()(torch.from_numpy(inputs).permute(0, 1, 4, 2, 3)).logits.numpy()
   params, _, weights = checkpoints.load_eval_params(str(wd))

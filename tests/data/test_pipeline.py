@@ -192,8 +192,10 @@ def test_data_dir_and_sharded_name(labelled_dir):
 
 
 def test_the_pipeline_takes_a_data_spec_only(labelled_dir):
-  """A dataset section (a ConfigDict) is the config layer's to check and resolve: the pipeline refuses it."""
+  """A dataset section (a ConfigDict) is the config layer's to check and resolve: the pipeline, and the views of a
+  file that `vvt predict` and `vvt attention` read, refuse it."""
   from vvt.config import dataset as data_config
+  from vvt.data import load_views
   section = data_config.get_config()
   section.update(train_files=labelled_dir[1][0], num_classes=5)
   for entrance in (lambda s: pipeline.num_videos(s, 'train'),
@@ -201,6 +203,8 @@ def test_the_pipeline_takes_a_data_spec_only(labelled_dir):
                    lambda s: pipeline.make_eval_iterator(s, 'test', 2, process_index=0, process_count=1)):
     with pytest.raises(TypeError, match=r'^the data pipeline takes a DataSpec .*, not ConfigDict$'):
       entrance(section)
+  with pytest.raises(TypeError, match=r'^load_views takes a DataSpec .*, not ConfigDict$'):
+    load_views(labelled_dir[0], 'frames', section)
 
 
 def test_config_errors_name_the_field(labelled_dir):

@@ -11,6 +11,7 @@ from data_helpers import solid_video
 import numpy as np
 import pytest
 
+from tests import specs
 from vvt.config import loader
 from vvt.config.errors import ConfigError
 from vvt.data import pipeline
@@ -86,7 +87,7 @@ def test_the_report_and_protocol_name_the_views(uneven):
   rows = list(csv.DictReader(io.StringIO(text)))
   assert [r['views'] for r in rows] == ['3', '12']
   config = loader.load(str(CONFIGS / 'howto100m/timesformer_b.py'), [], files=(), init=False)
-  assert evaluate.protocol(config.dataset) == 'allx3'
+  assert evaluate.protocol(specs.run_spec(config).data) == 'allx3'
 
 
 def test_all_needs_stride_sampling_and_other_values_are_one_line():

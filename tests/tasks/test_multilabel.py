@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as sklearn_metrics  # the test extra's reference
 
+from tests import specs
 from vvt.tasks import average_precision as ap_lib
 from vvt.tasks import multilabel
 
@@ -78,13 +79,9 @@ def test_views_of_one_video_with_different_labels_are_refused():
 
 
 def _dataset_config(files, num_classes):
-  from vvt.config import dataset
-  from vvt.data.spec import DataSpec
-  cfg = dataset.get_config()
-  cfg.update(train_files=files, eval_files=files, num_classes=num_classes, multi_label=True, num_frames=4,
-             stride=1, image_size=32, train_min_resize=34, train_max_resize=36, eval_resize=34,
-             shuffle_buffer=4, num_test_clips=2)
-  return DataSpec.of(cfg)
+  return specs.data_spec(train_files=files, eval_files=files, num_classes=num_classes, multi_label=True,
+                         num_frames=4, stride=1, image_size=32, train_min_resize=34, train_max_resize=36,
+                         eval_resize=34, shuffle_buffer=4, num_test_clips=2)
 
 
 def test_records_with_several_labels_read_as_multi_hot(tmp_path):

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from configs import common
-from vvt.config import run_spec
-from vvt.tasks import registry
+from tests import specs
 from vvt.train import optimizers
 
 
@@ -25,13 +24,13 @@ def _config(head='linear', **probe):
 
 
 def _init(task, c):
-  module = task.build_model(c.model)
+  module = task.build_model(specs.run_spec(c).model)
   video = jax.random.uniform(jax.random.PRNGKey(1), (2, 4, 16, 16, 3))
   return module, module.init({'params': jax.random.PRNGKey(0)}, video, train=False)['params'], video
 
 
 def test_the_grid_is_every_lr_with_every_weight_decay():
-  task = registry.task_of(_config())
+  task = specs.task_for(_config())
   assert task.settings == ((0.1, 0.0), (0.1, 0.5), (0.001, 0.0), (0.001, 0.5))
   assert task.heads == {'probe_0': 3, 'probe_1': 3, 'probe_2': 3, 'probe_3': 3} and task.main_metric == 'video_top1'
 
@@ -39,20 +38,20 @@ def test_the_grid_is_every_lr_with_every_weight_decay():
 @pytest.mark.parametrize('field,value', [('head', 'mlp'), ('base', 'detection'), ('lrs', ())])
 def test_a_bad_probe_setting_is_one_line_naming_the_field(field, value):
   with pytest.raises(ValueError, match=f'task.probe.{field}'):
-    registry.task_of(_config(**{field: value}))
+    specs.task_for(_config(**{field: value}))
 
 
 def test_layer_decay_is_refused_for_probes():
   c = _config()
   c.optimizer.layer_decay = 0.75
   with pytest.raises(ValueError, match='optimizer.layer_decay'):
-    registry.task_of(c)
+    specs.task_for(c)
 
 
 @pytest.mark.parametrize('head', ['linear', 'attentive'])
 def test_the_backbone_is_frozen_and_each_probe_has_its_own_optimiser(head):
   c = _config(head, depth=1)
-  task = registry.task_of(c)
+  task = specs.task_for(c)
   module, params, video = _init(task, c)
   assert set(params['probes']) == set(task.names)
   labels = jnp.array([0, 2])
@@ -66,8 +65,9 @@ def test_the_backbone_is_frozen_and_each_probe_has_its_own_optimiser(head):
   backbone = {k: v for k, v in grads.items() if k != 'probes'}
   assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree.leaves(backbone))  # no gradient reaches it
   assert all(float(jnp.abs(g).max()) > 0 for g in jax.tree.leaves(grads['probes']))
-  schedule = optimizers.make_schedule(run_spec.ScheduleSpec.of(c.schedule), 10, 10)
-  tx = task.optimizer(optimizers.make_optimizer, run_spec.OptimizerSpec.of(c.optimizer), schedule)
+  run = specs.run_spec(c)
+  schedule = optimizers.make_schedule(run.schedule, 10, 10)
+  tx = task.optimizer(optimizers.make_optimizer, run.optimizer, schedule)
   state = tx.init(params)
   n_state = sum(x.size for x in jax.tree.leaves(state))
   n_probes = sum(x.size for x in jax.tree.leaves(params['probes']))
@@ -87,10 +87,10 @@ def test_the_backbone_is_frozen_and_each_probe_has_its_own_optimiser(head):
 
 def test_the_features_are_computed_once_for_all_probes():
   c = _config()
-  task = registry.task_of(c)
+  task = specs.task_for(c)
   module, params, video = _init(task, c)
   jaxpr = str(jax.make_jaxpr(lambda p: task.outputs(module, p, video, train=False))(params))
-  one = registry.task_of(_config(lrs=(0.1,), weight_decays=(0.0,)))
+  one = specs.task_for(_config(lrs=(0.1,), weight_decays=(0.0,)))
   m1, p1, _ = _init(one, c)
   jaxpr1 = str(jax.make_jaxpr(lambda p: one.outputs(m1, p, video, train=False))(p1))
   # 3 more probes add 3 linear heads (one dot each), not 3 more backbones
@@ -98,7 +98,7 @@ def test_the_features_are_computed_once_for_all_probes():
 
 
 def test_the_results_name_the_best_probe():
-  task = registry.task_of(_config())
+  task = specs.task_for(_config())
   agg = task.aggregator(4)
   labels = np.array([0, 1, 2, 0])
   good = np.eye(3)[labels] * 5.0

@@ -6,6 +6,7 @@ import jax
 import numpy as np
 import pytest
 
+from tests import specs
 from tests.tasks.test_probe import _config
 from vvt.inspection import features as features_lib
 from vvt.tasks import probe as probe_lib
@@ -36,8 +37,9 @@ def _probe_inputs(module, params, video):
 @pytest.mark.parametrize('layers,combine,dim', [((), 'mean', 32), ((0, -1), 'mean', 32), ((1, 0), 'concat', 64)])
 def test_the_probe_reads_the_tokens_vvt_features_writes(layers, combine, dim):
   c = _attentive_config(layers=layers, combine=combine)
-  task = registry.task_of(c)
-  module = task.build_model(c.model)
+  run = specs.run_spec(c)
+  task = registry.task_of(run)
+  module = task.build_model(run.model)
   video = jax.random.uniform(jax.random.PRNGKey(1), (2, 4, 16, 16, 3))
   params = module.init({'params': jax.random.PRNGKey(0)}, video, train=False)['params']
   params = jax.tree.map(lambda x: x + 0.1 * jax.random.normal(jax.random.PRNGKey(3), x.shape), params)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from configs import common
+from tests import specs
 from vvt.config import run_file
 from vvt.config import validation
 from vvt.config.errors import ConfigError
@@ -27,10 +28,10 @@ def _config(**task):
 def test_the_default_task_is_classification_and_reads_the_run_config():
   c = _config()
   c.loss.label_smoothing, c.loss.mixup_alpha, c.eval.average = 0.1, 0.8, 'softmax'
-  task = registry.task_of(c)
+  task = specs.task_for(c)
   assert c.task.name == 'classification' and isinstance(task, Classification)
   assert (task.heads, task.label_smoothing, task.mixup_alpha, task.average) == ({'': 4}, 0.1, 0.8, 'softmax')
-  assert hash(task) == hash(registry.task_of(c))  # a static part of the jitted steps
+  assert hash(task) == hash(specs.task_for(c))  # a static part of the jitted steps
 
 
 def test_a_config_json_without_a_task_section_is_a_classification_run(tmp_path):
@@ -38,7 +39,15 @@ def test_a_config_json_without_a_task_section_is_a_classification_run(tmp_path):
   del values['task']
   (tmp_path / 'config.json').write_text(json.dumps(values))
   loaded = run_file.load_saved(str(tmp_path))
-  assert loaded.task.name == 'classification' and isinstance(registry.task_of(loaded), Classification)
+  assert loaded.task.name == 'classification' and isinstance(specs.task_for(loaded), Classification)
+
+
+def test_a_task_is_built_of_a_run_spec_never_of_the_config_dict():
+  c = _config()
+  with pytest.raises(TypeError, match=r'^vvt.tasks.registry.task_of takes a RunSpec .*, not ConfigDict$'):
+    registry.task_of(c)
+  with pytest.raises(TypeError, match=r', not dict$'):
+    registry.task_of(c.to_dict())
 
 
 def test_an_unknown_task_is_one_line_naming_the_field_and_the_choices():
@@ -51,8 +60,10 @@ def test_an_unknown_task_is_one_line_naming_the_field_and_the_choices():
 def test_every_registered_task_is_built_by_its_module_and_keeps_the_interface(name):
   module = importlib.import_module(registry.TASKS[name])
   assert callable(module.from_config)
-  task = registry.task_of(_config(name=name))
-  assert isinstance(task, Task) and task.name == name and hash(task) == hash(registry.task_of(_config(name=name)))
+  c = _config(name=name)
+  c.dataset.multi_label = registry.hooks_named(name).multi_hot_labels(c)  # the labels the task reads
+  task = specs.task_for(c)
+  assert isinstance(task, Task) and task.name == name and hash(task) == hash(specs.task_for(c))
   assert set(task.label_specs(2)) and task.main_metric and task.metric_names
 
 

@@ -5,8 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vvt.config import run_spec
-from vvt.config import schema
+from tests import specs
 import vvt.models
 from vvt.models import schemes
 from vvt.train import layer_decay
@@ -34,12 +33,8 @@ def _flat(tree):
 
 
 def _optimizer(**kw):
-  c = schema.get_base_config().optimizer
-  c.update(name='adamw', weight_decay=0.05, **kw)
-  sched = schema.get_base_config().schedule
-  sched.update(name='constant', base_lr=1e-2)
-  return optimizers.make_optimizer(run_spec.OptimizerSpec.of(c),
-                                   optimizers.make_schedule(run_spec.ScheduleSpec.of(sched), 10, 10))
+  schedule = optimizers.make_schedule(specs.schedule_spec(name='constant', base_lr=1e-2), 10, 10)
+  return optimizers.make_optimizer(specs.optimizer_spec(name='adamw', weight_decay=0.05, **kw), schedule)
 
 
 @pytest.mark.parametrize('scan', [False, True], ids=['per_layer', 'scan_layers'])

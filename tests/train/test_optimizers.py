@@ -6,23 +6,12 @@ import numpy as np
 import optax
 import pytest
 
+from tests import specs
 from vvt.config import run_spec
-from vvt.config import schema
 from vvt.train import optimizers
 
-
-def sched_cfg(**kw):
-  """The ScheduleSpec of the schema's schedule section with `kw` set."""
-  c = schema.get_base_config().schedule
-  c.update(kw)
-  return run_spec.ScheduleSpec.of(c)
-
-
-def opt_cfg(**kw):
-  """The OptimizerSpec of the schema's optimizer section with `kw` set."""
-  c = schema.get_base_config().optimizer
-  c.update(kw)
-  return run_spec.OptimizerSpec.of(c)
+sched_cfg = specs.schedule_spec  # the ScheduleSpec of the schema's schedule section with some fields set
+opt_cfg = specs.optimizer_spec    # the OptimizerSpec of the schema's optimizer section with some fields set
 
 
 def test_cosine_with_linear_warmup():

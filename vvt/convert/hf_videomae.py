@@ -39,7 +39,9 @@ from typing import Mapping
 import numpy as np
 
 from vvt.convert import conversion
+from vvt.convert import hf_config_reading
 from vvt.convert import torch_layout
+from vvt.convert import tubelet_checkpoint
 from vvt.convert import weight_files
 from vvt.models import frame_size
 
@@ -62,11 +64,7 @@ def read_config(hf_config: Mapping | None) -> dict:
   if cfg.get('attention_type', 'joint_space_time') != 'joint_space_time':
     raise ValueError(f"hf_config.attention_type={cfg['attention_type']!r}: VideoMAE attends jointly over space "
                      "and time ('joint_space_time')")
-  value = cfg['patch_size']
-  if isinstance(value, (list, tuple)):
-    if len(set(value)) != 1:
-      raise ValueError(f'hf_config.patch_size={list(value)}: vvt takes square patches')
-    cfg['patch_size'] = value[0]
+  cfg['patch_size'] = hf_config_reading.square_patch_size(cfg['patch_size'])
   cfg['image_size'] = frame_size.config_value(frame_size.parse(cfg['image_size'], 'hf_config.image_size'))
   conversion.check_hf_sizes(cfg, ('patch_size', 'num_frames', 'tubelet_size', 'num_attention_heads',
                                   'num_hidden_layers'), 'num_channels')
@@ -77,10 +75,7 @@ def read_config(hf_config: Mapping | None) -> dict:
   if height % cfg['patch_size'] or width % cfg['patch_size']:
     raise ValueError(f"hf_config.image_size={cfg['image_size']} is not a multiple of "
                      f"hf_config.patch_size={cfg['patch_size']}")
-  try:
-    cfg['gelu_approximate'] = torch_layout.gelu_approximate_of(cfg['hidden_act'])
-  except ValueError as e:
-    raise ValueError(f'hf_config.{e}') from None
+  cfg['gelu_approximate'] = hf_config_reading.gelu_approximate(cfg['hidden_act'])
   return cfg
 
 
@@ -141,15 +136,10 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
                                       image_size=image_size).items() if v is not None})
     cfg = read_config(cfg)
   heads = cfg['num_attention_heads']
-  src = conversion.Source(state, 'Hugging Face VideoMAE checkpoint')
-  w = conversion.Writer(src)
-  p = 'videomae.' if any(k.startswith('videomae.') for k in state) else ''
-  kernel = torch_layout.torch_conv3d_tokeniser(w, 'embedding/conv', f'{p}embeddings.patch_embeddings.projection',
-                                               'VideoMAE')
-  hidden, channels, tt, th, tw = kernel.shape
-  torch_layout.check_kernel(kernel, (('num_channels', 3, channels), ('tubelet_size', cfg['tubelet_size'], tt),
-                                     ('patch_size', cfg['patch_size'], th), ('patch_size', cfg['patch_size'], tw)),
-                            'D, C, tubelet_size, patch_size, patch_size')
+  tt, th = int(cfg['tubelet_size']), int(cfg['patch_size'])
+  w, p, hidden = tubelet_checkpoint.open_checkpoint(state, 'VideoMAE', 'videomae.',
+                                                    'embeddings.patch_embeddings.projection', 'num_channels',
+                                                    tubelet_size=tt, patch_size=th)
   file_names = not any(k.endswith('.attention.attention.query.bias') for k in state)  # q_bias, v_bias
   for i in range(cfg['num_hidden_layers']):
     key, n = f'{p}encoder.layer.{i}', f'encoder/layers/block_{i}'
@@ -164,7 +154,7 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   mean = bool(cfg['use_mean_pooling'])
   fields = dict(
       family='vivit', attention='spatiotemporal', variant=conversion.variant_name(hidden, th, tt),
-      tubelet=(int(tt), int(th), int(tw)), num_frames=int(cfg['num_frames']), image_size=cfg['image_size'],
+      tubelet=(tt, th, th), num_frames=int(cfg['num_frames']), image_size=cfg['image_size'],
       num_classes=classes, hidden_size=int(hidden), num_layers=int(cfg['num_hidden_layers']), num_heads=int(heads),
       mlp_dim=int(w.flat['encoder/layers/block_0/mlp/Dense_0/kernel'].shape[1]),
       classifier='gap', class_token=None, pooling='mean_then_norm' if mean else 'first_token',

@@ -46,7 +46,9 @@ from typing import Mapping
 import numpy as np
 
 from vvt.convert import conversion
+from vvt.convert import hf_config_reading
 from vvt.convert import torch_layout
+from vvt.convert import tubelet_checkpoint
 from vvt.convert import weight_files
 
 # transformers' VJEPA2Config defaults (absent from a diff-only config.json).
@@ -67,20 +69,14 @@ def read_config(hf_config: Mapping | None) -> dict:
   cfg = {**HF_DEFAULTS, **dict(hf_config or {})}
   if cfg['model_type'] != 'vjepa2':
     raise ValueError(f"hf_config.model_type is {cfg['model_type']!r}, not 'vjepa2'")
-  if isinstance(cfg['patch_size'], (list, tuple)):
-    if len(set(cfg['patch_size'])) != 1:
-      raise ValueError(f"hf_config.patch_size={list(cfg['patch_size'])}: vvt takes square patches")
-    cfg['patch_size'] = cfg['patch_size'][0]
+  cfg['patch_size'] = hf_config_reading.square_patch_size(cfg['patch_size'])
   conversion.check_hf_sizes(cfg, ('patch_size', 'crop_size', 'frames_per_clip', 'tubelet_size', 'hidden_size',
                                   'num_attention_heads', 'num_hidden_layers', 'num_pooler_layers'), 'in_chans',
                             zero_ok='num_pooler_layers')
   if cfg['hidden_size'] % cfg['num_attention_heads']:
     raise ValueError(f"hf_config.hidden_size={cfg['hidden_size']} is not divisible by "
                      f"hf_config.num_attention_heads={cfg['num_attention_heads']}")
-  try:
-    cfg['gelu_approximate'] = torch_layout.gelu_approximate_of(cfg['hidden_act'])
-  except ValueError as e:
-    raise ValueError(f'hf_config.{e}') from None
+  cfg['gelu_approximate'] = hf_config_reading.gelu_approximate(cfg['hidden_act'])
   return cfg
 
 
@@ -146,16 +142,11 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   image_size = int(image_size or cfg['crop_size'])
   _check_clip(cfg, num_frames, image_size)
   heads = cfg['num_attention_heads']
-  src = conversion.Source(state, 'Hugging Face V-JEPA 2 checkpoint')
-  w = conversion.Writer(src)
-  p = 'vjepa2.' if any(k.startswith('vjepa2.') for k in state) else ''
-  kernel = torch_layout.torch_conv3d_tokeniser(w, 'embedding/conv', f'{p}encoder.embeddings.patch_embeddings.proj',
-                                               'V-JEPA 2')
-  hidden, channels, tt, th, tw = kernel.shape
-  torch_layout.check_kernel(kernel, (('in_chans', 3, channels), ('tubelet_size', cfg['tubelet_size'], tt),
-                                     ('patch_size', cfg['patch_size'], th), ('patch_size', cfg['patch_size'], tw),
-                                     ('hidden_size', cfg['hidden_size'], hidden)),
-                            'hidden_size, in_chans, tubelet_size, patch_size, patch_size')
+  w, p, hidden = tubelet_checkpoint.open_checkpoint(state, 'V-JEPA 2', 'vjepa2.',
+                                                    'encoder.embeddings.patch_embeddings.proj', 'in_chans',
+                                                    tubelet_size=cfg['tubelet_size'], patch_size=cfg['patch_size'],
+                                                    hidden_size=cfg['hidden_size'])
+  src = w.src
   qkv_bias = True
   for i in range(cfg['num_hidden_layers']):
     qkv_bias &= torch_layout.torch_separate_block(w, f'encoder/layers/block_{i}', f'{p}encoder.layer.{i}', heads,

@@ -61,13 +61,13 @@ import numpy as np
 import tensorflow as tf
 
 from vvt.data import examples
+from vvt.data import spec as data_spec
 from vvt.data.reading import errors
 from vvt.data.reading import frame_rate
 from vvt.data.reading import labels
 from vvt.data.reading import registry
 from vvt.data.reading import skips
 from vvt.data.reading import streams
-from vvt.data.spec import DataSpec
 from vvt.data.transforms import label_flip
 from vvt.models import frame_size
 
@@ -96,9 +96,7 @@ def _local_batch(global_batch_size, process_count):
 def _source(spec, split):
   """The source of `split`; `spec` is a run's DataSpec (its fields checked by the config layer,
   `vvt.config.validation`, before it was resolved)."""
-  if not isinstance(spec, DataSpec):
-    raise TypeError(f'the data pipeline takes a DataSpec (vvt.data.spec.DataSpec.of a validated dataset section), '
-                    f'not {type(spec).__name__}')
+  data_spec.require(spec, 'the data pipeline')
   return registry.make_source(spec, split)
 
 

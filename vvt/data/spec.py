@@ -79,6 +79,14 @@ class DataSpec:
     return cls(**values, class_names=None if class_names is None else tuple(class_names))
 
 
+def require(spec, what: str) -> None:
+  """TypeError unless `spec` is a DataSpec: `what` (an entrance past the config boundary, e.g. 'the data pipeline')
+  takes a run's DataSpec, never the dataset section it was resolved from."""
+  if not isinstance(spec, DataSpec):
+    raise TypeError(f'{what} takes a DataSpec (vvt.data.spec.DataSpec.of a validated dataset section), '
+                    f'not {type(spec).__name__}')
+
+
 def fields() -> tuple:
   """The names of the dataset section's fields that a DataSpec holds (all but the run's `class_names`)."""
   return tuple(f.name for f in dataclasses.fields(DataSpec) if f.name != 'class_names')

@@ -214,6 +214,21 @@ class VideoTransformer(nn.Module):
     return classifier_head(spec, gelu_approximate=spec.gelu_approximate, **extra)(rep, train)
 
 
+def _factorised_start(module, video, outputs):
+  """The start of both factorised encoders (`module`: FactorisedEncoder, SpaceThenTime, in its compact call):
+  (want, count: the outputs asked (`vvt.models.outputs.request`) of the model's layers, tokens (B, n_t, N, D) of
+  `video` (B, T, H, W, 3), the encoders' positional embedding, the spatial encoder's block fields (one temporal
+  index: N tokens))."""
+  spec = module.spec
+  check_video(video, spec.num_frames, spec.image_size)
+  count = outputs_lib.num_layers(spec)
+  want = outputs_lib.request(outputs, count)
+  x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
+  _, nh, nw = spec.grid
+  pos = 'joint' if spec.positional_embedding in ('joint', 'separable', 'spatial') else spec.positional_embedding
+  return want, count, x, pos, block_fields(spec, ('joint',), (1, nh, nw), backend=module.backend)
+
+
 class FactorisedEncoder(nn.Module):
   """ViViT Model 2 (sec. 3.3, Fig. 4): spatial encoder shared over time, then temporal encoder."""
   spec: ModelSpec
@@ -224,15 +239,9 @@ class FactorisedEncoder(nn.Module):
     """video (B, T, H, W, 3) -> logits; with `outputs` {name: array} (blocks: the spatial encoder's, then the
     temporal encoder's (B, 1, n_t, D))."""
     spec = self.spec
-    check_video(video, spec.num_frames, spec.image_size)
-    count = outputs_lib.num_layers(spec)
-    want = outputs_lib.request(outputs, count)
-    x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
-    b, t, n, d = x.shape
-    _, nh, nw = spec.grid
-    pos = 'joint' if spec.positional_embedding in ('joint', 'separable', 'spatial') else spec.positional_embedding
     # Spatial encoder: every temporal index is an image of N tokens (one "frame" of a 1-frame video).
-    spatial = block_fields(spec, ('joint',), (1, nh, nw), backend=self.backend)
+    want, count, x, pos, spatial = _factorised_start(self, video, outputs)
+    b, t, n, d = x.shape
     xs, cls, norm, kept = encoder(spec, spatial, spec.num_layers, spec.class_token, pos, name='spatial_encoder',
                                   keep=outputs_lib.kept(want, 0, spec.num_layers))(x.reshape(b * t, 1, n, d), train)
     blocks, norms_of = by_encoder(kept, 0, (b, t, -1, d)), [norm] * spec.num_layers
@@ -277,15 +286,9 @@ class SpaceThenTime(nn.Module):
     """video (B, T, H, W, 3) -> logits; with `outputs` {name: array} (blocks: the spatial encoder's, then the
     temporal encoder's, each (B, n_t, N, D))."""
     spec = self.spec
-    check_video(video, spec.num_frames, spec.image_size)
-    count = outputs_lib.num_layers(spec)
-    want = outputs_lib.request(outputs, count)
-    x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
+    want, count, x, pos, spatial = _factorised_start(self, video, outputs)
     b, t, n, d = x.shape
-    _, nh, nw = spec.grid
-    pos = 'joint' if spec.positional_embedding in ('joint', 'separable', 'spatial') else spec.positional_embedding
     table = spec.pos_table_grid
-    spatial = block_fields(spec, ('joint',), (1, nh, nw), backend=self.backend)
     xs, _, norm_s, kept = encoder(spec, spatial, spec.num_layers, None, pos, name='spatial_encoder',
                                   pos_table_grid=None if table is None else (1, table[1], table[2]),
                                   keep=outputs_lib.kept(want, 0, spec.num_layers))(x.reshape(b * t, 1, n, d), train)

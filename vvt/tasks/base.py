@@ -54,8 +54,9 @@ from typing import Any, Callable, Mapping, Optional, Protocol
 
 class CheckOptions(Protocol):
   """The `check` hook of a task: `check(config)` -> the problems of the task's options in the run config `config`
-  (a ConfigDict, or a RunSpec: the same fields), one line each naming its field, in a stable order; [] when there
-  are none. Imports neither jax nor flax (the config's validation calls it before any heavy import)."""
+  (a ConfigDict, or its JSON values as config.json holds them: never a RunSpec, these hooks run before the config
+  is resolved), one line each naming its field, in a stable order; [] when there are none. Imports neither jax nor
+  flax (the config's validation calls it before any heavy import)."""
 
   def __call__(self, config: Any) -> list[str]: ...
 
@@ -86,8 +87,8 @@ def no_note(config: Any) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ConfigHooks:
-  """The hooks of a task that read a run config (a ConfigDict, or a RunSpec: the same fields) before any heavy
-  import: functions of a module that imports neither jax nor flax.
+  """The hooks of a task that read a run config (a ConfigDict, or its JSON values as config.json holds them) before
+  any heavy import, on the config side of the boundary: functions of a module that imports neither jax nor flax.
 
   check             `CheckOptions`: the problems of the task's options, one line each naming its field
   multi_hot_labels  config -> bool: whether the run reads multi-hot labels (`dataset.multi_label` records)
@@ -154,7 +155,8 @@ class Task(abc.ABC):
     """{batch key: (shape, numpy dtype name)} of the targets a batch carries."""
 
   def build_model(self, model_config, backend: Optional[str] = None):
-    """The flax module of `model_config` (`vvt.models.build`): the backbone and its classifier."""
+    """The flax module of the run's ModelSpec `model_config` (`run.model`; `vvt.models.build`): the backbone and its
+    classifier."""
     import vvt.models
     return vvt.models.build(model_config, backend=backend)
 

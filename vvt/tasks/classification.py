@@ -8,7 +8,6 @@ for several heads, `accuracy_action` (every head right). Evaluation: per-view lo
 under `eval.average='softmax'`) averaged per video by `vvt.tasks.multiview.MultiViewAggregator`.
 """
 import dataclasses
-from typing import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -18,13 +17,11 @@ from vvt.tasks import multiview
 from vvt.tasks.base import Task
 
 
-def heads_of(model_cfg) -> dict:
-  """{head: num_classes} of a ModelSpec (num_classes: an int or (head, classes) pairs) or a model config (an int
-  or a dict); a single-head model has the head ''."""
-  nc = model_cfg.num_classes
-  if isinstance(nc, Mapping) or hasattr(nc, 'items'):
-    return {str(k): int(v) for k, v in nc.items()}
-  if isinstance(nc, (tuple, list)):
+def heads_of(model) -> dict:
+  """{head: num_classes} of a ModelSpec `model` (its num_classes: an int, or (head, classes) pairs); a single-head
+  model has the head ''."""
+  nc = model.num_classes
+  if isinstance(nc, tuple):
     return {str(k): int(v) for k, v in nc}
   return {'': int(nc)}
 
@@ -101,9 +98,9 @@ class Classification(Task):
     return 'video_top1' if '' in self.heads else 'video_top1_action'
 
 
-def from_config(config) -> Classification:
-  """The classification task of a run config: heads of `model.num_classes`, `loss.*`, `eval.average`."""
-  return Classification(head_sizes=tuple(heads_of(config.model).items()),
-                        label_smoothing=float(config.loss.label_smoothing),
-                        mixup_alpha=float(config.loss.mixup_alpha), cutmix_alpha=float(config.loss.cutmix_alpha),
-                        mix_switch_prob=float(config.loss.mix_switch_prob), average=str(config.eval.average))
+def from_config(run) -> Classification:
+  """The classification task of a RunSpec `run`: heads of `run.model.num_classes`, `run.loss`, `run.eval.average`."""
+  loss = run.loss
+  return Classification(head_sizes=tuple(heads_of(run.model).items()), label_smoothing=loss.label_smoothing,
+                        mixup_alpha=loss.mixup_alpha, cutmix_alpha=loss.cutmix_alpha,
+                        mix_switch_prob=loss.mix_switch_prob, average=run.eval.average)

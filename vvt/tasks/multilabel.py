@@ -187,11 +187,12 @@ def ap_png(path_or_file, names, ap: np.ndarray, title: str = '') -> None:
   eval_report.save_png(fig, ax, path_or_file, title)
 
 
-def from_config(config) -> MultiLabel:
-  """The multilabel task of a run config: one head of `model.num_classes` classes, `loss.mixup_alpha` /
-  `cutmix_alpha` (`vvt.config.validation` checks that the data is multi-label, `dataset.multi_label`)."""
-  nc = config.model.num_classes
-  if hasattr(nc, 'items') or isinstance(nc, (tuple, list)):
+def from_config(run) -> MultiLabel:
+  """The multilabel task of a RunSpec `run`: one head of `run.model.num_classes` classes, `run.loss`'s mixup /
+  cutmix (`vvt.config.validation` checks that the data is multi-label, `dataset.multi_label`)."""
+  nc = run.model.num_classes
+  if isinstance(nc, tuple):  # a ModelSpec's heads: (head, classes) pairs
     raise ValueError("task.name='multilabel' takes one head: num_classes must be an int")
-  return MultiLabel(num_classes=int(nc), mixup_alpha=float(config.loss.mixup_alpha),
-                    cutmix_alpha=float(config.loss.cutmix_alpha), mix_switch_prob=float(config.loss.mix_switch_prob))
+  loss = run.loss
+  return MultiLabel(num_classes=int(nc), mixup_alpha=loss.mixup_alpha, cutmix_alpha=loss.cutmix_alpha,
+                    mix_switch_prob=loss.mix_switch_prob)

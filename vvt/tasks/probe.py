@@ -321,16 +321,12 @@ class ProbeAggregator:
     return self.each[self.best()].report_files(prefix) + [(f'{prefix}_probes.csv', out.getvalue())]
 
 
-def from_config(config) -> Probe:
-  """The probe task of a run config: `task.probe` (base, head, lrs, weight_decays, num_queries, depth,
-  num_heads) and the base task read from the rest of the config as that task reads it. ValueError: the problems
-  of its options (`vvt.tasks.probe_options.check`, which the config's validation reports first), one line each."""
-  problems = probe_options.check(config)
-  if problems:
-    raise ValueError('\n'.join(problems))
-  p = config.task.probe
-  base = importlib.import_module(registry.TASKS[p.base]).from_config(config)
-  return Probe(base=base, settings=grid(p.lrs, p.weight_decays), head=str(p.head), num_queries=int(p.num_queries),
-               depth=int(p.depth), num_heads=int(p.num_heads), base_lr=float(config.schedule.base_lr),
-               backbone=str(p.backbone or ''), layers=tuple(int(i) for i in getattr(p, 'layers', ())),
-               combine=str(getattr(p, 'combine', 'mean')))  # a config.json written before layers: the defaults
+def from_config(run) -> Probe:
+  """The probe task of a RunSpec `run`: its `task.probe` (a ProbeSpec: base, head, the grid of lrs and weight
+  decays, the attentive pooler, backbone, layers, combine) and the base task, built from `run` as that task builds
+  it. The config's validation checked the options (`vvt.tasks.probe_options.check`) before `run` was resolved."""
+  p = run.task.probe
+  base = importlib.import_module(registry.TASKS[p.base]).from_config(run)
+  return Probe(base=base, settings=grid(p.lrs, p.weight_decays), head=p.head, num_queries=p.num_queries,
+               depth=p.depth, num_heads=p.num_heads, base_lr=run.schedule.base_lr, backbone=p.backbone,
+               layers=p.layers, combine=p.combine)

@@ -43,11 +43,10 @@ def _is_int(v) -> bool:
   return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _get(obj, name: str, default=None):
-  """A field of a ConfigDict or of a spec (the RunSpec's sections have the config's fields)."""
-  if hasattr(obj, 'get') and not hasattr(obj, '__dataclass_fields__'):
-    return obj.get(name, default)
-  return getattr(obj, name, default)
+def _get(section, name: str, default=None):
+  """A field of a run config's section (a ConfigDict, or its JSON values as config.json holds them); `default`
+  where the section or the field is absent. These hooks read the config before it is resolved."""
+  return default if section is None else section.get(name, default)
 
 
 def _values(field: str, values, lowest: float, strict: bool, what: str) -> list[str]:

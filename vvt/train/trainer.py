@@ -217,7 +217,7 @@ def _load_backbone(run: Run, program: Program, params):
 
 def _backbone_field(run: Run) -> str:
   """The config field that named the run's frozen backbone (its task's `backbone_field` hook)."""
-  return task_registry.hooks_of(run.spec).backbone_field or 'backbone'
+  return task_registry.hooks_named(run.spec.task.name).backbone_field or 'backbone'
 
 
 def load_latest(run: Run, abstract) -> tuple[Optional[int], Optional[dict], Any]:

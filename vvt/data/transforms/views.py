@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from vvt.data import spec as data_spec
 from vvt.data.reading import video_files
 from vvt.data.transforms import augment
 from vvt.data.transforms import clips as clips_lib
@@ -61,7 +62,8 @@ def _gather(indices: np.ndarray, frames: Callable, where: str) -> np.ndarray:
 
 
 def load_views(path: str, kind: str, spec) -> np.ndarray:
-  """uint8 (V, T, S, S, 3) evaluation views of a video file or frame folder (dataset config `spec`)."""
+  """uint8 (V, T, S, S, 3) evaluation views of a video file or frame folder (`spec`: the run's DataSpec)."""
+  data_spec.require(spec, 'load_views')
   if kind == 'missing':
     raise video_files.UnreadableVideo(f'{path}: no such file, or a folder without videos or frames')
   if kind == 'frames':
