@@ -27,7 +27,9 @@ def _config(head='linear', **probe):
 def _init(task, c):
   module = task.build_model(c.model)
   video = jax.random.uniform(jax.random.PRNGKey(1), (2, 4, 16, 16, 3))
-  return module, module.init({'params': jax.random.PRNGKey(0)}, video, train=False)['params'], video
+  # one compiled program, not the op-by-op dispatch (and compile) of each of init's operations
+  init = jax.jit(lambda v: module.init({'params': jax.random.PRNGKey(0)}, v, train=False)['params'])
+  return module, init(video), video
 
 
 def test_the_grid_is_every_lr_with_every_weight_decay():
@@ -62,7 +64,7 @@ def test_the_backbone_is_frozen_and_each_probe_has_its_own_optimiser(head):
     assert set(outputs) == set(task.names) and all(o.shape == (2, 3) for o in outputs.values())
     return jnp.mean(task.loss(outputs, task.prepare({'label': labels}, video, None)[1]))
 
-  grads = jax.grad(loss)(params)
+  grads = jax.jit(jax.grad(loss))(params)  # jitted: one program instead of each operation compiled on its own
   backbone = {k: v for k, v in grads.items() if k != 'probes'}
   assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree.leaves(backbone))  # no gradient reaches it
   assert all(float(jnp.abs(g).max()) > 0 for g in jax.tree.leaves(grads['probes']))
@@ -72,7 +74,7 @@ def test_the_backbone_is_frozen_and_each_probe_has_its_own_optimiser(head):
   n_state = sum(x.size for x in jax.tree.leaves(state))
   n_probes = sum(x.size for x in jax.tree.leaves(params['probes']))
   assert n_state <= 2 * n_probes + 4 * len(task.names)  # Adam's two moments of the probes (and counts) only
-  updates, _ = tx.update(grads, state, params)
+  updates, _ = jax.jit(tx.update)(grads, state, params)
   new = jax.tree.map(lambda p, u: p + u, params, updates)
   for k in params:
     if k != 'probes':
