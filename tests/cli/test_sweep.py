@@ -46,14 +46,9 @@ def vvt(*args, timeout=900):
 def vvt_in_process(capsys, *args):
   """`vvt ARGS` through the CLI's `main(argv)` in this process, from the repository as `vvt` runs: for refusals
   and dry runs, where a separate process proves nothing more. A CompletedProcess, as `vvt` gives."""
-  from vvt.cli import main
+  from tests.command_output import main_in_repo
   capsys.readouterr()
-  cwd = os.getcwd()
-  os.chdir(REPO)
-  try:
-    rc = main(list(args))
-  finally:
-    os.chdir(cwd)
+  rc = main_in_repo(args)
   captured = capsys.readouterr()
   return subprocess.CompletedProcess(args, rc, captured.out, captured.err)
 

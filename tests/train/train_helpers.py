@@ -52,14 +52,8 @@ def vvt(*args, devices=None, timeout=600, check=True):
 
 
 def vvt_main(*args):
-  """`vvt ARGS` through the CLI's `main(argv)` in this process, from the repository as `vvt` runs (its output goes
-  to pytest's capture): for runs whose files a test reads, where a process of its own proves nothing and costs a
-  start (~7 s of imports). Fails the test with the exit code unless 0."""
-  from vvt.cli import main
-  cwd = os.getcwd()
-  os.chdir(REPO)
-  try:
-    rc = main(list(args))
-  finally:
-    os.chdir(cwd)
+  """`vvt ARGS` in this process (`tests.command_output.main_in_repo`), its output to pytest's capture: for runs
+  whose files a test reads. Fails the test unless it exits 0."""
+  from tests.command_output import main_in_repo
+  rc = main_in_repo(args)
   assert rc == 0, f'vvt {" ".join(args)} exited {rc}'
