@@ -8,7 +8,11 @@ bare `|####|` or a line of spaces.
 
 `run_timed` times a process from its last stderr line (its error) to its end, which is what "it exits at once
 after the error" means whatever the machine's speed; the whole run has only a far-off hang guard.
+
+`main_in_repo` runs a command through the CLI's `main(argv)` in the test process instead (no process start).
 """
+import os
+import pathlib
 import re
 import subprocess
 import tempfile
@@ -20,6 +24,7 @@ _TIME = r'(?:\d+:)?\d{1,2}:\d\d'
 _METER_END = re.compile(rf'\[{_TIME}(?:<(?:{_TIME}|\?))?, *[^\]]*/[^\]]*\]')
 # a bar cut before its meter (the last redraw of a killed process, a narrow terminal): ' 50%|####', '|####   |'
 _BAR = re.compile(r'(?:^|[\s:])\d{1,3}%\||^\|[^|]*\|$')
+REPO = pathlib.Path(__file__).resolve().parents[1]
 HANG_S = 900  # a hang guard for one command of the tests (they take seconds to a minute or two, even when busy)
 
 
@@ -66,3 +71,16 @@ def run_timed(argv, guard_s: float = HANG_S, **popen) -> tuple:
     stdout = out.read()
   assert not killed, f'{" ".join(map(str, argv))} still ran after {guard_s} s:\n{"".join(err)[-3000:]}'
   return proc.returncode, stdout, ''.join(err), ended - last
+
+
+def main_in_repo(argv) -> int:
+  """`vvt ARGV` through the CLI's `main(argv)` in this process, from the repository as `vvt` runs: its exit code
+  (its output goes where this process's does). For runs and refusals where a process of its own proves nothing
+  and costs a start (~7 s of imports)."""
+  from vvt.cli import main
+  cwd = os.getcwd()
+  os.chdir(REPO)
+  try:
+    return main(list(argv))
+  finally:
+    os.chdir(cwd)

@@ -46,14 +46,9 @@ def vvt(*args, timeout=900):
 def vvt_in_process(capsys, *args):
   """`vvt ARGS` through the CLI's `main(argv)` in this process, from the repository as `vvt` runs: for refusals
   and dry runs, where a separate process proves nothing more. A CompletedProcess, as `vvt` gives."""
-  from vvt.cli import main
+  from tests.command_output import main_in_repo
   capsys.readouterr()
-  cwd = os.getcwd()
-  os.chdir(REPO)
-  try:
-    rc = main(list(args))
-  finally:
-    os.chdir(cwd)
+  rc = main_in_repo(args)
   captured = capsys.readouterr()
   return subprocess.CompletedProcess(args, rc, captured.out, captured.err)
 
@@ -69,7 +64,9 @@ def mtimes(folder):
           if os.path.isfile(p) and not p.endswith(('trial.json', 'train.log', 'model_summary.json'))}
 
 
-def test_a_two_trial_sweep_end_to_end_then_rerun_and_resume(tiny_data, tmp_path):
+def test_a_two_trial_sweep_end_to_end_then_rerun_and_resume(tiny_data, tmp_path, capsys, monkeypatch):
+  """The first sweep as a user runs it (a process of its own); the re-runs and `vvt results` through `main(argv)`
+  in the test process with the same environment (their trials, when they train one, are still processes)."""
   spec, out = study(tmp_path, tiny_data), str(tmp_path / 'sweep')
   res = vvt('sweep', '--config', spec, '--workdir', out, '--parallel', '2')
   assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -85,7 +82,9 @@ def test_a_two_trial_sweep_end_to_end_then_rerun_and_resume(tiny_data, tmp_path)
   before = mtimes(out + '/attention=space') | mtimes(out + '/attention=divided')
 
   # Re-run: both trials are finished, nothing is retrained or rewritten.
-  res = vvt('sweep', '--config', spec, '--workdir', out)
+  for name, value in env().items():
+    monkeypatch.setenv(name, value)
+  res = vvt_in_process(capsys, 'sweep', '--config', spec, '--workdir', out)
   assert res.returncode == 0, res.stderr[-3000:]
   assert res.stdout.count('finished before, kept') == 2 and 'starting' not in res.stdout
   assert mtimes(out + '/attention=space') | mtimes(out + '/attention=divided') == before
@@ -94,14 +93,14 @@ def test_a_two_trial_sweep_end_to_end_then_rerun_and_resume(tiny_data, tmp_path)
   trial = out + '/attention=divided'
   for p in glob.glob(trial + '/checkpoints/eval_6_*') + [trial + '/training_curves.png']:
     os.remove(p)
-  res = vvt('sweep', '--config', spec, '--workdir', out)
+  res = vvt_in_process(capsys, 'sweep', '--config', spec, '--workdir', out)
   assert res.returncode == 0, res.stderr[-3000:]
   assert '(1/2) attention=space: finished before, kept' in res.stdout
   assert '(2/2) resuming attention=divided' in res.stdout and '(2/2) finished attention=divided' in res.stdout
   assert '[train] resumed from' in open(out + '/attention=divided/train.log').read()
   assert mtimes(out + '/attention=space') == {p: t for p, t in before.items() if '/attention=space/' in p}
 
-  res = vvt('results', out, '--no_summary')
+  res = vvt_in_process(capsys, 'results', out, '--no_summary')
   assert res.returncode == 0 and '| divided | 1/1 |' in res.stdout, res.stderr
 
 

@@ -1,6 +1,7 @@
 """The reliability tests' shared runs, made once per test process (per xdist worker) and read only: tests change
 copies. `tiny_train_data`: tests/train's tiny synthetic dataset (48 train / 10 test clips); `trained_8_steps`: a
-real `vvt train` of tests/train/tiny_config.py on it with checkpoints at steps 4 and 8."""
+real `vvt train` of tests/train/tiny_config.py on it with checkpoints at steps 4 and 8, through the CLI's
+`main(argv)` in the test process (the run is what the tests read, not its process: they start their own)."""
 import os
 import sys
 
@@ -20,7 +21,7 @@ def trained_8_steps(tmp_path_factory, tiny_train_data):
   """The workdir of a finished run (`train_helpers.ARGS_8_STEPS`) with intact checkpoints at steps 4 and 8."""
   from vvt.train import checkpoints
   wd = tmp_path_factory.mktemp('trained') / 'run'
-  train_helpers.vvt('train', '--config', f'{train_helpers.TINY}:{tiny_train_data}', '--workdir', str(wd),
-                    *train_helpers.ARGS_8_STEPS)
+  train_helpers.vvt_main('train', '--config', f'{train_helpers.TINY}:{tiny_train_data}', '--workdir', str(wd),
+                         *train_helpers.ARGS_8_STEPS)
   assert checkpoints.all_steps(str(wd)) == [4, 8]
   return str(wd)

@@ -3,8 +3,8 @@ results and counted (`videos_skipped`); the metrics are over the other videos, a
 ends with its evaluation instead of failing at it.
 
 A real tiny synthetic set gets an extra evaluation shard holding one corrupt record (not a SequenceExample)
-and one record with an out-of-range label; the real commands run on it (`vvt train` in a subprocess, then
-`vvt eval` in process with another view protocol).
+and one record with an out-of-range label; the real commands run on it through the CLI's `main(argv)` in the test
+process (`vvt train`, then `vvt eval` with another view protocol).
 """
 import csv
 import json
@@ -31,17 +31,19 @@ def _bad_eval_shard(data_dir):
                          [b'\x00 not a SequenceExample \xff' * 4, good, bad_label])
 
 
-def test_eval_leaves_out_and_counts_bad_records(tmp_path):
+def test_eval_leaves_out_and_counts_bad_records(tmp_path, capsys):
   data = tmp_path / 'data'
   helpers.write_tiny_dataset(data)
   _bad_eval_shard(data)
   n = helpers.TEST_CLIPS + 3
   wd = tmp_path / 'run'
-  proc = helpers.vvt('train', '--config', f'{helpers.TINY}:{data}', '--workdir', str(wd),
-                     '--config.dataset.on_error=skip', '--config.num_train_steps=2',
-                     '--config.schedule.warmup_steps=1', '--config.checkpoint.every_steps=2',
-                     '--config.eval.batch_size=8')
-  assert '2 skipped as bad records' in proc.stdout, proc.stdout[-2000:]
+  capsys.readouterr()
+  helpers.vvt_main('train', '--config', f'{helpers.TINY}:{data}', '--workdir', str(wd),
+                   '--config.dataset.on_error=skip', '--config.num_train_steps=2',
+                   '--config.schedule.warmup_steps=1', '--config.checkpoint.every_steps=2',
+                   '--config.eval.batch_size=8')
+  out = capsys.readouterr().out
+  assert '2 skipped as bad records' in out, out[-2000:]
   res = json.load(open(wd / 'checkpoints' / 'eval_2_test.json'))
   assert res['videos_skipped'] == 2 and res['num_videos'] == n - 2
   assert res['skipped_video_indices'] == [helpers.TEST_CLIPS, helpers.TEST_CLIPS + 2]

@@ -24,9 +24,13 @@ def _config(head='linear', **probe):
 
 
 def _init(task, c):
+  """(module, params, video (2, 4, 16, 16, 3)): params of the shapes init gives, drawn with numpy (N(0, 0.1)):
+  no program is compiled to make them (the tests read gradients, updates and programs, whatever the values)."""
   module = task.build_model(specs.run_spec(c).model)
-  video = jax.random.uniform(jax.random.PRNGKey(1), (2, 4, 16, 16, 3))
-  return module, module.init({'params': jax.random.PRNGKey(0)}, video, train=False)['params'], video
+  rng = np.random.default_rng(1)
+  video = rng.uniform(size=(2, 4, 16, 16, 3)).astype(np.float32)
+  shapes = jax.eval_shape(lambda v: module.init({'params': jax.random.PRNGKey(0)}, v, train=False)['params'], video)
+  return module, jax.tree.map(lambda s: rng.normal(0, 0.1, s.shape).astype(s.dtype), shapes), video
 
 
 def test_the_grid_is_every_lr_with_every_weight_decay():
@@ -61,19 +65,21 @@ def test_the_backbone_is_frozen_and_each_probe_has_its_own_optimiser(head):
     assert set(outputs) == set(task.names) and all(o.shape == (2, 3) for o in outputs.values())
     return jnp.mean(task.loss(outputs, task.prepare({'label': labels}, video, None)[1]))
 
-  grads = jax.grad(loss)(params)
+  grads = jax.jit(jax.grad(loss))(params)  # jitted: one program instead of each operation compiled on its own
   backbone = {k: v for k, v in grads.items() if k != 'probes'}
-  assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree.leaves(backbone))  # no gradient reaches it
-  assert all(float(jnp.abs(g).max()) > 0 for g in jax.tree.leaves(grads['probes']))
+  grads = jax.tree.map(np.asarray, grads)  # the checks below in numpy: no program compiled per leaf shape
+  assert all(np.abs(g).max() == 0.0 for g in jax.tree.leaves(backbone))  # no gradient reaches it
+  assert all(np.abs(g).max() > 0 for g in jax.tree.leaves(grads['probes']))
   run = specs.run_spec(c)
   schedule = optimizers.make_schedule(run.schedule, 10, 10)
   tx = task.optimizer(optimizers.make_optimizer, run.optimizer, schedule)
-  state = tx.init(params)
+  state = jax.jit(tx.init)(params)
   n_state = sum(x.size for x in jax.tree.leaves(state))
   n_probes = sum(x.size for x in jax.tree.leaves(params['probes']))
   assert n_state <= 2 * n_probes + 4 * len(task.names)  # Adam's two moments of the probes (and counts) only
-  updates, _ = tx.update(grads, state, params)
-  new = jax.tree.map(lambda p, u: p + u, params, updates)
+  updates, _ = jax.jit(tx.update)(grads, state, params)
+  updates = jax.tree.map(np.asarray, updates)
+  new = jax.tree.map(lambda p, u: p + u, params, updates)  # float32 numpy adds: IEEE, as XLA's
   for k in params:
     if k != 'probes':
       for a, b in zip(jax.tree.leaves(params[k]), jax.tree.leaves(new[k]), strict=True):
@@ -81,7 +87,7 @@ def test_the_backbone_is_frozen_and_each_probe_has_its_own_optimiser(head):
   # Adam's first step moves each weight by about lr (the sign of its gradient), plus lr * wd * weight
   for name, (lr, wd) in zip(task.names, task.settings, strict=True):
     p, u, g = (t['probes'][name]['output_projection']['kernel'] for t in (params, updates, grads))
-    expected = -lr * (jnp.sign(g) * (jnp.abs(g) > 1e-6) + wd * p)
+    expected = -lr * (np.sign(g) * (np.abs(g) > 1e-6) + wd * p)
     np.testing.assert_allclose(u, expected, atol=lr * 1e-2)
 
 

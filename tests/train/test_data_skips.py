@@ -17,8 +17,8 @@ def test_skipped_records_are_reported_in_train_metrics(tiny_data, tmp_path):
   bad = [dmvr_records.encode_sequence_example(jpegs, 99, video_id=f'bad_{i}') for i in range(40)]
   dmvr_records.write_records(str(data / 'train-00002-of-00002.tfrecord'), bad)  # label 99 of 2 classes
   wd = tmp_path / 'run'
-  common.vvt('train', '--config', f'{common.TINY}:{data}', '--workdir', str(wd),
-             '--config.dataset.on_error=skip', '--config.num_train_steps=4', '--config.eval.batch_size=32')
+  common.vvt_main('train', '--config', f'{common.TINY}:{data}', '--workdir', str(wd),  # in-process: its files are read
+                  '--config.dataset.on_error=skip', '--config.num_train_steps=4', '--config.eval.batch_size=32')
   train = [json.loads(l) for l in open(wd / 'metrics.jsonl')]
   train = [r for r in train if r['kind'] == 'train']
   assert train and train[-1]['data_skipped_bad_label'] >= 1

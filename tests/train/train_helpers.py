@@ -49,3 +49,11 @@ def vvt(*args, devices=None, timeout=600, check=True):
     raise AssertionError(f'vvt {" ".join(args)} failed ({proc.returncode}):\n'
                          f'{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}')
   return proc
+
+
+def vvt_main(*args):
+  """`vvt ARGS` in this process (`tests.command_output.main_in_repo`), its output to pytest's capture: for runs
+  whose files a test reads. Fails the test unless it exits 0."""
+  from tests.command_output import main_in_repo
+  rc = main_in_repo(args)
+  assert rc == 0, f'vvt {" ".join(args)} exited {rc}'
