@@ -124,8 +124,10 @@ def test_offset_layer_norm_is_videoprisms():
 
 
 def test_bare_vision_model_and_clip_model_get_a_fresh_head(tmp_path):
-  """A VideoPrismVisionModel folder, and the video-text VideoPrismClipModel (its text tower, auxiliary layers and
-  contrastive pooler unused): the features match, a new pooler and a zero classifier of the config's classes."""
+  """A VideoPrismVisionModel folder, and the video-text VideoPrismClipModel converted with a video model's config
+  (its text tower, auxiliary layers and contrastive pooler unused; with a video-text config or none it keeps both
+  towers: tests/convert/test_hf_videoprism_clip.py): the features match, a new pooler and a zero classifier of the
+  config's classes."""
   vision = H.randomise(transformers.VideoPrismVisionModel(hf_config('a')), 41, norm_offset=0.0)
   clip_cfg = transformers.VideoPrismConfig(
       vision_config=hf_config('a').to_dict(),
