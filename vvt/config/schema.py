@@ -99,6 +99,8 @@ def get_base_config() -> ml_collections.ConfigDict:
       num_queries=1, depth=0, num_heads=4,    # the attentive probe's pooler
       layers=(), combine='mean',              # the backbone's layers read (vvt/models/outputs.py), how combined
       backbone='')))                          # the backbone's weights: what `vvt train --init` takes
+  c.task.zero_shot = ml_collections.ConfigDict(dict(  # task.name='zero_shot' (vvt.tasks.zero_shot)
+      templates=('a video of {}.',)))                 # prompts of a class name ({}), their embeddings averaged
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
   c.eval = ml_collections.ConfigDict(dict(

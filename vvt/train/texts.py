@@ -1,0 +1,75 @@
+"""Texts through a video-text model: its tokenizer, and its text tower run on a list of texts.
+
+    tokenize = tokenizer(data, model, workdir, init_from)   # fn(texts) -> (ids (n, L) int32, mask (n, L) int32)
+    emb = encode(program, params, tokenize, texts)          # (n, E) float32: the model's `encode_text`
+
+The tokenizer is `dataset.tokenizer` where set, else the checkpoint's: the `tokenizer.json` of the run's folder,
+then of the folder it was initialised from (`init_from`). A run that needs one and has none is refused naming
+them, when it first tokenises.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import numpy as np
+
+FILE = 'tokenizer.json'
+
+
+def tokenizer_file(data, workdir: str = '', init_from=None) -> str:
+  """The tokenizer file of a run: `data.tokenizer`, else the first `tokenizer.json` of `workdir` and the
+  `init_from` source's folder; '' where there is none."""
+  if getattr(data, 'tokenizer', ''):
+    return str(data.tokenizer)
+  folders = [workdir, getattr(init_from, 'path', '') if init_from is not None else '']
+  for folder in folders:
+    if folder and os.path.isfile(os.path.join(folder, FILE)):
+      return os.path.join(folder, FILE)
+  return ''
+
+
+def tokenizer(data, model, workdir: str = '', init_from=None) -> Callable:
+  """fn(texts) -> (input_ids (n, L) int32, attention_mask (n, L) int32) of the run's tokenizer (`tokenizer_file`)
+  at L = model.text.max_length; calling it without one raises ValueError naming where it was looked for."""
+  path = tokenizer_file(data, workdir, init_from)
+  length = int(model.text.max_length) if getattr(model, 'text', None) is not None else 0
+  loaded = {}
+
+  def tokenize(texts):
+    if not path:
+      raise ValueError(f'no tokenizer for the texts: no {FILE} in {workdir or "the run folder"} or the folder it '
+                       'was initialised from; set dataset.tokenizer to the model\'s tokenizer.json')
+    if 'tok' not in loaded:
+      loaded['tok'] = _load(path, length)
+    return loaded['tok'](list(texts))
+  return tokenize
+
+
+def _load(path: str, length: int) -> Callable:
+  from tokenizers import Tokenizer
+  tok = Tokenizer.from_file(path)
+  tok.enable_truncation(length)
+  tok.enable_padding(length=length)
+
+  def run(texts):
+    got = tok.encode_batch(texts)
+    return (np.array([g.ids for g in got], np.int32).reshape(len(texts), length),
+            np.array([g.attention_mask for g in got], np.int32).reshape(len(texts), length))
+  return run
+
+
+def encode(program, params, tokenize: Callable, texts, batch_size: int = 256) -> np.ndarray:
+  """(n, E) float32: the text embeddings (`encode_text`) of `texts` by `program`'s model with `params`, in batches
+  of `batch_size` (the last padded)."""
+  import jax
+  module = program.module
+  fn = jax.jit(lambda p, ids, mask: module.apply({'params': p}, ids, mask, method='encode_text'))
+  out = []
+  texts = list(texts)
+  for start in range(0, len(texts), batch_size):
+    part = texts[start:start + batch_size]
+    ids, mask = tokenize(part + [part[-1]] * (batch_size - len(part)) if len(texts) > batch_size else part)
+    out.append(np.asarray(jax.device_get(fn(params, ids, mask)), np.float32)[:len(part)])
+  return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+
