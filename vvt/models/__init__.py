@@ -5,6 +5,9 @@
     logits = module.apply({'params': p}, video, train=True, rngs={'dropout': key})
     out = module.apply({'params': p}, video, outputs=('pooled', 'block3'))   # named outputs: vvt/models/outputs.py
 
+A model with a text tower (`model.text`, vvt/models/text_config.py) is a video-text model: `build` returns its
+`VideoTextModel` (vvt/models/video_text.py: encode_video, encode_text, similarity).
+
 The package's API is `build`, `get_config` and `resolve` (`vvt.models.config`: a model config checked, its
 derived fields filled in); everything else is imported from its module. The config functions import without
 Flax or JAX (config files and the CLI's checks stay fast); the modules load on first use.
@@ -34,6 +37,9 @@ def build(model, backend: str | None = None):
     model = spec.spec_of(resolve(model))
   backend = backend or jax.default_backend()
   kernels.check_backend(model.attention_impl, backend, field='model.attention_impl')
+  if model.text is not None:  # a video-text model (vvt/models/video_text.py)
+    from vvt.models.video_text import VideoTextModel
+    return VideoTextModel(model, backend=backend)
   scheme = schemes.get(model.attention)
   if scheme.temporal_over_positions:
     return SpaceThenTime(model, backend=backend)

@@ -48,6 +48,7 @@ Field names follow the papers:
   attention_logit_cap  None, or c > 0: the encoders' attention scores become c * tanh(scores / c) (VideoPrism: 50)
   layer_norm_scale_offset  every LayerNorm multiplies by offset + scale (VideoPrism 1.0: its scales are stored as
                   deviations from 1; default 0.0: flax's LayerNorm)
+  text            None (a video model), or the text tower of a video-text model: vvt/models/text_config.py
   pos_table_grid  None, or the (t, h, w) token grid the learned tables of attention='space_then_time' were
                   trained at: tables of that size are resized to the model's grid at run time (antialiased
                   bilinear, as VideoPrism), so the same weights run other clip lengths and frame sizes
@@ -74,6 +75,7 @@ from ml_collections import config_dict
 
 from vvt.models import frame_size
 from vvt.models import schemes
+from vvt.models import text_config
 
 # ViT sizes (Dosovitskiy et al., Table 1): hidden size, layers, heads, MLP width.
 VIT_SIZES = {
@@ -158,6 +160,7 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
   c.temporal_head = ml_collections.ConfigDict(dict(
       num_layers=1, num_heads=None, mlp_ratio=4, qkv_bias=False, layer_norm_eps=1e-5, mlp_dim=None))
   c.representation_size = None
+  c.text = None  # a video-text model's text tower (vvt/models/text_config.py); None: a video model
   _add_numerics(c, fam['gelu_approximate'])
   return _merge(c.to_dict(), overrides)
 
@@ -332,6 +335,7 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _collect(problems, _resolve_temporal_sizes, c, scheme)
   _collect(problems, _resolve_encoder_fields, c, scheme, grid)
   _collect(problems, _resolve_attentive_pooler, c)
+  problems.extend(text_config.resolve_text(c))
   _raise_if(problems)
   return c
 

@@ -13,7 +13,8 @@ class ClassifierHead(nn.Module):
   """Optional pre-logits (Dense + tanh), dropout, then Dense to logits (zero-initialised, as in scenic).
 
   num_classes: int -> logits (B, C) from `output_projection`; dict head -> n -> {head: (B, n)} from
-  `output_projection_<head>`. Optional hidden layer (X-ViT's mlp_head: LN -> Dense -> GELU -> Dense).
+  `output_projection_<head>`; None -> no head, the input (B, D) returned as it is. Optional hidden layer (X-ViT's
+  mlp_head: LN -> Dense -> GELU -> Dense).
   """
   num_classes: Any
   representation_size: int | None = None
@@ -26,6 +27,8 @@ class ClassifierHead(nn.Module):
 
   @nn.compact
   def __call__(self, x, train: bool = False):
+    if self.num_classes is None:  # a video-text model's video tower: the representation is its output
+      return x
     if self.layer_norm_eps is not None:
       x = nn.LayerNorm(epsilon=self.layer_norm_eps, dtype=self.dtype, param_dtype=self.param_dtype, name='head_norm')(x)
     if self.representation_size is not None:

@@ -111,9 +111,11 @@ def cudnn_supports(head_dim: int, dtype) -> bool:
   return jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16) and head_dim <= 128 and head_dim % 8 == 0
 
 
-def einsum_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None, logit_cap=None):
+def einsum_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None, logit_cap=None, mask=None):
   """ViViT eq. 7 as two einsums: scores (G, H, Lq, Lk) in float32, dropout on the weights where rate > 0; with
-  `logit_cap` c the scores become c * tanh(scores / c) first (VideoPrism's cap, in float32).
+  `logit_cap` c the scores become c * tanh(scores / c) first (VideoPrism's cap, in float32). `mask` (bool,
+  broadcasting to (G, H, Lq, Lk); None: none): the keys a query may attend to (the text towers' causal and padding
+  mask, vvt/models/text.py), applied after the cap; a masked score becomes float32's lowest value.
 
   q, k, v are put heads-first, (G, H, L, d_h), before the einsums and the output back after: the batched
   matmuls then contract the minor axis with (G, H) leading, which XLA's CPU dot runs 4x faster than on the
@@ -122,6 +124,8 @@ def einsum_attention(q, k, v, *, dropout_rate=0.0, dropout_rng=None, logit_cap=N
   logits = jnp.einsum('ghqd,ghkd->ghqk', q, _heads_first(k)).astype(jnp.float32)
   if logit_cap is not None:
     logits = logit_cap * jnp.tanh(logits / logit_cap)
+  if mask is not None:
+    logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
   weights = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
   if dropout_rate > 0.0:
     keep = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, weights.shape)

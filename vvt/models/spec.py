@@ -52,6 +52,25 @@ class PoolerSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class TextSpec:
+  """The text tower of a video-text model (model.text, vvt/models/text_config.py), its numerics the model's."""
+  family: str  # 'videoprism'
+  vocab_size: int
+  hidden_size: int
+  num_layers: int
+  num_heads: int
+  mlp_dim: int
+  max_length: int  # the tokens a text is padded / truncated to: the rows of the position table
+  activation: str  # 'relu' | 'gelu' | 'gelu_tanh'
+  layer_norm_eps: float
+  attention_logit_cap: float | None
+  causal: bool
+  normalize: bool  # both embeddings L2-normalised
+  logit_scale: float  # initial log scale of the similarity logits
+  logit_bias: float | None  # initial bias of the similarity logits (None: no bias)
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelSpec:
   """Every field the modules of one model read (field names as in the model config where they are its own)."""
   family: str
@@ -96,6 +115,7 @@ class ModelSpec:
   layer_norm_scale_offset: float  # every LayerNorm multiplies by offset + scale (VideoPrism: 1)
   pos_table_grid: tuple[int, int, int] | None  # the grid the learned tables were trained at (resized at run time)
   attentive_pooler: PoolerSpec | None  # classifier='attentive' only
+  text: TextSpec | None = None  # a video-text model's text tower (then num_classes is None: no classifier head)
 
 
 def _num_classes(value):
@@ -119,6 +139,11 @@ def _pooler(cfg) -> PoolerSpec | None:
                     mlp_dim=p.mlp_dim, cross_attention=p.cross_attention, per_dim_scale=bool(p.per_dim_scale))
 
 
+def _text(cfg) -> TextSpec | None:
+  t = cfg.get('text')
+  return None if t is None else TextSpec(**{f.name: t[f.name] for f in dataclasses.fields(TextSpec)})
+
+
 def spec_of(cfg) -> ModelSpec:
   """The ModelSpec of a resolved model config (`vvt.models.resolve`)."""
   scheme = schemes.get(cfg.attention)
@@ -129,7 +154,7 @@ def spec_of(cfg) -> ModelSpec:
       projected=schemes.projected_stages(stages, cfg.temporal_projection), num_frames=cfg.num_frames,
       image_size=frame_size.parse(cfg.image_size), tubelet=tuple(cfg.tubelet), grid=tuple(token_grid(cfg)),
       hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=cfg.num_heads, mlp_dim=cfg.mlp_dim,
-      num_classes=_num_classes(cfg.num_classes), classifier=cfg.classifier,
+      num_classes=None if cfg.get('text') is not None else _num_classes(cfg.num_classes), classifier=cfg.classifier,
       pooling=cfg.pooling, class_token=cfg.class_token if cfg.classifier == 'token' else None,
       positional_embedding=cfg.positional_embedding, time_embedding_rows=cfg.time_embedding_rows,
       temporal_layers=cfg.temporal_layers, temporal_num_heads=cfg.temporal_num_heads,
@@ -144,4 +169,5 @@ def spec_of(cfg) -> ModelSpec:
       param_dtype=cfg.param_dtype, attention_impl=cfg.attention_impl,
       remat=cfg.remat, scan_layers=cfg.scan_layers, attention_logit_cap=cfg.attention_logit_cap,
       layer_norm_scale_offset=float(cfg.layer_norm_scale_offset),
-      pos_table_grid=None if cfg.pos_table_grid is None else tuple(cfg.pos_table_grid), attentive_pooler=_pooler(cfg))
+      pos_table_grid=None if cfg.pos_table_grid is None else tuple(cfg.pos_table_grid), attentive_pooler=_pooler(cfg),
+      text=_text(cfg))

@@ -139,7 +139,9 @@ def attentive_pooler(spec: ModelSpec, backend=None) -> AttentivePooler:
   """The model's attentive pooler (classifier='attentive'), `pooler` in the params."""
   p = spec.attentive_pooler
   block = block_fields(spec, ('joint',), (1, 1, 1), num_heads=p.num_heads, mlp_dim=p.mlp_dim, backend=backend)
-  block.update(qkv_bias=True, key_bias=True, logit_cap=None)  # the pooler's projections all have biases, no cap
+  # The pooler's projections all have biases; its self-attention blocks (depth) cap their scores as the encoders'
+  # (VideoPrism's auxiliary layers; V-JEPA 2's pooler and its encoder have no cap).
+  block.update(qkv_bias=True, key_bias=True)
   return AttentivePooler(num_queries=p.num_queries, num_heads=p.num_heads, head_dim=p.head_dim, depth=p.depth,
                          mlp_dim=p.mlp_dim, cross_attention=p.cross_attention, per_dim_scale=p.per_dim_scale,
                          block=block, remat=spec.remat, scan=spec.scan_layers, name='pooler')
