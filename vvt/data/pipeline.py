@@ -125,7 +125,7 @@ class DataIterator:
   """
 
   def __init__(self, ds, description, num_batches=None, view_counts=None, counters=(), damaged=(), text=None):
-    self._text = text  # None, or fn(numpy batch) -> the batch with its 'caption' strings tokenised
+    self._text = text  # None (the batches' captions dropped), or fn(numpy batch) -> them tokenised
     self._ds = ds
     self._counters = counters  # this pipeline's own skip counts (errors.new_counters)
     self._damaged = damaged    # the source's records past damage in its files (never indexed)
@@ -149,7 +149,10 @@ class DataIterator:
     error = None
     try:
       batch = next(self._it)
-      return batch if self._text is None else self._text(batch)
+      if self._text is None:  # a task that reads no text: the captions stay on the host
+        batch.pop('caption', None)
+        return batch
+      return self._text(batch)
     except errors.TF_READ_ERRORS as e:
       error = errors.as_data_error(e, self._description)
     # Out of the except block: TF's exception (and its frames holding the
