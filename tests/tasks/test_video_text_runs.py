@@ -5,9 +5,11 @@ import json
 import os
 import sys
 
+import numpy as np
 import pytest
 
 from tests.cli.test_sweep import vvt_in_process
+from tests.conftest import REPO
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'data'))
 from data_helpers import write_footage  # noqa: E402
@@ -51,12 +53,24 @@ def _overrides(d, task):
           '--config.log_every_steps=1']
 
 
-def test_contrastive_training_then_retrieval_and_zero_shot_evaluation(captioned_run, capsys):
+@pytest.fixture(scope='module')
+def trained(captioned_run):
+  """(data folder, run folder, vvt train's output) of 2 contrastive steps on the captioned videos."""
   d = captioned_run
   run = str(d / 'run')
-  res = vvt_in_process(capsys, 'train', *_overrides(d, 'retrieval'), '--workdir', run, '--no-progress')
-  assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-  assert 't2v_r1' in res.stdout
+  from vvt.cli import main
+  cwd = os.getcwd()
+  os.chdir(REPO)
+  try:
+    rc = main(['train', *_overrides(d, 'retrieval'), '--workdir', run, '--no-progress'])
+  finally:
+    os.chdir(cwd)
+  assert rc == 0
+  return d, run
+
+
+def test_contrastive_training_then_retrieval_and_zero_shot_evaluation(trained, capsys):
+  d, run = trained
   got = json.loads(open(os.path.join(run, 'checkpoints', 'eval_2_test_1x1.json')).read())
   assert (got['num_videos'], got['num_captions'], got['num_retrieval_videos']) == (6, 10, 6)
   assert 'best caption' in got['retrieval_protocol'] and 0 <= got['t2v_r1'] <= 1
@@ -67,3 +81,40 @@ def test_contrastive_training_then_retrieval_and_zero_shot_evaluation(captioned_
   got = json.loads(open(os.path.join(run, 'checkpoints', 'eval_2_test_1x1.json')).read())
   assert got['zero_shot']['templates'] == ['a {} clip', '{} frames'] and got['protocol'] == '1x1'
   assert got['class_names'] == ['a', 'b', 'c'] and got['num_videos'] == 6
+
+
+def test_features_with_texts_then_search_by_the_text_tower_alone(trained, capsys):
+  d, run = trained
+  (d / 'queries.txt').write_text('a dark clip\n\nbright frames\n')
+  feats = str(d / 'feats')
+  res = vvt_in_process(capsys, 'features', '--workdir', run, '--output', feats, '--text', str(d / 'queries.txt'))
+  assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+  index = json.loads((d / 'feats' / 'features.json').read_text())
+  assert index['video_text'] is True and index['num_videos'] == 6
+  with np.load(d / 'feats' / 'texts.npz') as z:
+    assert z['text'].tolist() == ['a dark clip', 'bright frames']
+    query = z['embedding'][1]
+  with np.load(d / 'feats' / 'features-00000.npz') as z:
+    videos, ids = z['embedding'], z['video_id'].tolist()
+  cos = videos @ query / np.linalg.norm(videos, axis=1) / np.linalg.norm(query)
+  res = vvt_in_process(capsys, 'search', '--features', feats, 'bright frames', '--k', '2')
+  assert res.returncode == 0, res.stderr
+  lines = res.stdout.splitlines()
+  assert lines[0] == 'bright frames' and len(lines) == 3
+  order = np.argsort(-cos, kind='stable')[:2]
+  for line, row in zip(lines[1:], order, strict=True):
+    _, score, video = line.split()
+    assert video == ids[row] and abs(float(score) - cos[row]) < 1e-4
+
+
+def test_search_refusals_name_the_folder_or_file(tmp_path, capsys):
+  (tmp_path / 'features.json').write_text(json.dumps({'shards': [], 'format': 'npz', 'dim': 4}))
+  (tmp_path / 'empty.txt').write_text('\n  \n')
+  cases = [(('--features', str(tmp_path), 'a car'), "its embeddings are not a video-text model's video embeddings"),
+           (('--features', str(tmp_path), '--queries', str(tmp_path / 'empty.txt')), 'empty.txt: no query in it'),
+           (('--features', str(tmp_path)), 'no query: give one'),
+           (('--features', str(tmp_path / 'none'), 'a car'), 'no features.json in it')]
+  for args, message in cases:
+    res = vvt_in_process(capsys, 'search', *args)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and message in lines[0], (args, res.stderr)

@@ -27,6 +27,7 @@ COMMANDS = {
     'demo': ('vvt.cli.demo', 'main', 'synthetic data -> small model -> multi-view evaluation'),
     'sweep': ('vvt.cli.sweep', 'main', 'run a study\'s trials (experiments/FILE.py), then its results'),
     'results': ('vvt.cli.results', 'main', 'results table and plot of a sweep directory'),
+    'search': ('vvt.cli.search', 'main', 'the videos of a features folder nearest a text query (video-text model)'),
 }
 
 

@@ -76,3 +76,22 @@ def write_texts(folder: str, texts: list, embeddings: np.ndarray) -> str:
   path = os.path.join(folder, TEXTS)
   np.savez(path, text=np.array(texts, dtype=str), embedding=np.asarray(embeddings, np.float32))
   return path
+
+
+def encode_queries(index: dict, queries: list) -> np.ndarray:
+  """(Q, E) float32: the text embeddings of `queries` by the checkpoint a features folder was written by (its
+  features.json `index`: `checkpoint`, `step`), its text tower alone (`vvt.train.texts.text_params`)."""
+  import jax
+  import jax.numpy as jnp
+
+  from vvt.config import loader
+  from vvt.config import run_file
+  import vvt.models
+  from vvt.train import texts
+  workdir = index['checkpoint']
+  run = loader.load_run(run_file.path(workdir), purpose='summary')
+  params, _ = texts.text_params(workdir, index.get('step'), raw=index.get('weights') == 'raw')
+  module = vvt.models.build(run.model)
+  ids, mask = texts.tokenizer(run.data, run.model, workdir, run.init_from)(queries)
+  out = module.apply({'params': params}, jnp.asarray(ids), jnp.asarray(mask), method='encode_text')
+  return np.asarray(jax.device_get(out), np.float32)

@@ -73,3 +73,25 @@ def encode(program, params, tokenize: Callable, texts, batch_size: int = 256) ->
     out.append(np.asarray(jax.device_get(fn(params, ids, mask)), np.float32)[:len(part)])
   return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
+
+
+def text_params(workdir: str, step=None, raw: bool = False) -> tuple:
+  """(params, step): the text tower's params of a checkpoint (`text`, `logit_scale`, `logit_bias`: all but the
+  video tower, restored alone: the video tower's arrays are not read), its EMA params where it has them unless
+  `raw`."""
+  import jax
+  import orbax.checkpoint as ocp
+
+  from vvt.train import checkpoints
+  step = checkpoints.resolve_step(workdir, step)
+  checkpoints.verify_step(workdir, step)
+  item = 'ema' if checkpoints.has_ema(workdir, step) and not raw else 'params'
+  stored = checkpoints.abstract_params_from_checkpoint(workdir, step)
+  if 'text' not in stored:
+    raise ValueError(f'{workdir}: its checkpoint has no text tower (params `text`): not a video-text model')
+  wanted = {k: v for k, v in stored.items() if k != 'video'}
+  device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  args = ocp.args.PyTreeRestore(item=wanted, partial_restore=True,
+                                restore_args=jax.tree.map(lambda _: ocp.ArrayRestoreArgs(sharding=device), wanted))
+  restored = checkpoints.manager(workdir, create=False).restore(step, args=ocp.args.Composite(**{item: args}))
+  return restored[item], step
