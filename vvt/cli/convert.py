@@ -153,8 +153,21 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
   log(_summary(result.model_fields, full.get('class_names') if is_run else names))
   for c in changes:
     log(f'[convert] config changed: {c}')
+  if result.model_fields.get('text') is not None and os.path.isdir(checkpoint):
+    log(carry_tokenizer(checkpoint, output))
   log(f'[convert] report: {os.path.join(output, "convert_report.txt")}; config: {config_path}')
   return result
+
+
+def carry_tokenizer(folder: str, output: str) -> str:
+  """Copies a video-text model's tokenizer files from `folder` to `output` (vvt.data.TOKENIZER_FILES, those
+  present); the log line saying which, or that the folder has no tokenizer.json."""
+  from vvt.data import copy_tokenizer_files
+  copied = copy_tokenizer_files(folder, output)
+  if 'tokenizer.json' not in copied:
+    return (f'[convert] {folder} has no tokenizer.json: texts for this model need its tokenizer.json in '
+            f'{output}' + (f' (copied: {", ".join(copied)})' if copied else ''))
+  return f'[convert] tokenizer: {", ".join(copied)} -> {output}'
 
 
 def export_checkpoint(workdir: str, output: str, step: int | None = None, raw_params: bool = False):
@@ -210,6 +223,8 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
       params = {**{k: v for k, v in params.items() if k != 'probes'},
                 'head': {'output_projection': dict(params['probes'][best]['output_projection'])}}
     hf_class, n = hf_export.write(params, model_cfg, output, config.get('class_names'), _multi_label(config))
+    if model.get('text') is not None:
+      carry_tokenizer(workdir, output)
   except (NotExpressible, hf_export.OutputFolderError) as e:
     raise common.UsageError(f'cannot export to Hugging Face: {e}') from None
   return hf_class, n, weights

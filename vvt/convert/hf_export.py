@@ -86,7 +86,7 @@ def select(model_cfg) -> sources.Target:
 def _check_generic(model_cfg, t: sources.Target) -> None:
   """The head (one linear classifier, no pre-logits) and every field no exporter reads at its family default."""
   m = model_cfg
-  if not isinstance(m.num_classes, int):
+  if m.get('text') is None and not isinstance(m.num_classes, int):
     raise torch_layout.NotExpressible(f'model.num_classes={dict(m.num_classes)!r}: {t.hf_class} has one classifier, '
                                 'not several heads')
   torch_layout.require(m, 'representation_size', None, t.hf_class, 'no pre-logits layer')
@@ -125,7 +125,9 @@ def to_hf(params, model_cfg, class_names=None, multi_label: bool = False) -> tup
   transformers' default (none, read as single-label classification)."""
   t, m = check(model_cfg)
   config, state = t.to_hf(layout.to_per_layer(params), m)
-  config = {**config, **labels(class_names, int(m.num_classes)), 'dtype': 'float32'}
+  if m.get('text') is None:  # a video-text model has no classifier, no labels
+    config = {**config, **labels(class_names, int(m.num_classes))}
+  config = {**config, 'dtype': 'float32'}
   if multi_label:
     config['problem_type'] = MULTI_LABEL
   return t.hf_class, config, state
@@ -145,7 +147,9 @@ def check_output(output: str) -> None:
   would stay beside the new model), or a file where the folder should be."""
   if os.path.exists(output) and not os.path.isdir(output):
     raise OutputFolderError(f'{output} is a file; --format hf writes a folder (config.json, model.safetensors)')
-  others = sorted(set(os.listdir(output)) - {CONFIG_FILE, WEIGHTS_FILE}) if os.path.isdir(output) else []
+  from vvt.data import TOKENIZER_FILES  # a video-text model's export carries its tokenizer's files
+  written = {CONFIG_FILE, WEIGHTS_FILE, *TOKENIZER_FILES}
+  others = sorted(set(os.listdir(output)) - written) if os.path.isdir(output) else []
   if others:
     more = f' and {len(others) - 3} more' if len(others) > 3 else ''
     raise OutputFolderError(f'{output} holds files the export does not write ({", ".join(others[:3])}{more}): they '

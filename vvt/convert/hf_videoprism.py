@@ -120,20 +120,12 @@ def _prefix(state) -> str:
   return ''
 
 
-@weight_files.names_its_file
-def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_frames: int | None = None,
-            image_size: int | None = None, num_classes=None) -> conversion.Converted:
-  """HF VideoPrism state dict (+ config.json dict) -> vvt params + the exact model fields.
-
-  num_frames / image_size: the clip to run at (default the config's; another one resizes the position tables at
-  run time, as transformers' interpolate_pos_encoding); num_classes: the classes of a new head where the
-  checkpoint has no classifier."""
-  cfg = read_config(hf_config)
-  heads = cfg['num_attention_heads']
-  src = conversion.Source(state, 'Hugging Face VideoPrism checkpoint')
-  w = conversion.Writer(src)
-  p = _prefix(state)
-  kernel = torch_layout.torch_conv3d_tokeniser(w, 'embedding/conv',
+def encoders(w: conversion.Writer, cfg: dict, p: str, root: str = '') -> tuple[tuple[int, int, int], int, bool]:
+  """The patch embedding, the two position tables and the two encoders of file prefix `p` into vvt names under
+  `root` ('' for a classifier, 'video/' for a video-text model's video tower). Returns (the tables' grid
+  (t0, h0, w0), the patch size, whether every q/k/v projection has a bias)."""
+  src, heads = w.src, cfg['num_attention_heads']
+  kernel = torch_layout.torch_conv3d_tokeniser(w, f'{root}embedding/conv',
                                                f'{p}spatial_embeddings.patch_embeddings.projection', 'VideoPrism')
   hidden, channels, tt, th, tw = kernel.shape
   torch_layout.check_kernel(kernel, (('num_channels', 3, channels), ('tubelet_size', tuple(cfg['tubelet_size']),
@@ -144,38 +136,67 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   if spatial.ndim != 3 or side * side != spatial.shape[1] or temporal.ndim != 3:
     raise weight_files.WeightFileError(f'{src.origin}: position tables of shapes {spatial.shape} and {temporal.shape}; '
                                  'expected (1, h0 * w0, D) over a square grid and (1, t0, D)')
-  w.put('spatial_encoder/posembed/pos_embedding', spatial, f'{p}spatial_embeddings.position_embeddings')
-  w.put('temporal_encoder/posembed/pos_embedding', temporal, f'{p}temporal_embeddings.position_embeddings')
-  table = (int(temporal.shape[1]), side, side)
+  w.put(f'{root}spatial_encoder/posembed/pos_embedding', spatial, f'{p}spatial_embeddings.position_embeddings')
+  w.put(f'{root}temporal_encoder/posembed/pos_embedding', temporal, f'{p}temporal_embeddings.position_embeddings')
   qkv_bias = True
   for kind, n, enc in (('spatial', cfg['num_spatial_layers'], 'spatial_encoder'),
                        ('temporal', cfg['num_temporal_layers'], 'temporal_encoder')):
     for i in range(n):
-      qkv_bias &= torch_layout.torch_separate_block(w, f'{enc}/layers/block_{i}', f'{p}{kind}_layers.{i}', heads,
-                                                    torch_layout.HF_NEW)
-    conversion.check_layer_count((int(m.group(2)) for k in state if k.startswith(p)
+      qkv_bias &= torch_layout.torch_separate_block(w, f'{root}{enc}/layers/block_{i}', f'{p}{kind}_layers.{i}',
+                                                    heads, torch_layout.HF_NEW)
+    conversion.check_layer_count((int(m.group(2)) for k in src.keys() if k.startswith(p)
                                   and (m := _LAYER.match(k[len(p):])) and m.group(1) == kind), n, f'num_{kind}_layers')
-  torch_layout.torch_layer_norm(w, 'spatial_encoder/encoder_norm', f'{p}layernorm1')
-  torch_layout.torch_layer_norm(w, 'temporal_encoder/encoder_norm', f'{p}layernorm2')
-  run_frames = int(num_frames or cfg['num_frames'])
-  run_size = int(image_size or cfg['image_size'])
+  torch_layout.torch_layer_norm(w, f'{root}spatial_encoder/encoder_norm', f'{p}layernorm1')
+  torch_layout.torch_layer_norm(w, f'{root}temporal_encoder/encoder_norm', f'{p}layernorm2')
+  return (int(temporal.shape[1]), side, side), th, qkv_bias
+
+
+def pooler(w: conversion.Writer, cfg: dict, head: str, norm: str, root: str = '') -> None:
+  """VideoPrism's attention pooling head `head` (its query, q/k/v/o projections, per_dim_scale) and its LayerNorm
+  `norm` into the vvt pooler under `root`."""
+  heads = cfg['num_attention_heads']
+  w.copy(f'{root}pooler/query_tokens', f'{head}.pooling_attention_query')
+  torch_layout.torch_separate_qkv(w, f'{root}pooler/cross_attention', tuple(f'{head}.{q}_proj' for q in 'qkv'), heads)
+  torch_layout.torch_attention_out(w, f'{root}pooler/cross_attention/out', f'{head}.o_proj', heads)
+  w.copy(f'{root}pooler/cross_attention/per_dim_scale', f'{head}.per_dim_scale')
+  torch_layout.torch_layer_norm(w, f'{root}pooler/output_norm', norm)
+
+
+def run_clip(cfg: dict, th: int, num_frames, image_size) -> tuple[int, int]:
+  """(frames, frame size) to run at: those asked, else the config's; ValueError where the patch does not divide."""
+  run_frames, run_size = int(num_frames or cfg['num_frames']), int(image_size or cfg['image_size'])
   if run_size % th:
     raise ValueError(f'image_size={run_size} is not a multiple of the patch size {th} (hf_config.tubelet_size)')
-  if 'classifier.weight' in src:
-    w.copy('pooler/query_tokens', 'head.pooling_attention_query')
-    torch_layout.torch_separate_qkv(w, 'pooler/cross_attention', tuple(f'head.{q}_proj' for q in 'qkv'), heads)
-    torch_layout.torch_attention_out(w, 'pooler/cross_attention/out', 'head.o_proj', heads)
-    w.copy('pooler/cross_attention/per_dim_scale', 'head.per_dim_scale')
-    torch_layout.torch_layer_norm(w, 'pooler/output_norm', 'head_layernorm')
+  return run_frames, run_size
+
+
+@weight_files.names_its_file
+def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_frames: int | None = None,
+            image_size: int | None = None, num_classes=None) -> conversion.Converted:
+  """HF VideoPrism state dict (+ config.json dict) -> vvt params + the exact model fields.
+
+  num_frames / image_size: the clip to run at (default the config's; another one resizes the position tables at
+  run time, as transformers' interpolate_pos_encoding); num_classes: the classes of a new head where the
+  checkpoint has no classifier. A `VideoPrismClipModel` (text_model.* beside video_model.*) is converted whole,
+  as a video-text model (`vvt.convert.hf_videoprism_clip`)."""
+  if any(k.startswith('text_model.') for k in state) and _prefix(state) == 'video_model.vision_model.':
+    from vvt.convert import hf_videoprism_clip
+    return hf_videoprism_clip.convert(state, hf_config, num_frames=num_frames, image_size=image_size)
+  cfg = read_config(hf_config)
+  w = conversion.Writer(conversion.Source(state, 'Hugging Face VideoPrism checkpoint'))
+  table, th, qkv_bias = encoders(w, cfg, _prefix(state))
+  run_frames, run_size = run_clip(cfg, th, num_frames, image_size)
+  if 'classifier.weight' in w.src:
+    pooler(w, cfg, 'head', 'head_layernorm')
     torch_layout.torch_dense(w, 'head/output_projection', 'classifier')
-    classes = int(src.state['classifier.weight'].shape[0])
+    classes = int(w.src.state['classifier.weight'].shape[0])
     fields = model_fields(cfg, num_frames=run_frames, image_size=run_size, num_classes=classes, table_grid=table)
   else:
     if num_classes is None:
       raise ValueError('the VideoPrism checkpoint has no classifier (a VideoPrismVisionModel or VideoPrismClipModel):'
                        ' give the number of classes of the new head (model.num_classes of the config)')
     fields = model_fields(cfg, num_frames=run_frames, image_size=run_size, num_classes=num_classes, table_grid=table)
-    conversion.new_attentive_head(w, fields, hidden, num_classes, 'the checkpoint has none')
+    conversion.new_attentive_head(w, fields, cfg['hidden_size'], num_classes, 'the checkpoint has none')
   fields['qkv_bias'] = bool(qkv_bias)
   return w.result(fields)
 
@@ -211,43 +232,57 @@ def check(m) -> None:
   torch_layout.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorms have layer_norm_eps')
 
 
+def encoders_to_hf(w: torch_layout.TorchState, m, v: str, root: str = '') -> None:
+  """The inverse of `encoders`: the vvt embedding and encoders under `root` into file prefix `v`."""
+  w.patch_embedding(f'{v}.spatial_embeddings.patch_embeddings.projection', f'{root}embedding/conv')
+  w.copy(f'{v}.spatial_embeddings.position_embeddings', f'{root}spatial_encoder/posembed/pos_embedding')
+  w.copy(f'{v}.temporal_embeddings.position_embeddings', f'{root}temporal_encoder/posembed/pos_embedding')
+  bias = True if m.qkv_bias else None
+  for kind, n in (('spatial', m.num_layers), ('temporal', m.temporal_layers)):
+    for i in range(n):
+      w.separate_block(f'{v}.{kind}_layers.{i}', f'{root}{kind}_encoder/layers/block_{i}', torch_layout.HF_NEW,
+                       (bias,) * 3)
+  w.layer_norm(f'{v}.layernorm1', f'{root}spatial_encoder/encoder_norm')
+  w.layer_norm(f'{v}.layernorm2', f'{root}temporal_encoder/encoder_norm')
+
+
+def pooler_to_hf(w: torch_layout.TorchState, head: str, norm: str, root: str = '') -> None:
+  """The inverse of `pooler`."""
+  w.copy(f'{head}.pooling_attention_query', f'{root}pooler/query_tokens')
+  for part in ('query', 'key', 'value'):
+    weight, b = w.projection(f'{root}pooler/cross_attention', part, True)
+    w.put(f'{head}.{part[0]}_proj.weight', weight)
+    w.put(f'{head}.{part[0]}_proj.bias', b)
+  w.attention_out(f'{head}.o_proj', f'{root}pooler/cross_attention/out')
+  w.copy(f'{head}.per_dim_scale', f'{root}pooler/cross_attention/per_dim_scale')
+  w.layer_norm(norm, f'{root}pooler/output_norm')
+
+
+def vision_config(m) -> dict:
+  """The VideoPrismVisionConfig fields of a resolved vvt model (num_frames and image_size those of its position
+  tables)."""
+  import vvt.models.config
+  table = tuple(m.pos_table_grid) if m.pos_table_grid is not None else vvt.models.config.token_grid(m)
+  patch = int(m.tubelet[1])
+  return dict(
+      model_type='videoprism_vision_model',
+      image_size=int(table[1] * patch), num_frames=int(table[0]), tubelet_size=[1, patch, patch], num_channels=3,
+      hidden_size=int(m.hidden_size), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
+      hidden_act='gelu_pytorch_tanh' if m.gelu_approximate else 'gelu_python',
+      layer_norm_eps=float(m.layer_norm_eps), qkv_bias=bool(m.qkv_bias), num_spatial_layers=int(m.num_layers),
+      num_temporal_layers=int(m.temporal_layers), attn_logit_softcapping=float(m.attention_logit_cap))
+
+
 def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   """vvt params (per-layer layout) of a VideoPrism-shaped model + its resolved config -> (config.json dict, state
   dict) of a `VideoPrismForVideoClassification`: the exact inverse of `convert` (tensors bit-identical). Its
   num_frames and image_size are the position tables' (a model run at another clip length needs transformers'
   interpolate_pos_encoding=True, which resizes them as vvt does). A model transformers cannot express is refused
   (NotExpressible naming the field)."""
-  import vvt.models.config
   m = model_cfg
   check(m)
-  nt, nh, nw = vvt.models.config.token_grid(m)
-  table = tuple(m.pos_table_grid) if m.pos_table_grid is not None else (nt, nh, nw)
   w = torch_layout.TorchState(params, HF_CLASS)
-  v = 'vision_model'
-  w.patch_embedding(f'{v}.spatial_embeddings.patch_embeddings.projection', 'embedding/conv')
-  w.copy(f'{v}.spatial_embeddings.position_embeddings', 'spatial_encoder/posembed/pos_embedding')
-  w.copy(f'{v}.temporal_embeddings.position_embeddings', 'temporal_encoder/posembed/pos_embedding')
-  bias = True if m.qkv_bias else None
-  for kind, n in (('spatial', m.num_layers), ('temporal', m.temporal_layers)):
-    for i in range(n):
-      w.separate_block(f'{v}.{kind}_layers.{i}', f'{kind}_encoder/layers/block_{i}', torch_layout.HF_NEW, (bias,) * 3)
-  w.layer_norm(f'{v}.layernorm1', 'spatial_encoder/encoder_norm')
-  w.layer_norm(f'{v}.layernorm2', 'temporal_encoder/encoder_norm')
-  w.copy('head.pooling_attention_query', 'pooler/query_tokens')
-  for part in ('query', 'key', 'value'):
-    weight, b = w.projection('pooler/cross_attention', part, True)
-    w.put(f'head.{part[0]}_proj.weight', weight)
-    w.put(f'head.{part[0]}_proj.bias', b)
-  w.attention_out('head.o_proj', 'pooler/cross_attention/out')
-  w.copy('head.per_dim_scale', 'pooler/cross_attention/per_dim_scale')
-  w.layer_norm('head_layernorm', 'pooler/output_norm')
+  encoders_to_hf(w, m, 'vision_model')
+  pooler_to_hf(w, 'head', 'head_layernorm')
   w.dense('classifier', 'head/output_projection')
-  patch = int(m.tubelet[1])
-  hf = dict(
-      model_type='videoprism_vision_model', architectures=[HF_CLASS],
-      image_size=int(table[1] * patch), num_frames=int(table[0]), tubelet_size=[1, patch, patch], num_channels=3,
-      hidden_size=int(m.hidden_size), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
-      hidden_act='gelu_pytorch_tanh' if m.gelu_approximate else 'gelu_python',
-      layer_norm_eps=float(m.layer_norm_eps), qkv_bias=bool(m.qkv_bias), num_spatial_layers=int(m.num_layers),
-      num_temporal_layers=int(m.temporal_layers), attn_logit_softcapping=float(m.attention_logit_cap))
-  return hf, w.result()
+  return {**vision_config(m), 'architectures': [HF_CLASS]}, w.result()

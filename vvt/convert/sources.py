@@ -36,6 +36,7 @@ class Target:
   module: str
   selects: tuple[tuple[str, tuple], ...]
   reads: tuple[str, ...] = ()
+  text: bool = False  # it writes video-text models (model.text set); else video models (model.text None)
 
   @property
   def hf_class(self) -> str:
@@ -45,13 +46,16 @@ class Target:
     return importlib.import_module(self.module).to_hf(params, model_cfg)
 
   def mismatches(self, model_cfg) -> list[tuple[str, tuple]]:
-    """(field, allowed values) of every selecting field the model does not have."""
-    return [(f, allowed) for f, allowed in self.selects if model_cfg[f] not in allowed]
+    """(field, allowed values) of every selecting field the model does not have (model.text first)."""
+    text = [] if (model_cfg.get('text') is not None) == self.text else [('text', ('a text tower',) if self.text
+                                                                                 else (None,))]
+    return text + [(f, allowed) for f, allowed in self.selects if model_cfg[f] not in allowed]
 
 
-def target(module: str, reads: tuple[str, ...] = (), **selects) -> Target:
-  """A Target selecting the models whose fields have the given values (a value or a tuple of values)."""
-  return Target(module, tuple((f, v if isinstance(v, tuple) else (v,)) for f, v in selects.items()), reads)
+def target(module: str, reads: tuple[str, ...] = (), text: bool = False, **selects) -> Target:
+  """A Target selecting the models whose fields have the given values (a value or a tuple of values); `text`:
+  video-text models."""
+  return Target(module, tuple((f, v if isinstance(v, tuple) else (v,)) for f, v in selects.items()), reads, text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,13 +123,17 @@ SOURCES = {s.name: s for s in (
            "its ImageNet normalisation is V-JEPA 2's; --image-size 256 for the 256-px checkpoints", native_sizes=True,
            safetensors_only=True, model_types=('vjepa2',), normalization='imagenet',
            exports=(target(_M + 'hf_vjepa2', POOLED, attention=JOINT, positional_embedding='rope'),)),
-    # Hugging Face VideoPrismForVideoClassification, bare VideoPrismVisionModel or the video tower of
-    # VideoPrismClipModel (space_then_time; its position tables resized at run time to the clip asked)
+    # Hugging Face VideoPrismForVideoClassification, bare VideoPrismVisionModel, or the video-text
+    # VideoPrismClipModel, both towers (hf_videoprism_clip) (space_then_time; its position tables resized at run
+    # time to the clip asked)
     Record('hf_videoprism', _M + 'hf_videoprism:convert_for', 'configs/kinetics400/timesformer_b.py',
            'VideoPrism reads [0, 1] pixels, which no dataset.normalization gives: evaluate its features with care',
            native_sizes=True, safetensors_only=True, model_types=('videoprism_vision_model', 'videoprism'),
            exports=(target(_M + 'hf_videoprism', POOLED + ('pos_table_grid', 'temporal_layers', 'temporal_num_heads',
-                                                          'temporal_mlp_dim'), attention='space_then_time'),)),
+                                                          'temporal_mlp_dim'), attention='space_then_time'),
+                    target(_M + 'hf_videoprism_clip', POOLED + ('pos_table_grid', 'temporal_layers',
+                                                               'temporal_num_heads', 'temporal_mlp_dim', 'text'),
+                           text=True, attention='space_then_time'))),
 )}
 
 
