@@ -18,13 +18,13 @@ CAPTIONS = {'a': ['a dark clip', 'dark frames'], 'b': ['a middle clip'], 'c': ['
 
 
 def write_tokenizer(path, words):
-  """A word-level tokenizer.json over `words` (lower-cased, split at spaces): id 0 padding, 1 unknown."""
+  """A word-level tokenizer.json over `words` (lower-cased, split at spaces): id 0 padding ('<pad>'), 1 unknown."""
   from tokenizers import Tokenizer
   from tokenizers import models
   from tokenizers import normalizers
   from tokenizers import pre_tokenizers
-  vocab = {'[PAD]': 0, '[UNK]': 1, **{w: i + 2 for i, w in enumerate(sorted(set(words)))}}
-  tok = Tokenizer(models.WordLevel(vocab, unk_token='[UNK]'))
+  vocab = {'<pad>': 0, '<unk>': 1, **{w: i + 2 for i, w in enumerate(sorted(set(words)))}}
+  tok = Tokenizer(models.WordLevel(vocab, unk_token='<unk>'))
   tok.normalizer = normalizers.Lowercase()
   tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
   tok.save(str(path))
@@ -45,7 +45,7 @@ def _overrides(d, task):
   csv = str(d / 'captions.csv')
   return ['--config', 'configs/synthetic_video_text.py', f'--config.task.name={task}',
           '--config.dataset.name=video_folder', f'--config.dataset.train_files={csv}',
-          f'--config.dataset.eval_files={csv}', f'--config.dataset.tokenizer={d / "tokenizer.json"}',
+          f'--config.dataset.eval_files={csv}', f'--config.dataset.tokenizer={d}',
           '--config.dataset.captions=2', '--config.dataset.num_spatial_crops=1', '--config.dataset.stride=1',
           '--config.model.num_frames=4', '--config.model.num_layers=1', '--config.model.hidden_size=32',
           '--config.model.num_heads=2', '--config.model.mlp_dim=64', '--config.model.text.num_layers=1',

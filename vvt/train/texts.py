@@ -3,9 +3,9 @@
     tokenize = tokenizer(data, model, workdir, init_from)   # fn(texts) -> (ids (n, L) int32, mask (n, L) int32)
     emb = encode(program, params, tokenize, texts)          # (n, E) float32: the model's `encode_text`
 
-The tokenizer is `dataset.tokenizer` where set, else the checkpoint's: the `tokenizer.json` of the run's folder,
-then of the folder it was initialised from (`init_from`). A run that needs one and has none is refused naming
-them, when it first tokenises.
+The tokenizer (`vvt.data.load_tokenizer`: a folder's own tokenizer.json) is that of `dataset.tokenizer` (a folder)
+where set, else the checkpoint's: the run's folder, then the folder it was initialised from (`init_from`). A run
+that needs one and has none is refused naming them, when it first tokenises.
 """
 from __future__ import annotations
 
@@ -17,46 +17,35 @@ import numpy as np
 FILE = 'tokenizer.json'
 
 
-def tokenizer_file(data, workdir: str = '', init_from=None) -> str:
-  """The tokenizer file of a run: `data.tokenizer`, else the first `tokenizer.json` of `workdir` and the
-  `init_from` source's folder; '' where there is none."""
+def tokenizer_folder(data, workdir: str = '', init_from=None) -> str:
+  """The folder of a run's tokenizer: `data.tokenizer`, else the first of `workdir` and the `init_from` source's
+  folder holding a `tokenizer.json`; '' where there is none."""
   if getattr(data, 'tokenizer', ''):
     return str(data.tokenizer)
   folders = [workdir, getattr(init_from, 'path', '') if init_from is not None else '']
   for folder in folders:
     if folder and os.path.isfile(os.path.join(folder, FILE)):
-      return os.path.join(folder, FILE)
+      return folder
   return ''
 
 
 def tokenizer(data, model, workdir: str = '', init_from=None) -> Callable:
-  """fn(texts) -> (input_ids (n, L) int32, attention_mask (n, L) int32) of the run's tokenizer (`tokenizer_file`)
-  at L = model.text.max_length; calling it without one raises ValueError naming where it was looked for."""
-  path = tokenizer_file(data, workdir, init_from)
+  """fn(texts) -> (input_ids (n, L) int32, attention_mask (n, L) int32) of the run's tokenizer (`tokenizer_folder`,
+  `vvt.data.load_tokenizer`) at L = model.text.max_length; loaded when first called, which raises ValueError naming
+  where it was looked for when there is none."""
+  folder = tokenizer_folder(data, workdir, init_from)
   length = int(model.text.max_length) if getattr(model, 'text', None) is not None else 0
-  loaded = {}
+  loaded = []
 
   def tokenize(texts):
-    if not path:
+    if not folder:
       raise ValueError(f'no tokenizer for the texts: no {FILE} in {workdir or "the run folder"} or the folder it '
-                       'was initialised from; set dataset.tokenizer to the model\'s tokenizer.json')
-    if 'tok' not in loaded:
-      loaded['tok'] = _load(path, length)
-    return loaded['tok'](list(texts))
+                       'was initialised from; set dataset.tokenizer to the folder of the model\'s tokenizer.json')
+    if not loaded:
+      from vvt.data import load_tokenizer
+      loaded.append(load_tokenizer(folder, length))
+    return loaded[0].encode(list(texts))
   return tokenize
-
-
-def _load(path: str, length: int) -> Callable:
-  from tokenizers import Tokenizer
-  tok = Tokenizer.from_file(path)
-  tok.enable_truncation(length)
-  tok.enable_padding(length=length)
-
-  def run(texts):
-    got = tok.encode_batch(texts)
-    return (np.array([g.ids for g in got], np.int32).reshape(len(texts), length),
-            np.array([g.attention_mask for g in got], np.int32).reshape(len(texts), length))
-  return run
 
 
 def encode(program, params, tokenize: Callable, texts, batch_size: int = 256) -> np.ndarray:
