@@ -25,6 +25,8 @@ A run config is an `ml_collections.ConfigDict`:
                layers (the backbone's layers the probes read; (): its own features), combine mean|concat,
                backbone (the frozen backbone's weights: what `vvt train --init` takes; checks in
                vvt.tasks.probe_options)
+               zero_shot (task.name='zero_shot', vvt.tasks.zero_shot): templates, the prompts of a class
+               name (checks in vvt.tasks.video_text_options)
   loss         label_smoothing, mixup_alpha, cutmix_alpha, mix_switch_prob
   eval         batch_size (global, views), average logits|softmax, every_steps
                (0 = only at the end), split, raw_params (True: evaluate the raw params even where a
