@@ -123,22 +123,35 @@ def test_offset_layer_norm_is_videoprisms():
   assert H.max_diff(module.apply({'params': params}, x), ref) < 1e-5
 
 
-def test_bare_vision_model_gets_a_fresh_head(tmp_path):
-  """A VideoPrismVisionModel folder: the features match, a new pooler and a zero classifier of the config's
-  classes (a VideoPrismClipModel keeps both towers: tests/convert/test_hf_videoprism_clip.py)."""
+def test_bare_vision_model_and_clip_model_get_a_fresh_head(tmp_path):
+  """A VideoPrismVisionModel folder, and the video-text VideoPrismClipModel converted with a video model's config
+  (its text tower, auxiliary layers and contrastive pooler unused; with a video-text config or none it keeps both
+  towers: tests/convert/test_hf_videoprism_clip.py): the features match, a new pooler and a zero classifier of the
+  config's classes."""
   vision = H.randomise(transformers.VideoPrismVisionModel(hf_config('a')), 41, norm_offset=0.0)
+  clip_cfg = transformers.VideoPrismConfig(
+      vision_config=hf_config('a').to_dict(),
+      text_config=dict(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=1,
+                       vocab_size=50))
+  clip_model = H.randomise(transformers.VideoPrismClipModel(clip_cfg), 42, norm_offset=0.0)
   x = H.clip(2, 4, 32, seed=6)
-  folder = H.save(vision, tmp_path / 'vision')
-  conv = video.convert('hf_videoprism', str(folder), vvt.models.get_config('vivit', num_classes=3))
-  initialised = sorted(n for n, _ in conv.report.initialised)
-  assert 'pooler/query_tokens' in initialised and 'head/output_projection/kernel' in initialised
-  assert all(n.startswith(('pooler/', 'head/')) for n in initialised)
-  assert conv.report.unused == []
-  logits, features = H.run_vvt(conv, x)
-  with torch.no_grad():
-    ref = vision(H.torch_video(x)).last_hidden_state.numpy()
-  assert H.max_diff(features, ref) < H.ATOL
-  assert logits.shape == (2, 3) and np.all(logits == 0)
+  for name, model, tower in (('vision', vision, vision), ('clip', clip_model, clip_model.video_model.vision_model)):
+    folder = H.save(model, tmp_path / name)
+    conv = video.convert('hf_videoprism', str(folder), vvt.models.get_config('vivit', num_classes=3))
+    initialised = sorted(n for n, _ in conv.report.initialised)
+    assert 'pooler/query_tokens' in initialised and 'head/output_projection/kernel' in initialised
+    assert all(n.startswith(('pooler/', 'head/')) for n in initialised)
+    if name == 'clip':
+      assert conv.report.unused and all(u.startswith(('text_model.', 'video_model.auxiliary_layers.',
+                                                      'video_model.head')) for u in conv.report.unused)
+      assert any(u.startswith('text_model.') for u in conv.report.unused)
+    else:
+      assert conv.report.unused == []
+    logits, features = H.run_vvt(conv, x)
+    with torch.no_grad():
+      ref = tower(H.torch_video(x)).last_hidden_state.numpy()
+    assert H.max_diff(features, ref) < H.ATOL, name
+    assert logits.shape == (2, 3) and np.all(logits == 0)
 
 
 @pytest.mark.parametrize('change,message', [

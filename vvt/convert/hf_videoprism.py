@@ -172,14 +172,15 @@ def run_clip(cfg: dict, th: int, num_frames, image_size) -> tuple[int, int]:
 
 @weight_files.names_its_file
 def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_frames: int | None = None,
-            image_size: int | None = None, num_classes=None) -> conversion.Converted:
+            image_size: int | None = None, num_classes=None, text: bool = True) -> conversion.Converted:
   """HF VideoPrism state dict (+ config.json dict) -> vvt params + the exact model fields.
 
   num_frames / image_size: the clip to run at (default the config's; another one resizes the position tables at
   run time, as transformers' interpolate_pos_encoding); num_classes: the classes of a new head where the
   checkpoint has no classifier. A `VideoPrismClipModel` (text_model.* beside video_model.*) is converted whole,
-  as a video-text model (`vvt.convert.hf_videoprism_clip`)."""
-  if any(k.startswith('text_model.') for k in state) and _prefix(state) == 'video_model.vision_model.':
+  as a video-text model (`vvt.convert.hf_videoprism_clip`), where `text`; else its video encoders only, with a new
+  head (its text tower, auxiliary layers and contrastive pooler reported unused)."""
+  if text and any(k.startswith('text_model.') for k in state) and _prefix(state) == 'video_model.vision_model.':
     from vvt.convert import hf_videoprism_clip
     return hf_videoprism_clip.convert(state, hf_config, num_frames=num_frames, image_size=image_size)
   cfg = read_config(hf_config)
@@ -201,7 +202,13 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   return w.result(fields)
 
 
-convert_for = conversion.at_clip_asked(convert)  # `vvt convert --source hf_videoprism`
+def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source hf_videoprism`: at the clip asked (None: config.json's); a VideoPrismClipModel keeps
+  both towers unless the config asks for a video model (one without model.text: `vvt train --init` of a
+  classifier, a classification config), which gets its video encoders and a new head of the config's classes."""
+  text = ask.model_cfg is None or ask.raw('text') is not None
+  return convert(state, ask.hf_config, num_frames=ask.num_frames, image_size=ask.image_size,
+                 num_classes=ask.hint('num_classes'), text=text)
 
 
 # ------------------------------------------------------------------------------------------ vvt -> HF

@@ -127,7 +127,8 @@ SOURCES = {s.name: s for s in (
     # VideoPrismClipModel, both towers (hf_videoprism_clip) (space_then_time; its position tables resized at run
     # time to the clip asked)
     Record('hf_videoprism', _M + 'hf_videoprism:convert_for', 'configs/kinetics400/timesformer_b.py',
-           'VideoPrism reads [0, 1] pixels, which no dataset.normalization gives: evaluate its features with care',
+           'VideoPrism reads [0, 1] pixels, which no dataset.normalization gives: evaluate its features with care; '
+           "a VideoPrismClipModel's two towers: a config with model.text, e.g. configs/synthetic_video_text.py",
            native_sizes=True, safetensors_only=True, model_types=('videoprism_vision_model', 'videoprism'),
            exports=(target(_M + 'hf_videoprism', POOLED + ('pos_table_grid', 'temporal_layers', 'temporal_num_heads',
                                                           'temporal_mlp_dim'), attention='space_then_time'),

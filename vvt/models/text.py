@@ -12,7 +12,8 @@ The sinusoid of position p, channel i < D / 2 is sin(p / 10000^(2i / D)), of cha
 class token comes last, so with `causal` it attends to every real token; the padding mask (attention_mask (B, L),
 1 for a token, 0 for padding; None: no padding) hides the padded keys from every query. transformers applies the
 causal mask only when it is given an attention_mask (without one its text encoder attends both ways): vvt always
-applies it, as the model was trained. Parameter names follow the video blocks' (`joint_norm`,
+applies it, as the model was trained. Training: dropout (model.dropout_rate) on both residual branches of every
+block, no attention dropout. Parameter names follow the video blocks' (`joint_norm`,
 `joint_attention/{query,key,value,out}`, `mlp_norm`, `mlp/Dense_0`, `mlp/Dense_1`, under `block_i`), so
 the converters map a text layer as a video one.
 """
