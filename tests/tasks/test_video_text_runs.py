@@ -3,16 +3,13 @@ contrastively on captioned videos (a caption list read by the video-folder sourc
 made here) and evaluated for retrieval; the same run evaluated zero-shot on the videos' classes."""
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
 
 from tests.cli.test_sweep import vvt_in_process
 from tests.conftest import REPO
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'data'))
-from data_helpers import write_footage  # noqa: E402
+from tests.data.data_helpers import write_footage
 
 CAPTIONS = {'a': ['a dark clip', 'dark frames'], 'b': ['a middle clip'], 'c': ['a bright clip', 'bright frames']}
 
