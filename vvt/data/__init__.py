@@ -44,6 +44,11 @@ _ENTRY = {
     'manifest_class_names': ('reading.names', 'manifest_class_names'),
     'read_class_list': ('reading.names', 'read_class_list'),
     'video_list_class_names': ('reading.names', 'video_list_class_names'),
+    # texts -> token ids: a video-text model's own tokenizer.json (vvt/data/transforms/tokenizer.py)
+    'load_tokenizer': ('transforms.tokenizer', 'load_tokenizer'),
+    'TokenizerError': ('transforms.tokenizer', 'TokenizerError'),
+    'copy_tokenizer_files': ('transforms.tokenizer', 'copy_tokenizer_files'),
+    'TOKENIZER_FILES': ('transforms.tokenizer', 'TOKENIZER_FILES'),
     # pixels: normalisation on the device, the views of a file or folder, windows of a long video
     'normalize': ('transforms.normalization', 'normalize'),
     'mean_std': ('transforms.normalization', 'mean_std'),
@@ -56,11 +61,6 @@ _ENTRY = {
     'window_starts': ('transforms.windows', 'window_starts'),
     'window_views': ('transforms.windows', 'window_views'),
     'window_stem': ('transforms.windows', 'stem'),
-    # texts -> token ids: a video-text model's own tokenizer.json (vvt/data/transforms/tokenizer.py)
-    'load_tokenizer': ('transforms.tokenizer', 'load_tokenizer'),
-    'TokenizerError': ('transforms.tokenizer', 'TokenizerError'),
-    'copy_tokenizer_files': ('transforms.tokenizer', 'copy_tokenizer_files'),
-    'TOKENIZER_FILES': ('transforms.tokenizer', 'TOKENIZER_FILES'),
     # datasets written to disk
     'write_synthetic': ('writing.synthetic', 'write_synthetic'),
     'SYNTHETIC_CLASS_NAMES': ('writing.synthetic', 'CLASS_NAMES'),
