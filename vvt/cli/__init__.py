@@ -28,6 +28,7 @@ COMMANDS = {
     'sweep': ('vvt.cli.sweep', 'main', 'run a study\'s trials (experiments/FILE.py), then its results'),
     'results': ('vvt.cli.results', 'main', 'results table and plot of a sweep directory'),
     'localize': ('vvt.cli.localize', 'main', 'temporal action localisation on feature sequences (ActionFormer, mAP)'),
+    'search': ('vvt.cli.search', 'main', 'the videos of a features folder nearest a text query (video-text model)'),
 }
 
 

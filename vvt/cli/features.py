@@ -1,7 +1,7 @@
 """`vvt features`: per-video embeddings of a split by a run's or a converted checkpoint, written in shards.
 
   vvt features --workdir runs/divided --output feats/ [--split test] [--step N] [--format npz|safetensors]
-               [--shard_size 1024] [--tokens [--tokens_view 0]] [--layers 8,11 [--combine mean|concat]]
+               [--shard_size 1024] [--tokens [--tokens_view 0]] [--layers 8,11 [--combine mean|concat]] [--text FILE]
                [--config SPEC] [--config.FIELD=VALUE ...]
   vvt features --workdir ckpt/ --window 2 --stride 1 --output seqs/ long.mp4 videos/ [--list videos.txt]
                [--window_frames 16 --stride_frames 8] [--layers 8,11 [--combine mean|concat]]
@@ -19,7 +19,10 @@ along D (--combine concat: D times the number of layers); the embedding is their
 OUTPUT/features.json names the shards, the checkpoint, split, protocol and layers;
 `vvt.inspection.features.read(OUTPUT)` reads them back. A checkpoint written for another clip length or
 frame size runs at the config's (`--config.num_frames=16`): its position tables are resized as its reference does.
-EMA params where the step has them unless --raw_params.
+EMA params where the step has them unless --raw_params. A video-text model's features are its video embeddings
+(`encode_video`: what its texts are compared with; features.json says `video_text`, what `vvt search` reads); with
+--text FILE (one text a line) the texts' embeddings by its text tower are written too, OUTPUT/texts.npz (`text`,
+`embedding` (Q, E)).
 
 --window S [--stride S2] (seconds, or frames: 16f; or --window_frames/--stride_frames) with video files, frame
 folders or folders of them (and/or --list FILE, one path a line): per long video the sequence of its windows'
@@ -66,6 +69,17 @@ def check_layers(run, layers) -> None:
     raise common.UsageError(bad[0])
 
 
+def _queries(path: str) -> list:
+  """The texts of --text FILE (one a line), [] without it; UsageError naming the file when it has none."""
+  if not path:
+    return []
+  from vvt.inspection import search
+  try:
+    return search.read_queries(path)
+  except (OSError, ValueError) as e:
+    raise common.UsageError(f'--text {e}') from None
+
+
 def _features(argv):
   p = common.Parser('vvt features', __doc__, config=True)
   p.add_argument('inputs', nargs='*', metavar='VIDEO_OR_DIR',
@@ -84,23 +98,33 @@ def _features(argv):
                  help='the layers\' tokens averaged or concatenated along D (default mean)')
   p.add_argument('--raw_params', action='store_true', help='the trained params even where the step has EMA ones')
   _window_arguments(p)
+  p.add_argument('--text', default='', help='a video-text model: also the embeddings of these texts (one a line)')
   args, spec, overrides = common.parse(p, argv)
   if args.shard_size < 1:
     raise common.UsageError(f'--shard_size must be a positive number of videos, got {args.shard_size}')
   if args.raw_params:
     overrides = [*overrides, ('eval.raw_params', 'True')]
+  queries = _queries(args.text)
   if any(getattr(args, k) is not None for k in WINDOW_ARGS):
+    if queries:
+      raise common.UsageError('--text goes with the features of a dataset split, not with --window')
     from vvt.cli import features_windows
     return features_windows.run_windows(args, spec, overrides)
   if args.inputs or args.list or args.plot or args.annotations:
     raise common.UsageError('video inputs, --list, --plot and --annotations go with --window (features of a '
                             'dataset split read the config\'s dataset)')
   run = common.run_spec(spec, overrides, args.workdir, purpose='eval')
+  if run.model.text is None and queries:
+    raise common.UsageError(f'--text {args.text}: the model has no text tower (model.text): its features are no '
+                            'video-text model\'s')
+  if run.model.text is not None and (args.tokens or args.layers):
+    raise common.UsageError('--tokens / --layers: a video-text model\'s features are its video embeddings '
+                            '(encode_video)')
   check_layers(run, args.layers)
   from vvt.inspection import features
   features.extract(run, args.workdir, args.output, split=args.split, step=args.step, fmt=args.format,
                    shard_size=args.shard_size, tokens=args.tokens, tokens_view=args.tokens_view, layers=args.layers,
-                   combine=args.combine)
+                   combine=args.combine, queries=queries)
 
 
 def main(argv) -> int:

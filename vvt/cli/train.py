@@ -92,6 +92,8 @@ def start_lines(run) -> list[str]:
     source = (f'from {where}' if data_names is not None and names is not None and tuple(data_names) == tuple(names)
               else 'set by the config' + ('' if data_names is not None else ' (the data names none)'))
     lines = [f'[train] {nc} classes{shown} {source}']
+  elif nc is None:  # a video-text model: no classifier head
+    lines = []
   else:
     lines = [f'[train] classes of each head set by the config: {dict(nc)}']
   opt = run.optimizer

@@ -30,6 +30,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.video_id_key = 'video_id'     # context bytes feature (optional in records)
   c.num_classes = flexible(0)     # int, or dict head->int; must be set (> 0)
   c.multi_label = False           # several label values per record -> a multi-hot 'label' (C,) (task multilabel)
+  c.captions = 0                  # captions read per video ('caption/string', tasks retrieval): 0 = none
+  c.tokenizer = ''                # folder of the texts' tokenizer.json ('' = the checkpoint's: vvt.train.texts)
   # --- temporal sampling ------------------------------------------------------
   c.num_frames = 16               # frames per clip
   c.stride = 2                    # frame step within a clip ('stride' sampling)

@@ -163,16 +163,31 @@ class ProbeSpec(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class ZeroShotSpec(_Section):
+  """`config.task.zero_shot` (task.name='zero_shot', vvt.tasks.zero_shot); a run's config.json written before it
+  existed: the schema's defaults."""
+  templates: tuple           # prompts with one '{}' where the class name goes, a CLIP-style ensemble
+
+  @classmethod
+  def of(cls, section, **given):
+    default = schema.get_base_config().task.zero_shot
+    return super().of(section or default, **{'templates': tuple(
+        str(t) for t in (section or default).get('templates', default.templates)), **given})
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskSpec(_Section):
   """`config.task`: what the run learns and how it is judged (vvt.tasks.registry.task_of reads the RunSpec)."""
   name: str                  # a name of vvt.tasks.registry.TASKS
   probe: ProbeSpec           # task.name='probe' only
+  zero_shot: ZeroShotSpec    # task.name='zero_shot' only
   localization: Any = None   # task.name='localization': its LocalizationSpec (vvt.tasks.localization_options)
 
   @classmethod
   def of(cls, section, **given):
     from vvt.tasks.localization_options import LocalizationSpec
     return super().of(section, **{'probe': ProbeSpec.of(section.probe),
+                                  'zero_shot': ZeroShotSpec.of(section.get('zero_shot')),
                                   'localization': LocalizationSpec.of(section.get('localization')), **given})
 
 

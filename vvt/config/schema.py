@@ -25,6 +25,8 @@ A run config is an `ml_collections.ConfigDict`:
                layers (the backbone's layers the probes read; (): its own features), combine mean|concat,
                backbone (the frozen backbone's weights: what `vvt train --init` takes; checks in
                vvt.tasks.probe_options)
+               zero_shot (task.name='zero_shot', vvt.tasks.zero_shot): templates, the prompts of a class
+               name (checks in vvt.tasks.video_text_options)
   loss         label_smoothing, mixup_alpha, cutmix_alpha, mix_switch_prob
   eval         batch_size (global, views), average logits|softmax, every_steps
                (0 = only at the end), split, raw_params (True: evaluate the raw params even where a
@@ -103,6 +105,8 @@ def get_base_config() -> ml_collections.ConfigDict:
   # task.name='localization' (vvt.tasks.localization): ActionFormer on feature sequences, ActionFormer's THUMOS14
   # settings (vvt.tasks.localization_options, docs/recipes.md)
   c.task.localization = ml_collections.ConfigDict(dict(localization_options.DEFAULTS))
+  c.task.zero_shot = ml_collections.ConfigDict(dict(  # task.name='zero_shot' (vvt.tasks.zero_shot)
+      templates=('a video of {}.',)))                 # prompts of a class name ({}), their embeddings averaged
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
   c.eval = ml_collections.ConfigDict(dict(

@@ -71,6 +71,7 @@ RANGES = {
     'mesh.fsdp_min_size': _POSITIVE,
     'optimizer.ema_decay': _RATE, 'optimizer.layer_decay': (0, 1, True, False),
     'dataset.repeated_augmentation': _POSITIVE,
+    'dataset.captions': _NON_NEGATIVE,
     'distributed.heartbeat_timeout_seconds': _POSITIVE,
 }
 CHOICES = {

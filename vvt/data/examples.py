@@ -19,7 +19,8 @@ do differently. An example is a dict:
   inputs of stand-in frames; one row where the record cannot be parsed), so
   evaluators can leave it out by index;
 
-with one 'label/<head>' per head instead of 'label' for multi-head data.
+with one 'label/<head>' per head instead of 'label' for multi-head data, and 'caption' tf.string (K,) (evaluation:
+(V, K)) of a source reading `dataset.captions` = K captions per video (padded with '').
 """
 import dataclasses
 import functools
@@ -120,6 +121,13 @@ def _example(mode, inputs, labels, index):
   return out
 
 
+def _per_view(mode, example, captions):
+  """A record's captions (K,) tf.string as its example carries them: (K,) in training, (V, K) in evaluation."""
+  if mode.views is None:
+    return captions
+  return tf.tile(captions[None], [tf.shape(example['mask'])[0], 1])
+
+
 def _ratio(mode, parsed):
   return None if mode.rate is None else mode.rate(parsed)
 
@@ -153,6 +161,8 @@ def build(source, lo, hi, classes, mode, on_error, counters=()):
     if mode.labels is not None:
       labels = mode.labels(labels, seed)
     out = _example(mode, inputs, labels, index)
+    if 'captions' in parsed:
+      out['caption'] = _per_view(mode, out, parsed['captions'])
     out.update(code=code, source=src, record=rec, detail=detail)
     return out
 
@@ -160,6 +170,8 @@ def build(source, lo, hi, classes, mode, on_error, counters=()):
     del position, raw, unread
     zeros = labels_lib.zeros(heads, classes, getattr(source, 'multi_label', False))
     out = _example(mode, tf.zeros(mode.shape, tf.uint8), zeros, index)
+    if getattr(source, 'num_captions', 0):
+      out['caption'] = _per_view(mode, out, tf.fill([source.num_captions], ''))
     out.update(code=tf.constant(errors.CORRUPT, tf.int32), source=src,
                record=rec, detail=tf.constant(''))
     return out

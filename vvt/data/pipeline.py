@@ -122,7 +122,8 @@ class DataIterator:
   and live iterators are closed at interpreter exit.
   """
 
-  def __init__(self, ds, description, num_batches=None, view_counts=None, counters=(), damaged=()):
+  def __init__(self, ds, description, num_batches=None, view_counts=None, counters=(), damaged=(), text=None):
+    self._text = text  # None (the batches' captions dropped), or fn(numpy batch) -> them tokenised
     self._ds = ds
     self._counters = counters  # this pipeline's own skip counts (errors.new_counters)
     self._damaged = damaged    # the source's records past damage in its files (never indexed)
@@ -145,7 +146,11 @@ class DataIterator:
       raise StopIteration
     error = None
     try:
-      return next(self._it)
+      batch = next(self._it)
+      if self._text is None:  # a task that reads no text: the captions stay on the host
+        batch.pop('caption', None)
+        return batch
+      return self._text(batch)
     except errors.TF_READ_ERRORS as e:
       error = errors.as_data_error(e, self._description)
     # Out of the except block: TF's exception (and its frames holding the
@@ -190,11 +195,12 @@ def _close_live_iterators():
 
 # ---------------------------------------------------------------- training --
 def make_train_iterator(spec, global_batch_size, seed=0, start_step=0,
-                        process_index=None, process_count=None):
+                        process_index=None, process_count=None, text=None):
   """Infinite iterator of this host's training batches (numpy dicts) of the run's DataSpec `spec`.
 
   Its `class_names` (label order; None: the dataset's own class list) are
-  read by the label-aware flip (`dataset.label_aware_flip`) only.
+  read by the label-aware flip (`dataset.label_aware_flip`) only. `text`: None, or fn(numpy batch) -> the batch
+  with its 'caption' strings (`dataset.captions`) replaced by their tokens (the task's `batch_text`).
   """
   pi, pc = _process(process_index, process_count)
   local_batch = _local_batch(global_batch_size, pc)
@@ -214,7 +220,7 @@ def make_train_iterator(spec, global_batch_size, seed=0, start_step=0,
   counters = _counters(spec)
   ds = examples.build(source, lo, hi, classes, mode, spec.on_error, counters)
   ds = ds.batch(local_batch, drop_remainder=True).prefetch(int(spec.prefetch))
-  return DataIterator(_options(ds), source.description, counters=counters, damaged=source.damaged)
+  return DataIterator(_options(ds), source.description, counters=counters, damaged=source.damaged, text=text)
 
 
 def _counters(spec):
@@ -250,11 +256,13 @@ def _padding(spec, heads, classes):
          'view_index': tf.constant(-1, tf.int32),
          'mask': tf.constant(0.0, tf.float32)}
   out.update(labels.zeros(heads, classes, bool(spec.multi_label)))
+  if spec.captions:
+    out['caption'] = tf.fill([int(spec.captions)], '')
   return out
 
 
 def make_eval_iterator(spec, split='test', global_batch_size=1,
-                       process_index=None, process_count=None):
+                       process_index=None, process_count=None, text=None):
   """Finite iterator over every view of every video of `split`, padded.
 
   Each video gives num_test_clips x num_spatial_crops views, view_index =
@@ -263,7 +271,7 @@ def make_eval_iterator(spec, split='test', global_batch_size=1,
   [lo_p, hi_p) of the global order; all hosts yield `len(iterator)` batches,
   the tail padded with mask 0, video_index -1, view_index -1. Under
   on_error='skip' a bad video keeps its rows (one, if it cannot be parsed),
-  with mask 0 and its video_index (`skipped_videos`).
+  with mask 0 and its video_index (`skipped_videos`). `text`: as `make_train_iterator`'s.
   """
   pi, pc = _process(process_index, process_count)
   source = _source(spec, split)
@@ -292,7 +300,7 @@ def make_eval_iterator(spec, split='test', global_batch_size=1,
     ds = padding
   ds = ds.take(num_batches * local_batch).batch(local_batch)
   ds = ds.prefetch(int(spec.prefetch))
-  return DataIterator(_options(ds), source.description, num_batches, view_counts, counters, source.damaged)
+  return DataIterator(_options(ds), source.description, num_batches, view_counts, counters, source.damaged, text)
 
 
 def skipped_videos(batch):

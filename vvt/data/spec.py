@@ -37,6 +37,8 @@ class DataSpec:
   video_id_key: str
   num_classes: Any           # int, or head -> int
   multi_label: bool          # several labels per record -> a multi-hot 'label' (C,) (task 'multilabel')
+  captions: int              # the captions read per video ('caption' (K,) strings, padded with ''); 0: none
+  tokenizer: str             # the folder of the texts' tokenizer.json ('': the checkpoint's, vvt.train.texts)
   # temporal sampling
   num_frames: int
   stride: int

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -44,15 +44,20 @@ INDEX = 'features.json'
 # ----------------------------------------------------------------------------------- the step
 
 
-def features_step_fn(module, normalization: str, tokens: bool, layers=(), combine: str = 'mean'):
+def features_step_fn(module, normalization: str, tokens: bool, layers=(), combine: str = 'mean',
+                     video_text: bool = False):
   """`step(params, batch) -> (features, passthrough)` before jit: features {'embedding': (B, D') float32 [,
   'tokens': (B, n_t, N, D') float32]} of the model's named outputs (`vvt.models.outputs.features` of `layers`),
-  passthrough the batch without 'inputs'."""
+  or of a video-text model (`video_text`) its video embeddings (`encode_video`, (B, E)); passthrough the batch
+  without 'inputs'."""
   from vvt.data import normalize
   from vvt.models import outputs as outputs_lib
 
   def step(params, batch):
     inputs = normalize(batch['inputs'], normalization)
+    if video_text:  # a video-text model: its video embedding (encode_video), what its texts are compared with
+      embedding = module.apply({'params': params}, inputs, method='encode_video')
+      return {'embedding': embedding.astype(jnp.float32)}, {k: v for k, v in batch.items() if k != 'inputs'}
     got = module.apply({'params': params}, inputs, train=False, outputs=outputs_lib.layer_names(layers))
     pooled, toks = outputs_lib.features(got, layers, combine)
     out = {'embedding': pooled.astype(jnp.float32)}
@@ -217,6 +222,8 @@ class FeaturesModel:
   step: int
   weights: str
   batch_size: int
+  program: Any = None   # the program the checkpoint was built by (`vvt.train.program.Program`)
+  params: Any = None    # its params (a video-text model's text tower encodes texts with them)
 
 
 def load_model(run, workdir: str, step: Optional[int] = None, tokens: bool = False, layers=(),
@@ -237,20 +244,23 @@ def load_model(run, workdir: str, step: Optional[int] = None, tokens: bool = Fal
   step, (params, weights), _ = checkpoints.load_with_fallback(
       workdir, lambda s: clip_resize.load_eval_params(workdir, s, abstract, run.model, raw=raw, log=log),
       step=step, log=log)
-  fn = steps.jit_eval_step(features_step_fn(program.module, run.data.normalization, tokens, layers, combine), mesh,
-                           program.param_shardings, program.logical_rules)
+  video_text = run.model.text is not None
+  fn = steps.jit_eval_step(features_step_fn(program.module, run.data.normalization, tokens, layers, combine,
+                                            video_text), mesh, program.param_shardings, program.logical_rules)
   batch_size = run.eval.batch_size
   return FeaturesModel(
       apply=lambda batch: fn(params, mesh_lib.global_batch(batch, mesh, batch_size, program.logical_rules)),
-      step=int(step), weights=weights, batch_size=batch_size)
+      step=int(step), weights=weights, batch_size=batch_size, program=program, params=params)
 
 
 def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step: Optional[int] = None,
             fmt: str = 'npz', shard_size: int = 1024, tokens: bool = False, tokens_view: int = 0, layers=(),
-            combine: str = 'mean', log: Callable = print, progress: Optional[bool] = None) -> dict:
+            combine: str = 'mean', log: Callable = print, progress: Optional[bool] = None, queries=()) -> dict:
   """Embeddings of every video of `split` (default eval.split) of RunSpec `run` by the checkpoint of `workdir`
   (`load_model`) -> shards in `output`; returns the index written to features.json. `layers`, `combine`: the
-  features of those layers (see the module docstring); ValueError for a layer the model does not have."""
+  features of those layers (see the module docstring); ValueError for a layer the model does not have. A
+  video-text model's embeddings are its video embeddings (`encode_video`, features.json `video_text`); its
+  `queries` (texts) are encoded too, into `texts.npz` (`vvt.inspection.search.write_texts`)."""
   from vvt.data import make_eval_iterator
   from vvt.data import video_ids
   from vvt.train import checkpoints
@@ -279,7 +289,13 @@ def extract(run, workdir: str, output: str, *, split: Optional[str] = None, step
   writer.close()
   index = dict(checkpoint=workdir, step=model.step, weights=model.weights, split=split,
                protocol=evaluate.protocol(data), layers=[int(i) for i in layers], combine=combine if layers else None,
-               **_contents(run, writer, fmt, tokens, tokens_view))
+               video_text=run.model.text is not None, **_contents(run, writer, fmt, tokens, tokens_view))
+  if queries:
+    from vvt.inspection import search
+    from vvt.train import texts
+    tokenize = texts.tokenizer(data, run.model, workdir, run.init_from)
+    index['texts'] = search.write_texts(output, queries, texts.encode(model.program, model.params, tokenize,
+                                                                      queries))
   with open(os.path.join(output, INDEX), 'w') as f:
     json.dump(index, f, indent=1, default=str)
   if log:

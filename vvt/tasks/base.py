@@ -29,6 +29,14 @@ A task is what a run learns and how it is judged, on top of a video backbone (`v
                                             softmax), or 'sigmoid' (each class's own, multi-label)
   result_lines(result, files_prefix)        lines a command prints after an evaluation's main metric (a probe
                                             run: its winner and the table of every probe); default none
+  eval_inputs(batch, inputs)                what `outputs` takes in the eval step: default the normalised pixels
+                                            `inputs`; a video-text task adds the batch's tokens
+  batch_text(tokenize)                      None (default), or fn(numpy batch) -> the batch with its 'caption'
+                                            strings (`dataset.captions`) tokenised by `tokenize`: what the data
+                                            pipeline applies to each batch of a task that reads captions
+  eval_texts(class_names)                   the texts an evaluation encodes once with the model's text tower before
+                                            its batches (zero-shot: the classes' prompts), () by default; their
+                                            embeddings go to the aggregator's `set_text_embeddings`
 
 The hooks that read a run config before any heavy import live apart, in `ConfigHooks` (no jax, no flax):
 
@@ -231,3 +239,23 @@ class Task(abc.ABC):
     files without the suffix, `vvt.train.evaluate.files_prefix`); default none."""
     del result, files_prefix
     return []
+
+  def eval_inputs(self, batch: Mapping, inputs):
+    """What `outputs` takes in the eval step, of an eval batch and its normalised pixels `inputs` (B, T, H, W, 3):
+    the pixels (default); a video-text task adds the batch's tokens."""
+    del batch
+    return inputs
+
+  def batch_text(self, tokenize: Callable) -> Optional[Callable]:
+    """None (default: the task reads no text), or fn(numpy batch) -> the batch with its 'caption' strings (B, K)
+    replaced by their tokens, `tokenize(texts) -> (input_ids (n, L) int32, attention_mask (n, L) int32)` (the
+    model's tokenizer): the data pipeline's `text`."""
+    del tokenize
+    return None
+
+  def eval_texts(self, class_names: Mapping) -> tuple:
+    """The texts an evaluation encodes once with the model's text tower before its batches, of the class names
+    it read ({head: names or None}); their embeddings (n, E) go to the aggregator's `set_text_embeddings`. () by
+    default (nothing encoded)."""
+    del class_names
+    return ()

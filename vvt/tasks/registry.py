@@ -16,12 +16,15 @@ import dataclasses
 import importlib
 
 from vvt.tasks import base
+from vvt.tasks import video_text_options
 
 TASKS = {
     'classification': 'vvt.tasks.classification',  # softmax cross-entropy, one or several heads, top-1 / top-5
     'multilabel': 'vvt.tasks.multilabel',          # several labels per video, sigmoid cross-entropy, mAP
     'probe': 'vvt.tasks.probe',                    # a grid of probes on a frozen backbone (task.probe)
     'localization': 'vvt.tasks.localization',      # ActionFormer on feature sequences (task.localization)
+    'zero_shot': 'vvt.tasks.zero_shot',            # a video-text model's class prompts, no training (evaluation)
+    'retrieval': 'vvt.tasks.retrieval',            # text-video retrieval, contrastive fine-tuning (captions)
 }
 DEFAULT = 'classification'
 # Each task's `vvt.tasks.base.ConfigHooks`, or the module (no jax, no flax) whose `HOOKS` they are.
@@ -30,6 +33,8 @@ HOOKS = {
     'multilabel': base.ConfigHooks(multi_hot_labels=base.always),
     'probe': 'vvt.tasks.probe_options',
     'localization': 'vvt.tasks.localization_options',
+    'zero_shot': video_text_options.ZERO_SHOT,
+    'retrieval': video_text_options.RETRIEVAL,
 }
 
 

@@ -69,7 +69,7 @@ def _progress(total: int, enabled: bool, desc: str):
 
 
 def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print,
-             progress: Optional[bool] = None) -> tuple[dict, Aggregator]:
+             progress: Optional[bool] = None, tokenize: Optional[Callable] = None) -> tuple[dict, Aggregator]:
   """Runs multi-view evaluation of `params` with `program`'s eval step (`vvt.train.program`) and its task's
   aggregator (`program.task`, `vvt.tasks`) over `split` of the run's `data` in batches of `eval_spec.batch_size`
   (a RunSpec's `data` and `eval`); returns (metrics, aggregator).
@@ -77,7 +77,8 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
   Skipped bad videos (on_error='skip') are left out and counted; the aggregator carries
   the class names (the run's class_names, else the dataset's), the video ids and the
   protocol for `write_results`. `progress` (default: when `log` is set, on the chief)
-  shows a bar with ETA.
+  shows a bar with ETA. `tokenize` (`vvt.train.texts.tokenizer`): the texts' tokenizer of a task that reads them
+  (its `batch_text`: the batches' captions; its `eval_texts`: texts encoded once, the zero-shot prompts).
   """
   from vvt.data import class_names
   from vvt.data import make_eval_iterator
@@ -87,9 +88,13 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
   batch_size = eval_spec.batch_size
   it = make_eval_iterator(
       data, split=split, global_batch_size=batch_size,
-      process_index=jax.process_index(), process_count=jax.process_count())
+      process_index=jax.process_index(), process_count=jax.process_count(), text=task.batch_text(tokenize))
   agg = task.aggregator(num_videos(data, split))
   agg.class_names = {h: class_names(data, h) for h in task.label_heads}
+  wanted = task.eval_texts(agg.class_names)
+  if wanted:  # encoded once, before the videos (zero-shot: the class prompts)
+    from vvt.train import texts
+    agg.set_text_embeddings(texts.encode(program, params, tokenize, wanted))
   agg.average = eval_spec.average
   t0 = time.time()
   if progress is None:

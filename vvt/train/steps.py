@@ -250,7 +250,7 @@ def eval_step_fn(module, settings):
 
   def eval_step(params, batch):
     inputs = normalize(batch['inputs'], settings.normalization)
-    scores = task.scores(task.outputs(module, params, inputs, train=False))
+    scores = task.scores(task.outputs(module, params, task.eval_inputs(batch, inputs), train=False))
     passthrough = {k: v for k, v in batch.items() if k != 'inputs'}
     return scores, passthrough
 

@@ -76,6 +76,12 @@ class Run:
   def replicated(self) -> jax.sharding.NamedSharding:
     return mesh_lib.replicated(self.mesh)
 
+  @property
+  def tokenize(self) -> Callable:
+    """The texts' tokenizer of the run (`vvt.train.texts.tokenizer`: used by a task that reads texts)."""
+    from vvt.train import texts
+    return texts.tokenizer(self.spec.data, self.spec.model, self.workdir, self.spec.init_from)
+
 
 @dataclasses.dataclass
 class LoopState:
@@ -369,7 +375,8 @@ def run_eval(run: Run, program: Program, params, step: int, eval_writer, weights
   split = run.spec.eval.split
   if weights != 'params':
     run.log(f'[eval] {weights} params')
-  res, agg = evaluate_lib.evaluate(program, params, run.spec.data, run.spec.eval, split=split, log=run.log)
+  res, agg = evaluate_lib.evaluate(program, params, run.spec.data, run.spec.eval, split=split, log=run.log,
+                                   tokenize=run.tokenize)
   res.update(weights=weights, **(extra or {}))
   if run.is_chief:
     path = evaluate_lib.write_results(run.workdir, step, ema_lib.results_split(split, weights), res, agg)
@@ -439,7 +446,7 @@ def train_loop(run: Run, program: Program, writers, state, data_position: int,
   it = data = make_train_iterator(
       spec.data, global_batch_size=spec.batch_size, seed=spec.seed,
       start_step=data_position, process_index=jax.process_index(),
-      process_count=jax.process_count())
+      process_count=jax.process_count(), text=program.task.batch_text(run.tokenize))
   first = int(jax.device_get(state.step))
   loop = LoopState(step=first, data_position=data_position,
                    last_saved=first if data_position else None)
@@ -609,7 +616,9 @@ def evaluate_checkpoint(spec: run_spec.RunSpec, workdir: str, step: Optional[int
       step=explicit, log=log)
   log(f'[eval] checkpoint {checkpoints.checkpoint_dir(workdir)}/{step}'
       + ('' if weights == 'params' else f' ({weights} params)'))
-  res, agg = evaluate_lib.evaluate(program, params, spec.data, spec.eval, split=split, log=log)
+  from vvt.train import texts
+  tokenize = texts.tokenizer(spec.data, spec.model, workdir, spec.init_from)
+  res, agg = evaluate_lib.evaluate(program, params, spec.data, spec.eval, split=split, log=log, tokenize=tokenize)
   res['weights'] = weights
   if jax.process_index() == 0:
     path = evaluate_lib.write_results(workdir, step, ema_lib.results_split(split, weights), res, agg)

@@ -44,6 +44,7 @@ class DmvrSource:
     self._video_id_key = spec.video_id_key
     self.multi_label = bool(spec.multi_label)
     self._cycle_length = max(1, int(spec.cycle_length))
+    self.num_captions = self._captions = int(spec.captions)
 
   def records(self, lo, hi, shuffle_seed=None):
     """(path, record index in file, global index, serialized, unread) for
@@ -93,7 +94,10 @@ class DmvrSource:
     return self.index.locate(index)
 
   def parse(self, raw):
-    return parse_record(raw, self._frames_key, self.heads, self._video_id_key, self.multi_label)
+    parsed = parse_record(raw, self._frames_key, self.heads, self._video_id_key, self.multi_label)
+    if self._captions:
+      parsed['captions'] = parse_captions(raw, self._captions)
+    return parsed
 
 
 def parse_record(serialized, frames_key, label_keys, video_id_key, multi_label=False):
@@ -123,6 +127,18 @@ def parse_record(serialized, frames_key, label_keys, video_id_key, multi_label=F
       'label_counts': {head: tf.size(v) for head, v in values.items()},
       'video_id': context[video_id_key] if video_id_key else tf.constant(''),
   }
+
+
+CAPTION_KEY = 'caption/string'  # DMVR's context feature of a video's captions (`vvt.data.writing.dmvr_records`)
+
+
+def parse_captions(serialized, count: int):
+  """tf.data: the first `count` captions (context `caption/string`) of a serialized SequenceExample, (count,)
+  tf.string padded with '' (a record without captions: all '')."""
+  context, _ = tf.io.parse_single_sequence_example(
+      serialized, context_features={CAPTION_KEY: tf.io.VarLenFeature(tf.string)})
+  values = tf.sparse.to_dense(context[CAPTION_KEY], default_value='')[:count]
+  return tf.concat([values, tf.fill([count - tf.size(values)], '')], 0)
 
 
 def _can_open(path):

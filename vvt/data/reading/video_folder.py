@@ -123,6 +123,16 @@ def _label_indices(rows, class_names, on_error):
   return np.asarray(out, np.int64)
 
 
+def _captions(per_video, count: int) -> np.ndarray:
+  """bytes (N, count): the first `count` captions of each video (a caption list's, `video_lists.merge_captions`),
+  padded with b''."""
+  out = np.full((len(per_video), count), b'', dtype=object)
+  for i, captions in enumerate(per_video):
+    for j, caption in enumerate(list(captions)[:count]):
+      out[i, j] = caption.encode()
+  return out.astype(bytes) if count else np.zeros((len(per_video), 0), bytes)
+
+
 class VideoFolderSource:
   """Video files listed in spec.train_files for split 'train', spec.eval_files for any other split (a
   `vvt.data.reading.source.Source`)."""
@@ -142,8 +152,8 @@ class VideoFolderSource:
       if missing:
         more = f' (and {len(missing) - 1} more missing)' if len(missing) > 1 else ''
         raise FileNotFoundError(f'dataset.{field}: {missing[0]}{more}')
-    rows = [(where, row, video_lists.video_path(path, os.path.dirname(where)), path, label) for where in self.files
-            for row, (path, label, _) in enumerate(video_lists.read_video_list(where))]
+    rows = [(where, row, video_lists.video_path(path, os.path.dirname(where)), path, label, extra.get('captions', ()))
+            for where in self.files for row, (path, label, extra) in enumerate(video_lists.read_video_list(where))]
     self.num_records = len(rows)
     self.description = f'{field}={getattr(spec, field)!r}'
     self.heads = {'label': LABEL_KEY}
@@ -151,6 +161,8 @@ class VideoFolderSource:
     self._lists, self._paths, self._ids = ([r[k] for r in rows] for k in (0, 2, 3))
     self._rows = np.asarray([r[1] for r in rows], np.int64)
     self._labels = _label_indices([(r[0], r[1], r[4]) for r in rows], self.class_names, spec.on_error)
+    self._captions = _captions([r[5] for r in rows], int(spec.captions))
+    self.num_captions = int(spec.captions)
 
   def stored_rates(self):
     """{video id: the frame rate its container gives} of the listed videos whose rate is known (headers only,
@@ -170,19 +182,25 @@ class VideoFolderSource:
       order = tf.random.experimental.stateless_shuffle(order, shuffle_seed)
     lists, paths, ids = (tf.constant(v, tf.string) for v in (self._lists, self._paths, self._ids))
     rows, labels = tf.constant(self._rows), tf.constant(self._labels)
+    captions = tf.constant(self._captions, tf.string)
 
     def row(i):
-      raw = {'path': tf.gather(paths, i), 'id': tf.gather(ids, i), 'label': tf.gather(labels, i)}
+      raw = {'path': tf.gather(paths, i), 'id': tf.gather(ids, i), 'label': tf.gather(labels, i),
+             'captions': tf.gather(captions, i)}
       return tf.gather(lists, i), tf.gather(rows, i), i, raw, tf.constant('')
     return tf.data.Dataset.from_tensor_slices(order).map(row)
 
   def record(self, index):
     """The `Row` of record `index` (numpy values, as `records` yields them)."""
-    raw = {'path': self._paths[index].encode(), 'id': self._ids[index].encode(), 'label': self._labels[index]}
+    raw = {'path': self._paths[index].encode(), 'id': self._ids[index].encode(), 'label': self._labels[index],
+           'captions': self._captions[index]}
     return source.Row(self._lists[index].encode(), self._rows[index], np.int64(index), raw, b'')
 
   def locate(self, index):
     return self._lists[index], int(self._rows[index])
 
   def parse(self, raw):
-    return {'frames': raw['path'], 'labels': {'label': raw['label']}, 'video_id': raw['id']}
+    parsed = {'frames': raw['path'], 'labels': {'label': raw['label']}, 'video_id': raw['id']}
+    if self._captions.shape[1]:
+      parsed['captions'] = raw['captions']
+    return parsed

@@ -4,7 +4,9 @@ What `vvt data convert --input train.csv --classes classes.txt` reads and what t
 at training time. A header line whose first field is `path` is allowed (its other column names then name the
 extra columns); a label is a class name or an integer index into the class list (one name per line, line i =
 label i); several labels of one video (multi-label data) are separated by ';' (`path,label1;label2`). Relative
-video paths are taken from a root, by default the list's folder.
+video paths are taken from a root, by default the list's folder. A header naming a `caption` column
+(`path,label,caption`) makes a caption list (video-text data): a row per caption, the rows of one video merged
+(`merge_captions`).
 
 Without a class list, the classes are the labels' set: sorted names, or, when every label is an integer, the
 labels themselves (no names).
@@ -80,8 +82,32 @@ def read_video_rows(path):
 
 
 def read_video_list(path):
-  """[(path, label, extra dict)] from a CSV/TSV file (`read_video_rows` without the line numbers)."""
-  return [row[1:] for row in read_video_rows(path)]
+  """[(path, label, extra dict)] from a CSV/TSV file (`read_video_rows` without the line numbers; a caption list's
+  rows of one video merged, `merge_captions`)."""
+  return [row[1:] for row in merge_captions(path, read_video_rows(path))]
+
+
+CAPTION = 'caption'  # the header's name of a caption column (video-text data)
+
+
+def merge_captions(path, rows) -> list:
+  """`rows` (of `read_video_rows`) of a list whose header names a `caption` column, merged per video: one row per
+  path (where it is first listed), its extra field 'captions' the captions of all its rows in list order (the
+  `caption` field dropped); other lists' rows unchanged. ValueError naming the list and line of an empty caption,
+  or of a video listed again with another label."""
+  if not rows or CAPTION not in rows[0][3]:
+    return rows
+  merged = {}
+  for line, video, label, extra in rows:
+    caption = extra.pop(CAPTION, '')
+    if not caption:
+      raise ValueError(f'{path}: line {line}: empty caption (a caption list gives each row a caption)')
+    first = merged.setdefault(video, (line, video, label, {**extra, 'captions': []}))
+    if first[2] != label:
+      raise ValueError(f'{path}: line {line}: {video} has label {label!r} here but {first[2]!r} on line '
+                       f'{first[0]} (the caption rows of a video share its label)')
+    first[3]['captions'].append(caption)
+  return list(merged.values())
 
 
 def missing_videos(list_path, root=None) -> list:

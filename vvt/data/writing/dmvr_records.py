@@ -3,7 +3,8 @@
 * feature list `image/encoded` (configurable): one encoded JPEG per frame;
 * context `clip/label/index` (int64; configurable, several keys for multi-head
   datasets, several values for multi-label ones, `dataset.multi_label`),
-  `clip/label/text` (bytes, optional), `video_id` (bytes, optional).
+  `clip/label/text` (bytes, optional), `video_id` (bytes, optional), `caption/string` (bytes, one value per
+  caption of the video, optional: DMVR's own name for captions).
 
 Records live in TFRecord files. This module writes them; the readers parse them
 (`vvt.data.reading.dmvr`) and walk the files' framing (`vvt.data.reading.tfrecord_framing`).
@@ -16,10 +17,11 @@ FRAMES_KEY = 'image/encoded'
 LABEL_KEY = 'clip/label/index'
 LABEL_TEXT_KEY = 'clip/label/text'
 VIDEO_ID_KEY = 'video_id'
+CAPTION_KEY = 'caption/string'  # DMVR's name (its `add_text`): the captions of a video, one value each
 
 
 def encode_sequence_example(frames, labels, video_id=None, label_text=None,
-                            frames_key=FRAMES_KEY, extra_context=None):
+                            frames_key=FRAMES_KEY, extra_context=None, captions=()):
   """Serialises one video.
 
   Args:
@@ -30,6 +32,7 @@ def encode_sequence_example(frames, labels, video_id=None, label_text=None,
     label_text: optional str stored under LABEL_TEXT_KEY.
     frames_key: feature-list key of the frames.
     extra_context: optional dict key -> int | str | bytes.
+    captions: the video's captions (str), stored as the values of CAPTION_KEY in order.
   Returns:
     bytes of a tf.train.SequenceExample.
   """
@@ -43,6 +46,8 @@ def encode_sequence_example(frames, labels, video_id=None, label_text=None,
     ctx[VIDEO_ID_KEY].bytes_list.value.append(str(video_id).encode())
   if label_text is not None:
     ctx[LABEL_TEXT_KEY].bytes_list.value.append(str(label_text).encode())
+  if captions:
+    ctx[CAPTION_KEY].bytes_list.value.extend(str(c).encode() for c in captions)
   for key, value in (extra_context or {}).items():
     if isinstance(value, int):
       ctx[key].int64_list.value.append(value)

@@ -345,7 +345,8 @@ class _Conversion:
       entry['fps'] = getattr(frames, 'fps', None)
       names = self.options['classes']
       self.records[entry['shard']][index] = dmvr_records.encode_sequence_example(
-          frames, entry['label_index'], video_id=entry['id'], label_text=_label_text(entry['label_index'], names))
+          frames, entry['label_index'], video_id=entry['id'], label_text=_label_text(entry['label_index'], names),
+          captions=entry.get('captions', ()))
     self.done.add(index)
 
   def finish_ready_shards(self):
