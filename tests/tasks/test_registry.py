@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from configs import common
+from configs import synthetic_video_text
 from tests import specs
 from vvt.config import run_file
 from vvt.config import validation
@@ -16,9 +17,15 @@ from vvt.tasks import registry
 from vvt.tasks.base import Task
 from vvt.tasks.classification import Classification
 
+VIDEO_TEXT_TASKS = ('zero_shot', 'retrieval')  # tasks of a video-text model (model.text)
+
 
 def _config(**task):
-  c = common.synthetic_config('divided', 'data/synthetic', hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
+  if task.get('name') in VIDEO_TEXT_TASKS:
+    c = synthetic_video_text.get_config()
+    c.dataset.captions = 1 if task['name'] == 'retrieval' else 0
+  else:
+    c = common.synthetic_config('divided', 'data/synthetic', hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
   c.num_classes = 4
   for k, v in task.items():
     c.task[k] = v
