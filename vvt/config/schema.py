@@ -99,6 +99,9 @@ def get_base_config() -> ml_collections.ConfigDict:
       num_queries=1, depth=0, num_heads=4,    # the attentive probe's pooler
       layers=(), combine='mean',              # the backbone's layers read (vvt/models/outputs.py), how combined
       backbone='')))                          # the backbone's weights: what `vvt train --init` takes
+  c.task.mae = ml_collections.ConfigDict(dict(  # task.name='mae' (vvt.tasks.mae, vvt/tasks/mae_options.py)
+      mask_ratio=0.9, decoder_depth=4, decoder_width=384, decoder_heads=6,  # VideoMAE ViT-B's decoder
+      norm_pix_loss=True, eval_seed=0, pictures=2))
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
   c.eval = ml_collections.ConfigDict(dict(
