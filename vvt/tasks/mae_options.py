@@ -72,4 +72,4 @@ def check(config: Any) -> list[str]:
   return out + ([problem] if problem else [])
 
 
-HOOKS = base_lib.ConfigHooks(check=check)
+HOOKS = base_lib.ConfigHooks(check=check, reads_labels=False)
