@@ -220,7 +220,7 @@ def videomae_pretraining(*, stride: int, epochs: float, train_files: str, eval_f
   joint space-time attention with a fixed sine-cosine table, q and v biases, no classes (a one-output head never
   read); 90% tube masking, a 4-block decoder of width 384 with 6 heads, per-tubelet normalised pixel targets.
   AdamW (0.9, 0.95), weight decay 0.05, batch 2048 (64 GPUs x 32), lr 1.5e-4 x 2048 / 256 = 1.2e-3, cosine to
-  1e-5 after 40 warmup epochs (the official scripts' settings: docs/recipes.md)."""
+  8e-5 (1e-5 x 2048 / 256) after 40 warmup epochs (the official scripts' settings: docs/recipes.md)."""
   c = paper_config(
       model=dict(family='vivit', attention='spatiotemporal', variant='B/16x2', num_frames=16, image_size=224,
                  num_classes=0, tubelet=(2, 16, 16), positional_embedding='sinusoidal', classifier='gap',
@@ -230,7 +230,7 @@ def videomae_pretraining(*, stride: int, epochs: float, train_files: str, eval_f
                    num_spatial_crops=1, normalization='imagenet'),
       train={'batch_size': 2048, 'num_epochs': float(epochs), 'task.name': 'mae',
              'optimizer.name': 'adamw', 'optimizer.b1': 0.9, 'optimizer.b2': 0.95, 'optimizer.weight_decay': 0.05,
-             'schedule.name': 'cosine', 'schedule.base_lr': 1.2e-3, 'schedule.end_lr': 1e-5,
+             'schedule.name': 'cosine', 'schedule.base_lr': 1.2e-3, 'schedule.end_lr': 8e-5,
              'schedule.warmup_epochs': 40.0, 'eval.batch_size': 64, 'checkpoint.every_steps': 2000})
   c.init_from = None
   return c
