@@ -14,10 +14,10 @@ runs in seconds. MFU is against the measured float32 matmul rate of this host (`
 import argparse
 import os
 import sys
-import time
 
 import jax
 import numpy as np
+from train_step import steps_per_second  # benchmarks/train_step.py (a script beside this one)
 
 SMALL = [('num_frames', '16'), ('image_size', '112'), ('model.variant', 'S/16x2'), ('model.hidden_size', '384'),
          ('model.num_layers', '6'), ('model.num_heads', '6'), ('model.mlp_dim', '1536'),
@@ -45,13 +45,7 @@ def measure(run, mesh, batch_size: int, steps: int) -> dict:
   batch = mesh_lib.global_batch(batch, mesh, batch_size, program.logical_rules)
   state = program.init_state(jax.random.PRNGKey(0))
   compiled = program.training.step.lower(state, batch).compile()
-  state, _, status = program.training.step(state, batch)
-  jax.block_until_ready(status)
-  t0 = time.perf_counter()
-  for _ in range(steps):
-    state, _, status = program.training.step(state, batch)
-  jax.block_until_ready(status)
-  rate = steps / (time.perf_counter() - t0)
+  rate = steps_per_second(program.training.step, state, batch, steps)
   return {'steps_per_s': rate, 'flops': flops.compiled_flops(compiled), 'bytes': memory_bytes(compiled)}
 
 

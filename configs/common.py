@@ -214,6 +214,19 @@ def synthetic_config(attention: str, data_dir: str = schema.SYNTHETIC_DIR,
              'eval.batch_size': 64, 'checkpoint.every_steps': 500, 'checkpoint.keep': 2, 'log_every_steps': 250})
 
 
+# VideoMAE ViT-B pretraining per dataset: (frame stride, epochs of the released model, train files, eval files)
+VIDEOMAE = {'kinetics400': (4, 1600, 'kinetics400/train@1024', 'kinetics400/validation@64'),
+            'ssv2': (2, 2400, 'ssv2/train@256', 'ssv2/validation@64')}
+
+
+def videomae_recipe(dataset: str, arg=None) -> ml_collections.ConfigDict:
+  """The VideoMAE ViT-B pretraining config of `dataset` (VIDEOMAE); ARG: the epochs (default: the released
+  model's; '800': the paper's ablation schedule)."""
+  stride, epochs, train_files, eval_files = VIDEOMAE[dataset]
+  return videomae_pretraining(stride=stride, epochs=float(arg or epochs), train_files=train_files,
+                              eval_files=eval_files)
+
+
 def videomae_pretraining(*, stride: int, epochs: float, train_files: str, eval_files: str,
                          sampling: str = 'stride') -> ml_collections.ConfigDict:
   """VideoMAE ViT-B/16 pretraining (task.name='mae'; Tong et al. 2022): 16 frames of 224^2, 2x16x16 tubelets,

@@ -1,11 +1,11 @@
 """Hugging Face VideoMAE -> vvt ViViT Model 1 (spatiotemporal, joint space-time attention) without a class token.
 
 Reads `VideoMAEForVideoClassification` (`videomae.*`, `fc_norm`, `classifier`), the bare `VideoMAEModel` (no
-prefix, no head) and the encoder of `VideoMAEForPreTraining` (`videomae.*`; its decoder, `encoder_to_decoder` and
-`mask_token` are reported unused). A checkpoint without `classifier` gets a new head of `num_classes` (zero, as
-every fresh vvt head), and with mean pooling a new final LayerNorm (scale 1, bias 0); the report lists both as
-freshly initialised. Weights are read from safetensors only (`hf_folder.weights_file`): a pickled `pytorch_model.bin` is
-refused, never opened.
+prefix, no head) and `VideoMAEForPreTraining` (`videomae.*`, and its `encoder_to_decoder`, `mask_token` and
+`decoder.*` as the `decoder` params of task.name='mae', vvt/tasks/mae_model.py; its head: one output, never read).
+A checkpoint without `classifier` gets a new head of `num_classes` (zero, as every fresh vvt head), and with mean
+pooling a new final LayerNorm (scale 1, bias 0); the report lists both as freshly initialised. Weights are read
+from safetensors only (`hf_folder.weights_file`): a pickled `pytorch_model.bin` is refused, never opened.
 
 Key names (prefix `videomae.` or none), layer i:
   `embeddings.patch_embeddings.projection`      Conv3d (D, 3, tubelet_size, patch_size, patch_size), tokens in
