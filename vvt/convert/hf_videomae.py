@@ -174,11 +174,11 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
   file_names = not any(k.endswith('.attention.attention.query.bias') for k in state)  # q_bias, v_bias
   for i in range(cfg['num_hidden_layers']):
     _layer(w, f'encoder/layers/block_{i}', f'{p}encoder.layer.{i}', heads, bool(cfg['qv_bias']), file_names)
-  if 'encoder_to_decoder.weight' in state:  # VideoMAEForPreTraining: its decoder too (task.name='mae')
+  if 'decoder.head.weight' in state:  # VideoMAEForPreTraining's whole decoder: kept (task.name='mae')
     _decoder(w, {**HF_DECODER_DEFAULTS, **dict(hf_config or {})}, bool(cfg['qv_bias']), file_names)
   conversion.check_layer_count((int(m.group(1)) for k in state if (m := _LAYER.match(k))), cfg['num_hidden_layers'],
                                'num_hidden_layers')
-  if num_classes is None and 'encoder_to_decoder.weight' in state:
+  if num_classes is None and 'decoder.head.weight' in state:
     num_classes = 1  # a pretraining checkpoint: the one-output head of task.name='mae', never read
   classes = _head(w, p, cfg, hidden, num_classes)
   mean = bool(cfg['use_mean_pooling'])
