@@ -176,19 +176,38 @@ class ZeroShotSpec(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class MaeSpec(_Section):
+  """`config.task.mae`: masked autoencoding (task.name='mae', vvt.tasks.mae; checks: vvt/tasks/mae_options.py)."""
+  mask_ratio: float
+  decoder_depth: int
+  decoder_width: int
+  decoder_heads: int
+  norm_pix_loss: bool
+  eval_seed: int
+  pictures: int
+
+  @classmethod
+  def of(cls, section, **given):
+    """A run's config.json written before `task.mae` existed: the schema's defaults."""
+    return super().of(schema.get_base_config().task.mae if section is None else section, **given)
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskSpec(_Section):
   """`config.task`: what the run learns and how it is judged (vvt.tasks.registry.task_of reads the RunSpec)."""
   name: str                  # a name of vvt.tasks.registry.TASKS
   probe: ProbeSpec           # task.name='probe' only
   zero_shot: ZeroShotSpec    # task.name='zero_shot' only
   localization: Any = None   # task.name='localization': its LocalizationSpec (vvt.tasks.localization_options)
+  mae: MaeSpec = None        # task.name='mae' only
 
   @classmethod
   def of(cls, section, **given):
     from vvt.tasks.localization_options import LocalizationSpec
     return super().of(section, **{'probe': ProbeSpec.of(section.probe),
                                   'zero_shot': ZeroShotSpec.of(section.get('zero_shot')),
-                                  'localization': LocalizationSpec.of(section.get('localization')), **given})
+                                  'localization': LocalizationSpec.of(section.get('localization')),
+                                  'mae': MaeSpec.of(section.get('mae')), **given})
 
 
 @dataclasses.dataclass(frozen=True)

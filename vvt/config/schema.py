@@ -107,6 +107,9 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.task.localization = ml_collections.ConfigDict(dict(localization_options.DEFAULTS))
   c.task.zero_shot = ml_collections.ConfigDict(dict(  # task.name='zero_shot' (vvt.tasks.zero_shot)
       templates=('a video of {}.',)))                 # prompts of a class name ({}), their embeddings averaged
+  c.task.mae = ml_collections.ConfigDict(dict(  # task.name='mae' (vvt.tasks.mae, vvt/tasks/mae_options.py)
+      mask_ratio=0.9, decoder_depth=4, decoder_width=384, decoder_heads=6,  # VideoMAE ViT-B's decoder
+      norm_pix_loss=True, eval_seed=0, pictures=2))
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
   c.eval = ml_collections.ConfigDict(dict(

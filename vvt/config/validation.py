@@ -425,9 +425,23 @@ def _check_num_classes(value):
     raise ConfigError(*bad)
 
 
+def label_free(config) -> bool:
+  """Whether `config` leaves num_classes unset for a task that reads no labels (its `reads_labels` hook False)."""
+  return config.get('num_classes') in (0, None) and not tasks_registry.hooks_of(config).reads_labels
+
+
+def run_model_config(config):
+  """The model config a run of `config` builds: its own, or with a one-output head where `label_free`."""
+  if not label_free(config):
+    return config.model
+  model = ml_collections.ConfigDict(config.model.to_dict())
+  model.num_classes = 1
+  return model
+
+
 def _check_shared(p: _Problems, config, unset_classes_ok: bool):
   """The shared fields: valid, and read (not overwritten) by the model and the data."""
-  if p.runs(('classes',)):
+  if p.runs(('classes',)) and not label_free(config):
     if unset_classes_ok and config.num_classes in (0, None):
       p.bad.add('num_classes')  # the caller says why (no data); the model is checked without its head's size
     else:
@@ -666,6 +680,7 @@ def _check_model(p: _Problems, config):
   if not p.good('num_classes'):
     model = ml_collections.ConfigDict(model.to_dict())
     model.num_classes = 1
+  model = run_model_config(config) if model is config.model else model  # a pretraining run: a one-output head
   resolved = p.collect(model_config.resolve, model, fields=('model',))
   if p.good('num_classes'):
     p.model = resolved

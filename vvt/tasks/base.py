@@ -49,6 +49,8 @@ The hooks that read a run config before any heavy import live apart, in `ConfigH
                             writes that one)
   runs_on                   what a run of the task reads and which command runs it: 'clips' (video clips,
                             `vvt train`) or 'feature_sequences' (feature sequences and annotations, `vvt localize`)
+  reads_labels              False for a task that reads no labels (pretraining): num_classes may be unset, and
+                            then no record's label is read
 
 `vvt.tasks.registry.hooks_of(config)` gives them; code outside `vvt.tasks` calls only these hooks (never asks a
 task's name or whether it has an attribute: `tests/tasks/test_interface.py` checks it).
@@ -113,6 +115,10 @@ class ConfigHooks:
   runs_on           what a run reads and which command runs it: 'clips' (video clips through the data pipeline,
                     `vvt train`) or 'feature_sequences' (feature sequences of untrimmed videos with their
                     annotations, `vvt localize`)
+  reads_labels      False for a task that learns from the videos alone (masked pretraining): the config's
+                    num_classes may be left unset (0), the model then has a one-output head the task never reads,
+                    and the data pipeline reads no label of any record (a CSV of paths only, records without
+                    `clip/label/*`)
   """
   check: CheckOptions = no_problems
   multi_hot_labels: Callable[[Any], bool] = never
@@ -121,6 +127,7 @@ class ConfigHooks:
   backbone_field: str = ''
   best_of_grid: bool = False
   runs_on: str = 'clips'
+  reads_labels: bool = True
 
 
 class Aggregator(Protocol):

@@ -25,6 +25,7 @@ TASKS = {
     'localization': 'vvt.tasks.localization',      # ActionFormer on feature sequences (task.localization)
     'zero_shot': 'vvt.tasks.zero_shot',            # a video-text model's class prompts, no training (evaluation)
     'retrieval': 'vvt.tasks.retrieval',            # text-video retrieval, contrastive fine-tuning (captions)
+    'mae': 'vvt.tasks.mae',                        # masked autoencoding pretraining (VideoMAE; task.mae)
 }
 DEFAULT = 'classification'
 # Each task's `vvt.tasks.base.ConfigHooks`, or the module (no jax, no flax) whose `HOOKS` they are.
@@ -35,6 +36,7 @@ HOOKS = {
     'localization': 'vvt.tasks.localization_options',
     'zero_shot': video_text_options.ZERO_SHOT,
     'retrieval': video_text_options.RETRIEVAL,
+    'mae': 'vvt.tasks.mae_options',
 }
 
 
