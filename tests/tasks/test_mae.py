@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from configs import common
+from tests import specs
 from tests.conftest import REPO
 from vvt.config import run_spec
 from vvt.config import validation
 from vvt.data.writing import synthetic
 from vvt.tasks import mae_model
 from vvt.tasks import masks
-from vvt.tasks import registry
 from vvt.train import checkpoints
 from vvt.train import trainer
 
@@ -53,7 +53,7 @@ def test_norm_pix_targets_and_the_loss_over_masked_tubelets():
   np.testing.assert_allclose(norm.std(axis=2, ddof=1), 1, atol=1e-4)
   c = _config('/nowhere')
   c.task.name = 'mae'
-  task = registry.task_of(c)
+  task = specs.task_for(c)
   target = jnp.ones((2, 5, 7))
   assert np.asarray(task.loss({'pred': target, 'target': target}, {})).tolist() == [0.0, 0.0]
   np.testing.assert_allclose(task.loss({'pred': target + 2 * (jnp.arange(2)[:, None, None]), 'target': target},
