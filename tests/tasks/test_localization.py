@@ -120,6 +120,10 @@ def test_a_tiny_actionformer_learns_synthetic_events_through_vvt_train(tiny_run)
   assert checkpoints.all_steps(work) == [40, 60]  # every 20 steps, the 2 newest kept
 
 
+def _overrides() -> list:
+  return [tuple(a[len('--config.'):].split('=', 1)) for a in TINY_ARGS]
+
+
 def _params(work, step=None):
   return jax.device_get(checkpoints.load_params(work, step)[0])
 
@@ -129,8 +133,7 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_uninterrupted_result(tiny_run, 
   from vvt.train.signals import Interrupted
   data, work, _ = tiny_run
   resumed = str(tmp_path / 'resumed')
-  overrides = [tuple(a[len('--config.'):].split('=', 1)) for a in TINY_ARGS]
-  run = loader.load_run(f'configs/localization.py:{data}', overrides, files=())
+  run = loader.load_run(f'configs/localization.py:{data}', _overrides(), files=())
 
   def log(line):  # the first training log line (step 30): a SIGTERM, as a preempted machine gets
     if line.startswith('[train] step 30/'):
@@ -165,6 +168,29 @@ def test_vvt_eval_of_a_localisation_run_evaluates_its_latest_checkpoint_again(ti
   assert again['step'] == 60 and again['average_map'] == pytest.approx(trained['average_map'], abs=1e-6)
   missing = _vvt('eval', '--workdir', work, '--step', '7')
   assert missing.returncode != 0 and 'no checkpoint for step 7' in missing.stderr
+
+
+def test_eight_devices_give_the_one_device_run(tiny_run, tmp_path):
+  from tests.train import train_helpers
+  data, _, _ = tiny_run
+  fields = [f'{k}={v}' for k, v in _overrides()] + ['batch_size=8']
+  proc = subprocess.run([train_helpers.PY, str(train_helpers.REPO / 'tests' / 'tasks' / 'localization_shard_run.py'),
+                         data, str(tmp_path), '8', *fields], cwd=train_helpers.REPO,
+                        env=train_helpers.env(devices=8), capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "[train] mesh {'data': 1, " in proc.stdout and "[train] mesh {'data': 8, " in proc.stdout, proc.stdout
+  assert "batches of 8 split over ('data', 'fsdp')" in proc.stdout
+  # 8 AdamW steps, one program on 1 device and one summing over 8: measured 4e-7 apart, but for the attention key
+  # biases, whose gradient is zero (a bias on every key shifts a query's logits alike) and whose rounding noise
+  # Adam scales to steps of the lr's size: they are left out
+  one, eight = (_without_key_biases(_params(str(tmp_path / n))) for n in ('one', 'eight'))
+  assert len(one) > 20
+  chex.assert_trees_all_close(one, eight, rtol=1e-4, atol=1e-5)
+
+
+def _without_key_biases(params) -> dict:
+  flat = jax.tree_util.tree_flatten_with_path(params)[0]
+  return {jax.tree_util.keystr(p): x for p, x in flat if "['key']['bias']" not in jax.tree_util.keystr(p)}
 
 
 def test_refusals_of_a_localisation_run(tmp_path, capsys):

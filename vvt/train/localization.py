@@ -196,6 +196,7 @@ def train_loop(run, setup: Setup, state, position: int, train, mesh, loop: Loop,
       loop.save(state, n + 1)
     loop.stop_now(state, n + 1)
     if 0 < stop_after_step <= n + 1:
+      loop.save(state, n + 1)
       break
   bar.close()
   return state, metrics, time.time() - t0
@@ -208,6 +209,9 @@ def fit(run, train, test, log: Callable = print, class_names=None, workdir: Opti
   from vvt.train import trainer
   setup, mesh = prepare(run, train, test, class_names), trainer.make_mesh(run)
   state, position = restore_or_init(run, setup, train.feature_dim, workdir, mesh, log)
+  if log:
+    log(f'[train] mesh {mesh_lib.axis_sizes(mesh)}: batches of {run.batch_size} split over '
+        f'{mesh_lib.batch_spec(mesh)[0]}, the head replicated')
   mngr = checkpoints.manager(workdir, keep=run.checkpoint.keep) if workdir else None
   loop = Loop(mngr=mngr, workdir=workdir, config=run.config_values, stop=stop)
   if stop is not None:
