@@ -6,6 +6,7 @@
   vvt train --config configs/kinetics400/timesformer_b.py --init CHECKPOINT --workdir runs/mine \\
       --config.dataset.train_files=... --config.dataset.eval_files=...   (fine-tune on the data's classes)
   vvt eval  --workdir runs/divided [--config SPEC] [--step N] [--split test] [--raw_params]
+  vvt train --config configs/localization.py:DIR --workdir runs/loc   (a task on feature sequences: its own loop)
 
 --config FILE[:ARG] calls FILE's get_config(ARG) (or loads a run's config.json); --config.a.b=VALUE sets any
 field. A probe run (--config.task.name=probe) reads its frozen backbone from --config.task.probe.backbone=SOURCE
@@ -18,7 +19,9 @@ preprocessing follow the checkpoint unless --config.FIELD sets them, the classes
 classifier is kept only where they are the checkpoint's (vvt/cli/finetune.py). `vvt eval` evaluates a
 checkpoint's EMA params (optimizer.ema_decay) where it has them; --raw_params (or --config.eval.raw_params=True)
 the trained ones. Evaluating at other frames or another frame size than the run's warns, and names the results
-eval_<step>_<split>_<clips>x<crops>_<frames>f_<size>px.json.
+eval_<step>_<split>_<clips>x<crops>_<frames>f_<size>px.json. A task whose `runs_on` hook is 'feature_sequences'
+(task.name='localization') trains and evaluates in `vvt.train.localization_run`: checkpoints, resume and signals
+as above, `vvt eval` writes its mAP results file again (--split and --raw_params do not apply); --init is refused.
 """
 import os
 import sys
