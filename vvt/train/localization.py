@@ -225,12 +225,12 @@ def fit(run, train, test, log: Callable = print, class_names=None, workdir: Opti
       mngr.close()
   if stop is not None:
     stop.deferred = False
-  steps = int(jax.device_get(state.step))
+  steps, params = int(jax.device_get(state.step)), jax.device_get(state.params)  # replicated: every process's
   if steps < setup.total:
-    return state.params, None, None
-  result, agg = evaluate(setup.task, setup.spec, setup.module, state.params, test, run.batch_size, setup.truth,
+    return params, None, None
+  result, agg = evaluate(setup.task, setup.spec, setup.module, params, test, run.batch_size, setup.truth,
                          class_names)
   result.update(train_seconds=seconds, steps=steps, steps_per_epoch=setup.epoch)
   if metrics is not None:
     result['loss'] = float(np.asarray(metrics['loss'])) / run.batch_size
-  return state.params, result, agg
+  return params, result, agg
