@@ -27,7 +27,7 @@ COMMANDS = {
     'demo': ('vvt.cli.demo', 'main', 'synthetic data -> small model -> multi-view evaluation'),
     'sweep': ('vvt.cli.sweep', 'main', 'run a study\'s trials (experiments/FILE.py), then its results'),
     'results': ('vvt.cli.results', 'main', 'results table and plot of a sweep directory'),
-    'localize': ('vvt.cli.localize', 'main', 'another name of vvt train (temporal action localisation runs)'),
+    'localize': ('vvt.cli.localize', 'main', 'temporal action localisation on feature sequences (ActionFormer, mAP)'),
 }
 
 

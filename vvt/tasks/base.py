@@ -39,9 +39,8 @@ The hooks that read a run config before any heavy import live apart, in `ConfigH
   backbone_field            the config field of a frozen backbone's weights, which `vvt train --init` sets
   best_of_grid              whether the run trains a grid of models whose evaluation names the best (an export
                             writes that one)
-  runs_on                   what a run of the task reads and which loop `vvt train` / `vvt eval` run: 'clips' (video
-                            clips, the trainer) or 'feature_sequences' (feature sequences and annotations,
-                            `vvt.train.localization_run`)
+  runs_on                   what a run of the task reads and which command runs it: 'clips' (video clips,
+                            `vvt train`) or 'feature_sequences' (feature sequences and annotations, `vvt localize`)
 
 `vvt.tasks.registry.hooks_of(config)` gives them; code outside `vvt.tasks` calls only these hooks (never asks a
 task's name or whether it has an attribute: `tests/tasks/test_interface.py` checks it).
@@ -103,9 +102,9 @@ class ConfigHooks:
                     initialises it)
   best_of_grid      whether the run trains a grid of alternative models (a probe grid: `Task.names`) of which its
                     evaluation names the best (`best_probe`): `vvt export --format hf` writes that one
-  runs_on           what a run reads and which loop `vvt train` / `vvt eval` run: 'clips' (video clips through the
-                    data pipeline, `vvt.train.trainer`) or 'feature_sequences' (feature sequences of untrimmed videos
-                    with their annotations, `vvt.train.localization_run`)
+  runs_on           what a run reads and which command runs it: 'clips' (video clips through the data pipeline,
+                    `vvt train`) or 'feature_sequences' (feature sequences of untrimmed videos with their
+                    annotations, `vvt localize`)
   """
   check: CheckOptions = no_problems
   multi_hot_labels: Callable[[Any], bool] = never
