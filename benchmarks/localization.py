@@ -2,11 +2,12 @@
 
   python benchmarks/localization.py [--recipes synthetic,thumos14] [--steps 5]
 
-For each recipe of configs/localization.py, the train step `vvt localize` runs (`vvt.train.localization`) on random
-feature sequences of the recipe's shape (synthetic: 32-dim features, 128 steps, batch 4; THUMOS14: I3D's 2048-dim
-features, 2304 steps, batch 2): the head's params, XLA's compiled memory analysis of the step (arguments: params,
-optimiser state, batch; temporaries), seconds per step (mean of `--steps` after the compiling call) and the time of
-an epoch (the synthetic dataset has 30 training videos, THUMOS14's validation set 200).
+For each recipe of configs/localization.py, the train step of a localisation run (`vvt train`,
+`vvt.train.localization`) on random feature sequences of the recipe's shape (synthetic: 32-dim features, 128 steps,
+batch 4; THUMOS14: I3D's 2048-dim features, 2304 steps, batch 2): the head's params, XLA's compiled memory analysis
+of the step (arguments: params, optimiser state, batch; temporaries), seconds per step (mean of `--steps` after the
+compiling call) and the time of an epoch (the synthetic dataset has 30 training videos, THUMOS14's validation set
+200).
 Measured here only, never in tests.
 """
 import argparse
@@ -21,6 +22,7 @@ from vvt.config import run_spec
 from vvt.tasks import registry
 from vvt.train import localization as loc_train
 from vvt.train import optimizers
+from vvt.train import state as state_lib
 
 MIB = 2 ** 20
 FEATURES = {'synthetic': 32, 'thumos14': 2048}
@@ -44,17 +46,16 @@ def measure(recipe: str, steps: int, videos: int) -> dict:
   tx = optimizers.make_optimizer(run.optimizer, optimizers.make_schedule(run.schedule, 1000, 100))
   batch = random_batch(run.batch_size, spec.max_seq_len, FEATURES[recipe], 16, np.random.default_rng(0))
   params = jax.jit(module.init)(jax.random.PRNGKey(0), batch['inputs'][:1], batch['steps'][:1])['params']
-  opt_state, step = tx.init(params), loc_train.train_step(task, module, tx)
-  rng = jax.random.PRNGKey(1)
+  state, step = state_lib.create(params, tx, jax.random.PRNGKey(1)), loc_train.train_step(task, module, tx)
   t0 = time.perf_counter()
-  compiled = step.lower(params, opt_state, batch, rng).compile()
+  compiled = step.lower(state, batch).compile()
   compile_s = time.perf_counter() - t0
   mem = compiled.memory_analysis()
-  params, opt_state, out = step(params, opt_state, batch, rng)
+  state, out = step(state, batch)
   jax.block_until_ready(out)
   t0 = time.perf_counter()
-  for n in range(steps):
-    params, opt_state, out = step(params, opt_state, batch, jax.random.fold_in(rng, n))
+  for _ in range(steps):
+    state, out = step(state, batch)
   jax.block_until_ready(out)
   per_step = (time.perf_counter() - t0) / steps
   count = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params))

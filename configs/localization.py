@@ -1,7 +1,7 @@
-"""Temporal action localisation: ActionFormer on the feature sequences of untrimmed videos (`vvt localize`).
+"""Temporal action localisation: ActionFormer on the feature sequences of untrimmed videos (`vvt train`).
 
-  vvt localize --config configs/localization.py:data/untrimmed_features --workdir runs/loc
-  vvt localize --config configs/localization.py:dir=DIR,recipe=thumos14 --workdir runs/thumos
+  vvt train --config configs/localization.py:data/untrimmed_features --workdir runs/loc
+  vvt train --config configs/localization.py:dir=DIR,recipe=thumos14 --workdir runs/thumos
 
 ARG: `DIR[,recipe=synthetic|thumos14]`. DIR holds the sequences of `vvt features --window` (sequences/,
 sequences.json) and `annotations.json` (ActivityNet style: subsets 'training' and 'validation' for the synthetic

@@ -2,7 +2,7 @@
 
   python scripts/synthetic_sequences.py data/untrimmed_features [--videos 40] [--length 128] [--seed 0]
 
-then `vvt localize --config configs/localization.py:data/untrimmed_features --workdir runs/loc`.
+then `vvt train --config configs/localization.py:data/untrimmed_features --workdir runs/loc`.
 """
 import argparse
 

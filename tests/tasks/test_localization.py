@@ -1,7 +1,12 @@
 """The localisation task: point targets, losses, decoding, and a tiny ActionFormer that learns synthetic events."""
+import contextlib
+import io
 import json
 import os
+import signal
+import subprocess
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,9 +15,11 @@ import pytest
 from configs import common
 from tests.cli.test_sweep import one_line_error
 from tests.cli.test_sweep import vvt_in_process
+from vvt.config import loader
 from vvt.tasks import localization
 from vvt.tasks import localization_options
 from vvt.tasks import registry
+from vvt.train import checkpoints
 
 TINY = dict(max_seq_len=64, embed_dim=32, num_heads=2, window=9, levels=3, stem_layers=1, head_layers=2,
             regression_ranges=((0, 4), (4, 8), (8, 10000)), protocol='thumos14', crop_ratio=(0.9, 1.0))
@@ -61,22 +68,40 @@ def test_bad_options_are_one_line_each_naming_the_field():
       'task.localization.sequences is not set', 'task.localization.annotations is not set']
 
 
-TINY_ARGS = ['--config.task.localization.max_seq_len=64', '--config.task.localization.embed_dim=32',
+TINY_ARGS = ['--config.task.localization.max_seq_len=64', '--config.task.localization.embed_dim=16',
              '--config.task.localization.num_heads=2', '--config.task.localization.window=9',
              '--config.task.localization.levels=3', '--config.task.localization.stem_layers=1',
-             '--config.task.localization.head_layers=2',
+             '--config.task.localization.head_layers=1',
              '--config.task.localization.regression_ranges=((0,4),(4,8),(8,10000))',
-             '--config.num_epochs=0', '--config.num_train_steps=120', '--config.schedule.base_lr=3e-3',
-             '--config.schedule.warmup_epochs=0', '--config.schedule.warmup_steps=10']
+             '--config.num_epochs=0', '--config.num_train_steps=60', '--config.schedule.base_lr=5e-3',
+             '--config.schedule.warmup_epochs=0', '--config.schedule.warmup_steps=6',
+             '--config.checkpoint.every_steps=20', '--config.checkpoint.keep=2']
 
 
-def test_a_tiny_actionformer_learns_synthetic_events_through_vvt_localize(tmp_path, capsys):
+def _vvt(*args) -> subprocess.CompletedProcess:
+  """`vvt ARGS` in this process (`vvt.cli.main`), its stdout and stderr captured."""
+  from vvt.cli import main
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    rc = main(list(args))
+  return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope='module')
+def tiny_run(tmp_path_factory):
+  """(data folder, workdir) of a tiny localisation run through `vvt train`: 9 training videos of 64 steps, 60
+  steps, a checkpoint every 20."""
   from vvt.data import write_synthetic_sequences
-  data, work = str(tmp_path / 'data'), str(tmp_path / 'run')
+  root = tmp_path_factory.mktemp('loc')
+  data, work = str(root / 'data'), str(root / 'run')
   write_synthetic_sequences(data, videos=12, length=64, dim=16, classes=2, seed=0)
-  res = vvt_in_process(capsys, 'localize', '--config', f'configs/localization.py:{data}', '--workdir', work,
-                       *TINY_ARGS)
+  res = _vvt('train', '--config', f'configs/localization.py:{data}', '--workdir', work, *TINY_ARGS)
   assert res.returncode == 0, res.stderr[-3000:]
+  return data, work, res
+
+
+def test_a_tiny_actionformer_learns_synthetic_events_through_vvt_train(tiny_run):
+  _, work, res = tiny_run
   done = res.stdout.strip().splitlines()[-1]
   assert done.startswith('[done] average_map = ') and 'over tIoU 0.3, 0.4, 0.5, 0.6, 0.7 (thumos14) on 3 ' \
       'validation videos' in done, done
@@ -90,30 +115,102 @@ def test_a_tiny_actionformer_learns_synthetic_events_through_vvt_localize(tmp_pa
     assert f.read(8) == b'\x89PNG\r\n\x1a\n'
   from vvt.convert import export
   head, meta = export.from_safetensors(os.path.join(work, 'localization_head.safetensors'))
-  assert head['cls_out']['kernel'].shape == (3, 32, 2) and meta['task'] == 'localization'
+  assert head['cls_out']['kernel'].shape == (3, 16, 2) and meta['task'] == 'localization'
   assert json.loads(open(os.path.join(work, 'config.json')).read())['task']['name'] == 'localization'
+  assert checkpoints.all_steps(work) == [40, 60]  # every 20 steps, the 2 newest kept
 
 
-def test_refusals_of_vvt_localize_and_vvt_train(tmp_path, capsys):
+def _overrides() -> list:
+  return [tuple(a[len('--config.'):].split('=', 1)) for a in TINY_ARGS]
+
+
+def _params(work, step=None):
+  return jax.device_get(checkpoints.load_params(work, step)[0])
+
+
+def test_a_run_stopped_by_sigterm_resumes_to_the_uninterrupted_result(tiny_run, tmp_path):
+  from vvt.train import localization_run
+  from vvt.train.signals import Interrupted
+  data, work, _ = tiny_run
+  resumed = str(tmp_path / 'resumed')
+  run = loader.load_run(f'configs/localization.py:{data}', _overrides(), files=())
+
+  def log(line):  # the first training log line (step 30): a SIGTERM, as a preempted machine gets
+    if line.startswith('[train] step 30/'):
+      os.kill(os.getpid(), signal.SIGTERM)
+  handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+  try:
+    with pytest.raises(Interrupted, match='checkpoint saved at step 30 .* the same command resumes'):
+      localization_run.train_and_evaluate(run, resumed, log=log)
+  finally:
+    for s, h in handlers.items():
+      signal.signal(s, h)
+  assert checkpoints.all_steps(resumed) == [20, 30]
+  assert not os.path.exists(os.path.join(resumed, 'localization_validation_thumos14.json'))
+  res = _vvt('train', '--workdir', resumed)  # its own config.json
+  assert res.returncode == 0 and 'resumed from' in res.stdout, res.stderr[-3000:]
+  chex.assert_trees_all_close(_params(resumed), _params(work), rtol=1e-5, atol=1e-6)
+  name = 'localization_validation_thumos14.json'
+  a, b = (json.loads(open(os.path.join(w, name)).read()) for w in (work, resumed))
+  assert {k: a[k] for k in ('average_map', 'map@0.5', 'loss')} == pytest.approx(
+      {k: b[k] for k in ('average_map', 'map@0.5', 'loss')}, rel=1e-4)
+
+
+def test_vvt_eval_of_a_localisation_run_evaluates_its_latest_checkpoint_again(tiny_run, tmp_path):
+  _, work, _ = tiny_run
+  name = 'localization_validation_thumos14.json'
+  trained = json.loads(open(os.path.join(work, name)).read())
+  os.remove(os.path.join(work, name))
+  res = _vvt('eval', '--workdir', work)
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert res.stdout.strip().splitlines()[-1].startswith(f'[done] average_map = {trained["average_map"]:.4f}')
+  again = json.loads(open(os.path.join(work, name)).read())
+  assert again['step'] == 60 and again['average_map'] == pytest.approx(trained['average_map'], abs=1e-6)
+  missing = _vvt('eval', '--workdir', work, '--step', '7')
+  assert missing.returncode != 0 and 'no checkpoint for step 7' in missing.stderr
+
+
+def test_eight_devices_give_the_one_device_run(tiny_run, tmp_path):
+  from tests.train import train_helpers
+  data, _, _ = tiny_run
+  fields = [f'{k}={v}' for k, v in _overrides()] + ['batch_size=8']
+  proc = subprocess.run([train_helpers.PY, str(train_helpers.REPO / 'tests' / 'tasks' / 'localization_shard_run.py'),
+                         data, str(tmp_path), '8', *fields], cwd=train_helpers.REPO,
+                        env=train_helpers.env(devices=8), capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "[train] mesh {'data': 1, " in proc.stdout and "[train] mesh {'data': 8, " in proc.stdout, proc.stdout
+  assert "batches of 8 split over ('data', 'fsdp')" in proc.stdout
+  # 8 AdamW steps, one program on 1 device and one summing over 8: measured 4e-7 apart, but for the attention key
+  # biases, whose gradient is zero (a bias on every key shifts a query's logits alike) and whose rounding noise
+  # Adam scales to steps of the lr's size: they are left out
+  one, eight = (_without_key_biases(_params(str(tmp_path / n))) for n in ('one', 'eight'))
+  assert len(one) > 20
+  chex.assert_trees_all_close(one, eight, rtol=1e-4, atol=1e-5)
+
+
+def _without_key_biases(params) -> dict:
+  flat = jax.tree_util.tree_flatten_with_path(params)[0]
+  return {jax.tree_util.keystr(p): x for p, x in flat if "['key']['bias']" not in jax.tree_util.keystr(p)}
+
+
+def test_refusals_of_a_localisation_run(tmp_path, capsys):
   from vvt.data import write_synthetic_sequences
   data = str(tmp_path / 'data')
   write_synthetic_sequences(data, videos=4, length=64, dim=16, classes=2)
   np.save(os.path.join(data, 'sequences', 'synthetic_0001.npy'), np.zeros((64, 8), np.float32))
   config = f'configs/localization.py:{data}'
-  bad_width = vvt_in_process(capsys, 'localize', '--config', config, '--workdir', str(tmp_path / 'w'), *TINY_ARGS)
-  one_line_error(bad_width, 'localize', 'synthetic_0001.npy: a sequence of shape (64, 8), the index says (windows, '
+  bad_width = vvt_in_process(capsys, 'train', '--config', config, '--workdir', str(tmp_path / 'w'), *TINY_ARGS)
+  one_line_error(bad_width, 'train', 'synthetic_0001.npy: a sequence of shape (64, 8), the index says (windows, '
                  '16)')
   assert not os.path.exists(tmp_path / 'w' / 'localization_validation_thumos14.json')
+  assert not os.path.exists(tmp_path / 'w' / 'checkpoints')
   bad_option = vvt_in_process(capsys, 'localize', '--config', config, '--workdir', str(tmp_path / 'w'),
                               '--config.task.localization.nms=greedy')
   one_line_error(bad_option, 'localize', "task.localization.nms must be one of 'soft', 'hard', 'none', got 'greedy'")
-  train = vvt_in_process(capsys, 'train', '--config', config, '--workdir', str(tmp_path / 'w'))
-  one_line_error(train, 'train', "task.name='localization' trains on feature sequences, not video clips: run it with "
-                 'vvt localize')
+  init = vvt_in_process(capsys, 'train', '--config', config, '--workdir', str(tmp_path / 'w'), '--init', data)
+  one_line_error(init, 'train', f'--init {data}: a run on feature sequences trains its head from scratch')
   with open(os.path.join(data, 'annotations.json'), 'w') as f:
     f.write('{"database": {"synthetic_0000": {"subset": "training"}}}')
-  bad_annotation = vvt_in_process(capsys, 'localize', '--config', config, '--workdir', str(tmp_path / 'w'))
-  one_line_error(bad_annotation, 'localize', 'task.localization.annotations: ')
+  bad_annotation = vvt_in_process(capsys, 'train', '--config', config, '--workdir', str(tmp_path / 'w'))
+  one_line_error(bad_annotation, 'train', 'task.localization.annotations: ')
   assert 'synthetic_0000' in bad_annotation.stderr and 'no duration' in bad_annotation.stderr
-  clips = vvt_in_process(capsys, 'localize', '--config', 'configs/synthetic.py', '--workdir', str(tmp_path / 'w'))
-  assert clips.returncode == 2 and 'run it with vvt train' in clips.stderr

@@ -6,6 +6,7 @@
   vvt train --config configs/kinetics400/timesformer_b.py --init CHECKPOINT --workdir runs/mine \\
       --config.dataset.train_files=... --config.dataset.eval_files=...   (fine-tune on the data's classes)
   vvt eval  --workdir runs/divided [--config SPEC] [--step N] [--split test] [--raw_params]
+  vvt train --config configs/localization.py:DIR --workdir runs/loc   (a task on feature sequences: its own loop)
 
 --config FILE[:ARG] calls FILE's get_config(ARG) (or loads a run's config.json); --config.a.b=VALUE sets any
 field. A probe run (--config.task.name=probe) reads its frozen backbone from --config.task.probe.backbone=SOURCE
@@ -18,7 +19,9 @@ preprocessing follow the checkpoint unless --config.FIELD sets them, the classes
 classifier is kept only where they are the checkpoint's (vvt/cli/finetune.py). `vvt eval` evaluates a
 checkpoint's EMA params (optimizer.ema_decay) where it has them; --raw_params (or --config.eval.raw_params=True)
 the trained ones. Evaluating at other frames or another frame size than the run's warns, and names the results
-eval_<step>_<split>_<clips>x<crops>_<frames>f_<size>px.json.
+eval_<step>_<split>_<clips>x<crops>_<frames>f_<size>px.json. A task whose `runs_on` hook is 'feature_sequences'
+(task.name='localization') trains and evaluates in `vvt.train.localization_run`: checkpoints, resume and signals
+as above, `vvt eval` writes its mAP results file again (--split and --raw_params do not apply); --init is refused.
 """
 import os
 import sys
@@ -37,7 +40,9 @@ def _train(argv):
                  help='start from these weights on the data\'s classes: a vvt run or converted folder, a file of '
                       '`vvt export`, or a Hugging Face model folder')
   args, spec, overrides = common.parse(p, argv)
-  _refuse_other_data(spec, overrides, args.workdir)
+  if runs_on(spec, overrides, args.workdir) == 'feature_sequences':
+    _train_sequences(args, spec, overrides)
+    return
   source, field, overrides = _start(args.init, spec, overrides, args.workdir)
   if source:
     run = _init_run(source, spec, overrides, args.workdir, field=field, what='--init' if args.init else None)
@@ -54,17 +59,54 @@ def _train(argv):
     print(line)
 
 
-def _refuse_other_data(spec, overrides, workdir) -> None:
-  """A ConfigError for a task that reads no video clips (its `runs_on` hook: feature sequences, `vvt localize`),
-  before the dataset's files are looked for."""
+def runs_on(spec, overrides, workdir) -> str:
+  """What the run of the command's config reads (its task's `runs_on` hook): 'clips', or 'feature_sequences'
+  (`vvt.train.localization_run`); 'clips' for a config that does not load (the run's loading lists its problems)."""
   from vvt.tasks import registry
   try:
     base = common.run_config(spec, overrides, workdir, validate=False, files=(), init=False)
-  except ConfigError:  # a config that does not load: the run's own loading lists every problem
-    return
-  if 'task' in base and registry.hooks_of(base).runs_on != 'clips':
-    raise ConfigError(f'task.name={registry.name_of(base)!r} trains on feature sequences, not video clips: run it '
-                      'with vvt localize (same --config and --workdir)')
+  except ConfigError:
+    return 'clips'
+  return registry.hooks_of(base).runs_on if 'task' in base else 'clips'
+
+
+def _sequence_run(spec, overrides, workdir, **load_args):
+  """The RunSpec of a run on feature sequences (no video files to check), its start problems refused."""
+  from vvt.tasks import registry
+  run = common.run_spec(spec, overrides, workdir, files=(), **load_args)
+  problems = registry.hooks_named(run.task.name).start_problems(run) if load_args.get('purpose') != 'eval' else []
+  if problems:
+    raise ConfigError(*problems)
+  return run
+
+
+def _train_sequences(args, spec, overrides) -> None:
+  """`vvt train` of a task on feature sequences: `vvt.train.localization_run` (resumes WORKDIR's checkpoints)."""
+  if args.init:
+    raise ConfigError(f'--init {args.init}: a run on feature sequences trains its head from scratch (its features '
+                      'were made by the backbone already); drop --init')
+  run = _sequence_run(spec, overrides, args.workdir)
+  from vvt.data import AnnotationError
+  from vvt.train import localization_run
+  from vvt.train import storage
+  storage.check_workdir(args.workdir)
+  try:
+    res = localization_run.train_and_evaluate(run, args.workdir, allow_config_change=args.allow_config_change)
+  except AnnotationError as e:  # bad input: exit 2, as a bad sequence file
+    raise ConfigError(f'task.localization.annotations: {e}') from None
+  print(localization_run.done_line(res))
+
+
+def _eval_sequences(args, spec, overrides) -> None:
+  """`vvt eval` of a run on feature sequences: its checkpoint's head on the eval subset, the run's results files."""
+  run = _sequence_run(spec, overrides, args.workdir, purpose='eval')
+  from vvt.data import AnnotationError
+  from vvt.train import localization_run
+  try:
+    res = localization_run.evaluate_checkpoint(run, args.workdir, step=args.step)
+  except AnnotationError as e:
+    raise ConfigError(f'task.localization.annotations: {e}') from None
+  print(localization_run.done_line(res))
 
 
 def done_lines(run, res: dict, workdir: str, split: str, where: str = '') -> list[str]:
@@ -178,6 +220,9 @@ def _eval(argv):
   p.add_argument('--raw_params', action='store_true',
                  help='evaluate the trained params even where the checkpoint has EMA ones (config.eval.raw_params)')
   args, spec, overrides = common.parse(p, argv)
+  if runs_on(spec, overrides, args.workdir) == 'feature_sequences':
+    _eval_sequences(args, spec, overrides)
+    return
   if args.raw_params:
     overrides = [*overrides, ('eval.raw_params', 'True')]
   # never refuses a training-only field

@@ -1,19 +1,26 @@
-"""Training and evaluation of a localisation run (`task.name='localization'`) on feature sequences.
+"""Training and evaluation of a localisation run (`task.name='localization'`) on feature sequences: `vvt train`
+of a task whose `runs_on` hook is 'feature_sequences'.
 
-    fit(run, train, test, log) -> (params, results, aggregator)
+    fit(run, train, test, ...) -> (params, results, aggregator)    trained (resumed from WORKDIR/checkpoints)
+    evaluate(task, spec, module, params, test, ...) -> (results, aggregator)
+
+The run around it (its files, results, `vvt eval`) is `vvt.train.localization_run`.
 
 `run` is the run's RunSpec: its task (`vvt.tasks.localization`, options `run.task.localization`), `batch_size`,
-`num_epochs` / `num_train_steps`, `optimizer`, `schedule` (`vvt.train.optimizers`, as every run's) and `seed`;
-`train` / `test` the `SequenceSet`s (`vvt.data.open_sequences`). Training batches come from
-`vvt.data.sequence_train_batches` (random crops to `max_seq_len`, order a function of seed and epoch); the
-evaluation runs each test video whole, padded to one length (a multiple of the pyramid's coarsest stride), and
-scores the detections with the task's aggregator (mAP at the protocol's tIoU thresholds).
+`num_epochs` / `num_train_steps`, `optimizer`, `schedule` (`vvt.train.optimizers`, as every run's), `checkpoint`,
+`mesh` and `seed`; `train` / `test` the `SequenceSet`s (`vvt.data.open_sequences`). Training batches come from
+`vvt.data.sequence_train_batches` (this process's share of the videos, random crops to `max_seq_len`, order a
+function of seed and epoch: batch s is the same whether the run started at 0 or resumed at s) and are split over
+the run's mesh (`vvt.train.mesh.global_batch`, the params replicated). The training state is checkpointed as every
+run's (`vvt.train.checkpoints`: every `checkpoint.every_steps` and at the end, with the data position); the first
+SIGINT / SIGTERM saves it at the step reached and stops (`vvt.train.signals`). The evaluation runs each test video
+whole, padded to one length (a multiple of the pyramid's coarsest stride), and scores the detections with the
+task's aggregator (mAP at the protocol's tIoU thresholds).
 """
-import json
+import dataclasses
 import math
-import os
 import time
-from typing import Callable
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -22,13 +29,33 @@ import optax
 
 from vvt import progress as progress_lib
 from vvt.tasks import registry as task_registry
+from vvt.train import checkpoints
+from vvt.train import mesh as mesh_lib
 from vvt.train import optimizers
+from vvt.train import state as state_lib
+from vvt.train.signals import Interrupted
+from vvt.train.signals import StopSignals
+from vvt.train.signals import signal_name
 
 HEAD_FILE = 'localization_head.safetensors'
 
 
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  """What a localisation run trains: the task (classes and ground-truth rows of its data), its options `spec`,
+  the head `module`, the optimiser `tx`, the steps per epoch and in all."""
+  task: Any
+  spec: Any
+  module: Any
+  tx: Any
+  epoch: int
+  total: int
+  truth: int
+
+
 def train_step(task, module, tx):
-  """jitted (params, opt_state, batch, rng) -> (params, opt_state, {'loss', 'cls_loss', 'reg_loss'})."""
+  """jitted (state, batch) -> (state, {'loss', 'cls_loss', 'reg_loss'}) (sums over the batch); the step's key is
+  fold_in(state.rng, state.step)."""
   def loss_fn(params, batch, rng):
     inputs, targets, labels = task.prepare(batch, batch['inputs'], rng)
     outputs = task.outputs(module, params, inputs, train=True, rng=rng)
@@ -36,10 +63,13 @@ def train_step(task, module, tx):
     return jnp.sum(task.loss(outputs, targets)), {k: jnp.sum(v) for k, v in parts.items()}
 
   @jax.jit
-  def step(params, opt_state, batch, rng):
-    (loss, parts), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, rng)
-    updates, opt_state = tx.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, dict(parts, loss=loss)
+  def step(state, batch):
+    rng = jax.random.fold_in(state.rng, state.step)
+    (loss, parts), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, rng)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                          opt_state=opt_state)
+    return state, dict(parts, loss=loss)
   return step
 
 
@@ -74,105 +104,133 @@ def _steps(run, num_videos: int) -> tuple[int, int]:
   return epoch, int(total)
 
 
-def fit(run, train, test, log: Callable = print, class_names=None):
-  """Trains the run's ActionFormer head on `train`, evaluates it on `test` -> (params, results, aggregator)."""
-  import dataclasses
-
-  from vvt.data import sequence_train_batches
+def prepare(run, train, test, class_names=None) -> Setup:
+  """The Setup of the run `run` on the SequenceSets `train` and `test` (`class_names`: the annotations' labels)."""
   truth = max([1, *(len(l) for l in train.labels + test.labels)])
   task = dataclasses.replace(task_registry.task_of(run), truth_segments=truth)
   if class_names:  # the annotations' label list
     task = dataclasses.replace(task, num_classes=len(class_names))
-  spec, module = run.task.localization, task.build_model()
   epoch, total = _steps(run, len(train))
   tx = optimizers.make_optimizer(run.optimizer, optimizers.make_schedule(run.schedule, total, epoch))
+  return Setup(task=task, spec=run.task.localization, module=task.build_model(), tx=tx, epoch=epoch, total=total,
+               truth=truth)
+
+
+def init_state(run, setup: Setup, feature_dim: int, abstract: bool = False) -> state_lib.TrainState:
+  """The step-0 TrainState of the head (params from PRNGKey(seed); the steps' keys fold into the same key), made
+  by one jitted program; `abstract`: its shapes only (`jax.eval_shape`, nothing computed)."""
+  length = setup.spec.max_seq_len
+
+  def create(rng):
+    params = setup.module.init(rng, jnp.zeros((1, length, feature_dim)), jnp.ones((1, length), bool))
+    return state_lib.create(params['params'], setup.tx, rng)
   rng = jax.random.PRNGKey(run.seed)
-  params = jax.jit(module.init)(rng, jnp.zeros((1, spec.max_seq_len, train.feature_dim)),
-                                jnp.ones((1, spec.max_seq_len), bool))['params']
-  opt_state, step = tx.init(params), train_step(task, module, tx)
-  batches = sequence_train_batches(train, run.batch_size, spec.max_seq_len, truth, seed=run.seed,
-                                   trunc_thresh=spec.trunc_thresh, crop_ratio=spec.crop_ratio)
-  bar = progress_lib.bar(total, 'train', 'step', disable=not log, leave=False)
-  t0 = time.time()
-  for n in range(total):
-    params, opt_state, metrics = step(params, opt_state, next(batches), jax.random.fold_in(rng, n))
+  return jax.eval_shape(create, rng) if abstract else jax.jit(create)(rng)
+
+
+def restore_or_init(run, setup: Setup, feature_dim: int, workdir: Optional[str], mesh, log: Callable):
+  """(state on `mesh`, replicated; data position): the newest intact training state of WORKDIR/checkpoints
+  (`checkpoints.restore_state`, damaged steps skipped with a warning), else a fresh one."""
+  replicated = mesh_lib.replicated(mesh)
+  if workdir is None or not checkpoints.all_steps(workdir):
+    state = init_state(run, setup, feature_dim)
+    return jax.device_put(state, jax.tree.map(lambda _: replicated, state)), 0
+  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
+                          init_state(run, setup, feature_dim, abstract=True))
+  step, (state, meta), _ = checkpoints.load_with_fallback(
+      workdir, lambda s: checkpoints.restore_state(workdir, abstract, s, verify=False), log=log)
+  position = int(meta['data_position'])
+  log(f'[train] resumed from {checkpoints.checkpoint_dir(workdir)}/{step} (step {int(state.step)}, data '
+      f'position {position})')
+  return state, position
+
+
+@dataclasses.dataclass
+class Loop:
+  """Where the training loop is: the checkpoint manager (None: no checkpoints), the signals, the last save."""
+  mngr: Any
+  workdir: Optional[str]
+  config: Optional[dict]
+  stop: Optional[StopSignals] = None
+  last_saved: Optional[int] = None
+
+  def save(self, state, step: int) -> None:
+    if self.mngr is not None and self.last_saved != step:
+      checkpoints.save_state(self.mngr, state, data_position=step, config=self.config)
+      self.last_saved = step
+
+  def stop_now(self, state, step: int) -> None:
+    """Interrupted (after saving the state at `step`) if a first SIGINT / SIGTERM came."""
+    if self.stop is None or self.stop.signum is None:
+      return
+    self.save(state, step)
+    where = (f'checkpoint saved at step {step} in {checkpoints.checkpoint_dir(self.workdir)}; the same '
+             'command resumes the run') if self.mngr is not None else 'no checkpoint (no workdir)'
+    raise Interrupted(f'interrupted ({signal_name(self.stop.signum)}): {where}', self.stop.signum)
+
+
+def _batches(run, setup: Setup, train, position: int):
+  from vvt.data import sequence_train_batches
+  local = run.batch_size // jax.process_count()
+  return sequence_train_batches(train, local, setup.spec.max_seq_len, setup.truth, seed=run.seed,
+                                start_step=position, process_index=jax.process_index(),
+                                process_count=jax.process_count(), trunc_thresh=setup.spec.trunc_thresh,
+                                crop_ratio=setup.spec.crop_ratio)
+
+
+def train_loop(run, setup: Setup, state, position: int, train, mesh, loop: Loop, log: Callable,
+               stop_after_step: int = -1):
+  """Trains from data position `position` up to `setup.total` steps -> (state, last metrics or None, seconds);
+  a checkpoint every `checkpoint.every_steps` and at the end (`loop`)."""
+  step, first = train_step(setup.task, setup.module, setup.tx), int(jax.device_get(state.step))
+  batches, metrics = _batches(run, setup, train, position), None
+  bar = progress_lib.bar(setup.total, 'train', 'step', disable=not log, leave=False, initial=first)
+  loop.last_saved = first if position else None
+  t0, every = time.time(), run.checkpoint.every_steps
+  for n in range(first, setup.total):
+    state, metrics = step(state, mesh_lib.global_batch(next(batches), mesh, run.batch_size))
     bar.update(1)
-    if log and ((n + 1) % epoch == 0 or n + 1 == total) and (n + 1) // epoch % 10 == 0:
-      log(f'[train] step {n + 1}/{total}: loss {float(metrics["loss"]) / run.batch_size:.4f}')
+    if log and ((n + 1) % setup.epoch == 0 or n + 1 == setup.total) and (n + 1) // setup.epoch % 10 == 0:
+      log(f'[train] step {n + 1}/{setup.total}: loss {float(metrics["loss"]) / run.batch_size:.4f}')
+    if (every > 0 and (n + 1) % every == 0) or n + 1 == setup.total:
+      loop.save(state, n + 1)
+    loop.stop_now(state, n + 1)
+    if 0 < stop_after_step <= n + 1:
+      loop.save(state, n + 1)
+      break
   bar.close()
-  seconds = time.time() - t0
-  result, agg = evaluate(task, spec, module, params, test, run.batch_size, truth, class_names)
-  result.update(train_seconds=seconds, steps=total, steps_per_epoch=epoch,
-                loss=float(np.asarray(metrics['loss'])) / run.batch_size)
+  return state, metrics, time.time() - t0
+
+
+def fit(run, train, test, log: Callable = print, class_names=None, workdir: Optional[str] = None,
+        stop: Optional[StopSignals] = None, stop_after_step: int = -1):
+  """Trains the run's ActionFormer head on `train` (checkpointed in `workdir`, resumed from it), evaluates it on
+  `test` -> (params, results, aggregator); (params, None, None) when stopped at `stop_after_step`."""
+  from vvt.train import trainer
+  setup, mesh = prepare(run, train, test, class_names), trainer.make_mesh(run)
+  state, position = restore_or_init(run, setup, train.feature_dim, workdir, mesh, log)
+  if log:
+    log(f'[train] mesh {mesh_lib.axis_sizes(mesh)}: batches of {run.batch_size} split over '
+        f'{mesh_lib.batch_spec(mesh)[0]}, the head replicated')
+  mngr = checkpoints.manager(workdir, keep=run.checkpoint.keep) if workdir else None
+  loop = Loop(mngr=mngr, workdir=workdir, config=run.config_values, stop=stop)
+  if stop is not None:
+    stop.check()
+    stop.deferred, stop.starting = True, False
+  try:
+    state, metrics, seconds = train_loop(run, setup, state, position, train, mesh, loop, log, stop_after_step)
+  finally:
+    if mngr is not None:
+      mngr.wait_until_finished()
+      mngr.close()
+  if stop is not None:
+    stop.deferred = False
+  steps, params = int(jax.device_get(state.step)), jax.device_get(state.params)  # replicated: every process's
+  if steps < setup.total:
+    return params, None, None
+  result, agg = evaluate(setup.task, setup.spec, setup.module, params, test, run.batch_size, setup.truth,
+                         class_names)
+  result.update(train_seconds=seconds, steps=steps, steps_per_epoch=setup.epoch)
+  if metrics is not None:
+    result['loss'] = float(np.asarray(metrics['loss'])) / run.batch_size
   return params, result, agg
-
-
-def read_sets(spec, log: Callable = print):
-  """(train, test SequenceSets, class names) of `spec` (a LocalizationSpec): its annotations' two subsets
-  (`vvt.data.read_annotations`) with the sequences of `spec.sequences`; the videos without a sequence counted and
-  said."""
-  from vvt.data import SequenceError
-  from vvt.data import open_sequences
-  from vvt.data import read_annotations
-  from vvt.data import sequence_truth
-  from vvt.data import sequences_skipped_line
-  sets, labels = [], None
-  for subset in (spec.train_subset, spec.eval_subset):  # a THUMOS14 folder: each subset's files, one label list
-    annotations = read_annotations(spec.annotations, subset=subset, labels=labels)
-    labels = annotations.labels
-    found = open_sequences(spec.sequences, sequence_truth(annotations))
-    if not len(found):
-      raise SequenceError(f'task.localization: no video of subset {subset!r} of {spec.annotations} has a feature '
-                          f'sequence in {spec.sequences}')
-    line = sequences_skipped_line(found, f'{subset} videos')
-    if line and log:
-      log(line)
-    sets.append(found)
-  return sets[0], sets[1], list(labels)
-
-
-def results_prefix(workdir: str, spec) -> str:
-  """WORKDIR/localization_<eval subset>_<protocol>: the results' files add .json, _classes.csv, _segments.png."""
-  return os.path.join(workdir, f'localization_{spec.eval_subset}_{spec.protocol}')
-
-
-def write_results(workdir: str, spec, result: dict, agg) -> str:
-  """The results JSON (with the thresholds and the protocol), the per-class CSV and the PNG; returns the JSON."""
-  from vvt import fileio
-  prefix = results_prefix(workdir, spec)
-  fileio.makedirs(workdir)
-  for path, content in agg.report_files(prefix):
-    if isinstance(content, str):
-      fileio.atomic_write_text(path, content)
-    else:
-      fileio.atomic_write(path, content, 'wb')
-  fileio.atomic_write_text(prefix + '.json', json.dumps(result, indent=2) + '\n')
-  return prefix + '.json'
-
-
-def train_and_evaluate(run, workdir: str, log: Callable = print) -> dict:
-  """A localisation run of the RunSpec `run` in `workdir`: its sequences and annotations read, the head trained
-  and evaluated, the head's weights (`save_head`) and the results (`write_results`) written; returns the results
-  (and 'results': the JSON's path)."""
-  spec = run.task.localization
-  train, test, names = read_sets(spec, log)
-  log(f'[train] {len(train)} {spec.train_subset} videos, {len(test)} {spec.eval_subset} videos, '
-      f'{len(names)} classes, {train.feature_dim}-dim features')
-  params, result, agg = fit(run, train, test, log, class_names=names)
-  result.update(subset=spec.eval_subset, sequences=spec.sequences, annotations=spec.annotations,
-                weights=os.path.join(workdir, HEAD_FILE))
-  save_head(workdir, run, params)
-  result['results'] = write_results(workdir, spec, result, agg)
-  return result
-
-
-def save_head(workdir: str, run, params) -> None:
-  """WORKDIR/config.json (the run's config) and WORKDIR/localization_head.safetensors (the trained head, its
-  config in the file's metadata; `vvt.convert.export.from_safetensors` reads it)."""
-  from vvt import fileio
-  from vvt.config import run_file
-  from vvt.convert import export
-  fileio.makedirs(workdir)
-  run_file.write(workdir, run.config)
-  export.to_safetensors(jax.device_get(params), os.path.join(workdir, HEAD_FILE), config=run.config,
-                        metadata={'task': 'localization'})
