@@ -47,8 +47,8 @@ The hooks that read a run config before any heavy import live apart, in `ConfigH
   backbone_field            the config field of a frozen backbone's weights, which `vvt train --init` sets
   best_of_grid              whether the run trains a grid of models whose evaluation names the best (an export
                             writes that one)
-  runs_on                   what a run of the task reads and which command runs it: 'clips' (video clips,
-                            `vvt train`) or 'feature_sequences' (feature sequences and annotations, `vvt localize`)
+  runs_on                   what a run of the task reads and so which loop `vvt train` runs: 'clips' (video
+                            clips) or 'feature_sequences' (feature sequences and annotations)
   reads_labels              False for a task that reads no labels (pretraining): num_classes may be unset, and
                             then no record's label is read
 
@@ -112,9 +112,9 @@ class ConfigHooks:
                     initialises it)
   best_of_grid      whether the run trains a grid of alternative models (a probe grid: `Task.names`) of which its
                     evaluation names the best (`best_probe`): `vvt export --format hf` writes that one
-  runs_on           what a run reads and which command runs it: 'clips' (video clips through the data pipeline,
-                    `vvt train`) or 'feature_sequences' (feature sequences of untrimmed videos with their
-                    annotations, `vvt localize`)
+  runs_on           what a run reads and so which loop `vvt train` runs: 'clips' (video clips through the data
+                    pipeline, the trainer) or 'feature_sequences' (feature sequences of untrimmed videos with their
+                    annotations, `vvt.train.localization_run`)
   reads_labels      False for a task that learns from the videos alone (masked pretraining): the config's
                     num_classes may be left unset (0), the model then has a one-output head the task never reads,
                     and the data pipeline reads no label of any record (a CSV of paths only, records without
