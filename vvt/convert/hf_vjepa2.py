@@ -271,3 +271,69 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
       hidden_act=torch_layout.hf_activation(m.gelu_approximate, 'gelu_pytorch_tanh'),
       num_pooler_layers=int(m.attentive_pooler.depth), **EMPTY_PREDICTOR)
   return hf, w.result()
+
+
+# ------------------------------------------------------------------------------------------ the predictor
+# `VJEPA2Predictor` (the self-supervised training's, `VJEPA2Model.predictor`) <-> vvt `predictor`
+# (vvt/models/predictor.py): `predictor.embeddings.predictor_embeddings` -> `embed`, `predictor.embeddings.
+# mask_tokens` (n, 1, 1, D_p) -> `mask_tokens` (n, D_p), `predictor.layer.i` -> `block_i` (the encoder blocks'
+# names), `predictor.layernorm` -> `norm`, `predictor.proj` -> `projection`.
+
+_PREDICTOR_LAYER = re.compile(r'^(?:vjepa2\.)?predictor\.layer\.(\d+)\.')
+
+
+def predictor_fields(cfg: dict) -> dict:
+  """The `vvt.models.predictor.PredictorSpec` fields of a read config (`read_config`): transformers' predictor
+  has its own width, depth, heads and MLP ratio, the encoder's LayerNorm eps, activation and q/k/v biases."""
+  full = {**PREDICTOR_DEFAULTS, **cfg}
+  width = int(full['pred_hidden_size'])
+  if width % int(full['pred_num_attention_heads']):
+    raise ValueError(f"hf_config.pred_hidden_size={width} is not divisible by "
+                     f"hf_config.pred_num_attention_heads={full['pred_num_attention_heads']}")
+  return dict(hidden_size=width, depth=int(full['pred_num_hidden_layers']),
+              num_heads=int(full['pred_num_attention_heads']), mlp_dim=int(width * float(full['pred_mlp_ratio'])),
+              num_mask_tokens=int(full['pred_num_mask_tokens']), layer_norm_eps=float(cfg['layer_norm_eps']),
+              gelu_approximate=cfg['gelu_approximate'], qkv_bias=bool(cfg['qkv_bias']))
+
+
+# transformers' VJEPA2Config defaults of the predictor.
+PREDICTOR_DEFAULTS = dict(pred_hidden_size=384, pred_num_attention_heads=12, pred_num_hidden_layers=12,
+                          pred_num_mask_tokens=10, pred_mlp_ratio=4.0)
+
+
+def has_predictor(state: Mapping[str, np.ndarray]) -> bool:
+  """Whether a V-JEPA 2 state dict holds a predictor with layers (an exported classifier's empty one has none)."""
+  return any(_PREDICTOR_LAYER.match(k) for k in state)
+
+
+def read_predictor(w: conversion.Writer, cfg: dict, name: str = 'predictor') -> dict:
+  """The predictor of the state behind `w` into the vvt params under `name`; returns its PredictorSpec fields."""
+  fields = predictor_fields(cfg)
+  p = 'vjepa2.predictor' if any(k.startswith('vjepa2.predictor.') for k in w.src.keys()) else 'predictor'
+  torch_layout.torch_dense(w, f'{name}/embed', f'{p}.embeddings.predictor_embeddings')
+  tokens = w.src.take(f'{p}.embeddings.mask_tokens')
+  w.put(f'{name}/mask_tokens', tokens.reshape(tokens.shape[0], -1), f'{p}.embeddings.mask_tokens',
+        '(n, 1, 1, D_p) -> (n, D_p)')
+  for i in range(fields['depth']):
+    torch_layout.torch_separate_block(w, f'{name}/block_{i}', f'{p}.layer.{i}', fields['num_heads'], _ENCODER_BLOCK)
+  conversion.check_layer_count((int(m.group(1)) for k in w.src.keys() if (m := _PREDICTOR_LAYER.match(k))),
+                               fields['depth'], 'pred_num_hidden_layers')
+  torch_layout.torch_layer_norm(w, f'{name}/norm', f'{p}.layernorm')
+  torch_layout.torch_dense(w, f'{name}/projection', f'{p}.proj')
+  return fields
+
+
+def write_predictor(w: torch_layout.TorchState, fields: dict, name: str = 'predictor') -> dict:
+  """The inverse of `read_predictor`: the vvt predictor under `name` into `predictor.*`; returns its config.json
+  fields."""
+  w.dense('predictor.embeddings.predictor_embeddings', f'{name}/embed')
+  tokens = w.take(f'{name}/mask_tokens')
+  w.put('predictor.embeddings.mask_tokens', tokens.reshape(tokens.shape[0], 1, 1, -1))
+  for i in range(fields['depth']):
+    w.separate_block(f'predictor.layer.{i}', f'{name}/block_{i}', _ENCODER_BLOCK,
+                     (True if fields['qkv_bias'] else None,) * 3)
+  w.layer_norm('predictor.layernorm', f'{name}/norm')
+  w.dense('predictor.proj', f'{name}/projection')
+  return dict(pred_hidden_size=int(fields['hidden_size']), pred_num_hidden_layers=int(fields['depth']),
+              pred_num_attention_heads=int(fields['num_heads']), pred_num_mask_tokens=int(fields['num_mask_tokens']),
+              pred_mlp_ratio=_mlp_ratio(fields['hidden_size'], fields['mlp_dim']))
