@@ -36,8 +36,8 @@ class MultiHeadAttention(nn.Module):
   `key_bias` False leaves the key projection without its bias where `qkv_bias` (VideoMAE's q and v biases): softmax
   ignores the q.b_k that a key bias adds to a whole row of logits, so only the parameter count differs. `rope`
   rotates the queries and keys by their token's (t, h, w) in `grid` (V-JEPA 2's 3D RoPE, vvt/models/rope.py)
-  before any grouping; `logit_cap` caps the scores (VideoPrism, `kernels.dot_product_attention`). Both off by
-  default.
+  before any grouping (`positions` (B, T, N): the grid indices of kept tokens, vvt/models/masking.py);
+  `logit_cap` caps the scores (VideoPrism, `kernels.dot_product_attention`). Both off by default.
   """
   num_heads: int
   qkv_bias: bool = True
@@ -52,7 +52,7 @@ class MultiHeadAttention(nn.Module):
   logit_cap: float | None = None  # VideoPrism's tanh cap of the attention scores
 
   @nn.compact
-  def __call__(self, x, cls, *, stage: str, grid, mixing=None, train: bool = False):
+  def __call__(self, x, cls, *, stage: str, grid, mixing=None, train: bool = False, positions=None):
     b, t, n, d = x.shape
     h = self.num_heads
     dense = functools.partial(nn.DenseGeneral, features=(h, d // h), axis=-1, use_bias=self.qkv_bias,
@@ -63,7 +63,7 @@ class MultiHeadAttention(nn.Module):
     if self.rope:
       if cls is not None:
         raise ValueError('rope rotates the patch tokens by their (t, h, w): a class token has no position')
-      q, k = rope.rotate(q, grid), rope.rotate(k, grid)
+      q, k = rope.rotate(q, grid, positions=positions), rope.rotate(k, grid, positions=positions)
     cls_qkv = None if cls is None else tuple(proj[name](cls) for name in ('query', 'key', 'value'))  # (B, 1, H, d_h)
     extra_kv = None
     if mixing is not None:  # X-ViT space-time mixing of keys and values (eq. 9), within segments.

@@ -93,7 +93,9 @@ class EncoderBlock(nn.Module):
   """One block: attention stages then MLP, on tokens x (B, T, N, D) and an optional class token (B, 1, D).
 
   Parameters are named by stage: `{stage}_norm`, `{stage}_attention`, `{stage}_projection`, then `mlp_norm`, `mlp`.
-  `droppath_rate` given to the call (a scanned encoder's per-layer rate) overrides the field.
+  `droppath_rate` given to the call (a scanned encoder's per-layer rate) overrides the field. `positions` (B, T, N):
+  the tokens' indices in the flattened `grid` where x holds kept tokens only (RoPE rotates by them; None: x is the
+  grid).
   """
   stages: tuple[str, ...]
   projected: tuple[bool, ...]
@@ -117,7 +119,7 @@ class EncoderBlock(nn.Module):
   layer_norm_scale_offset: float = 0.0  # VideoPrism's LayerNorm: scale stored as an offset from 1 (vvt/models/norms.py)
 
   @nn.compact
-  def __call__(self, x, cls, train: bool = False, droppath_rate=None):
+  def __call__(self, x, cls, train: bool = False, droppath_rate=None, positions=None):
     rate = self.droppath_rate if droppath_rate is None else droppath_rate
     norm = lambda name: norms.layer_norm(self.layer_norm_eps, self.dtype, self.param_dtype, name,
                                          self.layer_norm_scale_offset)
@@ -130,7 +132,7 @@ class EncoderBlock(nn.Module):
           dtype=self.dtype, param_dtype=self.param_dtype, impl=self.attention_impl, backend=self.backend,
           rope=self.rope, logit_cap=self.logit_cap, name=f'{stage}_attention')(
               ln(x), None if cls is None else ln(cls), stage=stage, grid=self.grid, mixing=self.mixing,
-              train=train)
+              train=train, positions=positions)
       if projected:
         proj = nn.Dense(x.shape[-1], dtype=self.dtype, param_dtype=self.param_dtype, name=f'{stage}_projection')
         y, cy = proj(y), (None if cy is None else proj(cy))
@@ -150,7 +152,7 @@ class EncoderBlock(nn.Module):
 
 
 class _ScannedBlock(nn.Module):
-  """EncoderBlock as an nn.scan body: carry (x, cls), per-layer input the stochastic-depth rate (used when
+  """EncoderBlock as an nn.scan body: carry (x, cls, positions), per-layer input the stochastic-depth rate (used when
   `stochastic`; otherwise the block's static rate 0 keeps stochastic depth out of the graph); per-layer output
   the block's tokens where `collect` (else none)."""
   block: dict
@@ -160,10 +162,11 @@ class _ScannedBlock(nn.Module):
 
   @nn.compact
   def __call__(self, carry, rate):
-    x, cls = (constrain_batch(c) for c in carry)
-    x, cls = EncoderBlock(**self.block, name='block')(x, cls, self.train, rate if self.stochastic else None)
+    x, cls, positions = (constrain_batch(c) for c in carry)
+    x, cls = EncoderBlock(**self.block, name='block')(x, cls, self.train, rate if self.stochastic else None,
+                                                      positions)
     x = constrain_batch(x)
-    return (x, constrain_batch(cls)), (x if self.collect else None)
+    return (x, constrain_batch(cls), positions), (x if self.collect else None)
 
 
 class Encoder(nn.Module):
@@ -174,7 +177,8 @@ class Encoder(nn.Module):
   gradients (dropout / stochastic-depth random streams differ between the two layouts).
 
   Returns (x, cls, kept): kept {i: the tokens after block i} of the blocks in `keep` (scanned: the scan's per-layer
-  outputs, only when some are kept), {} by default.
+  outputs, only when some are kept), {} by default. `positions` (B, T, N): the kept tokens' grid indices
+  (`EncoderBlock`), None for the full grid.
   """
   num_layers: int
   block: dict  # EncoderBlock fields shared by all layers (without droppath_rate).
@@ -184,20 +188,20 @@ class Encoder(nn.Module):
   keep: tuple = ()  # the blocks (0 ... num_layers - 1) whose tokens the call also returns
 
   @nn.compact
-  def __call__(self, x, cls, train: bool = False):
+  def __call__(self, x, cls, train: bool = False, positions=None):
     wrap, policy = remat_policy(self.remat)
     rates = [self.stochastic_depth * i / max(self.num_layers - 1, 1) for i in range(self.num_layers)]
     if self.scan:
       body = nn.remat(_ScannedBlock, policy=policy, prevent_cse=False) if wrap else _ScannedBlock
       scanned = nn.scan(body, variable_axes={'params': 0}, split_rngs={'params': True, 'dropout': True},
                         length=self.num_layers)
-      (x, cls), ys = scanned(self.block, train, self.stochastic_depth > 0, bool(self.keep), name='blocks')(
-          (x, cls), jnp.asarray(rates, jnp.float32))
+      (x, cls, _), ys = scanned(self.block, train, self.stochastic_depth > 0, bool(self.keep), name='blocks')(
+          (x, cls, positions), jnp.asarray(rates, jnp.float32))
       return x, cls, {i: ys[i] for i in self.keep}
     block_cls = nn.remat(EncoderBlock, static_argnums=(3,), policy=policy) if wrap else EncoderBlock
     kept = {}
     for i in range(self.num_layers):
-      x, cls = block_cls(**self.block, droppath_rate=rates[i], name=f'block_{i}')(x, cls, train)
+      x, cls = block_cls(**self.block, droppath_rate=rates[i], name=f'block_{i}')(x, cls, train, None, positions)
       if i in self.keep:
         kept[i] = x
     return x, cls, kept

@@ -16,6 +16,13 @@
 Tokens are (B, n_t, N, D) on the model's token grid; ViViT Model 2's temporal encoder's are (B, 1, n_t, D). Only the
 blocks asked for are kept (a scanned encoder returns them as scan outputs).
 
+The masked encoder (VideoMAE, V-JEPA) is the same call with `kept` (B, K), the grid indices of the tokens it runs on:
+
+    out = module.apply(variables, video, outputs=('encoded',), kept=kept)    # encoder on the kept tokens only
+
+its tokens are then (B, 1, K, D) for joint attention, (B, n_t, K / n_t, D) for a factorised scheme's tube mask
+(vvt/models/masking.py).
+
 Features of a list of layers (`features`; a probe's `task.probe.layers`, `vvt features --layers`): each layer's
 'encoded<i>' tokens, averaged ('mean') or concatenated along D ('concat'); no layers: the model's own, 'pooled'
 and 'encoded'. This module imports no JAX at import time (the config checks read `num_layers` and `check_layers`).

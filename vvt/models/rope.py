@@ -50,20 +50,25 @@ def tables(grid: tuple[int, int, int], head_dim: int) -> tuple[np.ndarray, np.nd
   return cos, sin
 
 
-def rotate(x, grid, xp=None):
+def rotate(x, grid, xp=None, positions=None):
   """x (B, T, N, H, d_h) queries or keys of the tokens of `grid` (N = n_h * n_w) -> x rotated (same shape, dtype).
 
-  xp: the array module (default jax.numpy; numpy for NumPy arrays, as the attention maps use it)."""
+  xp: the array module (default jax.numpy; numpy for NumPy arrays, as the attention maps use it). positions
+  (B, T, N) int: x holds only some tokens of `grid` (a masked encoder), at these indices of its flattened
+  (t, h, w)."""
   if xp is None:
     import jax.numpy as xp
   b, t, n, h, d = x.shape
   if d % 2:
     raise ValueError(f'rope: head size {d} must be even')
-  if (t, n) != (grid[0], grid[1] * grid[2]):
-    raise ValueError(f'rope: tokens (T, N) = {(t, n)} are not the grid {tuple(grid)}')
   cos, sin = tables(tuple(int(g) for g in grid), d)
-  cos = xp.asarray(cos.reshape(1, t, n, 1, d))
-  sin = xp.asarray(sin.reshape(1, t, n, 1, d))
+  if positions is not None:
+    cos, sin = (xp.asarray(a)[positions][:, :, :, None] for a in (cos, sin))  # (B, T, N, 1, d_h)
+  elif (t, n) != (grid[0], grid[1] * grid[2]):
+    raise ValueError(f'rope: tokens (T, N) = {(t, n)} are not the grid {tuple(grid)}')
+  else:
+    cos = xp.asarray(cos.reshape(1, t, n, 1, d))
+    sin = xp.asarray(sin.reshape(1, t, n, 1, d))
   pairs = x.reshape(b, t, n, h, d // 2, 2)
   rotated = xp.stack([-pairs[..., 1], pairs[..., 0]], axis=-1).reshape(x.shape)
   return (x * cos.astype(x.dtype) + rotated * sin.astype(x.dtype)).astype(x.dtype)

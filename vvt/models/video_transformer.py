@@ -20,6 +20,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from vvt.models import frame_size
+from vvt.models import masking
 from vvt.models import norms
 from vvt.models import outputs as outputs_lib
 from vvt.models.blocks import Encoder
@@ -49,6 +50,14 @@ def check_video(video, num_frames: int, image_size: tuple[int, int]) -> None:
   chex.assert_shape(video, expected, custom_message=message)
 
 
+def check_kept(spec: ModelSpec, kept) -> None:
+  """A masked call (`kept` not None) of a scheme that cannot drop tokens is a ValueError saying why."""
+  if kept is not None:
+    why = masking.refusal(spec.attention, spec.class_token, spec.classifier)
+    if why:
+      raise ValueError(why)
+
+
 def block_fields(spec: ModelSpec, stages, grid, *, num_heads=None, mlp_dim=None, mixing=None, projected=None,
                  backend=None, rope=False) -> dict:
   """The EncoderBlock fields of one encoder of the model (projected: per stage, default none; rope: V-JEPA 2's
@@ -69,6 +78,10 @@ class SpaceTimeEncoder(nn.Module):
   class_token: 'global' (one (1, 1, D) token, `cls`), 'per_frame' (the same token prepended to every
   temporal index, so tokens become (B, T, 1 + N, D)), or None. Returns (tokens, cls) before the final norm,
   the final LayerNorm for the caller's pooling, and {i: tokens after block i} of the blocks in `keep`.
+
+  kept (B, K): the tokens (indices into the flattened T x N) the blocks run on, gathered after the positional
+  embedding into (B, 1, K, D) (joint attention) or (B, T, K / T, D) (a tube mask of a factorised scheme); RoPE
+  rotates them by their own positions (vvt/models/masking.py).
   """
   block: dict  # EncoderBlock fields of every layer (`block_fields`)
   num_layers: int
@@ -87,7 +100,7 @@ class SpaceTimeEncoder(nn.Module):
   keep: tuple = ()  # the blocks whose tokens the call also returns (`Encoder.keep`)
 
   @nn.compact
-  def __call__(self, x, train: bool = False):
+  def __call__(self, x, train: bool = False, kept=None):
     b, t, n, d = x.shape
     cls = None
     if self.class_token is not None:
@@ -99,13 +112,18 @@ class SpaceTimeEncoder(nn.Module):
     x, cls = PositionalEmbedding(self.positional_embedding, time_rows=self.time_embedding_rows,
                                  param_dtype=self.param_dtype, table_grid=self.pos_table_grid,
                                  grid=tuple(self.block['grid']), name='posembed')(x, cls)
+    positions = None
+    if kept is not None:
+      rows = t if masking.tube_only(self.block['stages']) else 1
+      x = masking.gather(x, kept, rows)
+      positions = kept.astype(jnp.int32).reshape(x.shape[:3]) if self.block['rope'] else None
     x = nn.Dropout(self.dropout_rate)(x, deterministic=not train)
-    x, cls, kept = Encoder(self.num_layers, self.block, self.stochastic_depth, self.remat, self.scan_layers,
-                           self.keep, name='layers')(x, cls, train)
+    x, cls, saved = Encoder(self.num_layers, self.block, self.stochastic_depth, self.remat, self.scan_layers,
+                            self.keep, name='layers')(x, cls, train, positions)
     self.sow('intermediates', 'tokens', x)  # (B, T, N, D) before the final norm: features, and FLOP counts.
     norm = norms.layer_norm(self.layer_norm_eps, self.dtype, self.param_dtype, 'encoder_norm',
                             self.layer_norm_scale_offset)
-    return x, cls, norm, kept
+    return x, cls, norm, saved
 
 
 def encoder(spec: ModelSpec, block: dict, num_layers: int, class_token, positional_embedding: str,
@@ -165,22 +183,25 @@ class VideoTransformer(nn.Module):
   backend: str | None = None  # the backend model.attention_impl='auto' chooses for (None: jax's default)
 
   @nn.compact
-  def __call__(self, video, train: bool = False, outputs=None):
-    """video (B, T, H, W, 3) -> logits; with `outputs` (names, vvt/models/outputs.py) {name: array} of those."""
+  def __call__(self, video, train: bool = False, outputs=None, kept=None):
+    """video (B, T, H, W, 3) -> logits; with `outputs` (names, vvt/models/outputs.py) {name: array} of those;
+    with `kept` (B, K) the encoder runs on those tokens only (vvt/models/masking.py: tokens (B, 1, K, D) for
+    joint attention, (B, n_t, K / n_t, D) for a factorised scheme's tube mask)."""
     spec = self.spec
     check_video(video, spec.num_frames, spec.image_size)
+    check_kept(spec, kept)
     want = outputs_lib.request(outputs, spec.num_layers)
     x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
     block = block_fields(spec, spec.stages, spec.grid, mixing=spec.mixing, projected=spec.projected,
                          backend=self.backend, rope=spec.positional_embedding == 'rope')
-    x, cls, norm, kept = encoder(spec, block, spec.num_layers, spec.class_token, spec.positional_embedding,
-                                 spec.time_embedding_rows, name='encoder',
-                                 keep=outputs_lib.kept(want, 0, spec.num_layers))(x, train)
+    x, cls, norm, saved = encoder(spec, block, spec.num_layers, spec.class_token, spec.positional_embedding,
+                                  spec.time_embedding_rows, name='encoder',
+                                  keep=outputs_lib.kept(want, 0, spec.num_layers))(x, train, kept)
     rep, ta_head = self._represent(x, cls, norm, train)
     logits = self._classify(rep, train, ta_head)
     if want is None:
       return logits
-    return outputs_lib.select(want, spec.num_layers, dict(logits=logits, pooled=rep, encoded=norm(x)), kept,
+    return outputs_lib.select(want, spec.num_layers, dict(logits=logits, pooled=rep, encoded=norm(x)), saved,
                               lambda i: norm)
 
   def _represent(self, x, cls, norm, train) -> tuple:
@@ -220,11 +241,13 @@ class FactorisedEncoder(nn.Module):
   backend: str | None = None  # the backend model.attention_impl='auto' chooses for (None: jax's default)
 
   @nn.compact
-  def __call__(self, video, train: bool = False, outputs=None):
+  def __call__(self, video, train: bool = False, outputs=None, kept=None):
     """video (B, T, H, W, 3) -> logits; with `outputs` {name: array} (blocks: the spatial encoder's, then the
-    temporal encoder's (B, 1, n_t, D))."""
+    temporal encoder's (B, 1, n_t, D)); with a tube mask `kept` (B, n_t * K_s) the spatial encoder runs on the K_s
+    kept positions of every temporal index (vvt/models/masking.py)."""
     spec = self.spec
     check_video(video, spec.num_frames, spec.image_size)
+    check_kept(spec, kept)
     count = outputs_lib.num_layers(spec)
     want = outputs_lib.request(outputs, count)
     x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
@@ -233,19 +256,21 @@ class FactorisedEncoder(nn.Module):
     pos = 'joint' if spec.positional_embedding in ('joint', 'separable', 'spatial') else spec.positional_embedding
     # Spatial encoder: every temporal index is an image of N tokens (one "frame" of a 1-frame video).
     spatial = block_fields(spec, ('joint',), (1, nh, nw), backend=self.backend)
-    xs, cls, norm, kept = encoder(spec, spatial, spec.num_layers, spec.class_token, pos, name='spatial_encoder',
-                                  keep=outputs_lib.kept(want, 0, spec.num_layers))(x.reshape(b * t, 1, n, d), train)
-    blocks, norms_of = by_encoder(kept, 0, (b, t, -1, d)), [norm] * spec.num_layers
+    frame_kept = None if kept is None else masking.per_frame(kept, t, n)
+    xs, cls, norm, saved = encoder(spec, spatial, spec.num_layers, spec.class_token, pos, name='spatial_encoder',
+                                   keep=outputs_lib.kept(want, 0, spec.num_layers))(x.reshape(b * t, 1, n, d), train,
+                                                                                     frame_kept)
+    blocks, norms_of = by_encoder(saved, 0, (b, t, -1, d)), [norm] * spec.num_layers
     frames = pool(xs, cls, norm, spec.classifier, spec.pooling).reshape(b, 1, t, d)  # (B, 1, n_t, D)
     if spec.temporal_layers == 0:  # the paper's baseline: average-pool the frame representations.
       rep, encoded = jnp.mean(frames, axis=(1, 2)), norm(xs).reshape(b, t, -1, d)
     else:
       temporal = block_fields(spec, ('joint',), (1, 1, t), num_heads=spec.temporal_num_heads,
                               mlp_dim=spec.temporal_mlp_dim, backend=self.backend)
-      xt, cls, norm, kept = encoder(spec, temporal, spec.temporal_layers, spec.class_token, pos,
-                                    name='temporal_encoder',
-                                    keep=outputs_lib.kept(want, spec.num_layers, spec.temporal_layers))(frames, train)
-      blocks.update(by_encoder(kept, spec.num_layers, (b, 1, t, d)))
+      xt, cls, norm, saved = encoder(spec, temporal, spec.temporal_layers, spec.class_token, pos,
+                                     name='temporal_encoder',
+                                     keep=outputs_lib.kept(want, spec.num_layers, spec.temporal_layers))(frames, train)
+      blocks.update(by_encoder(saved, spec.num_layers, (b, 1, t, d)))
       norms_of += [norm] * spec.temporal_layers
       rep, encoded = pool(xt, cls, norm, spec.classifier, spec.pooling), norm(xt)
     logits = classifier_head(spec)(rep, train)
@@ -273,11 +298,13 @@ class SpaceThenTime(nn.Module):
     return self.spec
 
   @nn.compact
-  def __call__(self, video, train: bool = False, outputs=None):
+  def __call__(self, video, train: bool = False, outputs=None, kept=None):
     """video (B, T, H, W, 3) -> logits; with `outputs` {name: array} (blocks: the spatial encoder's, then the
-    temporal encoder's, each (B, n_t, N, D))."""
+    temporal encoder's, each (B, n_t, N, D)); with a tube mask `kept` (B, n_t * K_s) both encoders run on the K_s
+    kept positions (tokens (B, n_t, K_s, D); vvt/models/masking.py)."""
     spec = self.spec
     check_video(video, spec.num_frames, spec.image_size)
+    check_kept(spec, kept)
     count = outputs_lib.num_layers(spec)
     want = outputs_lib.request(outputs, count)
     x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
@@ -286,18 +313,21 @@ class SpaceThenTime(nn.Module):
     pos = 'joint' if spec.positional_embedding in ('joint', 'separable', 'spatial') else spec.positional_embedding
     table = spec.pos_table_grid
     spatial = block_fields(spec, ('joint',), (1, nh, nw), backend=self.backend)
-    xs, _, norm_s, kept = encoder(spec, spatial, spec.num_layers, None, pos, name='spatial_encoder',
-                                  pos_table_grid=None if table is None else (1, table[1], table[2]),
-                                  keep=outputs_lib.kept(want, 0, spec.num_layers))(x.reshape(b * t, 1, n, d), train)
-    blocks = by_encoder(kept, 0, (b, t, n, d))
+    frame_kept = None if kept is None else masking.per_frame(kept, t, n)
+    xs, _, norm_s, saved = encoder(spec, spatial, spec.num_layers, None, pos, name='spatial_encoder',
+                                   pos_table_grid=None if table is None else (1, table[1], table[2]),
+                                   keep=outputs_lib.kept(want, 0, spec.num_layers))(x.reshape(b * t, 1, n, d), train,
+                                                                                     frame_kept)
+    n = xs.shape[2]  # the kept positions K_s of a masked call
+    blocks = by_encoder(saved, 0, (b, t, n, d))
     xs = norm_s(xs).reshape(b, t, n, d).transpose(0, 2, 1, 3).reshape(b * n, 1, t, d)  # every position's n_t tokens
     temporal = block_fields(spec, ('joint',), (1, 1, t), num_heads=spec.temporal_num_heads,
                             mlp_dim=spec.temporal_mlp_dim, backend=self.backend)
-    xt, _, norm, kept = encoder(spec, temporal, spec.temporal_layers, None, pos, name='temporal_encoder',
-                                pos_table_grid=None if table is None else (1, 1, table[0]),
-                                keep=outputs_lib.kept(want, spec.num_layers, spec.temporal_layers))(xs, train)
+    xt, _, norm, saved = encoder(spec, temporal, spec.temporal_layers, None, pos, name='temporal_encoder',
+                                 pos_table_grid=None if table is None else (1, 1, table[0]),
+                                 keep=outputs_lib.kept(want, spec.num_layers, spec.temporal_layers))(xs, train)
     across = lambda y: y.reshape(b, n, t, d).transpose(0, 2, 1, 3)  # (B * N, 1, n_t, D) -> (B, n_t, N, D)
-    blocks.update({i: across(y) for i, y in by_encoder(kept, spec.num_layers, (b * n, 1, t, d)).items()})
+    blocks.update({i: across(y) for i, y in by_encoder(saved, spec.num_layers, (b * n, 1, t, d)).items()})
     tokens = across(xt)  # (B, n_t, N, D), before the final norm
     if spec.classifier == 'attentive':
       rep = pool_tokens(self, spec, norm(tokens), train, self.backend)
