@@ -66,6 +66,7 @@ def get_config(arg=None):
       model=_model(name, frames, size),
       # V-JEPA: every 4th frame of 30 fps video (`sampling_rate: 4`); V-JEPA 2: 4 fps (`fps: 4`)
       dataset=dict(train_files=DATA, eval_files='videomix2m/val@64', stride=4 if name == 'v1_l' else 1,
-                   fps=30 if name == 'v1_l' else 4, train_min_resize=size, train_max_resize=int(size * 1.15), eval_resize=size,
+                   fps=30 if name == 'v1_l' else 4, train_min_resize=size, train_max_resize=int(size * 1.15),
+                   eval_resize=size,
                    num_test_clips=1, num_spatial_crops=1, horizontal_flip=True, normalization='imagenet'),
       train=train)

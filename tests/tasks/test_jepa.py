@@ -9,6 +9,7 @@ from configs import common
 from vvt.config import run_spec
 from vvt.config import validation
 from vvt.tasks import jepa
+from vvt.tasks import registry
 from vvt.train import mesh as mesh_lib
 from vvt.train import program as program_lib
 
@@ -101,7 +102,8 @@ def test_bad_jepa_options_are_one_line_each():
   c.task.jepa.pred_width, c.task.jepa.momentum = 25, (1.0, 0.9)
   c.task.jepa.mask_sets = ((0, 0.15), (2, 1.5))
   c.num_train_steps = -1
-  text = '\n'.join(validation.problems(c))
+  # the options with the config's other problems; the run's length with the files a training run starts from
+  text = '\n'.join(validation.problems(c) + registry.hooks_of(c).start_problems(c))
   for expected in ('task.jepa.pred_width=25 is not divisible by task.jepa.pred_heads=2',
                    'task.jepa.mask_sets[0] must be (num_blocks >= 1, 0 < spatial scale <= 1), got (0, 0.15)',
                    'task.jepa.mask_sets[1] must be', 'task.jepa.momentum must satisfy 0 <= low <= high <= 1',

@@ -76,7 +76,7 @@ def _synthetic_data(d, data_dir):
   d.shuffle_buffer = 64
 
 
-def _tiny_predictor(task):
-  """A jepa run's predictor as small as the model: 1 block of width 32, 2 heads (`task.jepa`)."""
-  if 'jepa' in task:
-    task.jepa.pred_depth, task.jepa.pred_width, task.jepa.pred_heads = 1, 32, 2
+def _tiny_predictor(section):
+  """A jepa run's predictor (the `task` section's `jepa`) as small as the model: 1 block of width 32, 2 heads."""
+  if 'jepa' in section:
+    section.jepa.pred_depth, section.jepa.pred_width, section.jepa.pred_heads = 1, 32, 2

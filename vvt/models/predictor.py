@@ -46,14 +46,8 @@ class PredictorSpec:
 
 def rotate_at(x, positions, grid):
   """x (B, M, H, d_h) queries or keys of tokens at `positions` (B, M) of the flattened `grid` (t, h, w) -> x
-  rotated by each token's (t, h, w) (the tables of `rope.tables`, gathered)."""
-  d = x.shape[-1]
-  cos, sin = rope.tables(tuple(int(g) for g in grid), d)
-  cos = jnp.asarray(cos)[positions][:, :, None, :].astype(x.dtype)
-  sin = jnp.asarray(sin)[positions][:, :, None, :].astype(x.dtype)
-  pairs = x.reshape(x.shape[:-1] + (d // 2, 2))
-  rotated = jnp.stack([-pairs[..., 1], pairs[..., 0]], axis=-1).reshape(x.shape)
-  return x * cos + rotated * sin
+  rotated by each token's (t, h, w) (`rope.rotate` of kept tokens)."""
+  return rope.rotate(x[:, None], grid, positions=positions[:, None])[:, 0]
 
 
 class PositionalAttention(nn.Module):

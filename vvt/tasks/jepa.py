@@ -239,8 +239,9 @@ class Jepa(Task):
 
 
 def from_config(config) -> Jepa:
-  """The jepa task of a run config (`task.jepa`, `num_train_steps`, the model's LayerNorm eps and GELU). ValueError:
-  the problems of its options (`jepa_options.check`), one line each."""
+  """The jepa task of a run config (`task.jepa`, `num_train_steps`: the momentum's ramp, which a training run must
+  set (`jepa_options.start_problems`); the model's LayerNorm eps and GELU). ValueError: the problems of its options
+  (`jepa_options.check`), one line each."""
   from vvt.models import predictor as predictor_lib
   problems = jepa_options.check(config)
   if problems:
@@ -254,5 +255,5 @@ def from_config(config) -> Jepa:
   ratio = tuple(float(a) for a in j.aspect_ratio)
   sets = tuple(multiblock_masks.BlockSet(int(n), (float(s), float(s)), ratio) for n, s in j.mask_sets)
   return Jepa(predictor=spec, mask_sets=sets, momentum=tuple(float(m) for m in j.momentum),
-              ramp_steps=float(config.num_train_steps) * float(j.momentum_scale), loss_exp=float(j.loss_exp),
+              ramp_steps=max(float(config.num_train_steps), 1.0) * float(j.momentum_scale), loss_exp=float(j.loss_exp),
               eval_mask_seed=int(j.eval_mask_seed))

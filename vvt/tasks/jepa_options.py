@@ -78,19 +78,24 @@ def _options(j) -> list[str]:
 
 
 def check(config: Any) -> list[str]:
-  """The problems of `config`'s jepa options (`task.jepa`), of its model (an encoder that can drop tokens) and
-  of its schedule (the momentum ramps over `num_train_steps`), one line each naming the field."""
+  """The problems of `config`'s jepa options (`task.jepa`) and of its model (an encoder that can drop tokens),
+  one line each naming the field."""
   from vvt.models import masking
   out = _options(_get(config.task, 'jepa'))
   model = config.model
   why = masking.refusal(model.attention, _get(model, 'class_token'), _get(model, 'classifier'))
   if why:
     out.append(f'task.name=\'jepa\' runs the context encoder on the context tokens only: {why}')
-  steps = _get(config, 'num_train_steps')
-  if not isinstance(steps, int) or steps <= 0:
-    out.append(f'num_train_steps must be set (> 0) for task.name=\'jepa\': the target encoder\'s momentum ramps '
-               f'over the run\'s steps (task.jepa.momentum), got {steps!r}')
   return out
 
 
-HOOKS = base_lib.ConfigHooks(check=check)
+def start_problems(config: Any) -> list[str]:
+  """A training run's length in steps: the target encoder's momentum ramps over `num_train_steps`."""
+  steps = _get(config, 'num_train_steps')
+  if not isinstance(steps, int) or steps <= 0:
+    return [f'num_train_steps must be set (> 0) for task.name=\'jepa\': the target encoder\'s momentum ramps '
+            f'over the run\'s steps (task.jepa.momentum), got {steps!r}']
+  return []
+
+
+HOOKS = base_lib.ConfigHooks(check=check, start_problems=start_problems)
