@@ -8,7 +8,7 @@ random initialisation? Two sweeps, the second reading the first's runs:
 `pretrain`: per seed, a V-JEPA 2-shaped backbone (joint attention, 3D RoPE, 2 blocks of width 64, 2x8x8 tubelets,
 8 frames of 32^2: a 4 x 4 x 4 token grid) pretrained by latent prediction (predictor: 1 block of width 32; the
 masks of V-JEPA's two sets; the labels are never read), and the same backbone not trained (`start=random`: one
-step at learning rate 0, its initial weights). `probe`: an attentive probe (V-JEPA 2's, one query) on each frozen
+step at learning rate 1e-12: its initial weights). `probe`: an attentive probe (V-JEPA 2's, one query) on each frozen
 backbone, trained and evaluated on the labels. Results (mean +- spread over the seeds): docs/tasks.md.
 """
 from configs import common as configs_common
@@ -16,7 +16,7 @@ from experiments import common
 from vvt.config import schema
 from vvt.studies import sweep
 
-STARTS = {'jepa': {}, 'random': {'num_train_steps': 1, 'schedule.base_lr': 0.0, 'schedule.warmup_steps': 0}}
+STARTS = {'jepa': {}, 'random': {'num_train_steps': 1, 'schedule.base_lr': 1e-12, 'schedule.warmup_steps': 0}}
 PRETRAIN_STEPS = 600
 PROBE_STEPS = 300
 

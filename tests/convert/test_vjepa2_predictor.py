@@ -1,6 +1,7 @@
 """The V-JEPA 2 predictor (vvt/models/predictor.py) against transformers' `VJEPA2Predictor`: a tiny random-init
 `VJEPA2Model` saved with `save_pretrained`, its predictor read by `hf_vjepa2.read_predictor`, both run on the same
-encoder output, context indices and target indices in float32; and the predictor written back bit for bit."""
+encoder output, context indices and target indices in float32; the predictor written back bit for bit, and with
+the encoder as a `VJEPA2Model` folder transformers loads."""
 import jax
 import numpy as np
 import pytest
@@ -10,8 +11,11 @@ import transformers
 
 from tests.convert import hf_encoders as H
 from vvt.convert import conversion
+from vvt.convert import hf_export
 from vvt.convert import hf_vjepa2
 from vvt.convert import torch_layout
+from vvt.convert import video
+import vvt.models
 from vvt.models import predictor as predictor_lib
 
 # Head size 12 (three rotated parts of 4 channels) and 10 (three parts of 2, 4 channels not rotated); a 4 x 4 grid
@@ -80,3 +84,22 @@ def test_predictor_written_back_bit_for_bit(saved):
     np.testing.assert_array_equal(written[key], value, err_msg=key)
   cfg = transformers.VJEPA2Config.from_pretrained(str(folder))
   assert {k: getattr(cfg, k) for k in hf} == pytest.approx(hf)
+
+
+def test_a_pretraining_model_is_written_as_a_vjepa2_model(saved, tmp_path):
+  """A VJEPA2Model's encoder (`convert`) and predictor (`read_predictor`) written back by `write_pretraining`: the
+  same tensors bit for bit, a folder transformers loads with no key missing or unexpected."""
+  model, folder = saved
+  state, _, predictor = _read(folder)
+  conv = video.convert('hf_vjepa2', str(folder), vvt.models.get_config('vivit', num_classes=3))  # a new head: unwritten
+  out = tmp_path / 'export'
+  hf_class, n = hf_export.write_pretraining({**conv.params, 'predictor': predictor}, conv.model_config(), str(out))
+  written = load_file(str(out / 'model.safetensors'))
+  assert hf_class == 'VJEPA2Model' and n == len(written) == len(state)
+  for key, value in state.items():
+    np.testing.assert_array_equal(written[key], value, err_msg=key)
+  loaded, info = transformers.VJEPA2Model.from_pretrained(str(out), output_loading_info=True)
+  assert not any(info.values()), info
+  for field in ('pred_hidden_size', 'pred_num_hidden_layers', 'pred_num_attention_heads', 'pred_num_mask_tokens',
+                'qkv_bias', 'hidden_size', 'crop_size', 'frames_per_clip'):
+    assert getattr(loaded.config, field) == getattr(model.config, field), field

@@ -39,6 +39,7 @@ The hooks that read a run config before any heavy import live apart, in `ConfigH
   backbone_field            the config field of a frozen backbone's weights, which `vvt train --init` sets
   best_of_grid              whether the run trains a grid of models whose evaluation names the best (an export
                             writes that one)
+  hf_pretraining            whether an export writes the run's pretraining model (encoder and, e.g., predictor)
 
 `vvt.tasks.registry.hooks_of(config)` gives them; code outside `vvt.tasks` calls only these hooks (never asks a
 task's name or whether it has an attribute: `tests/tasks/test_interface.py` checks it).
@@ -99,6 +100,8 @@ class ConfigHooks:
                     initialises it)
   best_of_grid      whether the run trains a grid of alternative models (a probe grid: `Task.names`) of which its
                     evaluation names the best (`best_probe`): `vvt export --format hf` writes that one
+  hf_pretraining    whether `vvt export --format hf` writes the run's pretraining model (the encoder and the task's
+                    own modules, e.g. V-JEPA 2's predictor: a `VJEPA2Model`) instead of a classifier
   """
   check: CheckOptions = no_problems
   multi_hot_labels: Callable[[Any], bool] = never
@@ -106,6 +109,7 @@ class ConfigHooks:
   start_problems: Callable[[Any], list] = no_problems
   backbone_field: str = ''
   best_of_grid: bool = False
+  hf_pretraining: bool = False
 
 
 class Aggregator(Protocol):
