@@ -41,6 +41,7 @@ import optax
 
 from vvt.tasks import jepa_options
 from vvt.tasks import multiblock_masks
+from vvt.tasks import video_views
 from vvt.tasks.base import Task
 
 TARGET = 'target_encoder'
@@ -121,31 +122,30 @@ def ema_target(inner: optax.GradientTransformation, momentum) -> optax.GradientT
   return optax.GradientTransformation(init, update)
 
 
-class LossAggregator:
-  """An evaluation's mean loss over its valid views (`vvt.tasks.base.Aggregator`): `loss` and `views`."""
+class LossAggregator(video_views.VideoViews):
+  """An evaluation's loss (`vvt.tasks.base.Aggregator`): per video the mean over its views, `loss` the mean over the
+  videos (skipped ones left out), with the views' bookkeeping of `VideoViews`."""
 
   def __init__(self, num_videos: int):
-    self.num_videos = int(num_videos)
-    self.total, self.views = 0.0, 0
-    self.skipped = np.zeros(self.num_videos, bool)
-    self.counts = np.zeros(self.num_videos, np.int64)
-    self.class_names, self.video_ids, self.average = {}, None, 'logits'
+    super().__init__({}, num_videos)
+    self.sums = np.zeros((self.num_videos,), np.float64)
 
   def add(self, scores, video_index, mask, labels) -> None:
-    valid = np.asarray(mask) > 0
-    self.total += float(np.asarray(scores['loss'])[valid, 0].sum())
-    self.views += int(valid.sum())
-    np.add.at(self.counts, np.asarray(video_index)[valid], 1)
-
-  def skip(self, indices) -> None:
-    self.skipped[np.asarray(indices, int)] = True
+    del labels
+    rows = self._valid_views(video_index, mask)
+    if rows is None:
+      return
+    valid, vi = rows
+    np.add.at(self.sums, vi, np.asarray(scores['loss'], np.float64)[valid, 0])
+    self._count_views(vi)
 
   def result(self) -> dict:
-    return {'loss': self.total / max(self.views, 1), 'views': self.views,
-            'num_videos': int((self.counts > 0).sum())}
+    keep = self._kept()
+    return {'loss': float(np.mean(self.sums[keep] / self.counts[keep])), **self._view_stats(keep)}
 
   def arrays(self) -> dict:
-    return {'counts': self.counts}
+    keep = self._kept()
+    return {'video_loss': (self.sums[keep] / self.counts[keep]).astype(np.float32), 'video_index': keep}
 
   def report_files(self, prefix: str) -> list:
     del prefix
