@@ -17,8 +17,8 @@ from vvt.config import schema
 from vvt.studies import sweep
 
 STARTS = {'jepa': {}, 'random': {'num_train_steps': 1, 'schedule.base_lr': 1e-12, 'schedule.warmup_steps': 0}}
-PRETRAIN_STEPS = 600
-PROBE_STEPS = 300
+PRETRAIN_STEPS = 300
+PROBE_STEPS = 200
 
 
 def _parse(arg) -> dict:
