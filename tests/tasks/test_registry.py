@@ -53,7 +53,8 @@ def test_every_registered_task_is_built_by_its_module_and_keeps_the_interface(na
   assert callable(module.from_config)
   task = registry.task_of(_config(name=name))
   assert isinstance(task, Task) and task.name == name and hash(task) == hash(registry.task_of(_config(name=name)))
-  assert (set(task.label_specs(2)) or not task.label_heads) and task.main_metric and task.metric_names
+  assert isinstance(task.label_specs(2), dict) and task.main_metric and isinstance(task.metric_names, tuple)
+  assert set(task.label_specs(2)) or not task.label_heads  # a task reads labels, or none at all (pretraining)
 
 
 def test_classification_metrics_and_scores():

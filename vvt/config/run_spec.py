@@ -163,6 +163,23 @@ class ProbeSpec(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class MaeSpec(_Section):
+  """`config.task.mae`: masked autoencoding (task.name='mae', vvt.tasks.mae; checks: vvt/tasks/mae_options.py)."""
+  mask_ratio: float
+  decoder_depth: int
+  decoder_width: int
+  decoder_heads: int
+  norm_pix_loss: bool
+  eval_seed: int
+  pictures: int
+
+  @classmethod
+  def of(cls, section, **given):
+    """A run's config.json written before `task.mae` existed: the schema's defaults."""
+    return super().of(schema.get_base_config().task.mae if section is None else section, **given)
+
+
+@dataclasses.dataclass(frozen=True)
 class JepaSpec(_Section):
   """`config.task.jepa`: latent prediction pretraining (task.name='jepa', vvt.tasks.jepa)."""
   pred_depth: int            # the predictor: blocks, width, heads, MLP ratio
@@ -194,11 +211,13 @@ class TaskSpec(_Section):
   """`config.task`: what the run learns and how it is judged (vvt.tasks.registry.task_of reads the RunSpec)."""
   name: str                  # a name of vvt.tasks.registry.TASKS
   probe: ProbeSpec           # task.name='probe' only
-  jepa: JepaSpec             # task.name='jepa' only
+  mae: MaeSpec = None        # task.name='mae' only
+  jepa: JepaSpec = None      # task.name='jepa' only
 
   @classmethod
   def of(cls, section, **given):
-    return super().of(section, **{'probe': ProbeSpec.of(section.probe), 'jepa': _jepa_of(section), **given})
+    return super().of(section, **{'probe': ProbeSpec.of(section.probe), 'mae': MaeSpec.of(section.get('mae')),
+                                  'jepa': _jepa_of(section), **given})
 
 
 @dataclasses.dataclass(frozen=True)

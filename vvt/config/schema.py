@@ -103,6 +103,9 @@ def get_base_config() -> ml_collections.ConfigDict:
       num_queries=1, depth=0, num_heads=4,    # the attentive probe's pooler
       layers=(), combine='mean',              # the backbone's layers read (vvt/models/outputs.py), how combined
       backbone='')))                          # the backbone's weights: what `vvt train --init` takes
+  c.task.mae = ml_collections.ConfigDict(dict(  # task.name='mae' (vvt.tasks.mae, vvt/tasks/mae_options.py)
+      mask_ratio=0.9, decoder_depth=4, decoder_width=384, decoder_heads=6,  # VideoMAE ViT-B's decoder
+      norm_pix_loss=True, eval_seed=0, pictures=2))
   c.task.jepa = ml_collections.ConfigDict(dict(  # task.name='jepa' (vvt.tasks.jepa; V-JEPA's ViT-L/16 config)
       pred_depth=12, pred_width=384, pred_heads=12, pred_mlp_ratio=4.0,   # the predictor
       mask_sets=((8, 0.15), (2, 0.7)), aspect_ratio=(0.75, 1.5),         # short- and long-range multi-block masks

@@ -424,9 +424,14 @@ def _check_num_classes(value):
     raise ConfigError(*bad)
 
 
+def label_free(config) -> bool:
+  """Whether `config` leaves num_classes unset for a task that reads no labels (its `reads_labels` hook False)."""
+  return config.get('num_classes') in (0, None) and not tasks_registry.hooks_of(config).reads_labels
+
+
 def _check_shared(p: _Problems, config, unset_classes_ok: bool):
   """The shared fields: valid, and read (not overwritten) by the model and the data."""
-  if p.runs(('classes',)):
+  if p.runs(('classes',)) and not label_free(config):
     if unset_classes_ok and config.num_classes in (0, None):
       p.bad.add('num_classes')  # the caller says why (no data); the model is checked without its head's size
     else:
@@ -662,7 +667,7 @@ def _check_model(p: _Problems, config):
   if not p.runs(('model',), 'model', 'num_frames', 'image_size'):
     return
   model = config.model
-  if not p.good('num_classes'):
+  if not p.good('num_classes') or label_free(config):  # a pretraining run: a one-output head it never reads
     model = ml_collections.ConfigDict(model.to_dict())
     model.num_classes = 1
   resolved = p.collect(model_config.resolve, model, fields=('model',))

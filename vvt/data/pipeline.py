@@ -95,11 +95,15 @@ def _local_batch(global_batch_size, process_count):
 
 def _source(spec, split):
   """The source of `split`; `spec` is a run's DataSpec (its fields checked by the config layer,
-  `vvt.config.validation`, before it was resolved)."""
+  `vvt.config.validation`, before it was resolved). num_classes unset (0: a pretraining task, whose config check
+  allows it): the source reads no labels."""
   if not isinstance(spec, DataSpec):
     raise TypeError(f'the data pipeline takes a DataSpec (vvt.data.spec.DataSpec.of a validated dataset section), '
                     f'not {type(spec).__name__}')
-  return registry.make_source(spec, split)
+  source = registry.make_source(spec, split)
+  if not spec.num_classes:  # a run that reads no labels (pretraining): the records' labels, if any, are not read
+    source.heads = {}
+  return source
 
 
 def num_videos(spec, split):

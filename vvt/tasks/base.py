@@ -39,6 +39,8 @@ The hooks that read a run config before any heavy import live apart, in `ConfigH
   backbone_field            the config field of a frozen backbone's weights, which `vvt train --init` sets
   best_of_grid              whether the run trains a grid of models whose evaluation names the best (an export
                             writes that one)
+  reads_labels              False for a task that reads no labels (pretraining): num_classes may be unset, and
+                            then no record's label is read
   hf_pretraining            whether an export writes the run's pretraining model (encoder and, e.g., predictor)
 
 `vvt.tasks.registry.hooks_of(config)` gives them; code outside `vvt.tasks` calls only these hooks (never asks a
@@ -100,6 +102,10 @@ class ConfigHooks:
                     initialises it)
   best_of_grid      whether the run trains a grid of alternative models (a probe grid: `Task.names`) of which its
                     evaluation names the best (`best_probe`): `vvt export --format hf` writes that one
+  reads_labels      False for a task that learns from the videos alone (masked pretraining): the config's
+                    num_classes may be left unset (0), the model then has a one-output head the task never reads,
+                    and the data pipeline reads no label of any record (a CSV of paths only, records without
+                    `clip/label/*`)
   hf_pretraining    whether `vvt export --format hf` writes the run's pretraining model (the encoder and the task's
                     own modules, e.g. V-JEPA 2's predictor: a `VJEPA2Model`) instead of a classifier
   """
@@ -109,6 +115,7 @@ class ConfigHooks:
   start_problems: Callable[[Any], list] = no_problems
   backbone_field: str = ''
   best_of_grid: bool = False
+  reads_labels: bool = True
   hf_pretraining: bool = False
 
 

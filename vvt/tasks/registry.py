@@ -15,6 +15,7 @@ TASKS = {
     'classification': 'vvt.tasks.classification',  # softmax cross-entropy, one or several heads, top-1 / top-5
     'multilabel': 'vvt.tasks.multilabel',          # several labels per video, sigmoid cross-entropy, mAP
     'probe': 'vvt.tasks.probe',                    # a grid of probes on a frozen backbone (task.probe)
+    'mae': 'vvt.tasks.mae',                        # masked autoencoding pretraining (VideoMAE; task.mae)
     'jepa': 'vvt.tasks.jepa',                      # V-JEPA latent prediction pretraining (task.jepa)
 }
 DEFAULT = 'classification'
@@ -23,6 +24,7 @@ HOOKS = {
     'classification': base.ConfigHooks(),
     'multilabel': base.ConfigHooks(multi_hot_labels=base.always),
     'probe': 'vvt.tasks.probe_options',
+    'mae': 'vvt.tasks.mae_options',
     'jepa': 'vvt.tasks.jepa_options',
 }
 

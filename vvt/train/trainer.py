@@ -202,17 +202,18 @@ def _load_backbone(run: Run, program: Program, params):
     if not hasattr(stored, 'keys'):
       raise checkpoints.CheckpointDamagedError(
           f'{checkpoints.checkpoint_dir(task.backbone)}/{step}/params: its metadata holds no parameters')
-    abstract = {k: stored[k] if k == 'head' else v  # the head is read as stored (if there is one), then left out
-                for k, v in program.abstract_params().items()
-                if k not in task.own_params and (k != 'head' or k in stored)}
-    return checkpoints.load_params(task.backbone, step, abstract_params=abstract)[0]
+    wanted = {k: v for k, v in program.abstract_params().items() if k not in task.own_params and k != 'head'}
+    # what else the checkpoint holds (the head, a pretraining run's decoder) is read as stored, then left out
+    abstract = {**{k: v for k, v in stored.items() if k not in wanted}, **wanted}
+    return {k: v for k, v in checkpoints.load_params(task.backbone, step, abstract_params=abstract)[0].items()
+            if k in wanted}
 
   try:
     step, loaded, _ = checkpoints.load_with_fallback(task.backbone, load, log=run.log)
   except (checkpoints.CheckpointDamagedError, checkpoints.CheckpointNotFoundError) as e:
     raise type(e)(f'{_backbone_field(run)} {task.backbone}: {e}') from None
   run.log(f'[train] frozen backbone from {task.backbone} step {step}')
-  return dict(params, **{k: v for k, v in loaded.items() if k != 'head'})
+  return dict(params, **loaded)
 
 
 def _backbone_field(run: Run) -> str:

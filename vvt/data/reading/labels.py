@@ -67,7 +67,7 @@ def check(parsed, classes, heads):
     ok &= (label >= 0) & (label < classes[field])
     details.append(tf.strings.join(
         [f'{key}=', tf.strings.as_string(label), f' (num_classes={classes[field]})']))
-  return ok, tf.strings.reduce_join(details, separator=', ')
+  return ok, tf.strings.reduce_join(tf.stack(details or [tf.constant('')]), separator=', ')  # no heads: ''
 
 
 def several_labels(parsed, heads):
