@@ -36,12 +36,11 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from vvt.tasks import jepa_options
+from vvt.tasks import mae
 from vvt.tasks import multiblock_masks
-from vvt.tasks import video_views
 from vvt.tasks.base import Task
 
 TARGET = 'target_encoder'
@@ -122,34 +121,16 @@ def ema_target(inner: optax.GradientTransformation, momentum) -> optax.GradientT
   return optax.GradientTransformation(init, update)
 
 
-class LossAggregator(video_views.VideoViews):
+class LossAggregator(mae.ReconstructionAggregator):
   """An evaluation's loss (`vvt.tasks.base.Aggregator`): per video the mean over its views, `loss` the mean over the
-  videos (skipped ones left out), with the views' bookkeeping of `VideoViews`."""
+  videos (skipped ones left out), with the views' bookkeeping (the mae task's aggregator, without pictures)."""
 
   def __init__(self, num_videos: int):
-    super().__init__({}, num_videos)
-    self.sums = np.zeros((self.num_videos,), np.float64)
-
-  def add(self, scores, video_index, mask, labels) -> None:
-    del labels
-    rows = self._valid_views(video_index, mask)
-    if rows is None:
-      return
-    valid, vi = rows
-    np.add.at(self.sums, vi, np.asarray(scores['loss'], np.float64)[valid, 0])
-    self._count_views(vi)
+    super().__init__(num_videos, pictures=0)
 
   def result(self) -> dict:
-    keep = self._kept()
-    return {'loss': float(np.mean(self.sums[keep] / self.counts[keep])), **self._view_stats(keep)}
-
-  def arrays(self) -> dict:
-    keep = self._kept()
-    return {'video_loss': (self.sums[keep] / self.counts[keep]).astype(np.float32), 'video_index': keep}
-
-  def report_files(self, prefix: str) -> list:
-    del prefix
-    return []
+    res = super().result()
+    return {'loss': res.pop('reconstruction_loss'), **res}
 
 
 @dataclasses.dataclass(frozen=True)
