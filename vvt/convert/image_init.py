@@ -38,9 +38,9 @@ axes resized as the family's reference does (`vvt.convert.retarget`: TimeSformer
 a joint table's n_t, a time table, a temporal encoder's table; X-ViT's periodic table kept). Any other shape
 difference, and any parameter (classifier aside) that only the
 model or only the file has, is an error (all listed together), but for a whole top-level part of the file the model
-has none of (a pretraining run's predictor, EMA target encoder or decoder): its tensors are left unused. The file's config (metadata), when present, must
-be of the same family and attention scheme. num_heads, positional_embedding, tubelet
-and temporal_attention do not apply (nothing is transformed but the grid).
+has none of (a pretraining run's predictor, EMA target encoder or decoder): its tensors are left unused. The
+file's config (metadata), when present, must be of the same family and attention scheme. num_heads,
+positional_embedding, tubelet and temporal_attention do not apply (nothing is transformed but the grid).
 
 The report lists every model parameter as loaded, transformed (how), or freshly initialised, and the file's
 unused tensors. All shape mismatches are collected and raised together, each with both shapes.
