@@ -212,3 +212,38 @@ def synthetic_config(attention: str, data_dir: str = schema.SYNTHETIC_DIR,
              'optimizer.name': 'adamw', 'optimizer.weight_decay': 0.05, 'optimizer.grad_clip_norm': 1.0,
              'schedule.name': 'cosine', 'schedule.base_lr': 1e-3, 'schedule.warmup_epochs': 1.0,
              'eval.batch_size': 64, 'checkpoint.every_steps': 500, 'checkpoint.keep': 2, 'log_every_steps': 250})
+
+
+# VideoMAE ViT-B pretraining per dataset: (frame stride, epochs of the released model, train files, eval files)
+VIDEOMAE = {'kinetics400': (4, 1600, 'kinetics400/train@1024', 'kinetics400/validation@64'),
+            'ssv2': (2, 2400, 'ssv2/train@256', 'ssv2/validation@64')}
+
+
+def videomae_recipe(dataset: str, arg=None) -> ml_collections.ConfigDict:
+  """The VideoMAE ViT-B pretraining config of `dataset` (VIDEOMAE); ARG: the epochs (default: the released
+  model's; '800': the paper's ablation schedule)."""
+  stride, epochs, train_files, eval_files = VIDEOMAE[dataset]
+  return videomae_pretraining(stride=stride, epochs=float(arg or epochs), train_files=train_files,
+                              eval_files=eval_files)
+
+
+def videomae_pretraining(*, stride: int, epochs: float, train_files: str, eval_files: str,
+                         sampling: str = 'stride') -> ml_collections.ConfigDict:
+  """VideoMAE ViT-B/16 pretraining (task.name='mae'; Tong et al. 2022): 16 frames of 224^2, 2x16x16 tubelets,
+  joint space-time attention with a fixed sine-cosine table, q and v biases, no classes (a one-output head never
+  read); 90% tube masking, a 4-block decoder of width 384 with 6 heads, per-tubelet normalised pixel targets.
+  AdamW (0.9, 0.95), weight decay 0.05, batch 2048 (64 GPUs x 32), lr 1.5e-4 x 2048 / 256 = 1.2e-3, cosine to
+  8e-5 (1e-5 x 2048 / 256) after 40 warmup epochs (the official scripts' settings: docs/recipes.md)."""
+  c = paper_config(
+      model=dict(family='vivit', attention='spatiotemporal', variant='B/16x2', num_frames=16, image_size=224,
+                 num_classes=0, tubelet=(2, 16, 16), positional_embedding='sinusoidal', classifier='gap',
+                 pooling='first_token', key_bias=False, layer_norm_eps=1e-6),
+      dataset=dict(stride=stride, sampling=sampling, train_files=train_files, eval_files=eval_files,
+                   train_min_resize=256, train_max_resize=320, eval_resize=224, num_test_clips=1,
+                   num_spatial_crops=1, normalization='imagenet'),
+      train={'batch_size': 2048, 'num_epochs': float(epochs), 'task.name': 'mae',
+             'optimizer.name': 'adamw', 'optimizer.b1': 0.9, 'optimizer.b2': 0.95, 'optimizer.weight_decay': 0.05,
+             'schedule.name': 'cosine', 'schedule.base_lr': 1.2e-3, 'schedule.end_lr': 8e-5,
+             'schedule.warmup_epochs': 40.0, 'eval.batch_size': 64, 'checkpoint.every_steps': 2000})
+  c.init_from = None
+  return c

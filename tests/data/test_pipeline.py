@@ -205,8 +205,8 @@ def test_the_pipeline_takes_a_data_spec_only(labelled_dir):
 
 def test_config_errors_name_the_field(labelled_dir):
   _, files = labelled_dir
-  with pytest.raises(ValueError, match='num_classes'):
-    pipeline.make_train_iterator(small_config(files[0], num_classes=0), 2,
+  with pytest.raises(ValueError, match='num_classes'):  # 0 (unset): a run that reads no labels (pretraining)
+    pipeline.make_train_iterator(small_config(files[0], num_classes=-1), 2,
                                  process_index=0, process_count=1)
   with pytest.raises(ValueError, match='short_video_policy'):
     pipeline.make_train_iterator(small_config(files[0], short_video_policy='x'),

@@ -126,3 +126,16 @@ def test_a_pretraining_run_is_a_probe_backbone_with_nothing_else_to_set(pretrain
   probe = checkpoints.load_params(str(tmp_path / 'probe'))[0]
   mae = checkpoints.load_params(workdir)[0]
   np.testing.assert_array_equal(probe['embedding']['conv']['kernel'], mae['embedding']['conv']['kernel'])
+
+
+@pytest.mark.parametrize('path,stride,epochs', [('configs/kinetics400/videomae_b.py', 4, 1600),
+                                                ('configs/ssv2/videomae_b.py', 2, 2400)])
+def test_the_videomae_recipes_pretrain_without_classes_and_shrink_with_runlocal(path, stride, epochs):
+  from vvt.config import loader
+  c = loader.load(str(REPO / path), files=(), init=False)
+  assert (c.task.name, c.num_classes, c.task.mae.mask_ratio, c.task.mae.decoder_depth) == ('mae', 0, 0.9, 4)
+  assert (c.task.mae.decoder_width, c.batch_size, c.num_epochs, c.dataset.stride) == (384, 2048, epochs, stride)
+  assert (c.optimizer.b2, c.schedule.base_lr, c.schedule.warmup_epochs) == (0.95, 1.2e-3, 40.0)
+  assert validation.problems(c, purpose='train') == []
+  small = loader.load(str(REPO / path), [('runlocal', 'True')], files=(), init=False)
+  assert (small.num_frames, small.model.hidden_size, small.task.name) == (8, 64, 'mae')

@@ -15,8 +15,9 @@ def _summary(argv):
   args, spec, overrides = common.parse(p, argv)
   del args
   config = common.run_config(spec, overrides, purpose='summary')
+  from vvt.config import validation
   from vvt.models import summary
-  model = config.model if 'model' in config else config
+  model = validation.run_model_config(config) if 'model' in config else config
   print(summary.format_summary(spec, summary.summarise(model)))
   from vvt.tasks import registry
   note = registry.hooks_of(config).summary_note(config)  # a probe run: the figures are its frozen backbone's

@@ -429,6 +429,15 @@ def label_free(config) -> bool:
   return config.get('num_classes') in (0, None) and not tasks_registry.hooks_of(config).reads_labels
 
 
+def run_model_config(config):
+  """The model config a run of `config` builds: its own, or with a one-output head where `label_free`."""
+  if not label_free(config):
+    return config.model
+  model = ml_collections.ConfigDict(config.model.to_dict())
+  model.num_classes = 1
+  return model
+
+
 def _check_shared(p: _Problems, config, unset_classes_ok: bool):
   """The shared fields: valid, and read (not overwritten) by the model and the data."""
   if p.runs(('classes',)) and not label_free(config):
@@ -667,9 +676,10 @@ def _check_model(p: _Problems, config):
   if not p.runs(('model',), 'model', 'num_frames', 'image_size'):
     return
   model = config.model
-  if not p.good('num_classes') or label_free(config):  # a pretraining run: a one-output head it never reads
+  if not p.good('num_classes'):
     model = ml_collections.ConfigDict(model.to_dict())
     model.num_classes = 1
+  model = run_model_config(config) if model is config.model else model  # a pretraining run: a one-output head
   resolved = p.collect(model_config.resolve, model, fields=('model',))
   if p.good('num_classes'):
     p.model = resolved

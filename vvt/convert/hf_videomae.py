@@ -1,11 +1,11 @@
 """Hugging Face VideoMAE -> vvt ViViT Model 1 (spatiotemporal, joint space-time attention) without a class token.
 
 Reads `VideoMAEForVideoClassification` (`videomae.*`, `fc_norm`, `classifier`), the bare `VideoMAEModel` (no
-prefix, no head) and the encoder of `VideoMAEForPreTraining` (`videomae.*`; its decoder, `encoder_to_decoder` and
-`mask_token` are reported unused). A checkpoint without `classifier` gets a new head of `num_classes` (zero, as
-every fresh vvt head), and with mean pooling a new final LayerNorm (scale 1, bias 0); the report lists both as
-freshly initialised. Weights are read from safetensors only (`hf_folder.weights_file`): a pickled `pytorch_model.bin` is
-refused, never opened.
+prefix, no head) and `VideoMAEForPreTraining` (`videomae.*`, and its `encoder_to_decoder`, `mask_token` and
+`decoder.*` as the `decoder` params of task.name='mae', vvt/tasks/mae_model.py; its head: one output, never read).
+A checkpoint without `classifier` gets a new head of `num_classes` (zero, as every fresh vvt head), and with mean
+pooling a new final LayerNorm (scale 1, bias 0); the report lists both as freshly initialised. Weights are read
+from safetensors only (`hf_folder.weights_file`): a pickled `pytorch_model.bin` is refused, never opened.
 
 Key names (prefix `videomae.` or none), layer i:
   `embeddings.patch_embeddings.projection`      Conv3d (D, 3, tubelet_size, patch_size, patch_size), tokens in
@@ -107,6 +107,27 @@ def _attention(w: conversion.Writer, name: str, key: str, num_heads: int, qv_bia
   torch_layout.torch_attention_out(w, f'{name}/out', f'{key}.output.dense', num_heads)
 
 
+def _layer(w: conversion.Writer, n: str, key: str, heads: int, qv_bias: bool, file_names: bool):
+  """One transformers VideoMAELayer `key` -> the vvt joint-attention block `n`."""
+  torch_layout.torch_layer_norm(w, f'{n}/joint_norm', f'{key}.layernorm_before')
+  _attention(w, f'{n}/joint_attention', f'{key}.attention', heads, qv_bias, file_names)
+  torch_layout.torch_layer_norm(w, f'{n}/mlp_norm', f'{key}.layernorm_after')
+  torch_layout.torch_dense(w, f'{n}/mlp/Dense_0', f'{key}.intermediate.dense')
+  torch_layout.torch_dense(w, f'{n}/mlp/Dense_1', f'{key}.output.dense')
+
+
+def _decoder(w: conversion.Writer, cfg: dict, qv_bias: bool, file_names: bool):
+  """VideoMAEForPreTraining's `encoder_to_decoder`, `mask_token` and `decoder` -> the vvt `decoder` params of
+  task.name='mae' (vvt/tasks/mae_model.py; its sizes: task.mae.decoder_depth, decoder_width, decoder_heads)."""
+  torch_layout.torch_dense(w, 'decoder/encoder_to_decoder', 'encoder_to_decoder', bias=False)
+  w.copy('decoder/mask_token', 'mask_token')
+  for i in range(int(cfg['decoder_num_hidden_layers'])):
+    _layer(w, f'decoder/layers/block_{i}', f'decoder.decoder_layers.{i}', int(cfg['decoder_num_attention_heads']),
+           qv_bias, file_names)
+  torch_layout.torch_layer_norm(w, 'decoder/norm', 'decoder.norm')
+  torch_layout.torch_dense(w, 'decoder/head', 'decoder.head')
+
+
 def _head(w: conversion.Writer, p: str, cfg: dict, hidden: int, num_classes):
   """The final LayerNorm (`fc_norm` or `layernorm`) and the classifier, or fresh ones; returns the classes."""
   norm = 'fc_norm' if cfg['use_mean_pooling'] else f'{p}layernorm'
@@ -152,14 +173,13 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
                             'D, C, tubelet_size, patch_size, patch_size')
   file_names = not any(k.endswith('.attention.attention.query.bias') for k in state)  # q_bias, v_bias
   for i in range(cfg['num_hidden_layers']):
-    key, n = f'{p}encoder.layer.{i}', f'encoder/layers/block_{i}'
-    torch_layout.torch_layer_norm(w, f'{n}/joint_norm', f'{key}.layernorm_before')
-    _attention(w, f'{n}/joint_attention', f'{key}.attention', heads, bool(cfg['qv_bias']), file_names)
-    torch_layout.torch_layer_norm(w, f'{n}/mlp_norm', f'{key}.layernorm_after')
-    torch_layout.torch_dense(w, f'{n}/mlp/Dense_0', f'{key}.intermediate.dense')
-    torch_layout.torch_dense(w, f'{n}/mlp/Dense_1', f'{key}.output.dense')
+    _layer(w, f'encoder/layers/block_{i}', f'{p}encoder.layer.{i}', heads, bool(cfg['qv_bias']), file_names)
+  if 'decoder.head.weight' in state:  # VideoMAEForPreTraining's whole decoder: kept (task.name='mae')
+    _decoder(w, {**HF_DECODER_DEFAULTS, **dict(hf_config or {})}, bool(cfg['qv_bias']), file_names)
   conversion.check_layer_count((int(m.group(1)) for k in state if (m := _LAYER.match(k))), cfg['num_hidden_layers'],
                                'num_hidden_layers')
+  if num_classes is None and 'decoder.head.weight' in state:
+    num_classes = 1  # a pretraining checkpoint: the one-output head of task.name='mae', never read
   classes = _head(w, p, cfg, hidden, num_classes)
   mean = bool(cfg['use_mean_pooling'])
   fields = dict(

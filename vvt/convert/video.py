@@ -131,6 +131,9 @@ def check_params(params, model_cfg) -> None:
   """Raises ValueError (`weight_files.FitError`) listing every mis-shaped, unexpected or missing parameter against
   `model_cfg`, in that order (compared per layer: a model with `scan_layers` takes the same files)."""
   from vvt.models import layout
+  from vvt.tasks import mae_options
+  # a pretraining checkpoint's decoder (task.name='mae') belongs to the task, not to the model: the run checks it
+  params = {k: v for k, v in params.items() if k != mae_options.DECODER}
   expected = {k: tuple(v.shape)
               for k, v in weight_files.flatten(layout.to_per_layer(abstract_params(model_cfg))).items()}
   got = {k: tuple(np.shape(v)) for k, v in weight_files.flatten(layout.to_per_layer(params)).items()}

@@ -5,11 +5,12 @@ pixels.
     pred = module.apply(variables, video, kept=kept, masked=masked)   # (B, M, t * h * w * 3)
 
 The decoder, as transformers' `VideoMAEForPreTraining`: `encoder_to_decoder` (D -> D', no bias) of the encoder's
-final-normed tokens, plus a fixed sine-cosine table over the token grid (`get_sinusoid_encoding_table`) at the
-visible positions; a learned `mask_token` (1, 1, D') plus the table at the masked positions; the K visible tokens
-then the M masked ones through `depth` joint-attention blocks of width D', a LayerNorm and `head` (D' -> the
-tubelet's pixels); the last M outputs are the predictions. Its params are `decoder` beside the backbone's, which
-keep their names (a pretraining run is a backbone for a probe, `vvt train --init`, an export).
+tokens (through its final LayerNorm, or as they are with pooling='mean_then_norm': `decoder_input`), plus a fixed
+sine-cosine table over the token grid (`get_sinusoid_encoding_table`) at the visible positions; a learned
+`mask_token` (1, 1, D') plus the table at the masked positions; the K visible tokens then the M masked ones through
+`depth` joint-attention blocks of width D', a LayerNorm and `head` (D' -> the tubelet's pixels); the last M outputs
+are the predictions. Its params are `decoder` beside the backbone's, which keep their names (a pretraining run is a
+backbone for a probe or `vvt train --init`).
 """
 from __future__ import annotations
 
@@ -26,6 +27,15 @@ from vvt.models.embedding import sinusoidal_table
 from vvt.models.video_transformer import block_fields
 from vvt.models.video_transformer import dtypes
 from vvt.tasks import masks
+
+DECODER_NORM_EPS = 1e-5  # transformers' VideoMAEDecoder `norm`: nn.LayerNorm(decoder_hidden_size), torch's default eps
+
+
+def decoder_input(pooling: str) -> str:
+  """The encoder output the decoder reads: its tokens through the final LayerNorm ('encoded'), or as they are
+  ('block-1') for a model that normalises the pooled mean instead (pooling='mean_then_norm': VideoMAE's fc_norm,
+  which its pretraining encoder, `use_mean_pooling=True`, does not apply to the tokens)."""
+  return 'block-1' if pooling == 'mean_then_norm' else 'encoded'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +75,7 @@ def decoder(model_spec, spec: DecoderSpec, backend=None) -> MaeDecoder:
   block = block_fields(model_spec, ('joint',), (1, 1, t * h * w), num_heads=spec.num_heads,
                        mlp_dim=4 * spec.width, backend=backend)
   block.update(rope=False)
-  return MaeDecoder(spec, t * h * w, block, model_spec.encoder_norm_eps, *dtypes(model_spec), name='decoder')
+  return MaeDecoder(spec, t * h * w, block, DECODER_NORM_EPS, *dtypes(model_spec), name='decoder')
 
 
 def mae_model(backbone: nn.Module, spec: DecoderSpec) -> nn.Module:
@@ -86,7 +96,8 @@ def mae_model(backbone: nn.Module, spec: DecoderSpec) -> nn.Module:
 
     @nn.compact
     def _reconstruct(self, video, kept, masked, train):
-      encoded = base.__call__(self, video, train=train, outputs=('encoded',), kept=kept)['encoded']
+      name = decoder_input(self.spec.pooling)
+      encoded = base.__call__(self, video, train=train, outputs=(name,), kept=kept)[name]
       b, d = encoded.shape[0], encoded.shape[-1]
       return decoder(self.spec, self.decoder_spec, self.backend)(encoded.reshape(b, -1, d), kept, masked, train)
 

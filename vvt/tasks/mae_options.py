@@ -17,6 +17,7 @@ from vvt.models import masking
 from vvt.models import schemes
 from vvt.tasks import base as base_lib
 
+DECODER = 'decoder'  # the top-level params of the decoder (vvt.tasks.mae_model), beside the backbone's
 INTS = {'decoder_depth': 1, 'decoder_width': 1, 'decoder_heads': 1, 'pictures': 0}
 
 
