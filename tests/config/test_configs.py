@@ -51,6 +51,9 @@ def n_params(config):
 def test_paper_config_loads_validates_and_builds(path, arg):
   c = load(path, arg)
   assert n_params(c) > 80_000_000  # the papers' B and L models
+  if c.task.name == 'jepa':  # pretraining (configs/videomix/vjepa.py): evaluated by its loss, no test views
+    assert c.num_train_steps > 0 and c.task.jepa.mask_sets == ((8, 0.15), (2, 0.7))
+    return
   views = (c.dataset.num_test_clips, c.dataset.num_spatial_crops)
   # ViViT: 4 views in the ablations (K400 ViViT-B, 32-frame ViViT-L), 3 crops each in the state-of-the-art
   # comparison (Table 5: 128-frame ViViT-L on K400, ViViT-H, K600, MiT, SSv2, Epic). TimeSformer on HowTo100M:

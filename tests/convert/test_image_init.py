@@ -509,3 +509,19 @@ def test_video_checkpoint_mismatches_are_listed_and_architectures_checked(tmp_pa
     initialise(fresh(model3), dict(checkpoint=str(tmp_path / 'missing.safetensors'), format='vvt'),
                           model3)
   assert init_options.validate(dict(checkpoint='k400.safetensors', format='vvt')).format == 'vvt'
+
+
+def test_a_pretraining_runs_own_parts_are_left_unused(tmp_path):
+  """A pretraining run's file holds its encoder beside parts no classifier has (V-JEPA's predictor and EMA target
+  encoder): the encoder loads, those parts are reported unused; a part the model has stays checked."""
+  from vvt.convert import export
+  cfg = _video_cfg()
+  params = fresh(cfg, seed=3)
+  extra = {'predictor': {'embed': {'kernel': np.ones((32, 8), np.float32)}},
+           'target_encoder': {'encoder_norm': {'scale': np.ones(32, np.float32)}}}
+  path = str(tmp_path / 'jepa.safetensors')
+  export.to_safetensors({**params, **extra}, path, {'model': cfg.to_dict()})
+  loaded, report = initialise(fresh(cfg, seed=4), dict(checkpoint=path, reinit_head=False), cfg)
+  for name, value in weight_files.flatten(params).items():
+    np.testing.assert_array_equal(weight_files.flatten(loaded)[name], value, err_msg=name)
+  assert report.unused == ['predictor/embed/kernel', 'target_encoder/encoder_norm/scale']

@@ -214,6 +214,8 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
     raise common.UsageError(f'{workdir}: checkpoint step {step} has no model config (nor has {workdir}/config.json); '
                             '--format hf writes the model the config describes')
   model_cfg = vvt.models.get_config(**config['model'])
+  if registry.hooks_of(config).hf_pretraining:  # a pretraining run: its encoder and predictor, no classifier
+    return _export_pretraining(workdir, output, step, raw_params, model_cfg)
   try:
     target, model = hf_export.check(model_cfg)
     grid = registry.hooks_of(config).best_of_grid  # a probe run: its best probe is the classifier
@@ -226,6 +228,22 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
     hf_class, n = hf_export.write(params, model_cfg, output, config.get('class_names'), _multi_label(config))
     if model.get('text') is not None:
       carry_tokenizer(workdir, output)
+  except (NotExpressible, hf_export.OutputFolderError) as e:
+    raise common.UsageError(f'cannot export to Hugging Face: {e}') from None
+  return hf_class, n, weights
+
+
+def _export_pretraining(workdir: str, output: str, step: int, raw_params: bool, model_cfg):
+  """`export_hf` of a pretraining run (its task's `hf_pretraining` hook): `hf_export.write_pretraining`."""
+  from vvt.convert import hf_export
+  from vvt.convert.torch_layout import NotExpressible
+  import vvt.models
+  from vvt.train import checkpoints
+  try:
+    hf_export.pretraining_module(vvt.models.resolve(model_cfg))
+    hf_export.check_output(output)
+    params, step, weights = checkpoints.load_eval_params(workdir, step, raw=raw_params)
+    hf_class, n = hf_export.write_pretraining(params, model_cfg, output)
   except (NotExpressible, hf_export.OutputFolderError) as e:
     raise common.UsageError(f'cannot export to Hugging Face: {e}') from None
   return hf_class, n, weights

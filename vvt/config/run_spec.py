@@ -193,6 +193,33 @@ class MaeSpec(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class JepaSpec(_Section):
+  """`config.task.jepa`: latent prediction pretraining (task.name='jepa', vvt.tasks.jepa)."""
+  pred_depth: int            # the predictor: blocks, width, heads, MLP ratio
+  pred_width: int
+  pred_heads: int
+  pred_mlp_ratio: float
+  mask_sets: tuple           # ((num_blocks, spatial scale), ...): one (context, target) pair per set
+  aspect_ratio: tuple        # (low, high) of every block's h / w
+  momentum: tuple            # (start, end) of the target encoder's EMA momentum
+  momentum_scale: float      # the ramp spans num_train_steps x momentum_scale
+  loss_exp: float            # mean(|z - h| ^ loss_exp) / loss_exp
+  eval_mask_seed: int        # the seed of an evaluation's masks
+
+  @classmethod
+  def of(cls, section, **given):
+    return super().of(section, **{'mask_sets': tuple((int(n), float(s)) for n, s in section.mask_sets),
+                                  'aspect_ratio': tuple(float(v) for v in section.aspect_ratio),
+                                  'momentum': tuple(float(v) for v in section.momentum), **given})
+
+
+def _jepa_of(task_section) -> 'JepaSpec':
+  """`task.jepa`; a run's config.json written before it existed: the schema's defaults."""
+  section = task_section.get('jepa') if hasattr(task_section, 'get') else None
+  return JepaSpec.of(section if section is not None else schema.get_base_config().task.jepa)
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskSpec(_Section):
   """`config.task`: what the run learns and how it is judged (vvt.tasks.registry.task_of reads the RunSpec)."""
   name: str                  # a name of vvt.tasks.registry.TASKS
@@ -200,6 +227,7 @@ class TaskSpec(_Section):
   zero_shot: ZeroShotSpec    # task.name='zero_shot' only
   localization: Any = None   # task.name='localization': its LocalizationSpec (vvt.tasks.localization_options)
   mae: MaeSpec = None        # task.name='mae' only
+  jepa: JepaSpec = None      # task.name='jepa' only
 
   @classmethod
   def of(cls, section, **given):
@@ -207,7 +235,7 @@ class TaskSpec(_Section):
     return super().of(section, **{'probe': ProbeSpec.of(section.probe),
                                   'zero_shot': ZeroShotSpec.of(section.get('zero_shot')),
                                   'localization': LocalizationSpec.of(section.get('localization')),
-                                  'mae': MaeSpec.of(section.get('mae')), **given})
+                                  'mae': MaeSpec.of(section.get('mae')), 'jepa': _jepa_of(section), **given})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,6 +14,7 @@ def apply(config, data_dir: str = schema.SYNTHETIC_DIR):
   config.num_frames, config.image_size = 8, 32
   _synthetic_labels(config)
   _tiny_model(config.model)
+  _tiny_predictor(config.task)
   _synthetic_data(config.dataset, data_dir)
   config.batch_size = 8
   config.num_train_steps = 200
@@ -73,3 +74,9 @@ def _synthetic_data(d, data_dir):
   d.stride, d.sampling = 2, 'stride'
   d.train_min_resize, d.train_max_resize, d.eval_resize = 34, 40, 36
   d.shuffle_buffer = 64
+
+
+def _tiny_predictor(section):
+  """A jepa run's predictor (the `task` section's `jepa`) as small as the model: 1 block of width 32, 2 heads."""
+  if 'jepa' in section:
+    section.jepa.pred_depth, section.jepa.pred_width, section.jepa.pred_heads = 1, 32, 2

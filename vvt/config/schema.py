@@ -27,6 +27,10 @@ A run config is an `ml_collections.ConfigDict`:
                vvt.tasks.probe_options)
                zero_shot (task.name='zero_shot', vvt.tasks.zero_shot): templates, the prompts of a class
                name (checks in vvt.tasks.video_text_options)
+               jepa (task.name='jepa', vvt.tasks.jepa): pred_depth, pred_width, pred_heads, pred_mlp_ratio
+               (the predictor), mask_sets ((num_blocks, spatial scale), ...), aspect_ratio (low, high),
+               momentum (start, end) and momentum_scale (the target encoder's EMA ramp), loss_exp,
+               eval_mask_seed (checks in vvt.tasks.jepa_options)
   loss         label_smoothing, mixup_alpha, cutmix_alpha, mix_switch_prob
   eval         batch_size (global, views), average logits|softmax, every_steps
                (0 = only at the end), split, raw_params (True: evaluate the raw params even where a
@@ -110,6 +114,11 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.task.mae = ml_collections.ConfigDict(dict(  # task.name='mae' (vvt.tasks.mae, vvt/tasks/mae_options.py)
       mask_ratio=0.9, decoder_depth=4, decoder_width=384, decoder_heads=6,  # VideoMAE ViT-B's decoder
       norm_pix_loss=True, eval_seed=0, pictures=2))
+  c.task.jepa = ml_collections.ConfigDict(dict(  # task.name='jepa' (vvt.tasks.jepa; V-JEPA's ViT-L/16 config)
+      pred_depth=12, pred_width=384, pred_heads=12, pred_mlp_ratio=4.0,   # the predictor
+      mask_sets=((8, 0.15), (2, 0.7)), aspect_ratio=(0.75, 1.5),         # short- and long-range multi-block masks
+      momentum=(0.998, 1.0), momentum_scale=1.25,                        # the target encoder's EMA ramp
+      loss_exp=1.0, eval_mask_seed=0))
   c.loss = ml_collections.ConfigDict(dict(
       label_smoothing=0.0, mixup_alpha=0.0, cutmix_alpha=0.0, mix_switch_prob=0.5))
   c.eval = ml_collections.ConfigDict(dict(

@@ -161,11 +161,44 @@ def write(params, model_cfg, output: str, class_names=None, multi_label: bool = 
   """Writes `output/config.json` and `output/model.safetensors` (float32, save_pretrained's names, metadata
   format 'pt'); nothing is written when the model is refused or the folder holds other files (`check_output`).
   Returns (transformers class, number of tensors)."""
-  from safetensors.numpy import save_file
   hf_class, config, state = to_hf(params, model_cfg, class_names, multi_label)
+  return hf_class, _save(config, state, output)
+
+
+def _save(config: dict, state: dict, output: str) -> int:
+  """config.json and model.safetensors in `output` (checked by `check_output` first); returns the tensor count."""
+  from safetensors.numpy import save_file
   check_output(output)
   os.makedirs(output, exist_ok=True)
   save_file(state, os.path.join(output, WEIGHTS_FILE), metadata={'format': 'pt'})
   with open(os.path.join(output, CONFIG_FILE), 'w') as f:
     f.write(json.dumps(config, indent=2, sort_keys=True) + '\n')
-  return hf_class, len(state)
+  return len(state)
+
+
+def write_pretraining(params, model_cfg, output: str) -> tuple[str, int]:
+  """As `write`, of a pretraining run's model (the encoder and the task's own modules, e.g. V-JEPA 2's predictor:
+  a `VJEPA2Model`) instead of a classifier: the model's target module's `to_hf_pretraining`. NotExpressible for a
+  model whose transformers class has no pretraining model vvt writes."""
+  hf_class, config, state = to_hf_pretraining(params, model_cfg)
+  return hf_class, _save(config, state, output)
+
+
+def pretraining_module(model_cfg):
+  """The exporter module of the resolved `model_cfg`'s transformers target that writes its pretraining model
+  (`to_hf_pretraining`); NotExpressible naming the class where there is none."""
+  import importlib
+  t = select(model_cfg)
+  module = importlib.import_module(t.module)
+  if not hasattr(module, 'to_hf_pretraining'):
+    raise torch_layout.NotExpressible(f'{_scheme(model_cfg)}: vvt writes no pretraining model of {t.hf_class}')
+  return module
+
+
+def to_hf_pretraining(params, model_cfg) -> tuple[str, dict, dict[str, np.ndarray]]:
+  """(transformers class, config dict, state dict) of a pretraining run's params (`write_pretraining`)."""
+  m = vvt.models.resolve(model_cfg)
+  module = pretraining_module(m)
+  config, state = module.to_hf_pretraining(layout.to_per_layer(params), m)
+  return module.PRETRAINING_CLASS, {**config, 'dtype': 'float32'}, state
+

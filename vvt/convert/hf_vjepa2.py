@@ -193,11 +193,23 @@ def _mlp_ratio(hidden: int, mlp_dim: int) -> float:
   return r
 
 
+def check_encoder(m, hf_class: str = HF_CLASS) -> None:
+  """NotExpressible (one line naming the field) for a resolved model config whose encoder V-JEPA 2 cannot
+  express."""
+  torch_layout.require(m, 'attention', ('spatiotemporal', 'joint'), hf_class, 'joint space-time attention')
+  torch_layout.require(m, 'positional_embedding', 'rope', hf_class, '3D rotary embeddings, no table')
+  if m.tubelet[1] != m.tubelet[2]:
+    raise torch_layout.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {hf_class} needs square patches (t, p, p)')
+  torch_layout.require(m, 'key_bias', True, hf_class, 'its key projection has a bias when the query\'s has')
+  torch_layout.require(m, 'layer_norm_scale_offset', 0.0, hf_class, 'LayerNorm weights used as they are')
+  torch_layout.require(m, 'attention_logit_cap', None, hf_class, 'uncapped attention logits')
+  torch_layout.require(m, 'encoder_norm_eps', m.layer_norm_eps, hf_class, 'the final LayerNorm has layer_norm_eps')
+
+
 def check(m) -> None:
   """NotExpressible (one line naming the field) for a resolved model config VJEPA2ForVideoClassification cannot
   express."""
-  torch_layout.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS, 'joint space-time attention')
-  torch_layout.require(m, 'positional_embedding', 'rope', HF_CLASS, '3D rotary embeddings, no table')
+  check_encoder(m)
   torch_layout.require(m, 'classifier', 'attentive', HF_CLASS, 'its attentive pooler')
   p = m.attentive_pooler
   if not (p.cross_attention == 'block' and p.num_queries == 1 and not p.per_dim_scale and p.num_heads == m.num_heads
@@ -205,12 +217,6 @@ def check(m) -> None:
     raise torch_layout.NotExpressible(
         f'model.attentive_pooler={p.to_dict()!r}: {HF_CLASS} has one query, cross_attention block, the encoder\'s '
         'heads, MLPs 4 x hidden_size wide, no per_dim_scale')
-  if m.tubelet[1] != m.tubelet[2]:
-    raise torch_layout.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs square patches (t, p, p)')
-  torch_layout.require(m, 'key_bias', True, HF_CLASS, 'its key projection has a bias when the query\'s has')
-  torch_layout.require(m, 'layer_norm_scale_offset', 0.0, HF_CLASS, 'LayerNorm weights used as they are')
-  torch_layout.require(m, 'attention_logit_cap', None, HF_CLASS, 'uncapped attention logits')
-  torch_layout.require(m, 'encoder_norm_eps', m.layer_norm_eps, HF_CLASS, 'the final LayerNorm has layer_norm_eps')
 
 
 def _empty_predictor(w: torch_layout.TorchState, hidden: int) -> None:
@@ -233,11 +239,7 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   m = model_cfg
   check(m)
   w = torch_layout.TorchState(params, HF_CLASS)
-  w.patch_embedding('vjepa2.encoder.embeddings.patch_embeddings.proj', 'embedding/conv')
-  for i in range(m.num_layers):
-    w.separate_block(f'vjepa2.encoder.layer.{i}', f'encoder/layers/block_{i}', _ENCODER_BLOCK,
-                     (True if m.qkv_bias else None,) * 3)
-  w.layer_norm('vjepa2.encoder.layernorm', 'encoder/encoder_norm')
+  _write_encoder(w, m, 'vjepa2.')
   for j in range(m.attentive_pooler.depth):
     w.separate_block(f'pooler.self_attention_layers.{j}', f'pooler/layers/block_{j}', _POOLER_BLOCK, (True,) * 3)
   w.copy('pooler.query_tokens', 'pooler/query_tokens')
@@ -252,13 +254,128 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   w.dense(f'{key}.mlp.fc2', 'pooler/mlp/Dense_1')
   w.dense('classifier', 'head/output_projection')
   _empty_predictor(w, int(m.hidden_size))
-  hf = dict(
-      model_type='vjepa2', architectures=[HF_CLASS], patch_size=int(m.tubelet[1]),
-      crop_size=torch_layout.hf_image_size(m, HF_CLASS, False), frames_per_clip=int(m.num_frames),
+  hf = dict(_encoder_config(m, HF_CLASS), num_pooler_layers=int(m.attentive_pooler.depth), **EMPTY_PREDICTOR)
+  return hf, w.result()
+
+
+def _write_encoder(w: torch_layout.TorchState, m, prefix: str) -> None:
+  """The encoder's tensors (`{prefix}encoder.*`: tokeniser, blocks, final LayerNorm) of the vvt params in `w`."""
+  w.patch_embedding(f'{prefix}encoder.embeddings.patch_embeddings.proj', 'embedding/conv')
+  for i in range(m.num_layers):
+    w.separate_block(f'{prefix}encoder.layer.{i}', f'encoder/layers/block_{i}', _ENCODER_BLOCK,
+                     (True if m.qkv_bias else None,) * 3)
+  w.layer_norm(f'{prefix}encoder.layernorm', 'encoder/encoder_norm')
+
+
+def _encoder_config(m, hf_class: str) -> dict:
+  """The config.json fields of the encoder of resolved model config `m`."""
+  return dict(
+      model_type='vjepa2', architectures=[hf_class], patch_size=int(m.tubelet[1]),
+      crop_size=torch_layout.hf_image_size(m, hf_class, False), frames_per_clip=int(m.num_frames),
       tubelet_size=int(m.tubelet[0]),
       hidden_size=int(m.hidden_size), in_chans=3, num_attention_heads=int(m.num_heads),
       num_hidden_layers=int(m.num_layers), mlp_ratio=_mlp_ratio(m.hidden_size, m.mlp_dim),
       layer_norm_eps=float(m.layer_norm_eps), qkv_bias=bool(m.qkv_bias),
-      hidden_act=torch_layout.hf_activation(m.gelu_approximate, 'gelu_pytorch_tanh'),
-      num_pooler_layers=int(m.attentive_pooler.depth), **EMPTY_PREDICTOR)
-  return hf, w.result()
+      hidden_act=torch_layout.hf_activation(m.gelu_approximate, 'gelu_pytorch_tanh'))
+
+
+# ------------------------------------------------------------------------------------------ the predictor
+# `VJEPA2Predictor` (the self-supervised training's, `VJEPA2Model.predictor`) <-> vvt `predictor`
+# (vvt/models/predictor.py): `predictor.embeddings.predictor_embeddings` -> `embed`, `predictor.embeddings.
+# mask_tokens` (n, 1, 1, D_p) -> `mask_tokens` (n, D_p), `predictor.layer.i` -> `block_i` (the encoder blocks'
+# names), `predictor.layernorm` -> `norm`, `predictor.proj` -> `projection`.
+
+_PREDICTOR_LAYER = re.compile(r'^(?:vjepa2\.)?predictor\.layer\.(\d+)\.')
+
+
+def predictor_fields(cfg: dict) -> dict:
+  """The `vvt.models.predictor.PredictorSpec` fields of a read config (`read_config`): transformers' predictor
+  has its own width, depth, heads and MLP ratio, the encoder's LayerNorm eps, activation and q/k/v biases."""
+  full = {**PREDICTOR_DEFAULTS, **cfg}
+  width = int(full['pred_hidden_size'])
+  if width % int(full['pred_num_attention_heads']):
+    raise ValueError(f"hf_config.pred_hidden_size={width} is not divisible by "
+                     f"hf_config.pred_num_attention_heads={full['pred_num_attention_heads']}")
+  return dict(hidden_size=width, depth=int(full['pred_num_hidden_layers']),
+              num_heads=int(full['pred_num_attention_heads']), mlp_dim=int(width * float(full['pred_mlp_ratio'])),
+              num_mask_tokens=int(full['pred_num_mask_tokens']), layer_norm_eps=float(cfg['layer_norm_eps']),
+              gelu_approximate=cfg['gelu_approximate'], qkv_bias=bool(cfg['qkv_bias']))
+
+
+# transformers' VJEPA2Config defaults of the predictor.
+PREDICTOR_DEFAULTS = dict(pred_hidden_size=384, pred_num_attention_heads=12, pred_num_hidden_layers=12,
+                          pred_num_mask_tokens=10, pred_mlp_ratio=4.0)
+
+
+def has_predictor(state: Mapping[str, np.ndarray]) -> bool:
+  """Whether a V-JEPA 2 state dict holds a predictor with layers (an exported classifier's empty one has none)."""
+  return any(_PREDICTOR_LAYER.match(k) for k in state)
+
+
+def read_predictor(w: conversion.Writer, cfg: dict, name: str = 'predictor') -> dict:
+  """The predictor of the state behind `w` into the vvt params under `name`; returns its PredictorSpec fields."""
+  fields = predictor_fields(cfg)
+  p = 'vjepa2.predictor' if any(k.startswith('vjepa2.predictor.') for k in w.src.keys()) else 'predictor'
+  torch_layout.torch_dense(w, f'{name}/embed', f'{p}.embeddings.predictor_embeddings')
+  tokens = w.src.take(f'{p}.embeddings.mask_tokens')
+  w.put(f'{name}/mask_tokens', tokens.reshape(tokens.shape[0], -1), f'{p}.embeddings.mask_tokens',
+        '(n, 1, 1, D_p) -> (n, D_p)')
+  for i in range(fields['depth']):
+    torch_layout.torch_separate_block(w, f'{name}/block_{i}', f'{p}.layer.{i}', fields['num_heads'], _ENCODER_BLOCK)
+  conversion.check_layer_count((int(m.group(1)) for k in w.src.keys() if (m := _PREDICTOR_LAYER.match(k))),
+                               fields['depth'], 'pred_num_hidden_layers')
+  torch_layout.torch_layer_norm(w, f'{name}/norm', f'{p}.layernorm')
+  torch_layout.torch_dense(w, f'{name}/projection', f'{p}.proj')
+  return fields
+
+
+def write_predictor(w: torch_layout.TorchState, fields: dict, name: str = 'predictor') -> dict:
+  """The inverse of `read_predictor`: the vvt predictor under `name` into `predictor.*`; returns its config.json
+  fields."""
+  w.dense('predictor.embeddings.predictor_embeddings', f'{name}/embed')
+  tokens = w.take(f'{name}/mask_tokens')
+  w.put('predictor.embeddings.mask_tokens', tokens.reshape(tokens.shape[0], 1, 1, -1))
+  for i in range(fields['depth']):
+    w.separate_block(f'predictor.layer.{i}', f'{name}/block_{i}', _ENCODER_BLOCK,
+                     (True if fields['qkv_bias'] else None,) * 3)
+  w.layer_norm('predictor.layernorm', f'{name}/norm')
+  w.dense('predictor.proj', f'{name}/projection')
+  return dict(pred_hidden_size=int(fields['hidden_size']), pred_num_hidden_layers=int(fields['depth']),
+              pred_num_attention_heads=int(fields['num_heads']), pred_num_mask_tokens=int(fields['num_mask_tokens']),
+              pred_mlp_ratio=_mlp_ratio(fields['hidden_size'], fields['mlp_dim']))
+
+
+PRETRAINING_CLASS = 'VJEPA2Model'
+
+
+def predictor_shape(params: Mapping) -> dict:
+  """The `PredictorSpec` width, depth, heads, MLP width, mask tokens and q/k/v biases of vvt predictor params (as
+  `write_predictor` reads its fields)."""
+  depth = sum(1 for k in params if re.fullmatch(r'block_\d+', k))
+  query = params['block_0']['joint_attention']['query']
+  return dict(hidden_size=int(np.shape(params['embed']['kernel'])[1]), depth=depth,
+              num_heads=int(np.shape(query['kernel'])[1]), mlp_dim=int(np.shape(params['block_0']['mlp']['Dense_0']
+                                                                                    ['kernel'])[1]),
+              num_mask_tokens=int(np.shape(params['mask_tokens'])[0]), qkv_bias='bias' in query)
+
+
+def to_hf_pretraining(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
+  """vvt params of a V-JEPA 2-shaped pretraining run (the encoder's and `predictor`; per-layer layout) + its resolved
+  model config -> (config.json dict, state dict) of a `VJEPA2Model`: `encoder.*` and `predictor.*`, the inverse of
+  `convert`'s encoder and `read_predictor`. The backbone's classifier and any other params of the run (an EMA
+  target encoder) are not part of it. NotExpressible (one line naming the field) for an encoder V-JEPA 2 cannot
+  express."""
+  m = model_cfg
+  check_encoder(m, PRETRAINING_CLASS)
+  if 'predictor' not in params:
+    raise torch_layout.NotExpressible(f'{PRETRAINING_CLASS}: the params hold no predictor')
+  w = torch_layout.TorchState({k: params[k] for k in ('embedding', 'encoder', 'predictor')}, PRETRAINING_CLASS)
+  _write_encoder(w, m, '')
+  shape = predictor_shape(params['predictor'])
+  if shape['qkv_bias'] != bool(m.qkv_bias):
+    raise torch_layout.NotExpressible(f"model.qkv_bias={m.qkv_bias}: {PRETRAINING_CLASS}'s predictor has q/k/v biases "
+                                      "where its encoder has (one config.qkv_bias); vvt's predictor has "
+                                      f"{'some' if shape['qkv_bias'] else 'none'}")
+  pred = write_predictor(w, dict(shape, layer_norm_eps=m.layer_norm_eps, gelu_approximate=m.gelu_approximate))
+  return {**_encoder_config(m, PRETRAINING_CLASS), **pred}, w.result()
+

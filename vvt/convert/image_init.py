@@ -37,9 +37,10 @@ it is loaded too; a positional table whose patch grid differs (another image siz
 axes resized as the family's reference does (`vvt.convert.retarget`: TimeSformer nearest, ViViT torch bicubic;
 a joint table's n_t, a time table, a temporal encoder's table; X-ViT's periodic table kept). Any other shape
 difference, and any parameter (classifier aside) that only the
-model or only the file has, is an error (all listed together). The file's config (metadata), when present, must
-be of the same family and attention scheme. num_heads, positional_embedding, tubelet
-and temporal_attention do not apply (nothing is transformed but the grid).
+model or only the file has, is an error (all listed together), but for a whole top-level part of the file the model
+has none of (a pretraining run's predictor, EMA target encoder or decoder): its tensors are left unused. The
+file's config (metadata), when present, must be of the same family and attention scheme. num_heads,
+positional_embedding, tubelet and temporal_attention do not apply (nothing is transformed but the grid).
 
 The report lists every model parameter as loaded, transformed (how), or freshly initialised, and the file's
 unused tensors. All shape mismatches are collected and raised together, each with both shapes.
@@ -381,8 +382,10 @@ def _from_video(params, opts, model):
       report.transformed.append((target, f'{timing}{resized[1]} of {target}'))
     else:
       mismatches.append(f'  {target}: model {tuple(expected)}, checkpoint {tuple(value.shape)}')
+  parts = {name.split('/')[0] for name in flat}  # a part the model has none of (a pretraining run's predictor,
+  # EMA target encoder or decoder beside its encoder) is left unused, as the classifier of another run
   mismatches += [f'  {name}: in the checkpoint, not in the model' for name in sorted(set(src) - set(flat))
-                 if not _is_classifier(name)]
+                 if not _is_classifier(name) and name.split('/')[0] in parts]
   if mismatches:
     raise weight_files.FitError(f'video checkpoint {path} does not fit the model', mismatches, 'mismatch(es)')
   report.unused = sorted(set(src) - used)

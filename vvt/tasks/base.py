@@ -51,6 +51,7 @@ The hooks that read a run config before any heavy import live apart, in `ConfigH
                             clips) or 'feature_sequences' (feature sequences and annotations)
   reads_labels              False for a task that reads no labels (pretraining): num_classes may be unset, and
                             then no record's label is read
+  hf_pretraining            whether an export writes the run's pretraining model (encoder and, e.g., predictor)
 
 `vvt.tasks.registry.hooks_of(config)` gives them; code outside `vvt.tasks` calls only these hooks (never asks a
 task's name or whether it has an attribute: `tests/tasks/test_interface.py` checks it).
@@ -119,6 +120,8 @@ class ConfigHooks:
                     num_classes may be left unset (0), the model then has a one-output head the task never reads,
                     and the data pipeline reads no label of any record (a CSV of paths only, records without
                     `clip/label/*`)
+  hf_pretraining    whether `vvt export --format hf` writes the run's pretraining model (the encoder and the task's
+                    own modules, e.g. V-JEPA 2's predictor: a `VJEPA2Model`) instead of a classifier
   """
   check: CheckOptions = no_problems
   multi_hot_labels: Callable[[Any], bool] = never
@@ -128,6 +131,7 @@ class ConfigHooks:
   best_of_grid: bool = False
   runs_on: str = 'clips'
   reads_labels: bool = True
+  hf_pretraining: bool = False
 
 
 class Aggregator(Protocol):

@@ -26,6 +26,7 @@ TASKS = {
     'zero_shot': 'vvt.tasks.zero_shot',            # a video-text model's class prompts, no training (evaluation)
     'retrieval': 'vvt.tasks.retrieval',            # text-video retrieval, contrastive fine-tuning (captions)
     'mae': 'vvt.tasks.mae',                        # masked autoencoding pretraining (VideoMAE; task.mae)
+    'jepa': 'vvt.tasks.jepa',                      # V-JEPA latent prediction pretraining (task.jepa)
 }
 DEFAULT = 'classification'
 # Each task's `vvt.tasks.base.ConfigHooks`, or the module (no jax, no flax) whose `HOOKS` they are.
@@ -37,6 +38,7 @@ HOOKS = {
     'zero_shot': video_text_options.ZERO_SHOT,
     'retrieval': video_text_options.RETRIEVAL,
     'mae': 'vvt.tasks.mae_options',
+    'jepa': 'vvt.tasks.jepa_options',
 }
 
 
