@@ -25,3 +25,16 @@ def trained_8_steps(tmp_path_factory, tiny_train_data):
                          *train_helpers.ARGS_8_STEPS)
   assert checkpoints.all_steps(str(wd)) == [4, 8]
   return str(wd)
+
+
+@pytest.fixture(scope='module')
+def tiny_data(tiny_train_data):
+  """`tiny_train_data` under the name the reliability tests read."""
+  return tiny_train_data
+
+
+@pytest.fixture(scope='module')
+def trained(trained_8_steps):
+  """`trained_8_steps` under the name the reliability tests read: a real run with intact checkpoints at steps 4
+  and 8 (read only: tests change copies)."""
+  return trained_8_steps

@@ -31,18 +31,6 @@ GOOD, BAD = 4, 8
 ARGS = common.ARGS_8_STEPS  # the shared run's (conftest.trained_8_steps)
 
 
-@pytest.fixture(scope='module')
-def tiny_data(tiny_train_data):
-  return tiny_train_data
-
-
-@pytest.fixture(scope='module')
-def trained(trained_8_steps):
-  """A real run with intact checkpoints at steps 4 and 8, shared with the other reliability tests (read only:
-  tests change copies)."""
-  return trained_8_steps
-
-
 def _copy(trained, dst):
   shutil.copytree(trained, dst)
   return str(dst)

@@ -32,11 +32,6 @@ SAVED_S = 15  # from the signal to the one-line message (checkpoint saved): 0.5 
 EXIT_S = 60   # from the signal to the end of the process (2.6 s quiet; the CPU is shared in the suite)
 
 
-@pytest.fixture(scope='module')
-def tiny_data(tiny_train_data):
-  return tiny_train_data
-
-
 class Training:
   """`python -m vvt train` in a subprocess, its stdout read line by line."""
 

@@ -42,18 +42,6 @@ EXIT_S = 60
 GUARD_S = 300  # a hang guard for what takes seconds (a first training step, a checkpoint after a step)
 
 
-@pytest.fixture(scope='module')
-def tiny_data(tiny_train_data):
-  return tiny_train_data
-
-
-@pytest.fixture(scope='module')
-def trained(trained_8_steps):
-  """A real run with intact checkpoints at steps 4 and 8, shared with the other reliability tests (read only:
-  tests change copies)."""
-  return trained_8_steps
-
-
 def _vvt(*args, prefix=()):
   """`vvt ARGS` -> (exit code, stderr lines less progress bars, stdout); fails the test if the process does not
   end within EXIT_S of its last stderr line (its error), or hangs."""

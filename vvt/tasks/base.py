@@ -197,13 +197,14 @@ class Task(abc.ABC):
     """Per-example loss (B,)."""
 
   @property
-  @abc.abstractmethod
   def metric_names(self) -> tuple:
-    """The names of `train_metrics`, in order."""
+    """The names of `train_metrics`, in order (default: none: a task whose training reports its loss only)."""
+    return ()
 
-  @abc.abstractmethod
   def train_metrics(self, outputs: Mapping, labels: Mapping) -> dict:
-    """{name: float (B,)}: per-example values the train metrics average over the valid rows."""
+    """{name: float (B,)}: per-example values the train metrics average over the valid rows (default: none)."""
+    del outputs, labels
+    return {}
 
   @abc.abstractmethod
   def scores(self, outputs: Mapping) -> dict:

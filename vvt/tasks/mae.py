@@ -71,13 +71,6 @@ class Mae(Task):
   def loss(self, outputs, targets):
     return jnp.mean(jnp.square(outputs['pred'] - outputs['target'].astype(jnp.float32)), axis=(1, 2))
 
-  @property
-  def metric_names(self) -> tuple:
-    return ()
-
-  def train_metrics(self, outputs, labels) -> dict:
-    return {}
-
   def scores(self, outputs) -> dict:
     out = {'loss': self.loss(outputs, {})[:, None]}
     if self.pictures:

@@ -70,13 +70,6 @@ class ZeroShot(Task):
   def loss(self, outputs, targets):
     raise ValueError("task.name='zero_shot' has no loss: it does not train")
 
-  @property
-  def metric_names(self) -> tuple:
-    return ()
-
-  def train_metrics(self, outputs, labels) -> dict:
-    return {}
-
   def scores(self, outputs) -> dict:
     return {'': outputs['video']}
 
