@@ -183,11 +183,12 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
 
 
 def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
-  """`vvt convert --source hf_vjepa2`: at the clip asked (None: config.json's); a VJEPA2Model's predictor is kept
-  for a pretraining config (task.name='jepa': `ask.pretraining`) or no config, as a VideoPrismClipModel's text tower
-  for a config that asks for it; a pretraining checkpoint converted so without classes gets a one-output head (as a
-  pretraining run's, never read). A backbone's new head has the config's classes."""
-  keep = ask.model_cfg is None or ask.pretraining
+  """`vvt convert --source hf_vjepa2`: at the clip asked (None: config.json's); the predictor is kept for a
+  pretraining config (task.name='jepa': `ask.pretraining`), and a VJEPA2Model's with no config, as a
+  VideoPrismClipModel's text tower where the config asks for it; a pretraining checkpoint converted so without
+  classes gets a one-output head (as a pretraining run's, never read). A backbone's new head has the config's
+  classes."""
+  keep = ask.pretraining or (ask.model_cfg is None and 'classifier.weight' not in state)
   classes = ask.hint('num_classes')
   if keep and not classes and 'classifier.weight' not in state and has_predictor(state):
     classes = 1
