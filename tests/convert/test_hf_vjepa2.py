@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 from safetensors.numpy import save_file
 import torch
 import transformers
@@ -146,8 +147,10 @@ def test_bare_model_gets_a_fresh_pooler_and_head(tmp_path):
     ref = model(H.torch_video(x), skip_predictor=True).last_hidden_state.numpy()
   assert H.max_diff(features, ref) < H.ATOL
   assert logits.shape == (2, 3) and np.all(logits == 0)  # a fresh vvt head starts at zero
+  pretraining = video.convert('hf_vjepa2', str(folder))  # no config: the pretraining model, its predictor kept
+  assert 'predictor' in pretraining.params and pretraining.model_fields['num_classes'] == 1
   with pytest.raises(ValueError, match='no classifier .* give the number of classes'):
-    video.convert('hf_vjepa2', str(folder))
+    hf_vjepa2.convert(load_file(str(folder / 'model.safetensors')), json.loads((folder / 'config.json').read_text()))
 
 
 @pytest.mark.parametrize('change,message', [

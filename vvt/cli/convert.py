@@ -128,10 +128,13 @@ def convert_to_checkpoint(source: str, checkpoint: str, config, output: str, hf_
   """
   from vvt.convert import sources
   from vvt.convert import video
+  from vvt.tasks import registry
   from vvt.train import checkpoints
   is_run = config is not None and 'model' in config
   model_cfg = config.model if is_run else config
-  result = video.convert(source, checkpoint, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
+  pretraining = is_run and 'task' in config and registry.hooks_of(config).hf_pretraining  # its task's modules kept
+  result = video.convert(source, checkpoint, model_cfg, hf_config, num_frames=num_frames, image_size=image_size,
+                         pretraining=pretraining)
   changes = _fields_diff(model_cfg, result.model_fields) if model_cfg is not None else []
   names = None
   if sources.get(source).hf_folder:

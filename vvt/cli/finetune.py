@@ -90,7 +90,9 @@ def _write_hf(source: str, kind: str, base, out: str, log) -> None:
   from vvt.cli import convert as convert_cli
   from vvt.convert import export
   from vvt.convert import video
-  result = video.convert(kind, source, base.model)
+  from vvt.tasks import registry
+  pretraining = 'task' in base and registry.hooks_of(base).hf_pretraining  # a jepa run keeps V-JEPA 2's predictor
+  result = video.convert(kind, source, base.model, pretraining=pretraining)
   new_head = any(name.startswith('head/output_projection') for name, _ in result.report.initialised)
   model = _plain(result.model_config())
   names = convert_cli.hf_class_names(video.hf_config_of(source, None))

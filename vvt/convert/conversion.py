@@ -18,11 +18,13 @@ from vvt.convert.weight_files import WeightFileError
 class Ask:
   """What a converter is asked for (`vvt.convert.video.convert_state` builds it): the clip length and frame size to
   run at (None: the weights'), the Hugging Face config (a dict; None without), and `model_cfg`, a vvt model config
-  (or None) that fills in what the weights do not say (`hint`)."""
+  (or None) that fills in what the weights do not say (`hint`); `pretraining`: the conversion is for a run whose task
+  pretrains (its `hf_pretraining` hook: a pretraining model's own modules, V-JEPA 2's predictor, are kept)."""
   model_cfg: Any = None
   hf_config: Mapping | None = None
   num_frames: int | None = None
   image_size: Any = None
+  pretraining: bool = False
 
   def hint(self, field: str):
     """`field` of the model config, resolved (its own value where it does not resolve; None without a config)."""

@@ -213,42 +213,105 @@ def to_hf(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   (positional_embedding='sinusoidal'), square tubelets (t, p, p), exact or tanh GELU, q and v biases or none. A
   vvt key bias is left out: it adds the same q.b_k to every logit of a query's row, so attention never sees it."""
   m = model_cfg
-  torch_layout.require(m, 'attention', ('spatiotemporal', 'joint'), HF_CLASS)
-  torch_layout.require(m, 'classifier', 'gap', HF_CLASS)
-  torch_layout.require(m, 'positional_embedding', 'sinusoidal', HF_CLASS, 'its fixed sine-cosine table')
-  torch_layout.require(m, 'pooling', ('mean_then_norm', 'first_token'), HF_CLASS,
-                 'use_mean_pooling True or False: the mean of the tokens normalised, or the first token')
-  tt, th, tw = m.tubelet
-  if th != tw:
-    raise torch_layout.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {HF_CLASS} needs square patches (t, p, p)')
+  to_hf_check(m, HF_CLASS)
   mean = m.pooling == 'mean_then_norm'
-  torch_layout.require(m, 'encoder_norm_eps', FC_NORM_EPS if mean else m.layer_norm_eps, HF_CLASS,
-                 "fc_norm has torch's eps 1e-5" if mean else 'its final LayerNorm has layer_norm_eps')
   w = torch_layout.TorchState(params, HF_CLASS)
-  w.patch_embedding('videomae.embeddings.patch_embeddings.projection', 'embedding/conv')
-  for i in range(m.num_layers):
-    key, name = f'videomae.encoder.layer.{i}', f'encoder/layers/block_{i}'
-    attention = f'{name}/joint_attention'
-    w.layer_norm(f'{key}.layernorm_before', f'{name}/joint_norm')
-    for part in ('query', 'key', 'value'):
-      weight, bias = w.projection(attention, part, True if m.qkv_bias and part != 'key' else None)
-      w.put(f'{key}.attention.attention.{part}.weight', weight)
-      if bias is not None:
-        w.put(f'{key}.attention.attention.{part[0]}_bias', bias)
-    if m.qkv_bias and m.key_bias:
-      w.drop(f'{attention}/key/bias')  # softmax is blind to it (docstring)
-    w.attention_out(f'{key}.attention.output.dense', f'{attention}/out')
-    w.layer_norm(f'{key}.layernorm_after', f'{name}/mlp_norm')
-    w.dense(f'{key}.intermediate.dense', f'{name}/mlp/Dense_0')
-    w.dense(f'{key}.output.dense', f'{name}/mlp/Dense_1')
+  _write_encoder(w, m)
   w.layer_norm('fc_norm' if mean else 'videomae.layernorm', 'encoder/encoder_norm')
   w.dense('classifier', 'head/output_projection')
-  config = dict(
-      model_type='videomae', architectures=[HF_CLASS], image_size=torch_layout.hf_image_size(m, HF_CLASS, True),
-      patch_size=int(th),
-      num_channels=3, num_frames=int(m.num_frames), tubelet_size=int(tt), hidden_size=int(m.hidden_size),
-      num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads), intermediate_size=int(m.mlp_dim),
-      hidden_act=torch_layout.hf_activation(m.gelu_approximate), hidden_dropout_prob=0.0,
-      attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=float(m.layer_norm_eps),
-      qv_bias=bool(m.qkv_bias), use_mean_pooling=mean, **HF_DECODER_DEFAULTS)
-  return config, w.result()
+  return dict(_encoder_config(m, HF_CLASS), **HF_DECODER_DEFAULTS), w.result()
+
+
+def to_hf_check(m, hf_class: str) -> None:
+  """NotExpressible (one line naming the field) for a resolved model config VideoMAE's `hf_class` cannot express
+  (see `to_hf`)."""
+  torch_layout.require(m, 'attention', ('spatiotemporal', 'joint'), hf_class)
+  torch_layout.require(m, 'classifier', 'gap', hf_class)
+  torch_layout.require(m, 'positional_embedding', 'sinusoidal', hf_class, 'its fixed sine-cosine table')
+  torch_layout.require(m, 'pooling', ('mean_then_norm', 'first_token'), hf_class,
+                       'use_mean_pooling True or False: the mean of the tokens normalised, or the first token')
+  _, th, tw = m.tubelet
+  if th != tw:
+    raise torch_layout.NotExpressible(f'model.tubelet={tuple(m.tubelet)}: {hf_class} needs square patches (t, p, p)')
+  mean = m.pooling == 'mean_then_norm'
+  torch_layout.require(m, 'encoder_norm_eps', FC_NORM_EPS if mean else m.layer_norm_eps, hf_class,
+                       "fc_norm has torch's eps 1e-5" if mean else 'its final LayerNorm has layer_norm_eps')
+
+
+def _write_layer(w: torch_layout.TorchState, key: str, name: str, m) -> None:
+  """The vvt joint-attention block `name` -> the VideoMAELayer tensors `key.*` (q and v biases; a key bias left
+  out, see `to_hf`)."""
+  attention = f'{name}/joint_attention'
+  w.layer_norm(f'{key}.layernorm_before', f'{name}/joint_norm')
+  for part in ('query', 'key', 'value'):
+    weight, bias = w.projection(attention, part, True if m.qkv_bias and part != 'key' else None)
+    w.put(f'{key}.attention.attention.{part}.weight', weight)
+    if bias is not None:
+      w.put(f'{key}.attention.attention.{part[0]}_bias', bias)
+  if m.qkv_bias and m.key_bias:
+    w.drop(f'{attention}/key/bias')  # softmax is blind to it (to_hf's docstring)
+  w.attention_out(f'{key}.attention.output.dense', f'{attention}/out')
+  w.layer_norm(f'{key}.layernorm_after', f'{name}/mlp_norm')
+  w.dense(f'{key}.intermediate.dense', f'{name}/mlp/Dense_0')
+  w.dense(f'{key}.output.dense', f'{name}/mlp/Dense_1')
+
+
+def _write_encoder(w: torch_layout.TorchState, m) -> None:
+  """The tokeniser and blocks of resolved model config `m` -> `videomae.embeddings.*`, `videomae.encoder.*`."""
+  w.patch_embedding('videomae.embeddings.patch_embeddings.projection', 'embedding/conv')
+  for i in range(m.num_layers):
+    _write_layer(w, f'videomae.encoder.layer.{i}', f'encoder/layers/block_{i}', m)
+
+
+def _encoder_config(m, hf_class: str) -> dict:
+  """The config.json fields of the encoder of resolved model config `m`."""
+  tt, th, _ = m.tubelet
+  return dict(
+      model_type='videomae', architectures=[hf_class], image_size=torch_layout.hf_image_size(m, hf_class, True),
+      patch_size=int(th), num_channels=3, num_frames=int(m.num_frames), tubelet_size=int(tt),
+      hidden_size=int(m.hidden_size), num_hidden_layers=int(m.num_layers), num_attention_heads=int(m.num_heads),
+      intermediate_size=int(m.mlp_dim), hidden_act=torch_layout.hf_activation(m.gelu_approximate),
+      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.02,
+      layer_norm_eps=float(m.layer_norm_eps), qv_bias=bool(m.qkv_bias), use_mean_pooling=m.pooling == 'mean_then_norm')
+
+
+# ------------------------------------------------------------------------------ the pretraining model
+
+PRETRAINING_CLASS = 'VideoMAEForPreTraining'
+
+
+def _decoder_shape(decoder: Mapping) -> dict:
+  """The VideoMAEConfig decoder fields of vvt `decoder` params (vvt/tasks/mae_model.py)."""
+  layers = decoder['layers']
+  query = layers['block_0']['joint_attention']['query']['kernel']  # (D', heads, D' / heads)
+  return dict(decoder_hidden_size=int(np.shape(query)[0]), decoder_num_hidden_layers=len(layers),
+              decoder_num_attention_heads=int(np.shape(query)[1]),
+              decoder_intermediate_size=int(np.shape(layers['block_0']['mlp']['Dense_0']['kernel'])[1]))
+
+
+def to_hf_pretraining(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
+  """vvt params of a masked-autoencoding run (task.name='mae': the encoder's and `decoder`; per-layer layout) + its
+  resolved model config -> (config.json dict, state dict) of a `VideoMAEForPreTraining`, the inverse of `convert`
+  of one (tensors bit-identical). Its encoder has no fc_norm: with pooling='mean_then_norm' the model's final
+  LayerNorm is left out (the decoder reads the blocks' tokens, as transformers'), with 'first_token' it is
+  `videomae.layernorm`. norm_pix_loss is written True (VideoMAE's, and task.mae's default). NotExpressible (one
+  line naming the field) for a model VideoMAE cannot express, or params without a decoder."""
+  m = model_cfg
+  to_hf_check(m, PRETRAINING_CLASS)
+  if 'decoder' not in params:
+    raise torch_layout.NotExpressible(f'{PRETRAINING_CLASS}: the params hold no decoder (task.name=\'mae\')')
+  w = torch_layout.TorchState({k: params[k] for k in ('embedding', 'encoder', 'decoder')}, PRETRAINING_CLASS)
+  _write_encoder(w, m)
+  if m.pooling == 'mean_then_norm':
+    w.drop('encoder/encoder_norm/scale')
+    w.drop('encoder/encoder_norm/bias')
+  else:
+    w.layer_norm('videomae.layernorm', 'encoder/encoder_norm')
+  w.put('encoder_to_decoder.weight', np.asarray(w.take('decoder/encoder_to_decoder/kernel')).T)
+  w.copy('mask_token', 'decoder/mask_token')
+  shape = _decoder_shape(params['decoder'])
+  for i in range(shape['decoder_num_hidden_layers']):
+    _write_layer(w, f'decoder.decoder_layers.{i}', f'decoder/layers/block_{i}', m)
+  w.layer_norm('decoder.norm', 'decoder/norm')
+  w.dense('decoder.head', 'decoder/head')
+  return dict(_encoder_config(m, PRETRAINING_CLASS), **shape, norm_pix_loss=True), w.result()

@@ -3,8 +3,9 @@
 Reads a folder written by `save_pretrained` (config.json + model.safetensors) of `VJEPA2ForVideoClassification`
 (`vjepa2.encoder.*`, `pooler.*`, `classifier`) or of the bare `VJEPA2Model` (`encoder.*`: a new classifier of the
 config's classes, and a new attentive pooler, both reported as freshly initialised). The predictor (`predictor.*`,
-the self-supervised training's) is no part of the video classifier: reported unused. Weights are read from
-safetensors only; a pickle is refused unopened.
+the self-supervised training's) is no part of the video classifier: reported unused, but for a pretraining config
+(task.name='jepa') or none, which keep it as the params `predictor` (`convert_for`, `read_predictor`; `vvt train
+--init` of a jepa run continues from it). Weights are read from safetensors only; a pickle is refused unopened.
 
 Key names (prefix `vjepa2.` in the classifier), layer i:
   `encoder.embeddings.patch_embeddings.proj`   Conv3d (D, 3, tubelet_size, patch_size, patch_size), tokens in
@@ -32,11 +33,12 @@ of another size gets wrapped positions); vvt and the released V-JEPA 2 code use 
 whenever crop_size is the frame size.
 
 `to_hf(params, model_cfg)` writes the inverse: the config.json dict and the state dict of a
-`VJEPA2ForVideoClassification`. vvt keeps no predictor (the self-supervised training's, which the classifier never
-runs; `convert` reports its tensors unused), so the export writes an empty one, `EMPTY_PREDICTOR`: no layer, a
-width of 1, no mask token, its 3 * hidden_size + 3 parameters zero, in config.json and in the weights alike. So
-`from_pretrained` loads every tensor it builds (no random predictor of transformers' default size, 12 layers of
-384, and no table of missing keys), and the model's parameters are vvt's plus those 3 * hidden_size + 3.
+`VJEPA2ForVideoClassification`. A classifier has no predictor (the self-supervised training's, which the classifier
+never runs; a classification config's `convert` reports its tensors unused), so the export writes an empty one,
+`EMPTY_PREDICTOR`: no layer, a width of 1, no mask token, its 3 * hidden_size + 3 parameters zero, in config.json
+and in the weights alike. So `from_pretrained` loads every tensor it builds (no random predictor of transformers'
+default size, 12 layers of 384, and no table of missing keys), and the model's parameters are vvt's plus those
+3 * hidden_size + 3.
 """
 from __future__ import annotations
 
@@ -132,11 +134,13 @@ def _pooler(w: conversion.Writer, heads: int) -> int:
 
 @weight_files.names_its_file
 def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *, num_frames: int | None = None,
-            image_size: int | None = None, num_classes=None) -> conversion.Converted:
+            image_size: int | None = None, num_classes=None, predictor: bool = False) -> conversion.Converted:
   """HF V-JEPA 2 state dict (+ config.json dict) -> vvt params + the exact model fields.
 
   num_frames / image_size: the clip to run at (RoPE: any multiple of the tubelet; default the config's
-  frames_per_clip and crop_size); num_classes: the classes of a new head where the checkpoint has no classifier."""
+  frames_per_clip and crop_size); num_classes: the classes of a new head where the checkpoint has no classifier;
+  predictor: keep a VJEPA2Model's predictor (`read_predictor`, the params `predictor` of task.name='jepa'), else
+  it is reported unused."""
   cfg = read_config(hf_config)
   num_frames = int(num_frames or cfg['frames_per_clip'])
   image_size = int(image_size or cfg['crop_size'])
@@ -173,10 +177,23 @@ def convert(state: Mapping[str, np.ndarray], hf_config: Mapping | None = None, *
                           num_pooler_layers=cfg['num_pooler_layers'])
     conversion.new_attentive_head(w, fields, hidden, num_classes, 'a VJEPA2Model has none')
   fields['qkv_bias'] = bool(qkv_bias)
+  if predictor and has_predictor(state):
+    read_predictor(w, cfg)
   return w.result(fields)
 
 
-convert_for = conversion.at_clip_asked(convert)  # `vvt convert --source hf_vjepa2`
+def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source hf_vjepa2`: at the clip asked (None: config.json's); the predictor is kept for a
+  pretraining config (task.name='jepa': `ask.pretraining`), and a VJEPA2Model's with no config, as a
+  VideoPrismClipModel's text tower where the config asks for it; a pretraining checkpoint converted so without
+  classes gets a one-output head (as a pretraining run's, never read). A backbone's new head has the config's
+  classes."""
+  keep = ask.pretraining or (ask.model_cfg is None and 'classifier.weight' not in state)
+  classes = ask.hint('num_classes')
+  if keep and not classes and 'classifier.weight' not in state and has_predictor(state):
+    classes = 1
+  return convert(state, ask.hf_config, num_frames=ask.num_frames, image_size=ask.image_size, num_classes=classes,
+                 predictor=keep)
 
 
 # ------------------------------------------------------------------------------------------ vvt -> HF

@@ -43,15 +43,16 @@ def hf_config_of(checkpoint: str, hf_config):
 
 
 def convert_state(source: str, state, model_cfg=None, hf_config=None, num_frames: int | None = None,
-                  image_size: int | None = None) -> conversion.Converted:
+                  image_size: int | None = None, pretraining: bool = False) -> conversion.Converted:
   """A loaded flat state dict of `source` -> Converted (params, exact model fields, report).
 
   Sizes the weights determine (frames, frame size, classes, depth, widths) come from the weights; `model_cfg` only
   fills in what they do not say (see the module doc), so a config written for another clip length is no error.
   num_frames / image_size: the clip length and frame size to run at (None: the weights'); see the module doc.
+  pretraining: for a pretraining run's config (`conversion.Ask.pretraining`).
   """
   record = sources.get(source)
-  ask = conversion.Ask(model_cfg, hf_config, num_frames, image_size)
+  ask = conversion.Ask(model_cfg, hf_config, num_frames, image_size, pretraining)
   with weight_files.naming_file(weight_files.path_of(state), 'cannot convert its weights'):  # every converter's errors
     if record.native_sizes or (num_frames is None and image_size is None):
       result = record.convert(state, ask)
@@ -95,11 +96,13 @@ def resized(result: conversion.Converted, num_frames: int | None, image_size: in
 
 
 def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check: bool = True,
-            num_frames: int | None = None, image_size: int | None = None) -> conversion.Converted:
+            num_frames: int | None = None, image_size: int | None = None,
+            pretraining: bool = False) -> conversion.Converted:
   """Reads `checkpoint` (file, or Hugging Face folder) of `source` and converts it; with `check`, builds the
   vvt model abstractly and verifies every parameter name and shape (clear error listing all differences).
   num_frames / image_size: the clip length and frame size to run at (`vvt convert --num-frames/--image-size`;
-  see `convert_state`), checked before the file is read."""
+  see `convert_state`), checked before the file is read; pretraining: for a pretraining run's config (its task's
+  own modules kept: `conversion.Ask.pretraining`)."""
   if num_frames is not None and (not isinstance(num_frames, int) or isinstance(num_frames, bool) or num_frames < 1):
     raise ValueError(f'num_frames must be a positive int, got {num_frames!r}')
   if image_size is not None and frame_size.problem(image_size):
@@ -111,7 +114,8 @@ def convert(source: str, checkpoint: str, model_cfg=None, hf_config=None, check:
   hf_config = hf_config_of(checkpoint, hf_config) if record.hf_folder else None
   state = weight_files.load_state(hf_folder.weights_file(checkpoint, source) if record.safetensors_only
                                   else checkpoint)
-  result = convert_state(source, state, model_cfg, hf_config, num_frames=num_frames, image_size=image_size)
+  result = convert_state(source, state, model_cfg, hf_config, num_frames=num_frames, image_size=image_size,
+                         pretraining=pretraining)
   if check:
     with weight_files.naming_file(checkpoint, 'its weights do not fit the model'):
       check_params(result.params, result.model_config())
@@ -131,9 +135,11 @@ def check_params(params, model_cfg) -> None:
   """Raises ValueError (`weight_files.FitError`) listing every mis-shaped, unexpected or missing parameter against
   `model_cfg`, in that order (compared per layer: a model with `scan_layers` takes the same files)."""
   from vvt.models import layout
+  from vvt.tasks import jepa_options
   from vvt.tasks import mae_options
-  # a pretraining checkpoint's decoder (task.name='mae') belongs to the task, not to the model: the run checks it
-  params = {k: v for k, v in params.items() if k != mae_options.DECODER}
+  # a pretraining checkpoint's decoder (task.name='mae') or predictor (task.name='jepa') belongs to the task, not to
+  # the model: the run checks it
+  params = {k: v for k, v in params.items() if k not in (mae_options.DECODER, jepa_options.PREDICTOR)}
   expected = {k: tuple(v.shape)
               for k, v in weight_files.flatten(layout.to_per_layer(abstract_params(model_cfg))).items()}
   got = {k: tuple(np.shape(v)) for k, v in weight_files.flatten(layout.to_per_layer(params)).items()}

@@ -22,6 +22,10 @@ A task is what a run learns and how it is judged, on top of a video backbone (`v
                                             param trained alike; a probe: the backbone frozen, each probe its own)
   backbone, own_params                      the checkpoint of a frozen backbone the trainer loads before step 0
                                             ('' for none) and the top-level params the task adds, left fresh
+  carried_params                            of own_params, those `--init` / init_from loads from a vvt checkpoint
+                                            that has them, all of the model's shapes (else fresh, said in a line)
+  from_init(params)                         the params once init_from loaded them (default: as they are; jepa:
+                                            its target encoder a copy of the loaded encoder)
   names                                     the task's alternative models a prediction chooses one of (a probe
                                             grid's probes); () for a task of one model
   probability_average(eval_average)         how `vvt predict` turns per-view scores into a video's
@@ -163,6 +167,7 @@ class Task(abc.ABC):
   name = ''
   backbone: str = ''         # the checkpoint of a frozen backbone the trainer loads ('' for none)
   own_params: tuple = ()     # the top-level params the task adds to the backbone's (left fresh by init_from)
+  carried_params: tuple = ()  # of own_params, those init_from loads where the checkpoint has them all (else fresh)
 
   @property
   @abc.abstractmethod
@@ -271,3 +276,8 @@ class Task(abc.ABC):
     default (nothing encoded)."""
     del class_names
     return ()
+
+  def from_init(self, params: dict) -> dict:
+    """The params once init_from (`vvt train --init`) loaded the backbone's and the `carried_params` the checkpoint
+    has: as they are by default; a task whose params copy others (an EMA target encoder) sets them here."""
+    return params

@@ -21,7 +21,9 @@ Params: the backbone's own (the context encoder: its names, so the run is a back
 update: its update is the EMA step, computed inside the optimiser from the updated online params, so the train step
 is unchanged and the momentum's step count lives in the optimiser state (checkpointed: a resumed run continues the
 ramp exactly). A fresh run starts its target as a copy of the online encoder (the module's init); a run whose
-params came from elsewhere (`--init`) makes its target the online encoder at its first update (momentum 0 at step 0).
+params came from elsewhere (`--init`) starts its target as a copy of the loaded encoder (`from_init`; the predictor
+loaded too where the checkpoint has one of the task's shapes), and it is the online encoder again at its first update
+(momentum 0 at step 0).
 
 Train metrics: `pred_std` and `target_std`, the standard deviation over the target tokens of the predicted and
 target features (averaged over channels and mask sets): a collapse shows as both falling towards 0.
@@ -44,7 +46,7 @@ from vvt.tasks import multiblock_masks
 from vvt.tasks.base import Task
 
 TARGET = 'target_encoder'
-PREDICTOR = 'predictor'
+PREDICTOR = jepa_options.PREDICTOR
 
 
 def normalise(h):
@@ -144,6 +146,7 @@ class Jepa(Task):
   eval_mask_seed: int = 0
   name = 'jepa'
   own_params = (PREDICTOR, TARGET)
+  carried_params = (PREDICTOR,)  # a VJEPA2Model's predictor continues its pretraining (`--init`)
 
   @property
   def heads(self) -> dict:
@@ -208,6 +211,11 @@ class Jepa(Task):
   @property
   def label_heads(self) -> dict:
     return {}
+
+  def from_init(self, params: dict) -> dict:
+    """The target encoder a copy of the loaded encoder (every param but the predictor and the target)."""
+    online = {k: v for k, v in params.items() if k not in (PREDICTOR, TARGET)}
+    return {**params, TARGET: jax.tree.map(lambda v: v.copy(), online)}
 
   def optimizer(self, make, optimizer, schedule) -> optax.GradientTransformation:
     """The run's optimiser (`make`) on the backbone and predictor, the target encoder frozen in it and moved by

@@ -21,6 +21,7 @@ from typing import Any
 
 from vvt.tasks import base as base_lib
 
+PREDICTOR = 'predictor'  # the top-level params of the predictor (vvt.models.predictor), beside the backbone's
 INTS = {'pred_depth': 1, 'pred_width': 1, 'pred_heads': 1, 'eval_mask_seed': 0}  # field: lowest value
 
 

@@ -39,6 +39,7 @@ class Mae(Task):
   pictures: int = 2
   name = 'mae'
   own_params = ('decoder',)
+  carried_params = ('decoder',)  # a VideoMAEForPreTraining's decoder continues its pretraining (`--init`)
 
   @property
   def heads(self) -> dict:

@@ -73,4 +73,4 @@ def check(config: Any) -> list[str]:
   return out + ([problem] if problem else [])
 
 
-HOOKS = base_lib.ConfigHooks(check=check, reads_labels=False)
+HOOKS = base_lib.ConfigHooks(check=check, reads_labels=False, hf_pretraining=True)

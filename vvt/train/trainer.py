@@ -174,12 +174,18 @@ def _resume(run: Run, state, meta: dict, step: int) -> tuple[state_lib.TrainStat
   return state, data_position
 
 
-def _init_from(run: Run, params, init=None, keep: tuple = ()):
+def _init_from(run: Run, params, init=None, keep: tuple = (), carried: tuple = ()):
   """`init` (default: the run's `init_from`: image-ViT or `vvt export` weights) applied to fresh `params`, but for
-  the params under the names `keep` (the task's own, left fresh); the report is saved."""
+  the params under the names `keep` (the task's own, left fresh but those of `carried` the checkpoint has whole, of
+  the model's shapes: `vvt.convert.carried_params`, one line each); the report is saved."""
+  from vvt.convert import carried_params
   from vvt.convert import image_init
   init = init or run.spec.init_from
   kept = {k: v for k, v in params.items() if k in keep}
+  loaded_own, lines = carried_params.load(kept, carried, init.checkpoint, init.format)
+  for line in lines:
+    run.log(f'[train] init_from {line}')
+  kept.update(loaded_own)
   loaded, report = image_init.initialise({k: v for k, v in params.items() if k not in keep}, init, run.spec.model)
   path = checkpoints.join(run.workdir, 'init_from_report.txt')
   if run.is_chief:
@@ -267,7 +273,8 @@ def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, i
   elif run.spec.init_from is not None:
     # init_from reads the params on the host: gather them (every process gets all of them)
     params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params),
-                        keep=program.task.own_params)
+                        keep=program.task.own_params, carried=program.task.carried_params)
+    params = program.task.from_init(params)
     params = jax.device_put(params, program.param_shardings)
   else:
     return state, 0
