@@ -132,9 +132,10 @@ def build_parser():
 
   c = sub.add_parser('convert', help='videos listed in a CSV/TSV -> TFRecords')
   c.add_argument('--input', required=True,
-                 help='CSV/TSV file: path,label[,...] per line (header optional)')
-  c.add_argument('--classes', required=True,
-                 help='class list file, one class name per line (line i = label i)')
+                 help='CSV/TSV file: path,label[,...] per line (header optional), or paths only')
+  c.add_argument('--classes', default=None,
+                 help='class list file, one class name per line (line i = label i); left out for a list of paths '
+                      'only (a header `path` alone): records without labels, for pretraining')
   c.add_argument('--output', required=True,
                  help='output prefix, e.g. out/train -> out/train.tfrecord-00000-of-00016')
   c.add_argument('--shards', type=int, default=16)

@@ -33,6 +33,7 @@ _ENTRY = {
     'reads_files': ('reading.registry', 'reads_files'),
     'list_problems': ('preflight', 'list_problems'),
     'clip_problems': ('preflight', 'clip_problems'),
+    'unlabelled_problems': ('preflight', 'unlabelled_problems'),
     'batch_memory_problem': ('preflight', 'batch_memory_problem'),
     'short_videos_line': ('reading.video_lengths', 'short_line'),
     # names of classes and videos
