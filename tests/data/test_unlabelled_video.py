@@ -91,7 +91,8 @@ def test_records_converted_without_classes_hold_no_labels(footage):
 
 
 def test_the_data_pipeline_refuses_unlabelled_videos_to_a_run_that_reads_labels(footage):
-  for files, what in (('paths.csv', 'lists paths only (no label column)'), ('clips', 'is a folder of videos, which gives no labels')):
+  for files, what in (('paths.csv', 'lists paths only (no label column)'),
+                      ('clips', 'is a folder of videos, which gives no labels')):
     spec = small_config(str(footage / files), str(footage / files), name='video_folder', num_classes=2)
     line = f'{files} {what}, but this run reads labels (num_classes=2)'
     with pytest.raises(ValueError, match=f'dataset.train_files: .*{re.escape(line)}'):
@@ -117,7 +118,8 @@ def test_vvt_data_convert_without_classes_refuses_a_labelled_list(footage, tmp_p
   code = vvt_main(['data', 'convert', '--input', str(footage / 'train.csv'), '--output', str(tmp_path / 'x'),
                    '--shards', '1', '--no-progress'])
   err = capsys.readouterr().err.strip().splitlines()
-  assert code == 2 and len(err) == 1 and err[0].startswith('vvt data: error: ') and 'train.csv: its rows have labels: give --classes' in err[0], err
+  assert code == 2 and len(err) == 1 and err[0].startswith('vvt data: error: '), err
+  assert 'train.csv: its rows have labels: give --classes' in err[0], err
   assert not os.listdir(tmp_path)
 
 

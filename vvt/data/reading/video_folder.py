@@ -10,8 +10,9 @@ The lists are what `vvt data convert` reads (`video_lists`): `path,label[,...]` 
 The class names are those of the training list (`names.list_class_names`: `classes.txt` beside it, else its
 labels' set), the same for every split. A record is one listed video (numbered in list order, lists in the order
 given); a list of paths only or a folder (`video_lists.read_video_rows`) gives unlabelled videos, refused for a
-run that reads labels (`spec.num_classes` set); its source name is the list (or folder) and its record number the row, so a bad video is named like a bad TFRecord
-record, with the video's path in the detail. Its id is the path as listed (the id `vvt data convert` gives it).
+run that reads labels (`spec.num_classes` set). Its source name is the list (or folder) and its record number the
+row, so a bad video is named like a bad TFRecord record, with the video's path in the detail. Its id is the path
+as listed (the id `vvt data convert` gives it).
 
 A random-access source: each training epoch reads the host's rows in an order drawn from (seed, epoch), before
 the shuffle buffer. Frames are decoded at read time (`VideoFiles`): opening a video lists its frames from the
@@ -24,8 +25,6 @@ listed file is stat'ed when the source is built: a missing one is refused naming
 `dataset.fps` set, each video's clips are mapped by the rate its container gives (`stored_rates`,
 `frame_rate.ratio_fn`), as the TFRecords of `vvt data convert` are by their manifest's.
 """
-import os
-
 import numpy as np
 import tensorflow as tf
 
@@ -162,7 +161,8 @@ class VideoFolderSource:
     if unlabelled:
       raise ValueError(video_lists.needs_labels_line(
           field, unlabelled[0], f'this run reads labels (num_classes={spec.num_classes})'))
-    rows = [(where, row, video_lists.video_path(path, video_lists.list_root(where)), path, label, extra.get('captions', ()))
+    rows = [(where, row, video_lists.video_path(path, video_lists.list_root(where)), path, label,
+             extra.get('captions', ()))
             for where in self.files for row, (path, label, extra) in enumerate(listed[where])]
     self.num_records = len(rows)
     self.description = f'{field}={getattr(spec, field)!r}'
