@@ -4,6 +4,7 @@
     vvt data synthetic --untrimmed --output DIR [--train-videos 8 --validation-videos 4 --video-seconds 24
                        --fps 8 --events 1,3 --event-seconds 2,4 --background noise|static ...]
     vvt data convert --input videos.csv --classes classes.txt --output DIR/train ...
+    vvt data convert --input paths.csv --output DIR/train ...    (a list of paths only: records without labels)
     vvt data convert ... --worker I/N      (worker I of N, any hosts; default in a SLURM array: its task)
     vvt data convert ... --assemble        (the one manifest from the workers' manifests)
 """

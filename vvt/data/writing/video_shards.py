@@ -3,7 +3,9 @@
 Input: a CSV or TSV file with lines `path,label[,...]` and a class list file, as
 `vvt.data.reading.video_lists` reads them (relative paths are taken from `root`,
 by default the list's directory; a label is a class name, or an integer index
-into the list). The `video_folder` source reads the same list without converting.
+into the list). The `video_folder` source reads the same list without converting. A list of paths only
+(`video_lists.read_video_rows`) and no class list (`classes=None`) write records without labels (no
+`clip/label/*`; the manifest's `labelled` false), for a run that reads none.
 
 Output, for prefix `out/train` and 16 shards:
   out/train.tfrecord-00000-of-00016 ... (read with `out/train.tfrecord@16`)
