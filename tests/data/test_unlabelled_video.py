@@ -23,12 +23,12 @@ VIDEOS = ('clips/v0.mp4', 'clips/v1.mp4', 'clips/v2.mp4', 'clips/v3.mp4')
 
 @pytest.fixture(scope='module')
 def footage(tmp_path_factory):
-  """DIR/clips/v0-3.mp4 (a fifth, DIR/clips/deeper/v4.mp4, and a hidden file under DIR/clips), DIR/paths.csv (a
+  """DIR/clips/v0-2.mp4 (a fourth, DIR/clips/deeper/v4.mp4, and a hidden file under DIR/clips), DIR/classes.txt and
+  DIR/train.csv (labelled: neither names the classes of the unlabelled lists beside them), DIR/paths.csv (a
   header `path` alone), DIR/bare.csv (one column, no header), DIR/records/train.tfrecord@2 (paths.csv converted
   without --classes)."""
   d = tmp_path_factory.mktemp('unlabelled')
   write_footage(str(d), labels=(0, 1, 0, 1), frames=(12, 12, 12, 12), classes=('a', 'b'))
-  os.remove(d / 'classes.txt')
   os.makedirs(d / 'clips' / 'deeper')
   os.rename(d / 'clips' / 'v3.mp4', d / 'clips' / 'deeper' / 'v4.mp4')
   (d / 'clips' / '.hidden.mp4').write_bytes(b'')

@@ -8,7 +8,8 @@ A dataset names its classes where it is written: `vvt data convert --output DIR/
 `DIR/manifest.json` and `DIR/classes.txt`. The training files of a config lead to those:
 `DIR/train.tfrecord@16` or `DIR/train.tfrecord-*` -> `DIR/train.manifest.json`, then the folder's
 `manifest.json` and `classes.txt`; a video list (`DIR/train.csv`, `dataset.name='video_folder'`) names its
-classes in the `classes.txt` beside it, else by its labels' set; where the training files have none, those of
+classes in the `classes.txt` beside it, else by its labels' set (a list of paths only, or a folder of videos, names
+none); where the training files have none, those of
 the evaluation files do.
 The synthetic motion data (`schema.SYNTHETIC_DIR`) names its classes before
 it is written (`loader.ensure_synthetic` writes it on first use).
@@ -41,8 +42,8 @@ def _candidates(pattern: str) -> list:
   folder, name = os.path.split(pattern)
   out = []
   if is_video_list(name):
-    out.append(pattern)  # a video list: its classes.txt, else its labels' set
-  elif '.tfrecord' in name:
+    return [pattern]  # a video list: its classes.txt, else its labels' set (a list of paths only: none)
+  if '.tfrecord' in name:
     out.append(os.path.join(folder, name[:name.index('.tfrecord')] + '.manifest.json'))
   out += [os.path.join(folder, 'manifest.json'), os.path.join(folder, 'classes.txt')]
   return out
@@ -62,6 +63,8 @@ def data_class_names(cfg):
     return None, None
   pats = _local_patterns(cfg)
   for pattern in pats:
+    if cfg.name == 'video_folder' and os.path.isdir(pattern):
+      continue  # a folder of videos names no classes (unlabelled)
     for path in _candidates(pattern):
       found = _read_names(path)
       if found:
