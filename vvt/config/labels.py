@@ -24,6 +24,7 @@ import os
 from vvt.config import schema
 from vvt.config.errors import ConfigError
 from vvt.data import is_remote
+from vvt.data import is_unlabelled_list
 from vvt.data import is_video_list
 from vvt.data import manifest_class_names
 from vvt.data import read_class_list
@@ -42,8 +43,10 @@ def _candidates(pattern: str) -> list:
   folder, name = os.path.split(pattern)
   out = []
   if is_video_list(name):
-    return [pattern]  # a video list: its classes.txt, else its labels' set (a list of paths only: none)
-  if '.tfrecord' in name:
+    out.append(pattern)  # a video list: its classes.txt, else its labels' set
+    if is_unlabelled_list(pattern):
+      return out  # a list of paths only names no classes (not a classes.txt beside it)
+  elif '.tfrecord' in name:
     out.append(os.path.join(folder, name[:name.index('.tfrecord')] + '.manifest.json'))
   out += [os.path.join(folder, 'manifest.json'), os.path.join(folder, 'classes.txt')]
   return out

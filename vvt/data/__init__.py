@@ -42,6 +42,7 @@ _ENTRY = {
     'label_names': ('reading.names', 'label_names'),
     'video_ids': ('reading.names', 'video_ids'),
     'is_video_list': ('reading.names', 'is_video_list'),
+    'is_unlabelled_list': ('reading.names', 'is_unlabelled_list'),
     'manifest_class_names': ('reading.names', 'manifest_class_names'),
     'read_class_list': ('reading.names', 'read_class_list'),
     'video_list_class_names': ('reading.names', 'video_list_class_names'),
