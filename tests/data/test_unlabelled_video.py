@@ -87,7 +87,10 @@ def test_records_converted_without_classes_hold_no_labels(footage):
   with pytest.raises(ValueError, match=r'train.csv: its rows have labels: give --classes'):
     video_shards.convert(str(footage / 'train.csv'), str(footage / 'other' / 'x'), None, num_shards=1,
                          workers=1, progress=False)
-  assert not (footage / 'other' / 'x.manifest.json').exists()
+  with pytest.raises(ValueError, match=r'paths.csv: a list of paths only gives no labels: leave out --classes'):
+    video_shards.convert(str(footage / 'paths.csv'), str(footage / 'other' / 'x'), str(footage / 'classes.txt'),
+                         num_shards=1, workers=1, progress=False)
+  assert not (footage / 'other').exists()  # refused before anything is written
 
 
 def test_the_data_pipeline_refuses_unlabelled_videos_to_a_run_that_reads_labels(footage):
