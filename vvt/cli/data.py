@@ -4,6 +4,7 @@
     vvt data synthetic --untrimmed --output DIR [--train-videos 8 --validation-videos 4 --video-seconds 24
                        --fps 8 --events 1,3 --event-seconds 2,4 --background noise|static ...]
     vvt data convert --input videos.csv --classes classes.txt --output DIR/train ...
+    vvt data convert --input paths.csv --output DIR/train ...    (a list of paths only: records without labels)
     vvt data convert ... --worker I/N      (worker I of N, any hosts; default in a SLURM array: its task)
     vvt data convert ... --assemble        (the one manifest from the workers' manifests)
 """
@@ -132,9 +133,10 @@ def build_parser():
 
   c = sub.add_parser('convert', help='videos listed in a CSV/TSV -> TFRecords')
   c.add_argument('--input', required=True,
-                 help='CSV/TSV file: path,label[,...] per line (header optional)')
-  c.add_argument('--classes', required=True,
-                 help='class list file, one class name per line (line i = label i)')
+                 help='CSV/TSV file: path,label[,...] per line (header optional), or paths only')
+  c.add_argument('--classes', default=None,
+                 help='class list file, one class name per line (line i = label i); left out for a list of paths '
+                      'only (a header `path` alone): records without labels, for pretraining')
   c.add_argument('--output', required=True,
                  help='output prefix, e.g. out/train -> out/train.tfrecord-00000-of-00016')
   c.add_argument('--shards', type=int, default=16)

@@ -8,7 +8,8 @@ A dataset names its classes where it is written: `vvt data convert --output DIR/
 `DIR/manifest.json` and `DIR/classes.txt`. The training files of a config lead to those:
 `DIR/train.tfrecord@16` or `DIR/train.tfrecord-*` -> `DIR/train.manifest.json`, then the folder's
 `manifest.json` and `classes.txt`; a video list (`DIR/train.csv`, `dataset.name='video_folder'`) names its
-classes in the `classes.txt` beside it, else by its labels' set; where the training files have none, those of
+classes in the `classes.txt` beside it, else by its labels' set (a list of paths only, or a folder of videos, names
+none); where the training files have none, those of
 the evaluation files do.
 The synthetic motion data (`schema.SYNTHETIC_DIR`) names its classes before
 it is written (`loader.ensure_synthetic` writes it on first use).
@@ -23,6 +24,7 @@ import os
 from vvt.config import schema
 from vvt.config.errors import ConfigError
 from vvt.data import is_remote
+from vvt.data import is_unlabelled_list
 from vvt.data import is_video_list
 from vvt.data import manifest_class_names
 from vvt.data import read_class_list
@@ -42,6 +44,8 @@ def _candidates(pattern: str) -> list:
   out = []
   if is_video_list(name):
     out.append(pattern)  # a video list: its classes.txt, else its labels' set
+    if is_unlabelled_list(pattern):
+      return out  # a list of paths only names no classes (not a classes.txt beside it)
   elif '.tfrecord' in name:
     out.append(os.path.join(folder, name[:name.index('.tfrecord')] + '.manifest.json'))
   out += [os.path.join(folder, 'manifest.json'), os.path.join(folder, 'classes.txt')]
@@ -62,6 +66,8 @@ def data_class_names(cfg):
     return None, None
   pats = _local_patterns(cfg)
   for pattern in pats:
+    if cfg.name == 'video_folder' and os.path.isdir(pattern):
+      continue  # a folder of videos names no classes (unlabelled)
     for path in _candidates(pattern):
       found = _read_names(path)
       if found:

@@ -32,7 +32,9 @@ from vvt.data import batch_memory_problem
 from vvt.data import clip_problems
 from vvt.data import list_problems
 from vvt.data import missing_files
+from vvt.data import unlabelled_problems
 from vvt.data import write_synthetic
+from vvt.tasks import registry as tasks_registry
 
 # ----------------------------------------------------------------------------- config files (FILE.py[:ARG])
 
@@ -226,7 +228,8 @@ def _load(spec, overrides, validate, purpose, files, init, adapt, finish=None
   except ConfigError as e:
     problems.extend(e.problems)
   # no data: say that, not that it names no classes
-  no_classes = not config.get('num_classes') and bool(files) and bool(_missing_data(config, files))
+  no_classes = not config.get('num_classes') and bool(files) and bool(
+      _missing_data(config, files) or _unlabelled(config, files))
   model = None
   if validate:  # validation: every field the purpose reads, one line each; the model resolved once
     lines, model = validation.check(config, purpose=purpose, unset_classes_ok=no_classes)
@@ -250,12 +253,26 @@ def _missing_data(config, fields) -> list[str]:
   return missing_files(config.dataset, tuple(fields))
 
 
+def _label_reason(config) -> str:
+  """Why a run of `config` reads labels ('' when it reads none: `validation.label_free`)."""
+  if validation.label_free(config):
+    return ''
+  if not config.get('num_classes') or tasks_registry.hooks_of(config).reads_labels:
+    return f'task.name={config.task.name!r} reads labels'
+  return f'num_classes={config.num_classes} makes this run read labels (0 leaves it unset)'
+
+
+def _unlabelled(config, fields) -> list[str]:
+  """One line per unlabelled data file of `fields` when the run reads labels (`vvt.data.unlabelled_problems`)."""
+  return unlabelled_problems(config.dataset, fields, _label_reason(config))
+
+
 def _data_problems(config, fields, valid: bool) -> list[str]:
   """What the data refuses before any work (`vvt.data.preflight`): its video lists whenever they exist; a split
   whose every video is shorter than a clip, and a batch of decoded clips larger than the host's memory, once the
   config is otherwise valid."""
   data = config.dataset
-  out = list_problems(data, fields)
+  out = list_problems(data, fields) + _unlabelled(config, fields)
   if not valid or out:
     return out
   out += clip_problems(data, fields)

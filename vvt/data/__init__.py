@@ -33,6 +33,7 @@ _ENTRY = {
     'reads_files': ('reading.registry', 'reads_files'),
     'list_problems': ('preflight', 'list_problems'),
     'clip_problems': ('preflight', 'clip_problems'),
+    'unlabelled_problems': ('preflight', 'unlabelled_problems'),
     'batch_memory_problem': ('preflight', 'batch_memory_problem'),
     'short_videos_line': ('reading.video_lengths', 'short_line'),
     # names of classes and videos
@@ -41,6 +42,7 @@ _ENTRY = {
     'label_names': ('reading.names', 'label_names'),
     'video_ids': ('reading.names', 'video_ids'),
     'is_video_list': ('reading.names', 'is_video_list'),
+    'is_unlabelled_list': ('reading.names', 'is_unlabelled_list'),
     'manifest_class_names': ('reading.names', 'manifest_class_names'),
     'read_class_list': ('reading.names', 'read_class_list'),
     'video_list_class_names': ('reading.names', 'video_list_class_names'),

@@ -3,6 +3,9 @@ TensorFlow; the config loader adds these lines to a config's problems, so a comm
 
     list_problems(spec, fields)              the video lists of a `video_folder` source: each readable (UTF-8,
                                              path,label rows) and, under on_error='raise', every listed file there
+    unlabelled_problems(spec, fields, reason)
+                                             unlabelled videos (a list of paths only, a folder, TFRecords
+                                             converted without --classes) for a run that reads labels
     clip_problems(spec, fields)              a split every video of which is shorter than a clip
                                              (`video_lengths.every_video_short`)
     batch_memory_problem(spec, batch, what)  a batch of decoded clips larger than this host's memory
@@ -10,9 +13,11 @@ TensorFlow; the config loader adds these lines to a config's problems, so a comm
 `spec` is a dataset section (a DataSpec, or a config's section before it is resolved); `fields` the dataset
 files fields a command reads ('train_files', 'eval_files').
 """
+import json
 import os
 from typing import Optional
 
+from vvt.data.reading import patterns
 from vvt.data.reading import video_lengths
 from vvt.data.reading import video_lists
 
@@ -34,6 +39,46 @@ def list_problems(spec, fields) -> list:
       if missing and spec.on_error != 'skip':
         more = f' (and {len(missing) - 1} more missing)' if len(missing) > 1 else ''
         out.append(f'dataset.{field}: {missing[0]}{more}')
+  return out
+
+
+def _unlabelled_manifest(pattern: str) -> Optional[str]:
+  """The manifest `vvt data convert` wrote beside the TFRecords of `pattern` when it says they hold no labels
+  (`labelled` false: converted without --classes), else None."""
+  folder, name = os.path.split(patterns.SHARDED.sub(r'\g<base>', pattern))
+  if '.tfrecord' not in name:
+    return None
+  path = os.path.join(folder, name[:name.index('.tfrecord')] + '.manifest.json')
+  try:
+    with open(path, encoding='utf-8') as f:
+      manifest = json.load(f)
+  except (OSError, ValueError):
+    return None
+  return path if isinstance(manifest, dict) and manifest.get('labelled') is False else None
+
+
+def unlabelled_problems(spec, fields, reason: str) -> list:
+  """One line per unlabelled data file of `fields` (a `video_folder` list of paths only or folder; DMVR records
+  whose manifest says they hold no labels), naming it, for a run that reads labels (`reason`: why; '' for a run
+  that reads none, which is refused nothing)."""
+  if not reason:
+    return []
+  out = []
+  for field in fields:
+    if spec.name == 'video_folder':
+      for where in video_lengths.video_lists_of(spec, field):
+        try:
+          rows = video_lists.read_video_rows(where)
+        except ValueError:
+          continue  # list_problems says why
+        if video_lists.unlabelled(rows):
+          out.append(video_lists.needs_labels_line(field, where, reason))
+    elif spec.name == 'dmvr':
+      for pattern in patterns.resolved_patterns(spec, (field,)):
+        manifest = _unlabelled_manifest(pattern)
+        if manifest:
+          out.append(f'dataset.{field}: {manifest}: the records hold no labels (`vvt data convert` without '
+                     f'--classes), but {reason}: convert a list of path,label rows with --classes')
   return out
 
 

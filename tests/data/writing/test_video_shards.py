@@ -76,8 +76,8 @@ def test_convert_cli_and_bad_lists(video_dir, capsys):
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and '3 of 10 videos failed or were partial' in err[0]
   assert os.path.exists(f'{out}.tfrecord-00000-of-00001')
-  (video_dir / 'bad.tsv').write_text('only-a-path\n')
-  with pytest.raises(ValueError, match='bad.tsv: line 1'):
+  (video_dir / 'bad.tsv').write_text('a.mp4\tred\nonly-a-path\n')  # one column on every line: paths only
+  with pytest.raises(ValueError, match='bad.tsv: line 2'):
     video_lists.read_video_list(str(video_dir / 'bad.tsv'))
   rows = video_lists.read_video_list(_write(video_dir / 'x.tsv', 'a.mp4\tred\n'))
   assert rows == [('a.mp4', 'red', {})]

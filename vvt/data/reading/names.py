@@ -64,6 +64,15 @@ def is_video_list(path: str) -> bool:
   return path.lower().endswith(LIST_EXTENSIONS)
 
 
+def is_unlabelled_list(path: str) -> bool:
+  """Whether the video list `path` is one of paths only (`video_lists.unlabelled`; False when it cannot be
+  read)."""
+  try:
+    return os.path.isfile(path) and video_lists.unlabelled(video_lists.read_video_rows(path))
+  except (OSError, ValueError):
+    return False
+
+
 def video_list_class_names(path: str) -> Optional[tuple]:
   """The class names of the video list `path` (`video_lists.list_class_names`), or None (none, or unreadable)."""
   try:

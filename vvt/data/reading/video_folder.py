@@ -3,13 +3,16 @@ are read, with no conversion step.
 
     dataset.name = 'video_folder'
     dataset.train_files = 'data/footage/train.csv'   # lines `path,label`; eval_files alike
+    dataset.train_files = 'data/footage/clips'       # a folder: every video under it (a run that reads no labels)
 
 The lists are what `vvt data convert` reads (`video_lists`): `path,label[,...]` lines (CSV or TSV, an optional
 `path` header), relative video paths taken from the list's folder, a label a class name or an integer index.
 The class names are those of the training list (`names.list_class_names`: `classes.txt` beside it, else its
 labels' set), the same for every split. A record is one listed video (numbered in list order, lists in the order
-given); its source name is the list and its record number the row, so a bad video is named like a bad TFRecord
-record, with the video's path in the detail. Its id is the path as listed (the id `vvt data convert` gives it).
+given); a list of paths only or a folder (`video_lists.read_video_rows`) gives unlabelled videos, refused for a
+run that reads labels (`spec.num_classes` set). Its source name is the list (or folder) and its record number the
+row, so a bad video is named like a bad TFRecord record, with the video's path in the detail. Its id is the path
+as listed (the id `vvt data convert` gives it).
 
 A random-access source: each training epoch reads the host's rows in an order drawn from (seed, epoch), before
 the shuffle buffer. Frames are decoded at read time (`VideoFiles`): opening a video lists its frames from the
@@ -22,8 +25,6 @@ listed file is stat'ed when the source is built: a missing one is refused naming
 `dataset.fps` set, each video's clips are mapped by the rate its container gives (`stored_rates`,
 `frame_rate.ratio_fn`), as the TFRecords of `vvt data convert` are by their manifest's.
 """
-import os
-
 import numpy as np
 import tensorflow as tf
 
@@ -112,6 +113,9 @@ def _label_indices(rows, class_names, on_error):
   label when read)."""
   out = []
   for where, row, label in rows:
+    if label is video_lists.NO_LABEL:  # unlabelled (a run that reads no labels): never read
+      out.append(-1)
+      continue
     try:
       out.append(video_lists.label_index(label, class_names) if class_names else int(label))
     except ValueError as e:
@@ -152,8 +156,14 @@ class VideoFolderSource:
       if missing:
         more = f' (and {len(missing) - 1} more missing)' if len(missing) > 1 else ''
         raise FileNotFoundError(f'dataset.{field}: {missing[0]}{more}')
-    rows = [(where, row, video_lists.video_path(path, os.path.dirname(where)), path, label, extra.get('captions', ()))
-            for where in self.files for row, (path, label, extra) in enumerate(video_lists.read_video_list(where))]
+    listed = {where: video_lists.read_video_list(where) for where in self.files}
+    unlabelled = [where for where, got in listed.items() if spec.num_classes and video_lists.unlabelled(got)]
+    if unlabelled:
+      raise ValueError(video_lists.needs_labels_line(
+          field, unlabelled[0], f'this run reads labels (num_classes={spec.num_classes})'))
+    rows = [(where, row, video_lists.video_path(path, video_lists.list_root(where)), path, label,
+             extra.get('captions', ()))
+            for where in self.files for row, (path, label, extra) in enumerate(listed[where])]
     self.num_records = len(rows)
     self.description = f'{field}={getattr(spec, field)!r}'
     self.heads = {'label': LABEL_KEY}

@@ -59,12 +59,12 @@ def _files(spec, field) -> list:
 
 
 def video_lists_of(spec, field) -> list:
-  """The local video lists (CSV / TSV) that dataset field `field` names, in order."""
-  return [f for f in _files(spec, field) if f.lower().endswith(LIST_EXTENSIONS)]
+  """The local video lists (CSV / TSV) and folders of videos that dataset field `field` names, in order."""
+  return [f for f in _files(spec, field) if f.lower().endswith(LIST_EXTENSIONS) or os.path.isdir(f)]
 
 
 def _folder_lengths(lists) -> Lengths:
-  heads = [header(video_lists.video_path(path, os.path.dirname(where)))
+  heads = [header(video_lists.video_path(path, video_lists.list_root(where)))
            for where in lists for _, path, _, _ in video_lists.read_video_rows(where)]
   known = tuple(h for h in heads if h[0] > 0)
   return Lengths(known, len(heads) - len(known), f'the headers of the videos of {", ".join(lists)}')

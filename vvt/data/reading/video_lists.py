@@ -8,12 +8,19 @@ video paths are taken from a root, by default the list's folder. A header naming
 (`path,label,caption`) makes a caption list (video-text data): a row per caption, the rows of one video merged
 (`merge_captions`).
 
+A list of paths only (unlabelled video, for a task that reads no labels: `mae`, `jepa`) has a header `path`
+alone, or one column on every line and no header; its rows' label is None (`NO_LABEL`). A folder given where a
+list is expected (`read_video_rows` of a directory) lists every video file under it, recursively (hidden files
+and folders left out), sorted by their paths relative to it: unlabelled too.
+
 Without a class list, the classes are the labels' set: sorted names, or, when every label is an integer, the
 labels themselves (no names).
 """
 import csv
 import os
 from typing import Optional
+
+from vvt.data.reading.video_files import VIDEO_EXTENSIONS
 
 CLASS_LIST = 'classes.txt'  # the class list beside a video list, when none is given
 
@@ -61,10 +68,39 @@ def _check_columns(path, line, row, names, delimiter):
                      'and other columns need a header line naming them (path,label,...)')
 
 
+NO_LABEL = None  # the label of a row of a list of paths only, or of a folder's video
+
+
+def _path_rows(path, rows, delimiter):
+  """[(line, path, NO_LABEL, {})] of a list of paths only; ValueError naming the list and line of a row with more
+  than one column."""
+  for line, row in rows:
+    if len(row) > 1:
+      raise ValueError(f'{path}: line {line}: {len(row)} columns in "{delimiter.join(row)}", but the list gives '
+                       'paths only (a header `path` alone, or one column on every line)')
+  return [(line, row[0].strip(), NO_LABEL, {}) for line, row in rows]
+
+
+def folder_videos(folder) -> list:
+  """The video files under `folder` (recursive; hidden files and folders left out), as paths relative to it,
+  sorted; ValueError naming the folder when it holds none."""
+  found = []
+  for top, dirs, files in os.walk(folder):
+    dirs[:] = [d for d in dirs if not d.startswith('.')]
+    found += [os.path.relpath(os.path.join(top, f), folder) for f in files
+              if not f.startswith('.') and f.lower().endswith(VIDEO_EXTENSIONS)]
+  if not found:
+    raise ValueError(f'{folder}: a folder with no video files ({", ".join(VIDEO_EXTENSIONS)}) under it')
+  return sorted(found)
+
+
 def read_video_rows(path):
-  """[(1-based line, path, label, extra dict)] from a CSV/TSV file; ValueError naming the file and line of a
-  file that is not UTF-8, a row without a label or a row with more columns than its header names (path,label
-  without a header)."""
+  """[(1-based line, path, label, extra dict)] from a CSV/TSV file, or a folder's videos (line: 1-based position,
+  label NO_LABEL); a list of paths only gives label NO_LABEL. ValueError naming the file and line of a file that is
+  not UTF-8, a row without a label or a row with more columns than its header names (path,label without a
+  header)."""
+  if os.path.isdir(path):
+    return [(i, p, NO_LABEL, {}) for i, p in enumerate(folder_videos(path), start=1)]
   text = _text(path)
   first = text.splitlines()[0] if text.strip() else ''
   delimiter = '\t' if path.endswith('.tsv') or '\t' in first else ','
@@ -72,7 +108,11 @@ def read_video_rows(path):
   names = ['path', 'label']
   if rows and rows[0][1][0].strip().lower() == 'path':
     header, rows = [c.strip() for c in rows[0][1]], rows[1:]
+    if len(header) == 1:
+      return _path_rows(path, rows, delimiter)
     names = header if len(header) >= 2 else names
+  elif rows and all(len(row) == 1 for _, row in rows):
+    return _path_rows(path, rows, delimiter)
   out = []
   for line, row in rows:
     _check_columns(path, line, row, names, delimiter)
@@ -113,7 +153,7 @@ def merge_captions(path, rows) -> list:
 def missing_videos(list_path, root=None) -> list:
   """One line per listed video file that does not exist (a stat each, nothing opened): the list, the 1-based
   line and the path; relative paths taken from `root`, by default the list's folder."""
-  root = os.path.dirname(list_path) if root is None else root
+  root = list_root(list_path) if root is None else root
   return [f'{list_path}: line {line}: video file {full} does not exist'
           for line, path, _, _ in read_video_rows(list_path)
           for full in [video_path(path, root)] if not os.path.isfile(full)]
@@ -137,6 +177,11 @@ def label_index(label, classes):
     raise ValueError(f'label {label!r} is not in the class list '
                      f'({len(classes)} classes)')
   return index
+
+
+def list_root(where: str) -> str:
+  """The folder a list's relative video paths are taken from: the list's folder (a folder of videos: itself)."""
+  return where if os.path.isdir(where) else os.path.dirname(where)
 
 
 def video_path(path: str, root: str) -> str:
@@ -166,8 +211,27 @@ def _is_int(text: str) -> bool:
   return True
 
 
+def unlabelled(rows) -> bool:
+  """Whether rows (of `read_video_rows` or `read_video_list`) give no labels: a list of paths only, a folder."""
+  return bool(rows) and all(row[-2] is NO_LABEL for row in rows)
+
+
+def needs_labels_line(field: str, where: str, reason: str) -> str:
+  """The refusal of unlabelled videos `where` (a list of paths only, or a folder) named by dataset field `field`,
+  for a run that reads labels (`reason` says why)."""
+  if os.path.isdir(where):
+    return (f'dataset.{field}: {where} is a folder of videos, which gives no labels, but {reason}: list the videos '
+            f'with their labels in a CSV (path,label lines, a classes.txt beside it) and point dataset.{field} at it')
+  return (f'dataset.{field}: {where} lists paths only (no label column), but {reason}: give path,label rows (a '
+          "classes.txt beside the list), or leave num_classes unset for a task that reads no labels "
+          "(task.name='mae' or 'jepa')")
+
+
 def list_class_names(list_path: str) -> Optional[tuple]:
-  """The class names of a video list: its `classes.txt`, else its labels' set (None for integer labels)."""
+  """The class names of a video list: its `classes.txt`, else its labels' set (None for integer labels, and for a
+  list of paths only or a folder)."""
+  if unlabelled(read_video_rows(list_path)):
+    return None
   beside = class_list_beside(list_path)
   if beside:
     return tuple(read_class_list(beside))

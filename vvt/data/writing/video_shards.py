@@ -3,7 +3,9 @@
 Input: a CSV or TSV file with lines `path,label[,...]` and a class list file, as
 `vvt.data.reading.video_lists` reads them (relative paths are taken from `root`,
 by default the list's directory; a label is a class name, or an integer index
-into the list). The `video_folder` source reads the same list without converting.
+into the list). The `video_folder` source reads the same list without converting. A list of paths only
+(`video_lists.read_video_rows`) and no class list (`classes=None`) write records without labels (no
+`clip/label/*`; the manifest's `labelled` false), for a run that reads none.
 
 Output, for prefix `out/train` and 16 shards:
   out/train.tfrecord-00000-of-00016 ... (read with `out/train.tfrecord@16`)
@@ -278,7 +280,7 @@ def _decode_jobs(videos, shard_of, bounds, kept, root, class_names, decode_optio
       continue
     full = entry['path'] if os.path.isabs(entry['path']) else os.path.join(root, entry['path'])
     try:
-      entry['label_index'] = video_lists.label_index(entry['label'], class_names)
+      entry['label_index'] = None if class_names is None else video_lists.label_index(entry['label'], class_names)
     except ValueError as e:
       entry.update(status='failed', reason=str(e), frames=0)
     else:
@@ -318,6 +320,7 @@ class _Conversion:
         'input': os.path.abspath(self.video_list),
         'classes': self.options['classes'],
         'class_names': self.options['classes'],  # label order: what a run config's class_names take
+        'labelled': self.options['classes'] is not None,  # False: no clip/label/* (vvt.data.unlabelled_problems)
         'options': dict(self.options, num_shards=self.num_shards),
         'pattern': f'{self.output}.tfrecord@{self.num_shards}',
         'path': self.manifest_path,
@@ -343,10 +346,10 @@ class _Conversion:
     else:
       entry.update(status='ok', reason=None, frames=len(frames))
       entry['fps'] = getattr(frames, 'fps', None)
-      names = self.options['classes']
+      names, label = self.options['classes'], entry['label_index']
       self.records[entry['shard']][index] = dmvr_records.encode_sequence_example(
-          frames, entry['label_index'], video_id=entry['id'], label_text=_label_text(entry['label_index'], names),
-          captions=entry.get('captions', ()))
+          frames, {} if label is None else label, video_id=entry['id'],
+          label_text=None if label is None else _label_text(label, names), captions=entry.get('captions', ()))
     self.done.add(index)
 
   def finish_ready_shards(self):
@@ -378,6 +381,26 @@ def _decoded(jobs, workers):
     pool.join()
 
 
+class LabelsMismatch(ValueError):
+  """A list with labels and no class list, or a list of paths only with one (`vvt data convert` exits 2)."""
+  bad_input = True
+
+
+def _class_names(video_list, entries, classes):
+  """The class names of a conversion: None for a list of paths only without `classes` (records without labels);
+  LabelsMismatch naming the list when it has labels and no `classes`, or paths only and `classes`."""
+  unlabelled = video_lists.unlabelled(entries)
+  if classes is None and not unlabelled:
+    raise LabelsMismatch(f'{video_list}: its rows have labels: give --classes (a class list, one name a line), or list '
+                     'paths only (a header `path` alone) to write records without labels')
+  if classes is not None and unlabelled:
+    raise LabelsMismatch(f'{video_list}: a list of paths only gives no labels: leave out --classes to write records '
+                     'without labels, or give path,label rows')
+  if classes is None:
+    return None
+  return video_lists.read_class_list(classes) if isinstance(classes, str) else list(classes)
+
+
 def convert(video_list, output, classes, num_shards=16, fps=0.0,
             short_side=256, jpeg_quality=90, workers=0, root='',
             max_frames=0, progress=True, overwrite=False, check=True, worker=None):
@@ -391,8 +414,8 @@ def convert(video_list, output, classes, num_shards=16, fps=0.0,
   shards of worker i of n (`vvt.data.writing.shard_workers`) into its own manifest;
   the last worker to finish assembles the one manifest.
   """
-  class_names = video_lists.read_class_list(classes) if isinstance(classes, str) else list(classes)
   entries = video_lists.read_video_list(video_list)
+  class_names = _class_names(video_list, entries, classes)
   _check_arguments(video_list, entries, num_shards, jpeg_quality)
   root = root or os.path.dirname(os.path.abspath(video_list))
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
