@@ -81,7 +81,7 @@ def flexible(value):
 
 def task_section() -> ml_collections.ConfigDict:
   """`config.task` with its defaults: the task's name and each task's own options (checked by its `check` hook)."""
-  task = ml_collections.ConfigDict(dict(name=tasks_registry.DEFAULT, probe=dict(
+  section = ml_collections.ConfigDict(dict(name=tasks_registry.DEFAULT, probe=dict(
       base='classification', head='linear',   # task.name='probe' (vvt.tasks.probe): the probes' task and head
       lrs=(1e-3,), weight_decays=(0.0,),      # the grid of probes: every lr with every weight decay
       num_queries=1, depth=0, num_heads=4,    # the attentive probe's pooler
@@ -89,18 +89,18 @@ def task_section() -> ml_collections.ConfigDict:
       backbone='')))                          # the backbone's weights: what `vvt train --init` takes
   # task.name='localization' (vvt.tasks.localization): ActionFormer on feature sequences, ActionFormer's THUMOS14
   # settings (vvt.tasks.localization_options, docs/recipes.md)
-  task.localization = ml_collections.ConfigDict(dict(localization_options.DEFAULTS))
-  task.zero_shot = ml_collections.ConfigDict(dict(  # task.name='zero_shot' (vvt.tasks.zero_shot)
+  section.localization = ml_collections.ConfigDict(dict(localization_options.DEFAULTS))
+  section.zero_shot = ml_collections.ConfigDict(dict(  # task.name='zero_shot' (vvt.tasks.zero_shot)
       templates=('a video of {}.',)))                 # prompts of a class name ({}), their embeddings averaged
-  task.mae = ml_collections.ConfigDict(dict(  # task.name='mae' (vvt.tasks.mae, vvt/tasks/mae_options.py)
+  section.mae = ml_collections.ConfigDict(dict(  # task.name='mae' (vvt.tasks.mae, vvt/tasks/mae_options.py)
       mask_ratio=0.9, decoder_depth=4, decoder_width=384, decoder_heads=6,  # VideoMAE ViT-B's decoder
       norm_pix_loss=True, eval_seed=0, pictures=2))
-  task.jepa = ml_collections.ConfigDict(dict(  # task.name='jepa' (vvt.tasks.jepa; V-JEPA's ViT-L/16 config)
+  section.jepa = ml_collections.ConfigDict(dict(  # task.name='jepa' (vvt.tasks.jepa; V-JEPA's ViT-L/16 config)
       pred_depth=12, pred_width=384, pred_heads=12, pred_mlp_ratio=4.0,   # the predictor
       mask_sets=((8, 0.15), (2, 0.7)), aspect_ratio=(0.75, 1.5),         # short- and long-range multi-block masks
       momentum=(0.998, 1.0), momentum_scale=1.25,                        # the target encoder's EMA ramp
       loss_exp=1.0, eval_mask_seed=0))
-  return task
+  return section
 
 
 def get_base_config() -> ml_collections.ConfigDict:
