@@ -97,6 +97,23 @@ def _convert(args):
   return 0
 
 
+def _untrimmed_arguments(s) -> None:
+  """`vvt data synthetic`'s options of untrimmed videos (`--untrimmed`)."""
+  u = s.add_argument_group('untrimmed videos (--untrimmed)')
+  u.add_argument('--untrimmed', action='store_true',
+                 help='long videos of background with short motion events, written as mp4 files, and their '
+                      'ActivityNet-style annotations.json (training and validation subsets)')
+  u.add_argument('--train-videos', dest='train_videos', type=int, default=None, help='default 8')
+  u.add_argument('--validation-videos', dest='validation_videos', type=int, default=None, help='default 4')
+  u.add_argument('--video-seconds', dest='video_seconds', type=float, default=None, help='default 24')
+  u.add_argument('--fps', type=int, default=None, help='frames per second (default 8)')
+  u.add_argument('--events', type=_pair(int), default=None, metavar='MIN,MAX', help='events per video (default 1,3)')
+  u.add_argument('--event-seconds', dest='event_seconds', type=_pair(float), default=None, metavar='MIN,MAX',
+                 help='length of an event (default 2,4)')
+  u.add_argument('--background', choices=('static', 'noise'), default=None,
+                 help='a still background, or one with fresh pixel noise every frame (default noise)')
+
+
 def build_parser():
   parser = common.Parser('vvt data', __doc__)
   sub = parser.add_subparsers(dest='command', required=True)
@@ -116,19 +133,7 @@ def build_parser():
   s.add_argument('--test-shards', type=int, default=2)
   s.add_argument('--multi-label', action='store_true',
                  help='half the clips show a second object of another class and carry both labels')
-  u = s.add_argument_group('untrimmed videos (--untrimmed)')
-  u.add_argument('--untrimmed', action='store_true',
-                 help='long videos of background with short motion events, written as mp4 files, and their '
-                      'ActivityNet-style annotations.json (training and validation subsets)')
-  u.add_argument('--train-videos', dest='train_videos', type=int, default=None, help='default 8')
-  u.add_argument('--validation-videos', dest='validation_videos', type=int, default=None, help='default 4')
-  u.add_argument('--video-seconds', dest='video_seconds', type=float, default=None, help='default 24')
-  u.add_argument('--fps', type=int, default=None, help='frames per second (default 8)')
-  u.add_argument('--events', type=_pair(int), default=None, metavar='MIN,MAX', help='events per video (default 1,3)')
-  u.add_argument('--event-seconds', dest='event_seconds', type=_pair(float), default=None, metavar='MIN,MAX',
-                 help='length of an event (default 2,4)')
-  u.add_argument('--background', choices=('static', 'noise'), default=None,
-                 help='a still background, or one with fresh pixel noise every frame (default noise)')
+  _untrimmed_arguments(s)
   s.set_defaults(func=_synthetic)
 
   c = sub.add_parser('convert', help='videos listed in a CSV/TSV -> TFRecords')
