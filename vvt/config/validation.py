@@ -106,7 +106,8 @@ GROUPS = {
     # reading the evaluation records
     'eval_data': ('dataset.name', 'dataset.data_dir', 'dataset.eval_files', 'dataset.tfds_name',
                   'dataset.tfds_video_key', 'dataset.tfds_label_keys', 'dataset.frames_key', 'dataset.label_keys',
-                  'dataset.video_id_key', 'dataset.cycle_length', 'dataset.prefetch', 'dataset.on_error'),
+                  'dataset.video_id_key', 'dataset.cycle_length', 'dataset.prefetch', 'dataset.on_error',
+                  'dataset.captions', 'dataset.tokenizer'),  # captions: a video-text task's texts
     # the training data and its augmentation
     'train_data': ('dataset.train_files', 'dataset.tfds_train_split', 'dataset.train_min_resize',
                    'dataset.train_max_resize', 'dataset.horizontal_flip', 'dataset.label_aware_flip',
