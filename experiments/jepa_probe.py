@@ -9,7 +9,8 @@ random initialisation? Two sweeps, the second reading the first's runs:
 8 frames of 32^2: a 4 x 4 x 4 token grid) pretrained by latent prediction (predictor: 1 block of width 32; the
 masks of V-JEPA's two sets; the labels are never read), and the same backbone not trained (`start=random`: one
 step at learning rate 1e-12: its initial weights). `probe`: an attentive probe (V-JEPA 2's, one query) on each frozen
-backbone, trained and evaluated on the labels. Results (mean +- spread over the seeds): docs/tasks.md.
+backbone, trained and evaluated on the labels. Results (mean +- spread over the seeds): docs/tasks.md. `mini`, as
+every study takes it, is the pretrain stage (the study is in miniature already).
 """
 from configs import common as configs_common
 from experiments import common
@@ -24,6 +25,8 @@ PROBE_STEPS = 200
 def _parse(arg) -> dict:
   a = configs_common.parse_arg(arg, stage='pretrain', pretrained='', seeds=common.MINI_SEEDS,
                                data_dir=schema.SYNTHETIC_DIR)
+  if a['stage'] == 'mini':  # every experiment's miniature; this study is one already: its first stage
+    a['stage'] = 'pretrain'
   if a['stage'] not in ('pretrain', 'probe'):
     raise ValueError(f'stage {a["stage"]!r} is not one of pretrain, probe')
   if a['stage'] == 'probe' and not a['pretrained']:

@@ -23,3 +23,19 @@ def test_skipped_records_are_reported_in_train_metrics(tiny_data, tmp_path):
   train = [r for r in train if r['kind'] == 'train']
   assert train and train[-1]['data_skipped_bad_label'] >= 1
   assert train[-1]['data_skipped_corrupt'] == 0
+
+
+def test_a_run_names_only_its_own_skips():
+  """A second run in one process (a command called through `main(argv)`) does not name the records an earlier run
+  skipped: the trainer starts each run's account (`vvt.data.start_skip_account`)."""
+  from vvt.data import start_skip_account
+  from vvt.data.reading import errors
+  from vvt.data.reading import skips
+  errors._note_skip(b'/earlier/run.tfrecord', 3, 1, b'an earlier run\'s bad record')
+  assert '/earlier/run.tfrecord: record 3' in skips.new_skips_line()
+  errors._note_skip(b'/earlier/run.tfrecord', 4, 1, b'another')
+  start_skip_account()
+  assert skips.new_skips_line() is None and errors.skipped_records() == {}
+  errors._note_skip(b'/this/run.tfrecord', 0, 1, b'this run\'s')
+  line = skips.new_skips_line()
+  assert '/this/run.tfrecord: record 0' in line and '/earlier/' not in line

@@ -26,6 +26,7 @@ _ENTRY = {
     'DataError': ('reading.errors', 'DataError'),
     'skip_report': ('reading.skips', 'skip_report'),
     'skip_line': ('reading.skips', 'skip_line'),
+    'start_skip_account': ('reading.skips', 'start_account'),  # a run's skips are its own
     # checks before any work: files, lists, clip spans, clip sizes
     'missing_files': ('reading.patterns', 'missing_files'),
     'is_remote': ('reading.patterns', 'is_remote'),

@@ -529,7 +529,9 @@ def train_and_evaluate(spec: run_spec.RunSpec, workdir: str, *, log: Callable = 
 
 
 def _train_and_evaluate(spec, workdir, log, stop_after_step, allow_config_change, stop):
+  from vvt.data import start_skip_account
   stop.check()
+  start_skip_account()  # what this run skips, not what an earlier run of the process did
   run = setup(spec, workdir, log)
   log_short_videos(spec.data, ('train_files', 'eval_files'), run.log)
   watch = peers.watch(spec.distributed.heartbeat_timeout_seconds, lambda: _last_checkpoint(run))

@@ -97,6 +97,14 @@ def skip_line(report, split: str, total: int) -> str:
           f'{len(files)} file{"s" if len(files) != 1 else ""}: {said}{tail}')
 
 
+def start_account() -> None:
+  """Forgets what this process skipped and said so far (`errors.reset_error_counts`, the records
+  `new_skips_line` said): a run starts its own account, so a second run in one process (a command called through
+  its `main(argv)`) names only its own skips."""
+  errors.reset_error_counts()
+  _SAID.clear()
+
+
 def new_skips_line(prefix: str = '[train]') -> Optional[str]:
   """One line naming the records this process skipped under on_error='skip' (and the damaged files whose
   tails were not indexed) since the last call, by file; None when there are none. For training, where
