@@ -170,4 +170,15 @@ def test_a_step_decay_or_a_trace_past_the_end_of_the_run_is_refused_naming_the_f
   validation.validate(edited(SYNTHETIC, {**epochs, 'schedule.decay_epochs': [1, 1.5]}))
   validation.validate(edited(SYNTHETIC, {'num_train_steps': 10, 'profile.steps': [10, 20],
                                          'schedule.name': 'step', 'schedule.decay_epochs': [50]}))
-  validation.validate(edited(SYNTHETIC, {**epochs, 'schedule.name': 'cosine', 'schedule.decay_epochs': [5]}))
+  validation.validate(edited(SYNTHETIC, {**epochs, 'schedule.name': 'cosine', 'schedule.decay_epochs': []}))
+
+
+@pytest.mark.parametrize('name', ['cosine', 'constant'])
+def test_decay_epochs_with_a_schedule_without_decays_is_refused_naming_the_field_and_the_schedule(name):
+  """Only the step schedule decays at `decay_epochs`: set with the cosine or the constant schedule it would be
+  ignored, so it is refused, one line naming the field and the schedule, with the config's other problems."""
+  assert problems(edited(SYNTHETIC, {'schedule.name': name, 'schedule.decay_epochs': [1, 2],
+                                     'batch_size': -1})) == [
+      'batch_size must be positive, got -1',
+      f"schedule.decay_epochs=(1, 2) is read by the step schedule only: schedule.name={name!r} ignores it; set "
+      "schedule.name='step' for those decays, or schedule.decay_epochs=() for none"]

@@ -605,12 +605,19 @@ def _number(v) -> bool:
 
 def _check_decay_epochs(p: _Problems, config):
   """A step schedule's `decay_epochs` increase, and in a run of `num_epochs` each lies before its end (a decay at or
-  after it never happens). In a run of `num_train_steps` (a recipe shortened for a trial) the epochs become steps
+  after it never happens); another schedule (cosine, constant) has no decays, and `decay_epochs` set with it is
+  refused rather than ignored. In a run of `num_train_steps` (a recipe shortened for a trial) the epochs become steps
   only on the training set, and a decay after its end is a warning (`decay_past_end`, `vvt.train.trainer`)."""
   fields = ('schedule.name', 'schedule.decay_epochs', 'num_train_steps', 'num_epochs')
-  if not p.runs(('training',), *fields) or config.schedule.name != 'step':
+  if not p.runs(('training',), *fields):
     return
   epochs = tuple(config.schedule.decay_epochs or ())
+  if config.schedule.name != 'step':
+    if epochs:
+      p.add(f'schedule.decay_epochs={epochs!r} is read by the step schedule only: schedule.name='
+            f'{config.schedule.name!r} ignores it; set schedule.name=\'step\' for those decays, or '
+            'schedule.decay_epochs=() for none', 'schedule.decay_epochs')
+    return
   if not all(_number(e) for e in epochs):
     p.add(f'schedule.decay_epochs must be numbers (epochs), got {epochs!r}', 'schedule.decay_epochs')
     return
