@@ -69,3 +69,23 @@ def atomic_write_text(path: str, text: str) -> None:
 def save_png(path: str, figure, dpi: int = 100) -> None:
   """A matplotlib figure written atomically to `path` as PNG."""
   atomic_write(path, lambda f: figure.savefig(f, format='png', dpi=dpi), mode='wb', suffix='.tmp.png')
+
+
+def load_arrays(path: str):
+  """The arrays of the numpy file `path` read whole: an ndarray of a `.npy`, {name: ndarray} of a `.npz`. Nothing
+  is unpickled (`allow_pickle=False`): a file holding an object array, a truncated or damaged file, or one that is
+  not a numpy file at all is a ValueError of one line naming `path`."""
+  import zipfile
+
+  import numpy as np
+  try:
+    with epath.Path(path).open('rb') as f:
+      loaded = np.load(f, allow_pickle=False)
+      if not isinstance(loaded, np.lib.npyio.NpzFile):
+        return loaded
+      with loaded:
+        return {name: loaded[name] for name in loaded.files}
+  except (OSError, EOFError, ValueError, zipfile.BadZipFile) as e:
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise ValueError(f'{path}: not a readable numpy file ({reason}); vvt reads plain arrays and never unpickles'
+                     ) from None

@@ -33,6 +33,13 @@ def test_sequences_written_one_npy_per_video_and_the_index_last(tmp_path):
   assert centres.tolist() == [1.0, 2.0]
   with pytest.raises(KeyError, match="no feature sequence of video 'c'"):
     load_sequence(out, 'c')
+  np.save(os.path.join(out, 'sequences', 'b.npy'), np.array([{'a': 1}], dtype=object), allow_pickle=True)
+  with pytest.raises(ValueError, match=r'sequences/b\.npy: not a readable numpy file \(Object arrays cannot'):
+    load_sequence(out, 'b')  # never unpickled
+  with open(os.path.join(out, 'sequences', 'long_a.npy'), 'r+b') as f:
+    f.truncate(150)
+  with pytest.raises(ValueError, match=r'sequences/long_a\.npy: not a readable numpy file'):
+    load_sequence(out, 'long_a')
   with pytest.raises(ValueError, match='features of 4 dims'):
     w.add('c', '/v/c.mp4', 3.0, 30.0, np.zeros((2, 4)), [1.0, 2.0])
 

@@ -115,3 +115,35 @@ def test_search_refusals_name_the_folder_or_file(tmp_path, capsys):
     res = vvt_in_process(capsys, 'search', *args)
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert res.returncode == 2 and len(lines) == 1 and message in lines[0], (args, res.stderr)
+
+
+class _Unpickled:
+  """An object whose unpickling makes the folder `marker`: what a hostile .npz's object array could run."""
+
+  def __init__(self, marker):
+    self.marker = marker
+
+  def __reduce__(self):
+    return (os.mkdir, (self.marker,))
+
+
+def test_a_hostile_shard_is_one_line_naming_it_and_never_unpickled(tmp_path, capsys):
+  """A features folder whose .npz shard holds an object array (reading it would unpickle, and so run code) or is
+  truncated: `vvt search` exits 2 with one line naming the shard, and nothing in it is unpickled."""
+  marker = str(tmp_path / 'unpickled')
+  np.savez(tmp_path / 'pickled.npz', embedding=np.array([_Unpickled(marker)], dtype=object),
+           video_id=np.array(['a']))
+  np.savez(tmp_path / 'whole.npz', embedding=np.ones((2, 4), np.float32), video_id=np.array(['a', 'b']))
+  whole = (tmp_path / 'whole.npz').read_bytes()
+  (tmp_path / 'truncated.npz').write_bytes(whole[:len(whole) // 2])
+  for shard, reason in (('pickled.npz', 'Object arrays cannot be loaded'), ('truncated.npz', 'not a zip file')):
+    folder = tmp_path / shard[:-len('.npz')]
+    folder.mkdir()
+    (folder / shard).write_bytes((tmp_path / shard).read_bytes())
+    (folder / 'features.json').write_text(json.dumps({'shards': [shard], 'format': 'npz', 'dim': 4,
+                                                      'video_text': True}))
+    res = vvt_in_process(capsys, 'search', '--features', str(folder), 'a car')
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert f'{folder / shard}: not a readable numpy file' in lines[0] and reason in lines[0], lines[0]
+  assert not os.path.exists(marker)

@@ -97,5 +97,5 @@ def load_sequence(output: str, vid: str, index: Optional[dict] = None) -> tuple:
   index = index or read_index(output)
   if vid not in index['videos']:
     raise KeyError(f'{output}: no feature sequence of video {vid!r} ({index["num_videos"]} videos)')
-  features = np.load(sequence_path(output, vid), allow_pickle=False)
+  features = fileio.load_arrays(sequence_path(output, vid))  # damaged, or needing pickle: ValueError naming it
   return features, np.asarray(index['videos'][vid]['centres'], np.float64)

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vvt import fileio
 from vvt import progress as progress_lib
 from vvt.models import frame_size
 from vvt.models import outputs as outputs_lib
@@ -324,8 +325,7 @@ def read(output: str) -> tuple[np.ndarray, list, dict]:
   for name in index['shards']:
     path = os.path.join(output, name)
     if index['format'] == 'npz':
-      with np.load(path, allow_pickle=False) as z:
-        part = {k: z[k] for k in z.files}
+      part = fileio.load_arrays(path)  # a damaged shard, or one that would need pickle: ValueError naming it
       ids += [str(x) for x in part.pop('video_id')]
     else:
       from safetensors import safe_open
