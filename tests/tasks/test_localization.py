@@ -214,3 +214,22 @@ def test_refusals_of_a_localisation_run(tmp_path, capsys):
   bad_annotation = vvt_in_process(capsys, 'train', '--config', config, '--workdir', str(tmp_path / 'w'))
   one_line_error(bad_annotation, 'train', 'task.localization.annotations: ')
   assert 'synthetic_0000' in bad_annotation.stderr and 'no duration' in bad_annotation.stderr
+
+
+def test_the_configs_class_names_keep_their_order_as_the_heads_outputs(tmp_path):
+  """A localisation run whose config names its classes reads the annotations with that list, in its order (the
+  order of the head's outputs, the results' classes); without one the annotations' labels, sorted. A label the
+  list lacks is refused naming the file and the video."""
+  from vvt.data import AnnotationError
+  from vvt.data import write_synthetic_sequences
+  from vvt.train import localization_run
+  data = str(tmp_path / 'data')
+  write_synthetic_sequences(data, videos=4, length=64, dim=16, classes=2)
+  config = f'configs/localization.py:{data}'
+  given = loader.load_run(config, [('num_classes', '2'), ('class_names', "('action_1', 'action_0')")], files=())
+  assert localization_run.read_sets(given, log=None)[2] == ['action_1', 'action_0']
+  assert localization_run.read_sets(loader.load_run(config, files=()), log=None)[2] == ['action_0', 'action_1']
+  lacking = loader.load_run(config, [('num_classes', '2'), ('class_names', "('action_1', 'other')")], files=())
+  with pytest.raises(AnnotationError, match=r"annotations\.json: video synthetic_\d+: label 'action_0' is not in "
+                                            r'the label list \(2 labels\)'):
+    localization_run.read_sets(lacking, log=None)

@@ -22,16 +22,19 @@ from vvt.train.signals import StopSignals
 HEAD_FILE = localization.HEAD_FILE
 
 
-def read_sets(spec, log: Callable = print):
-  """(train, test SequenceSets, class names) of `spec` (a LocalizationSpec): its annotations' two subsets
-  (`vvt.data.read_annotations`) with the sequences of `spec.sequences`; the videos without a sequence counted and
-  said."""
+def read_sets(run, log: Callable = print):
+  """(train, test SequenceSets, class names) of the RunSpec `run` (its LocalizationSpec `run.task.localization`):
+  its annotations' two subsets (`vvt.data.read_annotations`) with the sequences of `spec.sequences`; the videos
+  without a sequence counted and said. The class names, whose order is the head's outputs': the run's
+  `class_names` in their order where the config gives them (an annotation's label outside them is refused), else
+  the annotations' labels, sorted."""
   from vvt.data import SequenceError
   from vvt.data import open_sequences
   from vvt.data import read_annotations
   from vvt.data import sequence_truth
   from vvt.data import sequences_skipped_line
-  sets, labels = [], None
+  spec = run.task.localization
+  sets, labels = [], run.class_names
   for subset in (spec.train_subset, spec.eval_subset):  # a THUMOS14 folder: each subset's files, one label list
     annotations = read_annotations(spec.annotations, subset=subset, labels=labels)
     labels = annotations.labels
@@ -87,7 +90,7 @@ def train_and_evaluate(run, workdir: str, log: Callable = print, allow_config_ch
     stop.check()
     workdir = checkpoints.abspath(workdir)
     spec = run.task.localization
-    train, test, names = read_sets(spec, log)
+    train, test, names = read_sets(run, log)
     check_resume(run, workdir, allow_config_change, log)
     log(f'[train] {len(train)} {spec.train_subset} videos, {len(test)} {spec.eval_subset} videos, '
         f'{len(names)} classes, {train.feature_dim}-dim features')
@@ -111,7 +114,7 @@ def evaluate_checkpoint(run, workdir: str, step: Optional[int] = None, log: Call
   run's eval subset; the results files written as the run writes them (with 'step')."""
   spec, workdir = run.task.localization, checkpoints.abspath(workdir)
   checkpoints.resolve_step(workdir, step)  # first: no checkpoint, or a wrong --step, is the commonest mistake
-  train, test, names = read_sets(spec, log)
+  train, test, names = read_sets(run, log)
   setup = localization.prepare(run, train, test, names)
   one = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
   abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one),

@@ -229,7 +229,8 @@ def read_annotations(path: str, subset: Optional[str] = None, labels=None, toler
   """A .json file (ActivityNet style; `subset` keeps one subset) or a folder of THUMOS14 files (`subset`, default
   'val'; `durations` {video_id: seconds}, e.g. of a sequences.json, since THUMOS14 states none); `labels`: the label
   list, or the path of a class list file (one name a line, as classes.txt); AnnotationError when `path` is
-  neither."""
+  neither. The result's `labels` are `labels` in the order given (label index i names labels[i]; a label outside
+  them is refused), else every label the file or folder has (all subsets of a JSON file), sorted."""
   if isinstance(labels, str):
     from vvt.data.reading import video_lists
     try:
