@@ -67,17 +67,24 @@ def trained(captioned_run):
 
 
 def test_contrastive_training_then_retrieval_and_zero_shot_evaluation(trained, capsys):
+  """The retrieval and the zero-shot evaluation of one checkpoint keep files of their own, named by the task."""
   d, run = trained
-  got = json.loads(open(os.path.join(run, 'checkpoints', 'eval_2_test_1x1.json')).read())
+  checkpoint_dir = os.path.join(run, 'checkpoints')
+  retrieval = open(os.path.join(checkpoint_dir, 'eval_2_test_retrieval_1x1.json')).read()
+  got = json.loads(retrieval)
   assert (got['num_videos'], got['num_captions'], got['num_retrieval_videos']) == (6, 10, 6)
   assert 'best caption' in got['retrieval_protocol'] and 0 <= got['t2v_r1'] <= 1
+  assert (got['task'], got['main_metric']) == ('retrieval', 't2v_r1')
   res = vvt_in_process(capsys, 'eval', *_overrides(d, 'zero_shot'), '--workdir', run,
                        '--config.task.zero_shot.templates=("a {} clip","{} frames")')
   assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-  assert 'video_top1' in res.stdout
-  got = json.loads(open(os.path.join(run, 'checkpoints', 'eval_2_test_1x1.json')).read())
+  assert 'video_top1' in res.stdout and 'eval_2_test_zero_shot_1x1.json' in res.stdout
+  got = json.loads(open(os.path.join(checkpoint_dir, 'eval_2_test_zero_shot_1x1.json')).read())
   assert got['zero_shot']['templates'] == ['a {} clip', '{} frames'] and got['protocol'] == '1x1'
-  assert got['class_names'] == ['a', 'b', 'c'] and got['num_videos'] == 6
+  assert got['class_names'] == ['a', 'b', 'c'] and got['num_videos'] == 6 and got['main_metric'] == 'video_top1'
+  for name in ('eval_2_test_retrieval_1x1.json', 'eval_2_test_retrieval.json'):  # the retrieval's, untouched
+    assert open(os.path.join(checkpoint_dir, name)).read() == retrieval
+  assert not [n for n in os.listdir(checkpoint_dir) if n.startswith('eval_2_test_1x1') or n == 'eval_2_test.json']
 
 
 def test_features_with_texts_then_search_by_the_text_tower_alone(trained, capsys):

@@ -156,3 +156,57 @@ def test_a_missing_or_empty_directory_is_an_error(tmp_path):
     results.collect(str(tmp_path / 'nope'))
   with pytest.raises(FileNotFoundError, match='holds no trials'):
     results.collect(str(tmp_path))
+
+
+def task_run(workdir, task, evals, final, files=None):
+  """A finished run of `task` as the trainer leaves it: eval records `evals` [(step, {metric: value})], its final
+  results `final` (the task's `main_metric` recorded) in checkpoints/eval_<last>_<files[0]>.json (and any other
+  `files` at that step)."""
+  os.makedirs(os.path.join(workdir, 'checkpoints'), exist_ok=True)
+  last = evals[-1][0]
+  with open(os.path.join(workdir, 'metrics.jsonl'), 'w') as f:
+    for step, values in evals:
+      f.write(json.dumps({'step': step, 'kind': 'train', 'loss': 1.0 / step, 'steps_per_sec': 5.0}) + '\n')
+      f.write(json.dumps({'step': step, 'kind': 'eval', **values}) + '\n')
+  with open(os.path.join(workdir, 'config.json'), 'w') as f:
+    json.dump({'seed': 0, 'num_frames': 8, 'image_size': 32, 'model': {}, 'eval': {'split': 'test'},
+               'task': {'name': task}}, f)
+  for name, values in (files or {'test': final}).items():
+    with open(os.path.join(workdir, 'checkpoints', f'eval_{last}_{name}.json'), 'w') as f:
+      json.dump({'step': last, 'split': 'test', **values}, f)
+  open(os.path.join(workdir, 'training_curves.png'), 'wb').close()
+
+
+def test_results_of_pretraining_retrieval_and_localisation_runs_lead_with_their_main_metric(tmp_path):
+  """`vvt results` reads each run's main metric from its results (the task's), not a fixed video_top1: a loss's best
+  is its lowest; of a retrieval run the retrieval file, not a zero-shot evaluation of the same step; a localisation
+  run (no metrics.jsonl, its own results file) is finished with its average mAP."""
+  mae = {'task': 'mae', 'main_metric': 'reconstruction_loss'}
+  for seed, losses in ((0, (0.9, 0.5, 0.7)), (1, (0.8, 0.6, 0.65))):
+    task_run(str(tmp_path / 'mae' / f'seed={seed}'), 'mae',
+             [(s, {'reconstruction_loss': v}) for s, v in zip((5, 10, 15), losses, strict=True)],
+             {**mae, 'reconstruction_loss': losses[-1]})
+  table = results.collect(str(tmp_path / 'mae'), with_summary=False)
+  assert table.headline == 'reconstruction_loss' and [r['status'] for r in table.rows] == ['finished'] * 2
+  assert [(r['reconstruction_loss'], r['best_reconstruction_loss'], r['best_step']) for r in table.rows] == [
+      (0.7, 0.5, 10), (0.65, 0.6, 10)]
+  md = results.markdown(table)
+  assert '| 2/2 | 0.675 ± 0.035 | 0.550 ± 0.071 |' in md and 'video_top1' not in md and 'clip_top1' not in md
+  retrieval = {'task': 'retrieval', 'main_metric': 't2v_r1', 't2v_r1': 0.4, 't2v_r5': 0.9, 'v2t_r1': 0.3,
+               'eval_seconds': 2.0}
+  task_run(str(tmp_path / 'video_text' / 'run'), 'retrieval', [(4, {'t2v_r1': 0.4})], retrieval, files={
+      'test_retrieval': retrieval, 'test_retrieval_1x1': retrieval,
+      'test_zero_shot': {'task': 'zero_shot', 'main_metric': 'video_top1', 'video_top1': 0.7}})
+  row, = results.collect(str(tmp_path / 'video_text'), with_summary=False).rows
+  assert row['status'] == 'finished' and (row['t2v_r1'], row['t2v_r5'], row['v2t_r1']) == (0.4, 0.9, 0.3)
+  assert (row['main_metric'], row['best_t2v_r1']) == ('t2v_r1', 0.4) and 'eval_seconds' not in row
+  loc = tmp_path / 'localisation' / 'run'
+  loc.mkdir(parents=True)
+  (loc / 'config.json').write_text(json.dumps({'seed': 0, 'num_frames': 8, 'image_size': 32, 'model': {}, 'task': {
+      'name': 'localization', 'localization': {'eval_subset': 'validation', 'protocol': 'thumos14'}}}))
+  assert results.trial_state(str(loc))['status'] != 'finished'
+  (loc / 'localization_validation_thumos14.json').write_text(json.dumps(
+      {'task': 'localization', 'main_metric': 'average_map', 'average_map': 0.75, 'map@0.5': 0.8}))
+  table = results.collect(str(tmp_path / 'localisation'), with_summary=False)
+  assert table.headline == 'average_map' and table.rows[0]['status'] == 'finished'
+  assert table.rows[0]['average_map'] == 0.75 and '| 1/1 | 0.750 | — |' in results.markdown(table)

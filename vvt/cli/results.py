@@ -3,10 +3,12 @@
   vvt results runs/schemes              -> runs/schemes/results.csv, results.md, results.png
   vvt results runs/schemes --no_summary    (skip params / GFLOPs: no JAX lowering)
 
-Collects every trial's final metrics (video_top1, clip_top1, ...), its best evaluation, params, GFLOPs per view
-and steps/s; groups the trials by the swept fields (mean ± standard deviation over seeds); lists the trials that
-are missing with their state (not started, claimed or running on a worker: host, pid, since, lease; lease expired:
-its worker died; partial: interrupted; failed: with the error). Works on a sweep that is still running.
+Collects every trial's final metrics (its task's main metric, which the table leads with: video_top1,
+reconstruction_loss, t2v_r1, average_map ...; and its task's other results, e.g. clip_top1), its best evaluation,
+params, GFLOPs per view and steps/s; groups the trials by the swept fields (mean ± standard deviation over seeds);
+lists the trials that are missing with their state (not started, claimed or running on a worker: host, pid, since,
+lease; lease expired: its worker died; partial: interrupted; failed: with the error).
+Works on a sweep that is still running.
 """
 import sys
 

@@ -31,13 +31,14 @@ from vvt import fileio
 from vvt.config import paths
 from vvt.config import run_file
 from vvt.studies import claims
+from vvt.tasks import registry
 from vvt.train import metrics as metrics_lib
 
 SWEEP_FILE = 'sweep.json'   # the sweep's definition: config spec, base overrides, trials
 TRIAL_FILE = 'trial.json'   # one trial's record: overrides, command, status, error, wall time
 SUMMARY_FILE = 'model_summary.json'
 CSV, MD, PNG = 'results.csv', 'results.md', 'results.png'
-HEADLINES = ('video_top1', 'video_top1_action')
+HEADLINES = ('video_top1', 'video_top1_action')  # the headline of results that record no `main_metric` (older runs)
 _EVAL = re.compile(r'eval_(\d+)_(.+)\.json$')
 
 
@@ -77,9 +78,36 @@ def last_train_step(records: Sequence[dict]) -> Optional[int]:
   return max(steps) if steps else None
 
 
+def saved_config(workdir: str) -> dict:
+  """The run's WORKDIR/config.json as JSON values ({} without one)."""
+  config = read_json(run_file.path(workdir), {})
+  return config if isinstance(config, dict) else {}
+
+
+def main_metric(result: dict) -> Optional[str]:
+  """The main metric of an evaluation's results: the one they record (`main_metric`, the task's), else the first
+  of HEADLINES they hold (results written before they recorded it); None for neither."""
+  key = result.get('main_metric')
+  return key if isinstance(key, str) and key else next((h for h in HEADLINES if h in result), None)
+
+
+def _sequences_result(workdir: str, config: dict) -> Optional[str]:
+  """The results JSON of a run on feature sequences (a task whose `runs_on` hook is 'feature_sequences': written
+  once its head is trained and evaluated, `vvt.train.localization_run`), or None before it exists."""
+  from vvt.train import localization_run
+  section = (config.get('task') or {}).get('localization') or {}
+  path = localization_run.results_json(workdir, section.get('eval_subset'), section.get('protocol'))
+  return path if fileio.exists(path) else None
+
+
 def final_eval_path(workdir: str, records: Optional[Sequence[dict]] = None) -> Optional[str]:
-  """The final evaluation of a finished run, or None: the eval JSON at the last logged training step,
-  with training_curves.png beside it (both are written only when a run completes)."""
+  """The final evaluation of a finished run, or None: the eval JSON of its task at the last logged training step,
+  with training_curves.png beside it (both are written only when a run completes); of a run on feature sequences,
+  its results JSON."""
+  config = saved_config(workdir)
+  hooks = registry.hooks_of(config)
+  if hooks.runs_on == 'feature_sequences':
+    return _sequences_result(workdir, config)
   if not fileio.exists(fileio.join(workdir, metrics_lib.CURVES)):
     return None
   records = metrics_lib.read_jsonl(workdir) if records is None else records
@@ -87,8 +115,9 @@ def final_eval_path(workdir: str, records: Optional[Sequence[dict]] = None) -> O
   paths = eval_files(workdir).get(step) if step is not None else None
   if not paths:
     return None
-  split = (read_json(run_file.path(workdir), {}) or {}).get('eval', {}).get('split')
-  preferred = [p for p in paths if split and p.endswith(f'_{split}.json')]
+  split = config.get('eval', {}).get('split')
+  named = f'{split}_{hooks.results_name}' if hooks.results_name else split
+  preferred = [p for p in paths if split and p.endswith(f'_{named}.json')]
   return (preferred or sorted(paths))[0]
 
 
@@ -171,8 +200,9 @@ def trial_row(workdir: str, with_summary: bool = True) -> dict:
   if state['claim']:
     row.update({k: state['claim'].get(k) for k in ('attempts', 'requeues')})
   final = read_json(final_eval_path(workdir, records) or '', {}) if state['status'] == 'finished' else {}
-  row.update({k: v for k, v in (final or {}).items()
-              if _number(v) and k.startswith(('video_', 'clip_'))})
+  final = final if isinstance(final, dict) else {}
+  main, hooks = main_metric(final), registry.hooks_of(saved_config(workdir))
+  row.update({k: v for k, v in final.items() if _number(v) and (k == main or k.startswith(hooks.result_keys))})
   train = [r for r in records if r.get('kind') == 'train']
   evals = [r for r in records if r.get('kind') == 'eval']
   if train:
@@ -181,12 +211,10 @@ def trial_row(workdir: str, with_summary: bool = True) -> dict:
     rates = [r['steps_per_sec'] for r in train if _number(r.get('steps_per_sec'))]
     if rates:
       row['steps_per_sec'] = statistics.median(rates)
-  headline = next((h for h in HEADLINES if any(h in r for r in evals) or h in row), HEADLINES[0])
-  scored = [r for r in evals if _number(r.get(headline))]
-  if scored:
-    best = max(scored, key=lambda r: r[headline])
-    row[f'best_{headline}'] = best[headline]
-    row['best_step'] = best['step']
+  headline = main or next((h for h in HEADLINES if any(h in r for r in evals)), HEADLINES[0])
+  if main:
+    row['main_metric'] = main
+  row.update(_best(evals, headline, hooks.main_metric_goal))
   record = read_json(fileio.join(workdir, TRIAL_FILE), {}) or {}
   if _number(record.get('wall_s')):
     row['wall_s'] = record['wall_s']
@@ -196,6 +224,16 @@ def trial_row(workdir: str, with_summary: bool = True) -> dict:
     except Exception as e:  # the table is still worth having without it
       row['summary_error'] = f'{type(e).__name__}: {e}'.splitlines()[0]
   return row
+
+
+def _best(evals: Sequence[dict], key: str, goal: str) -> dict:
+  """{'best_<key>', 'best_step'} of the run's logged evaluations by `key`: the highest, or for `goal` 'min' (a
+  loss: the task's `main_metric_goal`) the lowest; {} when none holds it."""
+  scored = [r for r in evals if _number(r.get(key))]
+  if not scored:
+    return {}
+  best = (min if goal == 'min' else max)(scored, key=lambda r: r[key])
+  return {f'best_{key}': best[key], 'best_step': best['step']}
 
 
 # ----------------------------------------------------------------------------- a sweep
@@ -278,8 +316,16 @@ def collect(sweep_dir: str, with_summary: bool = True, selected=None) -> Table:
   fields = []
   for _, labels in listed:
     fields.extend(k for k in labels if k not in fields and k != 'seed')
-  headline = next((h for h in HEADLINES if any(h in r for r in rows)), HEADLINES[0])
-  return Table(sweep_dir, rows, fields, headline, spec)
+  return Table(sweep_dir, rows, fields, headline_of(rows), spec)
+
+
+def headline_of(rows: Sequence[dict]) -> str:
+  """The metric a sweep's table leads with: the main metric the trials' results record (the first finished
+  trial's), else the first of HEADLINES a row holds."""
+  recorded = [r['main_metric'] for r in rows if r.get('status') == 'finished' and r.get('main_metric')]
+  if recorded:
+    return recorded[0]
+  return next((h for h in HEADLINES if any(h in r for r in rows)), HEADLINES[0])
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -334,22 +380,23 @@ def markdown(table: Table) -> str:
   lines += [f'{n_done} of {len(table.rows)} trials finished.'
             + (f' Missing: {len(table.missing)} (listed below).' if table.missing else '')
             + (f' Not selected by --only: {len(table.not_selected)}.' if table.not_selected else ''), '']
+  clip = [k for k in ('clip_top1',) if k != h and any(k in r for r in table.rows)]  # a classification's
   header = [short_field(f) for f in table.fields] + [
-      'seeds', f'{h} (mean ± std)', f'best {h}', 'clip_top1', 'params (M)', 'GFLOPs/view', 'steps/s']
+      'seeds', f'{h} (mean ± std)', f'best {h}', *clip, 'params (M)', 'GFLOPs/view', 'steps/s']
   body = []
   for values, every, rows in table.groups():
     body.append([fmt(v) for v in values] + [
         f'{len(rows)}/{len(every)}', fmt_mean_std([r.get(h) for r in rows]),
-        fmt_mean_std([r.get(f'best_{h}') for r in rows]), fmt_mean_std([r.get('clip_top1') for r in rows]),
+        fmt_mean_std([r.get(f'best_{h}') for r in rows]), *[fmt_mean_std([r.get(k) for r in rows]) for k in clip],
         fmt_mean_std([r.get('params_m') for r in rows], 2), fmt_mean_std([r.get('gflops') for r in rows], 4),
         fmt_mean_std([r.get('steps_per_sec') for r in rows], 1)])
   lines += ['## By group', ''] + _md_table(header, body) + ['']
   lines += ['## Trials', ''] + _md_table(
-      ['trial', 'status', h, f'best {h} (step)', 'clip_top1', 'final train loss', 'params (M)',
+      ['trial', 'status', h, f'best {h} (step)', *clip, 'final train loss', 'params (M)',
        'GFLOPs/view', 'steps/s', 'wall'],
       [[r['trial'], r['status'], fmt(r.get(h)),
         f'{fmt(r.get(f"best_{h}"))} ({fmt(r.get("best_step"))})' if r.get(f'best_{h}') is not None else '—',
-        fmt(r.get('clip_top1')), fmt(r.get('train_loss')), fmt(r.get('params_m'), 2),
+        *[fmt(r.get(k)) for k in clip], fmt(r.get('train_loss')), fmt(r.get('params_m'), 2),
         fmt(r.get('gflops'), 4), fmt(r.get('steps_per_sec'), 1),
         metrics_lib.format_duration(r['wall_s']) if r.get('wall_s') else '—'] for r in table.rows]) + ['']
   if table.missing:
@@ -403,7 +450,8 @@ def plot(table: Table, path: str) -> Optional[str]:
       axes[0].text(i, 0.02, 'missing', ha='center', rotation=90, fontsize=8)
   axes[0].set_xticks(range(len(groups)))
   axes[0].set_xticklabels(labels, rotation=30, ha='right', fontsize=7)
-  axes[0].set_ylim(0, 1)
+  if all(0 <= r[h] <= 1 for r in table.rows if _number(r.get(h))):  # an accuracy, a mAP; a loss: its own scale
+    axes[0].set_ylim(0, 1)
   axes[0].set_ylabel(h)
   axes[0].set_title(f'{h} per group (mean ± std over seeds, dots = trials)', fontsize=9)
   group_of = {r['trial']: i for i, (_, every, _) in enumerate(groups) for r in every}

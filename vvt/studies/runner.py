@@ -502,8 +502,8 @@ def _finish(r: _Running, sweep_dir: str, total: int, status: dict, say: Callable
   errors = _errors(r, others or {})
   if not errors and r.proc.returncode == 0 and final:
     res = results_lib.read_json(final, {}) or {}
-    key = next((h for h in results_lib.HEADLINES if h in res), None)
-    score = f': {key} {res[key]:.4f}' if key else ''
+    key = results_lib.main_metric(res)
+    score = f': {key} {res[key]:.4f}' if key and isinstance(res.get(key), (int, float)) else ''
     _record(workdir, status='finished', returncode=0, error=None, wall_s=wall, final_eval=final)
     claims.set_status(r.claim, 'finished')
     status[r.trial.name] = 'finished'

@@ -56,6 +56,9 @@ The hooks that read a run config before any heavy import live apart, in `ConfigH
   reads_labels              False for a task that reads no labels (pretraining): num_classes may be unset, and
                             then no record's label is read
   hf_pretraining            whether an export writes the run's pretraining model (encoder and, e.g., predictor)
+  results_name              the word an evaluation's files carry after the split ('' for none: eval_<step>_<split>)
+  main_metric_goal          'max' (an accuracy, a mAP) or 'min' (a loss): which of a run's evaluations is its best
+  result_keys               the prefixes of the result keys `vvt results` tabulates (default 'video_', 'clip_')
 
 `vvt.tasks.registry.hooks_of(config)` gives them; code outside `vvt.tasks` calls only these hooks (never asks a
 task's name or whether it has an attribute: `tests/tasks/test_interface.py` checks it).
@@ -126,6 +129,14 @@ class ConfigHooks:
                     `clip/label/*`)
   hf_pretraining    whether `vvt export --format hf` writes the run's pretraining model (the encoder and the task's
                     own modules, e.g. V-JEPA 2's predictor: a `VJEPA2Model`) instead of a classifier
+  results_name      the word an evaluation's files are named by after the split (`vvt.train.evaluate`:
+                    eval_<step>_<split>_<results_name>[_<protocol>].json): '' (default) keeps eval_<step>_<split>,
+                    the name of a run's own evaluation; the two evaluations of one video-text checkpoint
+                    (zero-shot, retrieval) name theirs, so that neither overwrites the other
+  main_metric_goal  'max' (default: an accuracy, a mAP, a recall) or 'min' (a loss): how `vvt results` picks a
+                    run's best evaluation by the main metric its results record (`Task.main_metric`)
+  result_keys       the prefixes of the keys of a run's final results that `vvt results` tabulates beside the main
+                    metric (default ('video_', 'clip_'): a classification's video and clip accuracies)
   """
   check: CheckOptions = no_problems
   multi_hot_labels: Callable[[Any], bool] = never
@@ -136,6 +147,9 @@ class ConfigHooks:
   runs_on: str = 'clips'
   reads_labels: bool = True
   hf_pretraining: bool = False
+  results_name: str = ''
+  main_metric_goal: str = 'max'
+  result_keys: tuple = ('video_', 'clip_')
 
 
 class Aggregator(Protocol):

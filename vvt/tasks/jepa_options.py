@@ -99,4 +99,5 @@ def start_problems(config: Any) -> list[str]:
   return []
 
 
-HOOKS = base_lib.ConfigHooks(check=check, start_problems=start_problems, reads_labels=False, hf_pretraining=True)
+HOOKS = base_lib.ConfigHooks(check=check, start_problems=start_problems, reads_labels=False, hf_pretraining=True,
+                             main_metric_goal='min', result_keys=())

@@ -174,4 +174,4 @@ def summary_note(config: Any) -> str:
 
 
 HOOKS = base_lib.ConfigHooks(check=check, start_problems=start_problems, summary_note=summary_note,
-                             runs_on='feature_sequences')
+                             runs_on='feature_sequences', result_keys=('average_map', 'map@'))

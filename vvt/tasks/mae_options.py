@@ -73,4 +73,5 @@ def check(config: Any) -> list[str]:
   return out + ([problem] if problem else [])
 
 
-HOOKS = base_lib.ConfigHooks(check=check, reads_labels=False, hf_pretraining=True)
+HOOKS = base_lib.ConfigHooks(check=check, reads_labels=False, hf_pretraining=True,
+                             main_metric_goal='min', result_keys=('reconstruction_loss',))

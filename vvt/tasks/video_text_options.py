@@ -64,5 +64,5 @@ def check_retrieval(config: Any) -> list[str]:
   return problems + _model_problems(config, 'retrieval')
 
 
-ZERO_SHOT = base_lib.ConfigHooks(check=check_zero_shot)
-RETRIEVAL = base_lib.ConfigHooks(check=check_retrieval)
+ZERO_SHOT = base_lib.ConfigHooks(check=check_zero_shot, results_name='zero_shot')
+RETRIEVAL = base_lib.ConfigHooks(check=check_retrieval, results_name='retrieval', result_keys=('t2v_', 'v2t_'))

@@ -27,6 +27,10 @@ and `eval_<step>_<split>.json` / `.npz` (what `vvt results`, sweeps and the test
 read) when the views are the run's own (WORKDIR/config.json) or no
 evaluation of that step and split was written before, and the clips are the run's
 frames and frame size: another protocol never overwrites the training run's results.
+A task whose `ConfigHooks.results_name` is set (zero-shot, retrieval: two evaluations of one video-text
+checkpoint) has it after the split in every name (`eval_<step>_<split>_zero_shot_1x1.json`,
+`eval_<step>_<split>_zero_shot.json`), so that neither overwrites the other; the JSON records the `task` and its
+`main_metric`.
 """
 import json
 import time
@@ -108,6 +112,7 @@ def evaluate(program, params, data, eval_spec, *, split: str = 'test', log=print
   if jax.process_index() == 0:
     agg.video_ids = video_ids(data, split)
   res = agg.result()
+  res.update(task=task.name, main_metric=task.main_metric)  # what `vvt results` reads the results by
   res.update(eval_seconds=time.time() - t0, eval_batches=n_batches, average=eval_spec.average,
              num_test_clips=_clips(data.num_test_clips), num_spatial_crops=int(data.num_spatial_crops),
              protocol=protocol(data), num_frames=int(data.num_frames),
@@ -219,9 +224,18 @@ def _writes_legacy(workdir: str, step: int, split: str, protocol_name: Optional[
   return not fileio.exists(checkpoints.eval_results_path(workdir, step, split))
 
 
+def named_split(split: str, results: dict) -> str:
+  """The split as the results' file names say it: `split`, then `_<results_name>` where the results' task names
+  its files (its `ConfigHooks.results_name`: zero-shot and retrieval, two evaluations of one video-text
+  checkpoint); a classification's (and any results without a `task`) as they always were."""
+  from vvt.tasks import registry
+  name = registry.hooks_named(str(results.get('task') or '')).results_name
+  return f'{split}_{name}' if name else split
+
+
 def files_prefix(workdir: str, step: int, split: str, results: dict) -> str:
   """The path of the results' files without their suffixes (`write_results`): the protocol-named one."""
-  name = protocol_name(workdir, results)
+  name, split = protocol_name(workdir, results), named_split(split, results)
   return (results_prefix(workdir, step, split, name) if name else
           checkpoints.eval_results_path(workdir, step, split)[:-len('.json')])
 
@@ -238,15 +252,15 @@ def write_results(workdir: str, step: int, split: str, results: dict, agg: Optio
   `image_size`; its `split` is the data split (the raw params' results of a run with an EMA: written under
   `<split>_raw`, `weights` 'raw').
   """
-  name = protocol_name(workdir, results)
+  name, named = protocol_name(workdir, results), named_split(split, results)
   prefix = files_prefix(workdir, step, split, results)
   fileio.makedirs(str(epath.Path(prefix).parent))
-  legacy = name is not None and name == results.get('protocol') and _writes_legacy(workdir, step, split, name)
+  legacy = name is not None and name == results.get('protocol') and _writes_legacy(workdir, step, named, name)
   # the data split evaluated: 'test' for the raw params' results written under 'test_raw' (their `weights`: 'raw')
   data_split = split[:-len('_raw')] if results.get('weights') == 'raw' and split.endswith('_raw') else split
   payload = {'step': step, 'split': data_split, **results}
   dump = lambda f: json.dump(payload, f, indent=2)
-  paths = [prefix + '.json'] + ([checkpoints.eval_results_path(workdir, step, split)] if legacy else [])
+  paths = [prefix + '.json'] + ([checkpoints.eval_results_path(workdir, step, named)] if legacy else [])
   if agg is not None:
     arrays = agg.arrays()
     for json_path in paths:

@@ -94,7 +94,7 @@ def evaluate(task, spec, module, params, test, batch_size: int, truth: int, clas
     out = jax.device_get(scores(params, batch['inputs'], batch['steps']))
     agg.add(batch['video_index'], batch['mask'], out['probs'], out['offsets'], length)
   result = agg.result()
-  result['eval_seconds'] = time.time() - t0
+  result.update(eval_seconds=time.time() - t0, task=task.name, main_metric=task.main_metric)
   return result, agg
 
 

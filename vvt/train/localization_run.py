@@ -51,7 +51,13 @@ def read_sets(run, log: Callable = print):
 
 def results_prefix(workdir: str, spec) -> str:
   """WORKDIR/localization_<eval subset>_<protocol>: the results' files add .json, _classes.csv, _segments.png."""
-  return os.path.join(workdir, f'localization_{spec.eval_subset}_{spec.protocol}')
+  return results_json(workdir, spec.eval_subset, spec.protocol)[:-len('.json')]
+
+
+def results_json(workdir: str, eval_subset: str, protocol: str) -> str:
+  """The results JSON of a run that evaluates `eval_subset` by `protocol` (its config's `task.localization`), as
+  `write_results` names it: what `vvt results` and the sweeps read as the run's final evaluation."""
+  return os.path.join(workdir, f'localization_{eval_subset}_{protocol}.json')
 
 
 def write_results(workdir: str, spec, result: dict, agg) -> str:
