@@ -233,3 +233,37 @@ def test_the_configs_class_names_keep_their_order_as_the_heads_outputs(tmp_path)
   with pytest.raises(AnnotationError, match=r"annotations\.json: video synthetic_\d+: label 'action_0' is not in "
                                             r'the label list \(2 labels\)'):
     localization_run.read_sets(lacking, log=None)
+
+
+def test_two_processes_split_the_evaluation_and_give_the_one_process_results(tmp_path):
+  """Two processes (jax.distributed on 127.0.0.1) train one run and evaluate it, each scoring its share of the
+  test videos: both hold the results of all of them, those of one process evaluating the same checkpoint."""
+  import socket
+
+  from tests.train import train_helpers
+  from vvt.data import write_synthetic_sequences
+  from vvt.train import localization_run
+  data, work = str(tmp_path / 'data'), str(tmp_path / 'run')
+  write_synthetic_sequences(data, videos=12, length=64, dim=16, classes=2, seed=0)
+  fields = [(k, v) for k, v in _overrides() if not k.startswith(('num_train_steps', 'checkpoint.'))]
+  fields += [('num_train_steps', '8'), ('checkpoint.every_steps', '8')]
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  helper = str(train_helpers.REPO / 'tests' / 'tasks' / 'localization_two_process_run.py')
+  procs = [subprocess.Popen([train_helpers.PY, helper, data, work, str(port), str(i), *[f'{k}={v}' for k, v in fields]],
+                            cwd=train_helpers.REPO, env=train_helpers.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True) for i in range(2)]
+  results = []
+  for p in procs:
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-4000:]
+    results.append(json.loads([line for line in out.splitlines() if line.startswith('RESULT ')][-1][7:]))
+  assert sorted(r['process'] for r in results) == [0, 1] and all(r['processes'] == 2 for r in results)
+  assert all(r['eval_processes'] == 2 and r['steps'] == 8 and r['num_videos'] == 3 for r in results), results
+  assert results[0]['average_map'] == results[1]['average_map']
+  one = localization_run.evaluate_checkpoint(loader.load_run(f'configs/localization.py:{data}', fields, files=()),
+                                             work, log=lambda *a: None)
+  assert one['eval_processes'] == 1 and one['num_videos'] == 3
+  assert one['average_map'] == pytest.approx(results[0]['average_map'], abs=1e-6)
+  assert one['map@0.5'] == pytest.approx(results[0]['map@0.5'], abs=1e-6)

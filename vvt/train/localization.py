@@ -82,20 +82,53 @@ def eval_length(spec, test) -> int:
 
 
 def evaluate(task, spec, module, params, test, batch_size: int, truth: int, class_names=None):
-  """(results, aggregator) of `params` on every video of `test` (see the module docstring); `truth`: the most
-  ground-truth segments of a video."""
+  """(results, aggregator) of `params` (host arrays, every process's alike) on every video of `test` (see the
+  module docstring); `truth`: the most ground-truth segments of a video. With several processes each scores its
+  share of the videos (`vvt.data.sequence_eval_batches`, `batch_size` a batch) and every process's aggregator
+  adds the scores of all of them (`_gathered`): the results are those of one process, on every process."""
   from vvt.data import sequence_eval_batches
   length = eval_length(spec, test)
   agg = task.aggregator(len(test))
   agg.sequences, agg.class_names = test, list(class_names or agg.class_names)
   scores = jax.jit(lambda p, x, s: task.scores(module.apply({'params': p}, x, s, train=False)))
-  t0 = time.time()
-  for batch in sequence_eval_batches(test, batch_size, length, truth):
+
+  def scored(batch) -> dict:
     out = jax.device_get(scores(params, batch['inputs'], batch['steps']))
-    agg.add(batch['video_index'], batch['mask'], out['probs'], out['offsets'], length)
+    return {'video_index': batch['video_index'], 'mask': batch['mask'], 'probs': np.asarray(out['probs']),
+            'offsets': np.asarray(out['offsets'])}
+
+  t0 = time.time()
+  index, count = jax.process_index(), jax.process_count()
+  rows = [scored(b) for b in sequence_eval_batches(test, batch_size, length, truth, process_index=index,
+                                                   process_count=count)]
+  if count > 1:
+    empty = None if rows else _masked(scored(next(sequence_eval_batches(test, batch_size, length, truth))))
+    rows = _gathered(rows, empty)
+  for row in rows:
+    agg.add(row['video_index'], row['mask'], row['probs'], row['offsets'], length)
   result = agg.result()
-  result.update(eval_seconds=time.time() - t0, task=task.name, main_metric=task.main_metric)
+  result.update(eval_seconds=time.time() - t0, task=task.name, main_metric=task.main_metric,
+                eval_processes=count)
   return result, agg
+
+
+def _masked(row: dict) -> dict:
+  """A scored batch with every row masked out (mask 0, video_index -1): the padding of a process's share."""
+  return dict(row, mask=np.zeros_like(row['mask']), video_index=np.full_like(row['video_index'], -1))
+
+
+def _gathered(rows: list, empty: Optional[dict]) -> list:
+  """Every process's scored batches (`rows`: this process's, {'video_index' (B,), 'mask' (B,), 'probs',
+  'offsets'}), in process order: each process's padded to the most batches of any (with `empty`, or its last
+  batch masked out) and gathered over the processes (`process_allgather`)."""
+  from jax.experimental import multihost_utils
+  most = int(np.max(multihost_utils.process_allgather(np.int64(len(rows)))))
+  pad = empty if empty is not None else _masked(rows[-1])
+  rows = rows + [pad] * (most - len(rows))
+  stacked = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+  every = multihost_utils.process_allgather(stacked)  # {key: (processes, most, B, ...)}
+  count = len(every['mask'])
+  return [{k: np.asarray(v[q, j]) for k, v in every.items()} for q in range(count) for j in range(most)]
 
 
 def _steps(run, num_videos: int) -> tuple[int, int]:

@@ -17,6 +17,7 @@ import jax
 
 from vvt.train import checkpoints
 from vvt.train import localization
+from vvt.train import mesh as mesh_lib
 from vvt.train.signals import StopSignals
 
 HEAD_FILE = localization.HEAD_FILE
@@ -92,6 +93,7 @@ def train_and_evaluate(run, workdir: str, log: Callable = print, allow_config_ch
   aid) stops after that step, checkpointed, without evaluating: {'step', 'stopped_early'}."""
   from vvt import fileio
   from vvt.config import run_file
+  mesh_lib.maybe_initialize_distributed(run.distributed)  # before any use of jax (`jax.process_index` below)
   with StopSignals(log) as stop:
     stop.check()
     workdir = checkpoints.abspath(workdir)
@@ -119,6 +121,7 @@ def evaluate_checkpoint(run, workdir: str, step: Optional[int] = None, log: Call
   """`vvt eval` of a localisation run: the params of checkpoint `step` (default: the newest intact one) on the
   run's eval subset; the results files written as the run writes them (with 'step')."""
   spec, workdir = run.task.localization, checkpoints.abspath(workdir)
+  mesh_lib.maybe_initialize_distributed(run.distributed)  # before any use of jax
   checkpoints.resolve_step(workdir, step)  # first: no checkpoint, or a wrong --step, is the commonest mistake
   train, test, names = read_sets(run, log)
   setup = localization.prepare(run, train, test, names)

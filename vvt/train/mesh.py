@@ -68,8 +68,9 @@ def maybe_initialize_distributed(distributed) -> None:
   """Calls `jax.distributed.initialize` when `distributed.initialize` is set (a run's DistributedSpec), or when this
   process is one of several tasks of a SLURM step (`srun`): jax then reads the coordinator, process count and id
   from SLURM's environment, so a multi-node trial needs no `distributed.*` field. Process 0 given its coordinator's
-  port checks it first (`vvt.train.coordinator`: one line naming a port in use)."""
-  if not distributed.initialize and slurm_step_tasks() <= 1:
+  port checks it first (`vvt.train.coordinator`: one line naming a port in use). Once initialised, a second call
+  does nothing (a run on feature sequences initialises before its first use of jax, its mesh after)."""
+  if (not distributed.initialize and slurm_step_tasks() <= 1) or jax.distributed.is_initialized():
     return
   coordinator.check_port(distributed)
   try:
