@@ -15,7 +15,8 @@ the run's mesh (`vvt.train.mesh.global_batch`, the params replicated). The train
 run's (`vvt.train.checkpoints`: every `checkpoint.every_steps` and at the end, with the data position); the first
 SIGINT / SIGTERM saves it at the step reached and stops (`vvt.train.signals`). The evaluation runs each test video
 whole, padded to one length (a multiple of the pyramid's coarsest stride), and scores the detections with the
-task's aggregator (mAP at the protocol's tIoU thresholds).
+task's aggregator (mAP at the protocol's tIoU thresholds); with several processes each runs its share of the
+videos and the scores are gathered, so every process's aggregator holds them all.
 """
 import dataclasses
 import math
