@@ -254,11 +254,7 @@ def test_two_processes_split_the_evaluation_and_give_the_one_process_results(tmp
   procs = [subprocess.Popen([train_helpers.PY, helper, data, work, str(port), str(i), *[f'{k}={v}' for k, v in fields]],
                             cwd=train_helpers.REPO, env=train_helpers.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True) for i in range(2)]
-  results = []
-  for p in procs:
-    out, err = p.communicate(timeout=600)
-    assert p.returncode == 0, err[-4000:]
-    results.append(json.loads([line for line in out.splitlines() if line.startswith('RESULT ')][-1][7:]))
+  results = [_result_of(p) for p in procs]
   assert sorted(r['process'] for r in results) == [0, 1] and all(r['processes'] == 2 for r in results)
   assert all(r['eval_processes'] == 2 and r['steps'] == 8 and r['num_videos'] == 3 for r in results), results
   assert results[0]['average_map'] == results[1]['average_map']
@@ -267,3 +263,10 @@ def test_two_processes_split_the_evaluation_and_give_the_one_process_results(tmp
   assert one['eval_processes'] == 1 and one['num_videos'] == 3
   assert one['average_map'] == pytest.approx(results[0]['average_map'], abs=1e-6)
   assert one['map@0.5'] == pytest.approx(results[0]['map@0.5'], abs=1e-6)
+
+
+def _result_of(proc: subprocess.Popen) -> dict:
+  """The `RESULT {json}` line of a helper process that exited 0 (else the test fails with its stderr)."""
+  out, err = proc.communicate(timeout=600)
+  assert proc.returncode == 0, err[-4000:]
+  return json.loads([line for line in out.splitlines() if line.startswith('RESULT ')][-1][len('RESULT '):])
