@@ -16,6 +16,7 @@ import numpy as np
 import train_helpers as common
 
 from tests.cli.test_sweep import vvt_in_process
+from tests.command_output import HANG_S
 from vvt.train import checkpoints
 
 STEPS = 12
@@ -60,7 +61,7 @@ def _kill_resume_and_compare(tiny_data, tmp_path, capsys, args):
   env = {**common.env(), 'JAX_DEFAULT_MATMUL_PRECISION': jax.config.jax_default_matmul_precision}
   victim = subprocess.Popen(_cmd(tiny_data, cut_wd, args), cwd=common.REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  deadline = time.time() + 400
+  deadline = time.time() + HANG_S  # a hang guard: the first steps take seconds, minutes on a loaded machine
   ckpt4 = cut_wd / 'checkpoints' / '4'
   while not ckpt4.exists():
     assert victim.poll() is None, 'the training process ended before its step-4 checkpoint'
