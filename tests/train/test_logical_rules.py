@@ -8,6 +8,7 @@ import jax
 import pytest
 import train_helpers
 
+from tests.command_output import HANG_S
 from vvt.config import loader as config_lib
 from vvt.config import run_file
 from vvt.config import run_spec
@@ -27,7 +28,7 @@ def _run(*runs):
   """The helper's results for each (out_json, logical_rules) of `runs`, all in one process of 8 host devices."""
   proc = subprocess.run([train_helpers.PY, HELPER, *(a for out, rules in runs for a in (str(out), repr(rules)))],
                         cwd=train_helpers.REPO, env=train_helpers.env(devices=8), capture_output=True, text=True,
-                        timeout=600)
+                        timeout=HANG_S)
   assert proc.returncode == 0, proc.stderr[-4000:]
   return [json.loads(out.read_text()) for out, _ in runs]
 
