@@ -24,6 +24,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'train'))
 import train_helpers as common  # noqa: E402
 
+from tests.cli.test_sweep import vvt_in_process  # noqa: E402
 from vvt.cli import main as vvt_main  # noqa: E402
 from vvt.train import checkpoints  # noqa: E402
 
@@ -252,24 +253,26 @@ def test_intact_steps_verify_and_have_checksums_of_every_file(trained):
                                       ('params', 'train', 'meta')}
 
 
-def test_eval_latest_of_a_byte_flipped_run_falls_back_with_a_warning(trained, tmp_path):
+def test_eval_latest_of_a_byte_flipped_run_falls_back_with_a_warning(trained, tmp_path, capsys):
   """Before: the flipped step evaluated, exit 0, wrong numbers. Now: step 4 is evaluated."""
   wd = _copy(trained, tmp_path / 'run')
   named = byte_flip(wd, tmp_path)
   for name in os.listdir(checkpoints.checkpoint_dir(wd)):
     if name.startswith('eval_'):
       os.remove(os.path.join(checkpoints.checkpoint_dir(wd), name))
-  proc = common.vvt('eval', '--workdir', wd)
+  proc = vvt_in_process(capsys, 'eval', '--workdir', wd)
   out = proc.stdout + proc.stderr
+  assert proc.returncode == 0, out[-3000:]
   assert 'warning' in out and named in out and 'falling back to step 4' in out, out
   assert os.path.exists(checkpoints.eval_results_path(wd, GOOD, 'test'))
   assert not os.path.exists(checkpoints.eval_results_path(wd, BAD, 'test'))
 
 
-def test_resume_falls_back_keeps_the_damaged_step_and_finishes(trained, tiny_data, tmp_path):
+def test_resume_falls_back_keeps_the_damaged_step_and_finishes(trained, tiny_data, tmp_path, capsys):
   wd = _copy(trained, tmp_path / 'run')
   named = truncated_array(wd, tmp_path)
-  proc = common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', wd, *ARGS)
+  proc = vvt_in_process(capsys, 'train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', wd, *ARGS)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   assert f'resumed from {checkpoints.checkpoint_dir(wd)}/{GOOD}' in proc.stdout, proc.stdout
   assert named in proc.stdout and 'falling back to step 4' in proc.stdout
   moved = os.path.join(wd, 'damaged_checkpoints', str(BAD))

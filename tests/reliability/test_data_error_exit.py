@@ -6,6 +6,7 @@ The fault: a corrupt JPEG record in the middle of a file of many good ones, read
 such runs hung or aborted (`terminate called without an active exception`, exit 134).
 """
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -70,13 +71,14 @@ def test_pipeline_error_exits_promptly(file_with_bad_record, mode):
     assert 'terminate called' not in out and 'Fatal Python error' not in out
 
 
-def test_vvt_train_data_error_is_one_line_and_prompt(tmp_path):
-  """Through the command: a bad training record ends `vvt train` with exit 1 and one line naming it."""
+def test_vvt_train_data_error_is_one_line_and_prompt(tiny_train_data, tmp_path):
+  """Through the command: a bad training record ends `vvt train` with exit 1 and one line naming it (in a copy of
+  the shared tiny dataset)."""
   sys.path.insert(0, os.path.join(REPO, 'tests', 'train'))
   import train_helpers
 
   from vvt.data.writing import synthetic
-  data = train_helpers.write_tiny_dataset(tmp_path / 'data')
+  data = shutil.copytree(tiny_train_data, tmp_path / 'data')
   frames = synthetic.render_clip(0, np.random.default_rng(0), 16, 64)
   jpegs = [tf.io.encode_jpeg(f).numpy() for f in frames]
   jpegs[3] = jpegs[3][:30] + b'\x00garbage' * 20

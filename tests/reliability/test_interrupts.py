@@ -19,6 +19,8 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'train'))
 import train_helpers as common  # noqa: E402
 
+from tests.cli.test_sweep import vvt_in_process  # noqa: E402
+from tests.command_output import HANG_S  # noqa: E402
 from tests.command_output import without_progress  # noqa: E402
 from vvt.train import checkpoints  # noqa: E402
 
@@ -54,7 +56,7 @@ class Training:
     for line in self.proc.stderr:
       self.err_lines.append((time.time(), line))
 
-  def wait_for(self, text, timeout=400):
+  def wait_for(self, text, timeout=HANG_S):
     deadline = time.time() + timeout
     while not any(text in l for l in self.lines):
       assert self.proc.poll() is None, ''.join(self.lines) + self.proc.stderr.read()
@@ -84,7 +86,7 @@ def _train_steps(wd):
 
 @pytest.mark.parametrize('signum,code', [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
                          ids=['SIGINT', 'SIGTERM'])
-def test_first_signal_saves_at_the_step_reached_and_exits(tiny_data, tmp_path, signum, code):
+def test_first_signal_saves_at_the_step_reached_and_exits(tiny_data, tmp_path, capsys, signum, code):
   wd = str(tmp_path / 'run')
   run = Training(tiny_data, wd)
   run.wait_for(f'step 2/{STEPS}')
@@ -102,8 +104,9 @@ def test_first_signal_saves_at_the_step_reached_and_exits(tiny_data, tmp_path, s
   checkpoints.verify_step(wd, steps[0])
   assert max(_train_steps(wd)) <= steps[0]
 
-  if signum == signal.SIGINT:  # resume: finishes, every step logged once
-    resumed = common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', wd, *ARGS)
+  if signum == signal.SIGINT:  # resume (in this process: its files are read): finishes, every step logged once
+    resumed = vvt_in_process(capsys, 'train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', wd, *ARGS)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f'resumed from {checkpoints.checkpoint_dir(wd)}/{steps[0]}' in resumed.stdout
     assert _train_steps(wd) == list(range(1, STEPS + 1)), _train_steps(wd)
     recs = [(r['kind'], r['step']) for r in map(json.loads, open(os.path.join(wd, 'metrics.jsonl')))]

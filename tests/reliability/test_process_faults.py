@@ -30,6 +30,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'train'))
 import train_helpers as common  # noqa: E402
 
+from tests.cli.test_sweep import vvt_in_process  # noqa: E402
 from tests.command_output import HANG_S  # noqa: E402
 from tests.command_output import run_timed  # noqa: E402
 from tests.command_output import without_progress  # noqa: E402
@@ -49,6 +50,13 @@ def _vvt(*args, prefix=()):
   if code and err.strip():
     assert exit_after < EXIT_S, f'{exit_after:.1f} s from the error line to the end: {err[-2000:]}'
   return code, without_progress(err), out
+
+
+def _in_process(capsys, *args):
+  """`vvt ARGS` through the CLI's `main(argv)` in this process (a refusal, or a command whose files are read) ->
+  (exit code, stderr lines less progress bars, stdout), as `_vvt` gives."""
+  res = vvt_in_process(capsys, *args)
+  return res.returncode, without_progress(res.stderr), res.stdout
 
 
 def _one_line(code, lines, want_code=1):
@@ -282,12 +290,13 @@ def test_a_second_ctrl_c_after_the_save_exits_quietly(tiny_data, tmp_path):
 # ------------------------------------------------------------------------------------------- weight imports
 
 
-def test_import_of_nan_weights_and_of_lying_offsets_is_refused_naming_the_file(trained, tmp_path):
+def test_import_of_nan_weights_and_of_lying_offsets_is_refused_naming_the_file(trained, tmp_path, capsys):
+  """Through `main(argv)` in this process: the refusals are found before anything is written."""
   from safetensors import safe_open
   from safetensors.numpy import load_file
   from safetensors.numpy import save_file
   good = str(tmp_path / 'good.safetensors')
-  assert _vvt('export', '--workdir', trained, '--output', good)[0] == 0
+  assert _in_process(capsys, 'export', '--workdir', trained, '--output', good)[0] == 0
   with safe_open(good, 'numpy') as f:
     metadata = f.metadata()
   tensors = load_file(good)
@@ -308,10 +317,10 @@ def test_import_of_nan_weights_and_of_lying_offsets_is_refused_naming_the_file(t
            (str(offsets), [f"{offsets}: tensor 'w': its data offsets [0, 64] lie past the end of the file"])]
   for path, says in cases:
     out = tmp_path / ('out_' + os.path.basename(path))
-    line = _one_line(*_vvt('export', '--import', path, '--output', str(out))[:2])
+    line = _one_line(*_in_process(capsys, 'export', '--import', path, '--output', str(out))[:2])
     assert line.startswith('vvt export: error: ') and all(s in line for s in says), line
     assert not os.path.exists(out / 'checkpoints'), 'a checkpoint was written'
-  code, _, _ = _vvt('export', '--import', good, '--output', str(tmp_path / 'out_good'))
+  code, _, _ = _in_process(capsys, 'export', '--import', good, '--output', str(tmp_path / 'out_good'))
   assert code == 0 and checkpoints.all_steps(str(tmp_path / 'out_good')) == [0]
 
 
@@ -409,9 +418,9 @@ def test_a_killed_coordinator_is_named_by_the_survivor_instead_of_jax_s_abort(ti
   _last_checkpoint_restores(wd, lines[-1], newest=False)  # the watch's note: as of its last beat
 
 
-def test_heartbeat_timeout_is_validated_before_any_work(tiny_data, tmp_path):
-  code, lines, _ = _vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(tmp_path / 'run'),
-                        '--config.distributed.heartbeat_timeout_seconds=0')
+def test_heartbeat_timeout_is_validated_before_any_work(tiny_data, tmp_path, capsys):
+  code, lines, _ = _in_process(capsys, 'train', '--config', f'{common.TINY}:{tiny_data}', '--workdir',
+                               str(tmp_path / 'run'), '--config.distributed.heartbeat_timeout_seconds=0')
   line = _one_line(code, lines, want_code=2)
   assert 'distributed.heartbeat_timeout_seconds' in line, line
 

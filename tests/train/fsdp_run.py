@@ -4,8 +4,8 @@ argv: out_dir [restore_dir]. Trains the tiny model (width 64, every parameter of
 sharded) for STEPS steps on a `data=8` mesh, an `fsdp=8` mesh and a `data=2, fsdp=2, model=2`
 mesh from one init and one batch stream; writes out_dir/result.json (losses, the params'
 max |difference| to data-parallel, shard fractions) and the fsdp=8 training state as a checkpoint
-in out_dir/fsdp8 (+ its params as out_dir/fsdp8_params.npz). With restore_dir: restores that
-workdir's latest training state onto fsdp=8 and writes out_dir/restored.json.
+in out_dir/fsdp8 (+ its params as out_dir/fsdp8_params.npz). With restore_dir, then, in the same process: restores
+that workdir's latest training state onto fsdp=8 and writes out_dir/restored.json.
 """
 import json
 import os
@@ -79,19 +79,21 @@ def shard_fraction(x):
   return x.addressable_shards[0].data.size / x.size
 
 
+def restore(out_dir, restore_dir):
+  """Restores `restore_dir`'s latest training state onto fsdp=8: out_dir/restored.json and its arrays."""
+  c = config({'fsdp': -1})
+  state, meta = checkpoints.restore_state(restore_dir, program(c).abstract_state())
+  p = flat(state.params)
+  np.savez(os.path.join(out_dir, 'restored_params.npz'), **p)
+  np.savez(os.path.join(out_dir, 'restored_ema.npz'), **flat(state.ema_params))
+  big = leaves(state.params)[BIG]
+  json.dump({'step': int(state.step), 'data_position': meta['data_position'],
+             'big_fraction': shard_fraction(big), 'big_spec': str(big.sharding.spec)},
+            open(os.path.join(out_dir, 'restored.json'), 'w'))
+
+
 def main(out_dir, restore_dir=None):
   os.makedirs(out_dir, exist_ok=True)
-  if restore_dir:
-    c = config({'fsdp': -1})
-    state, meta = checkpoints.restore_state(restore_dir, program(c).abstract_state())
-    p = flat(state.params)
-    np.savez(os.path.join(out_dir, 'restored_params.npz'), **p)
-    np.savez(os.path.join(out_dir, 'restored_ema.npz'), **flat(state.ema_params))
-    big = leaves(state.params)[BIG]
-    json.dump({'step': int(state.step), 'data_position': meta['data_position'],
-               'big_fraction': shard_fraction(big), 'big_spec': str(big.sharding.spec)},
-              open(os.path.join(out_dir, 'restored.json'), 'w'))
-    return
   result = {'devices': jax.device_count()}
   _, dp, result['loss_data'] = train({'data': -1})
   ref, ref_ema = flat(dp.params), flat(dp.ema_params)
@@ -117,6 +119,8 @@ def main(out_dir, restore_dir=None):
       np.savez(os.path.join(out_dir, 'fsdp8_params.npz'), **params)
       np.savez(os.path.join(out_dir, 'fsdp8_ema.npz'), **flat(state.ema_params))
   json.dump(result, open(os.path.join(out_dir, 'result.json'), 'w'))
+  if restore_dir:
+    restore(out_dir, restore_dir)
 
 
 if __name__ == '__main__':

@@ -1,7 +1,8 @@
 """Subprocess helper for test_logical_rules (8 forced host devices): one program under a run's logical axis rules.
 
-argv: out_json [logical_rules as a Python literal; absent: the models' defaults]. Builds the program of the tiny
-config (scanned layers, so that the blocks constrain the batch when traced) on a `data=2, fsdp=2, model=2` mesh
+argv: out_json logical_rules [out_json logical_rules ...]: pairs, one program each, one after another in this one
+process (one start-up for all); the rules as a Python literal, None for the models' defaults. Builds the program of
+the tiny config (scanned layers, so that the blocks constrain the batch when traced) on a `data=2, fsdp=2, model=2` mesh
 and writes: the q kernel's and the batch's partition specs, whether the lowered train and eval steps shard
 anything over `data` and `fsdp` together or over `model`, and the loss of one train step.
 """
@@ -63,4 +64,5 @@ def main(out, logical_rules=None):
 
 
 if __name__ == '__main__':
-  main(sys.argv[1], ast.literal_eval(sys.argv[2]) if len(sys.argv) > 2 else None)
+  for out_json, rules in zip(sys.argv[1::2], sys.argv[2::2], strict=True):
+    main(out_json, ast.literal_eval(rules))

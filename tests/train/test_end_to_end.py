@@ -5,6 +5,7 @@ import os
 
 import train_helpers as common
 
+from tests.cli.test_sweep import vvt_in_process
 from vvt.cli import train as cli
 from vvt.train import checkpoints
 
@@ -15,10 +16,12 @@ def _eval_json(workdir, step, split='test'):
 
 
 def test_train_then_evaluate(tiny_data, tmp_path, capsys):
-  """One real training run (subprocess CLI), then every check on it (one run, not one per test)."""
+  """One real training run (the CLI's `main(argv)` in this process: its files and output are what is read), then
+  every check on it (one run, not one per test)."""
   wd = tmp_path / 'run'
-  proc = common.vvt('train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd),
-                    '--config.profile.steps=6,7')
+  proc = vvt_in_process(capsys, 'train', '--config', f'{common.TINY}:{tiny_data}', '--workdir', str(wd),
+                        '--config.profile.steps=6,7')
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   trained = (wd, proc)
   check_train_outputs(trained)
   check_profile_and_performance(trained)

@@ -8,6 +8,7 @@ import jax
 import pytest
 import train_helpers
 
+from tests.command_output import HANG_S
 from vvt.config import loader as config_lib
 from vvt.config import run_file
 from vvt.config import run_spec
@@ -23,11 +24,13 @@ def load(*overrides, spec=f'{train_helpers.TINY}:unused'):
   return config_lib.load(spec, [tuple(o.split('=', 1)) for o in overrides], files=(), init=False)
 
 
-def _run(out, *rules):
-  proc = subprocess.run([train_helpers.PY, HELPER, str(out), *map(repr, rules)], cwd=train_helpers.REPO,
-                        env=train_helpers.env(devices=8), capture_output=True, text=True, timeout=600)
+def _run(*runs):
+  """The helper's results for each (out_json, logical_rules) of `runs`, all in one process of 8 host devices."""
+  proc = subprocess.run([train_helpers.PY, HELPER, *(a for out, rules in runs for a in (str(out), repr(rules)))],
+                        cwd=train_helpers.REPO, env=train_helpers.env(devices=8), capture_output=True, text=True,
+                        timeout=HANG_S)
   assert proc.returncode == 0, proc.stderr[-4000:]
-  return json.loads(out.read_text())
+  return [json.loads(out.read_text()) for out, _ in runs]
 
 
 def test_the_runs_rules_decide_the_batch_and_the_tensor_parallel_shardings(tmp_path):
@@ -35,11 +38,10 @@ def test_the_runs_rules_decide_the_batch_and_the_tensor_parallel_shardings(tmp_p
   `model` and the batch over `data` and `fsdp`; with heads and MLP units mapped to () and the batch to `data` the
   kernels are replicated and nothing in the traced train or eval step (scanned blocks included) shards over
   `fsdp` and `data` together. One train step gives the same loss either way."""
-  default = _run(tmp_path / 'default.json')
+  default, custom = _run((tmp_path / 'default.json', None), (tmp_path / 'custom.json', NO_TENSOR_PARALLEL))
   assert default['query_spec'] == "P(None, None, 'model', None)"
   assert default['batch_spec'] == "P(('data', 'fsdp'),)"
   assert default['data_fsdp_in_train'] and default['data_fsdp_in_eval'] and default['model_in_train']
-  custom = _run(tmp_path / 'custom.json', NO_TENSOR_PARALLEL)
   assert custom['query_spec'] == 'P(None, None, None, None)'
   assert custom['batch_spec'] == "P('data',)"
   assert not (custom['data_fsdp_in_train'] or custom['data_fsdp_in_eval'] or custom['model_in_train'])
