@@ -30,8 +30,8 @@ ARGS = [f'--config.num_train_steps={STEPS}', '--config.checkpoint.every_steps=10
         '--config.log_every_steps=1']
 # Hang guards (>= 20x the quiet time): a second signal is sent once the first is acknowledged, while the trainer
 # saves (>= 0.5 s, longer when the machine is busy) and the test polls every 0.05 s.
-SAVED_S = 15  # from the signal to the one-line message (checkpoint saved): 0.5 s on a quiet machine
-EXIT_S = 60   # from the signal to the end of the process (2.6 s quiet; the CPU is shared in the suite)
+SAVED_S = 120  # from the signal to the one-line message (checkpoint saved): 0.5 s on a quiet machine
+EXIT_S = 240  # from the signal to the end of the process (2.6 s quiet; the CPU is shared in the suite)
 
 
 class Training:
