@@ -190,6 +190,10 @@ def videos(tmp_path_factory):
   return d
 
 
+# one view per video: the least evaluation, for train's final one too
+ONE_VIEW = ('--config.dataset.num_test_clips=1', '--config.dataset.num_spatial_crops=1')
+
+
 @pytest.mark.parametrize('verbose', [False, True], ids=['quiet', 'verbose'])
 def test_commands_print_only_their_own_lines_on_stderr(tiny_data, videos, tmp_path, verbose):
   """`vvt data convert`, `train` (three steps), `eval` and `predict` with oneDNN forced on: stderr holds vvt's
@@ -202,11 +206,9 @@ def test_commands_print_only_their_own_lines_on_stderr(tiny_data, videos, tmp_pa
                        '--shards', '1', '--short-side', '32', '--workers', '1', '--no-progress'],
       'train': ['train', '--config', f'{TINY}:{tiny_data}', '--workdir', wd, '--config.num_train_steps=3',
                 '--config.checkpoint.every_steps=3', '--config.log_every_steps=1',
-                '--config.schedule.warmup_steps=1'],
-      'eval': ['eval', '--workdir', wd, '--config.dataset.num_test_clips=1',
-               '--config.dataset.num_spatial_crops=1'],
-      'predict': ['predict', '--workdir', wd, str(videos / 'v0.mp4'), '--config.dataset.num_test_clips=1',
-                  '--config.dataset.num_spatial_crops=1'],
+                '--config.schedule.warmup_steps=1', *ONE_VIEW],
+      'eval': ['eval', '--workdir', wd, *ONE_VIEW],
+      'predict': ['predict', '--workdir', wd, str(videos / 'v0.mp4'), *ONE_VIEW],
   }
   for name, args in commands.items():
     res = subprocess.run([sys.executable, '-m', 'vvt', *args, *flag], cwd=REPO, env=_env(),

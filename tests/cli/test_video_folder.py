@@ -1,12 +1,13 @@
 """`vvt train` (with its final evaluation) on a plain folder of video files and a CSV
-(dataset.name='video_folder'), with no conversion step: tiny synthetic motion clips written as mp4 files."""
+(dataset.name='video_folder'), with no conversion step: tiny synthetic motion clips written as mp4 files. The runs
+go through the CLI's `main(argv)` in the test process: what they assert is the run's files and printed lines."""
 import json
 import os
 
 import av
 import numpy as np
 
-from tests.cli.test_commands import vvt
+from tests.cli.test_sweep import vvt_in_process
 from vvt.data.writing import synthetic
 from vvt.train import checkpoints
 
@@ -35,7 +36,7 @@ def _write_clips(directory, split, labels, seed, frames=None):
     f.write('\n'.join(lines) + '\n')
 
 
-def test_train_and_evaluate_on_a_folder_of_videos(tmp_path):
+def test_train_and_evaluate_on_a_folder_of_videos(tmp_path, capsys):
   data = tmp_path / 'footage'
   _write_clips(str(data), 'train', [0, 1] * 6, seed=0)
   _write_clips(str(data), 'test', [0, 1, 1, 0], seed=1)
@@ -43,8 +44,8 @@ def test_train_and_evaluate_on_a_folder_of_videos(tmp_path):
   wd = tmp_path / 'run'
   source = ['--config.dataset.name=video_folder', f'--config.dataset.train_files={data}/train.csv',
             f'--config.dataset.eval_files={data}/test.csv']
-  res = vvt('train', '--config', CONFIG, '--workdir', str(wd), '--config.num_train_steps=4',
-            *source)
+  res = vvt_in_process(capsys, 'train', '--config', CONFIG, '--workdir', str(wd), '--config.num_train_steps=4',
+                       *source)
   assert res.returncode == 0, res.stderr[-3000:]
   assert '[done] step 4: video_top1 =' in res.stdout
   config = json.load(open(wd / 'config.json'))
@@ -54,7 +55,7 @@ def test_train_and_evaluate_on_a_folder_of_videos(tmp_path):
   assert final['num_videos'] == 4 and final['num_views'] == 4 * 3  # 1 clip x 3 crops of every test video
 
 
-def test_short_clips_and_partial_videos_are_said_and_fps_is_mapped(tmp_path):
+def test_short_clips_and_partial_videos_are_said_and_fps_is_mapped(tmp_path, capsys):
   """One run: the start-up line on videos shorter than a clip, the note on the folder's frame rate, and a video
   that lies about its length skipped, counted and said in training and in evaluation."""
   data = tmp_path / 'footage'
@@ -63,10 +64,11 @@ def test_short_clips_and_partial_videos_are_said_and_fps_is_mapped(tmp_path):
   (data / 'classes.txt').write_text('\n'.join(CLASSES) + '\n')
   cut = data / 'clips' / 'test_1.mp4'  # declares 40 frames; cut to a tenth of its bytes, a few can be read
   cut.write_bytes(cut.read_bytes()[:cut.stat().st_size // 10])
-  res = vvt('train', '--config', CONFIG, '--workdir', str(tmp_path / 'run'), '--config.num_train_steps=2',
-            '--config.dataset.name=video_folder', f'--config.dataset.train_files={data}/train.csv',
-            f'--config.dataset.eval_files={data}/test.csv', '--config.dataset.fps=50', '--config.dataset.stride=6',
-            '--config.dataset.short_video_policy=pad', '--config.dataset.on_error=skip')
+  res = vvt_in_process(capsys, 'train', '--config', CONFIG, '--workdir', str(tmp_path / 'run'),
+                       '--config.num_train_steps=2', '--config.dataset.name=video_folder',
+                       f'--config.dataset.train_files={data}/train.csv', f'--config.dataset.eval_files={data}/test.csv',
+                       '--config.dataset.fps=50', '--config.dataset.stride=6',
+                       '--config.dataset.short_video_policy=pad', '--config.dataset.on_error=skip')
   assert res.returncode == 0, res.stderr[-3000:]
   out = res.stdout + res.stderr
   # 8 frames 6 apart at 50 fps span 43 frames; stored at 25 fps, a 16-frame video is 32 frames long at 50 fps

@@ -2,8 +2,6 @@
 lowered forward pass (no 100M-parameter allocation). Params within 0.5%, GFLOPs within 5%. The FLOP count does
 not depend on the default backend having a cost analysis (CUDA has none for a lowering)."""
 import pathlib
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -107,7 +105,10 @@ def test_executed_flops_drop_dead_patch_tokens_only_for_class_token_models():
   assert gap['gflops_executed'] == pytest.approx(gap['gflops'])
 
 
-def test_summary_command(tmp_path):
+def test_summary_command(tmp_path, capsys):
+  """`vvt summary` of a config file with an argument and an override (through the CLI's `main`: the output and
+  exit code are the command's; the console entry itself is `tests/convert/test_cli_export.py`'s)."""
+  from vvt.cli import main
   cfg_file = tmp_path / 'cfg.py'
   cfg_file.write_text(
       'import ml_collections\n'
@@ -116,12 +117,11 @@ def test_summary_command(tmp_path):
       '  c = ml_collections.ConfigDict()\n'
       "  c.model = vvt.models.get_config('timesformer', attention=arg or 'divided', variant='Ti/16', num_frames=4)\n"
       '  return c\n')
-  out = subprocess.run([sys.executable, '-m', 'vvt.cli', 'summary', '--config', f'{cfg_file}:space',
-                        '--config.model.num_classes=10'], capture_output=True, text=True, check=True).stdout
+  assert main(['summary', '--config', f'{cfg_file}:space', '--config.model.num_classes=10']) == 0
+  out = capsys.readouterr().out
   assert 'params 5.5M' in out and 'GFLOPs/view' in out and 'tokens 784 = 4x14x14' in out, out
-  bad = subprocess.run([sys.executable, '-m', 'vvt.cli', 'summary', '--config', str(cfg_file),
-                        '--config.model.num_frame=3'], capture_output=True, text=True)
-  assert bad.returncode == 2 and 'model.num_frame' in bad.stderr
+  assert main(['summary', '--config', str(cfg_file), '--config.model.num_frame=3']) == 2
+  assert 'model.num_frame' in capsys.readouterr().err
 
 
 # A small model for the FLOP-source tests (compiled in the fallback test: keep it cheap).
