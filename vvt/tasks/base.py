@@ -26,6 +26,8 @@ A task is what a run learns and how it is judged, on top of a video backbone (`v
                                             that has them, all of the model's shapes (else fresh, said in a line)
   from_init(params)                         the params once init_from loaded them (default: as they are; jepa:
                                             its target encoder a copy of the loaded encoder)
+  carried_advice(name, checkpoint, model)   what to set so that a `carried_params` tensor of another shape loads
+                                            ('' by default; jepa: the mask sets for the predictor's mask tokens)
   names                                     the task's alternative models a prediction chooses one of (a probe
                                             grid's probes); () for a task of one model
   probability_average(eval_average)         how `vvt predict` turns per-view scores into a video's
@@ -56,6 +58,7 @@ The hooks that read a run config before any heavy import live apart, in `ConfigH
   reads_labels              False for a task that reads no labels (pretraining): num_classes may be unset, and
                             then no record's label is read
   hf_pretraining            whether an export writes the run's pretraining model (encoder and, e.g., predictor)
+  hf_pretraining_fields     the config.json fields of that pretraining model the run's task options decide
 
 `vvt.tasks.registry.hooks_of(config)` gives them; code outside `vvt.tasks` calls only these hooks (never asks a
 task's name or whether it has an attribute: `tests/tasks/test_interface.py` checks it).
@@ -100,6 +103,12 @@ def no_note(config: Any) -> str:
   return ''
 
 
+def no_fields(config: Any) -> dict:
+  """The default `hf_pretraining_fields` hook: the task's options add nothing to an exported config.json."""
+  del config
+  return {}
+
+
 @dataclasses.dataclass(frozen=True)
 class ConfigHooks:
   """The hooks of a task that read a run config (a ConfigDict, or its JSON values as config.json holds them) before
@@ -126,6 +135,8 @@ class ConfigHooks:
                     `clip/label/*`)
   hf_pretraining    whether `vvt export --format hf` writes the run's pretraining model (the encoder and the task's
                     own modules, e.g. V-JEPA 2's predictor: a `VJEPA2Model`) instead of a classifier
+  hf_pretraining_fields  config -> {field: value}: the fields of that pretraining model's config.json which the
+                    run's task options decide (mae: `norm_pix_loss`), over the exporter's defaults; {} by default
   """
   check: CheckOptions = no_problems
   multi_hot_labels: Callable[[Any], bool] = never
@@ -136,6 +147,7 @@ class ConfigHooks:
   runs_on: str = 'clips'
   reads_labels: bool = True
   hf_pretraining: bool = False
+  hf_pretraining_fields: Callable[[Any], dict] = no_fields
 
 
 class Aggregator(Protocol):
@@ -281,3 +293,10 @@ class Task(abc.ABC):
     """The params once init_from (`vvt train --init`) loaded the backbone's and the `carried_params` the checkpoint
     has: as they are by default; a task whose params copy others (an EMA target encoder) sets them here."""
     return params
+
+  def carried_advice(self, name: str, checkpoint_shape: tuple, model_shape: tuple) -> str:
+    """What the config should set so that init_from loads a `carried_params` part whose tensor `name` ('part/...')
+    has `checkpoint_shape` in the checkpoint and `model_shape` in the model: words the one line of the part left
+    fresh ends with; '' (default) where the line naming the difference says all."""
+    del name, checkpoint_shape, model_shape
+    return ''
