@@ -121,7 +121,8 @@ class SpaceTimeEncoder(nn.Module):
     else:  # the table's rows at the kept tokens: (tokens + table)[kept] = tokens[kept] + table[kept]
       table, cls = posembed(jnp.zeros((1, t, n, d), x.dtype), cls)
       rows = t if masking.tube_only(self.block['stages']) else 1
-      x = x.reshape(b, rows, -1, d) + masking.gather(jnp.broadcast_to(table, (b, t, n, d)), kept, rows)
+      at = masking.table_rows(table[0], kept, rows)  # (B, rows, K / rows, D)
+      x = x.reshape(at.shape) + at
       positions = kept.astype(jnp.int32).reshape(x.shape[:3]) if self.block['rope'] else None
     x = nn.Dropout(self.dropout_rate)(x, deterministic=not train)
     x, cls, saved = Encoder(self.num_layers, self.block, self.stochastic_depth, self.remat, self.scan_layers,
