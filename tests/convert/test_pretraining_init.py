@@ -1,9 +1,10 @@
 """Released pretraining weights in and out: `vvt train --init` of a random-init `VideoMAEForPreTraining` folder
 continues an mae run with its decoder, and `vvt export --format hf` of the run writes a `VideoMAEForPreTraining`
-transformers loads whole; a task's own part is loaded only whole, else left fresh with one line saying why; the
-converted folder written back bit for bit, with the original's loss and reconstructions; a `VJEPA2Model` keeps its
-predictor for a jepa config (or none), not for a classifier's, is written back bit for bit, and `--init` of a jepa
-config loads it; a jepa run's target encoder starts as the loaded encoder."""
+(with the run's norm_pix_loss) transformers loads whole; a task's own part is loaded only whole, else left fresh
+with one line saying why; the converted folder written back bit for bit, with the original's loss and
+reconstructions; a `VJEPA2Model` keeps its predictor for a jepa config (or none), not for a classifier's, is written
+back bit for bit, and `--init` of a jepa config loads it, or with another count of mask sets says what to set; a
+jepa run's target encoder starts as the loaded encoder."""
 import json
 import sys
 
@@ -72,7 +73,7 @@ def test_an_mae_run_continues_with_the_released_decoder_and_exports_it(made, cap
   root, folder, _ = made
   out, params = _train(capsys, root, folder, tmp_path / 'mae', '--config.task.name=mae',
                        '--config.task.mae.decoder_depth=1', '--config.task.mae.decoder_width=16',
-                       '--config.task.mae.decoder_heads=2')
+                       '--config.task.mae.decoder_heads=2', '--config.task.mae.norm_pix_loss=False')
   assert '[train] init_from decoder: loaded from the checkpoint' in out, out
   converted = video.convert('hf_videomae', str(folder))
   got, ref = weight_files.flatten(params['decoder']), weight_files.flatten(converted.params['decoder'])
@@ -90,7 +91,9 @@ def test_an_mae_run_continues_with_the_released_decoder_and_exports_it(made, cap
     np.testing.assert_allclose(written[key], value, rtol=0, atol=1e-6, err_msg=key)
   model, info = transformers.VideoMAEForPreTraining.from_pretrained(str(tmp_path / 'hf'), output_loading_info=True)
   assert not any(info.values()), info
-  assert json.loads((tmp_path / 'hf/config.json').read_text())['architectures'] == ['VideoMAEForPreTraining']
+  written_config = json.loads((tmp_path / 'hf/config.json').read_text())
+  assert written_config['architectures'] == ['VideoMAEForPreTraining']
+  assert written_config['norm_pix_loss'] is False and model.config.norm_pix_loss is False  # the run's, not the default
 
 
 def test_a_part_is_loaded_whole_or_left_fresh_with_one_line_saying_why(tmp_path):
@@ -163,6 +166,15 @@ def test_a_vjepa2_predictor_is_kept_for_a_jepa_config_and_loaded_by_its_init(mad
   got, ref = weight_files.flatten(loaded['predictor']), weight_files.flatten(kept.params['predictor'])
   for key in ref:
     np.testing.assert_array_equal(got[key], ref[key], err_msg=key)
+
+  # another count of mask sets than the predictor's mask tokens: left fresh, the line says what to set
+  fresh['predictor']['mask_tokens'] = np.zeros((3, VJEPA2['pred_hidden_size']), np.float32)
+  advice = jepa.Jepa.__new__(jepa.Jepa).carried_advice
+  loaded, lines = carried_params.load(fresh, ('predictor',), start.weights, 'vvt', advice)
+  assert loaded == {} and lines == [
+      "predictor: freshly initialised (the checkpoint's differs from the task's: predictor/mask_tokens: checkpoint "
+      "(1, 24), model (3, 24)); its predictor has 1 mask tokens, one per mask set, the task 3: set "
+      "task.jepa.mask_sets to 1 (num_blocks, spatial scale) entries to load it"]
 
 
 def test_from_init_makes_the_target_a_copy_of_the_loaded_encoder():

@@ -218,7 +218,8 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
                             '--format hf writes the model the config describes')
   model_cfg = vvt.models.get_config(**config['model'])
   if registry.hooks_of(config).hf_pretraining:  # a pretraining run: its encoder and predictor, no classifier
-    return _export_pretraining(workdir, output, step, raw_params, model_cfg)
+    return _export_pretraining(workdir, output, step, raw_params, model_cfg,
+                               registry.hooks_of(config).hf_pretraining_fields(config))
   try:
     target, model = hf_export.check(model_cfg)
     grid = registry.hooks_of(config).best_of_grid  # a probe run: its best probe is the classifier
@@ -236,8 +237,9 @@ def export_hf(workdir: str, output: str, step: int | None = None, raw_params: bo
   return hf_class, n, weights
 
 
-def _export_pretraining(workdir: str, output: str, step: int, raw_params: bool, model_cfg):
-  """`export_hf` of a pretraining run (its task's `hf_pretraining` hook): `hf_export.write_pretraining`."""
+def _export_pretraining(workdir: str, output: str, step: int, raw_params: bool, model_cfg, fields: dict):
+  """`export_hf` of a pretraining run (its task's `hf_pretraining` hook): `hf_export.write_pretraining`, with the
+  config.json `fields` its task's options decide (`hf_pretraining_fields`)."""
   from vvt.convert import hf_export
   from vvt.convert.torch_layout import NotExpressible
   import vvt.models
@@ -246,7 +248,7 @@ def _export_pretraining(workdir: str, output: str, step: int, raw_params: bool, 
     hf_export.pretraining_module(vvt.models.resolve(model_cfg))
     hf_export.check_output(output)
     params, step, weights = checkpoints.load_eval_params(workdir, step, raw=raw_params)
-    hf_class, n = hf_export.write_pretraining(params, model_cfg, output)
+    hf_class, n = hf_export.write_pretraining(params, model_cfg, output, fields)
   except (NotExpressible, hf_export.OutputFolderError) as e:
     raise common.UsageError(f'cannot export to Hugging Face: {e}') from None
   return hf_class, n, weights

@@ -14,21 +14,23 @@ import numpy as np
 from vvt.convert import weight_files
 
 
-def _difference(part: str, want: dict, have: dict) -> str:
-  """The first difference of two flat {name: shape} dicts of `part` ('' for none)."""
+def _difference(part: str, want: dict, have: dict) -> tuple[str, str]:
+  """(the first difference of two flat {name: shape} dicts of `part`, the name of a tensor both have in other
+  shapes or ''); ('', '') for none."""
   for name in sorted(want):
     if name not in have:
-      return f'{part}/{name}: not in the checkpoint'
+      return f'{part}/{name}: not in the checkpoint', ''
     if tuple(have[name]) != tuple(want[name]):
-      return f'{part}/{name}: checkpoint {tuple(have[name])}, model {tuple(want[name])}'
+      return f'{part}/{name}: checkpoint {tuple(have[name])}, model {tuple(want[name])}', name
   extra = sorted(set(have) - set(want))
-  return f'{part}/{extra[0]}: not in the model' if extra else ''
+  return (f'{part}/{extra[0]}: not in the model' if extra else ''), ''
 
 
-def load(params: dict, names, path: str, fmt: str) -> tuple[dict, list[str]]:
+def load(params: dict, names, path: str, fmt: str, advice=None) -> tuple[dict, list[str]]:
   """({name: the file's params, in the model's layout} of the parts of `names` in `params` (fresh, the model's
   layout) that the vvt checkpoint `path` has whole, with the model's shapes; one line per name saying what was
-  done). `fmt`: init_from.format (an image checkpoint carries nothing)."""
+  done). `fmt`: init_from.format (an image checkpoint carries nothing). `advice`: the task's `carried_advice`
+  (name, checkpoint shape, model shape) -> what to set, which ends the line of a part left fresh for a shape."""
   from vvt.convert import export
   from vvt.convert import image_init
   from vvt.models import layout
@@ -45,9 +47,12 @@ def load(params: dict, names, path: str, fmt: str) -> tuple[dict, list[str]]:
     if not have:
       lines.append(f'{name}: freshly initialised (the checkpoint has none)')
       continue
-    diff = _difference(name, {k: np.shape(v) for k, v in want.items()}, {k: np.shape(v) for k, v in have.items()})
+    shapes = {k: np.shape(v) for k, v in want.items()}
+    diff, key = _difference(name, shapes, {k: np.shape(v) for k, v in have.items()})
     if diff:
-      lines.append(f"{name}: freshly initialised (the checkpoint's differs from the task's: {diff})")
+      hint = advice(f'{name}/{key}', tuple(np.shape(have[key])), tuple(shapes[key])) if key and advice else ''
+      lines.append(f"{name}: freshly initialised (the checkpoint's differs from the task's: {diff})"
+                   + (f'; {hint}' if hint else ''))
       continue
     flat = {k: np.asarray(v, np.asarray(want[k]).dtype) for k, v in have.items()}
     tree = weight_files.unflatten(flat)

@@ -176,11 +176,13 @@ def _save(config: dict, state: dict, output: str) -> int:
   return len(state)
 
 
-def write_pretraining(params, model_cfg, output: str) -> tuple[str, int]:
+def write_pretraining(params, model_cfg, output: str, fields=None) -> tuple[str, int]:
   """As `write`, of a pretraining run's model (the encoder and the task's own modules, e.g. V-JEPA 2's predictor:
-  a `VJEPA2Model`) instead of a classifier: the model's target module's `to_hf_pretraining`. NotExpressible for a
-  model whose transformers class has no pretraining model vvt writes."""
+  a `VJEPA2Model`) instead of a classifier: the model's target module's `to_hf_pretraining`; `fields`: the
+  config.json fields the run's task options decide (its `hf_pretraining_fields` hook), over the module's defaults.
+  NotExpressible for a model whose transformers class has no pretraining model vvt writes."""
   hf_class, config, state = to_hf_pretraining(params, model_cfg)
+  config = {**config, **(fields or {})}
   return hf_class, _save(config, state, output)
 
 

@@ -294,7 +294,8 @@ def to_hf_pretraining(params, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
   resolved model config -> (config.json dict, state dict) of a `VideoMAEForPreTraining`, the inverse of `convert`
   of one (tensors bit-identical). Its encoder has no fc_norm: with pooling='mean_then_norm' the model's final
   LayerNorm is left out (the decoder reads the blocks' tokens, as transformers'), with 'first_token' it is
-  `videomae.layernorm`. norm_pix_loss is written True (VideoMAE's, and task.mae's default). NotExpressible (one
+  `videomae.layernorm`. norm_pix_loss is written True (VideoMAE's, and task.mae's default; an export of a run
+writes the run's, `hf_export.write_pretraining`). NotExpressible (one
   line naming the field) for a model VideoMAE cannot express, or params without a decoder."""
   m = model_cfg
   to_hf_check(m, PRETRAINING_CLASS)

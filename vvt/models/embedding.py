@@ -14,18 +14,36 @@ import numpy as np
 
 
 class TubeletEmbedding(nn.Module):
-  """ViViT eq. 8 tokeniser: non-overlapping t x h x w tubelets linearly projected to D (kernel (t,h,w,C,D))."""
+  """ViViT eq. 8 tokeniser: non-overlapping t x h x w tubelets linearly projected to D (kernel (t,h,w,C,D)).
+
+  With `kept` (B, K) (token indices into the flattened n_t x N grid, vvt/models/masking.py) only those tubelets
+  are gathered and projected, (B, K, D): a masked encoder pays for its kept tokens only (the same kernel: the
+  convolution of one tubelet is its dot product with the kernel, which XLA compiles as a matmul)."""
   hidden_size: int
   tubelet: tuple[int, int, int]
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
 
   @nn.compact
-  def __call__(self, video):
-    x = nn.Conv(self.hidden_size, kernel_size=self.tubelet, strides=self.tubelet, padding='VALID',
-                dtype=self.dtype, param_dtype=self.param_dtype, name='conv')(video.astype(self.dtype))
+  def __call__(self, video, kept=None):
+    conv = nn.Conv(self.hidden_size, kernel_size=self.tubelet, strides=self.tubelet, padding='VALID',
+                   dtype=self.dtype, param_dtype=self.param_dtype, name='conv')
+    if kept is not None:
+      b, k = kept.shape
+      picked = jnp.take_along_axis(tubelets(video, self.tubelet), kept.astype(jnp.int32)[:, :, None], axis=1)
+      return conv(picked.reshape(b * k, *self.tubelet, video.shape[-1]).astype(self.dtype)).reshape(b, k, -1)
+    x = conv(video.astype(self.dtype))
     b, t, h, w, d = x.shape
     return x.reshape(b, t, h * w, d)  # (B, n_t, n_h * n_w, D)
+
+
+def tubelets(video, tubelet):
+  """Pixels (B, T, H, W, C) -> tubelets (B, n_t * N, t * h * w * C): tokens in (t, h, w) order (the flattened
+  token grid), each tubelet's values (t, h, w, C) row-major."""
+  b, tt, hh, ww, c = video.shape
+  t, h, w = tubelet
+  x = video.reshape(b, tt // t, t, hh // h, h, ww // w, w, c).transpose(0, 1, 3, 5, 2, 4, 6, 7)
+  return x.reshape(b, (tt // t) * (hh // h) * (ww // w), t * h * w * c)
 
 
 def sinusoidal_table(length: int, dim: int) -> np.ndarray:

@@ -49,12 +49,27 @@ def tube_only(stages) -> bool:
   return any(s != 'joint' for s in stages)
 
 
+def check_shape(kept, b: int, rows: int) -> None:
+  """ValueError unless `kept` is (B, K) token indices, K a multiple of `rows`."""
+  if kept.ndim != 2 or kept.shape[0] != b or kept.shape[1] % rows:
+    raise ValueError(f'kept must be (B, K) = ({b}, a multiple of {rows}) token indices, got {tuple(kept.shape)}')
+
+
+def table_rows(table, kept, rows: int):
+  """The rows of a table (T, N, D) that every clip shares (a positional embedding) at each clip's `kept` (B, K)
+  -> (B, rows, K / rows, D), gathered from the table itself (no (B, T, N, D) copy of it)."""
+  import jax.numpy as jnp
+  t, n, d = table.shape
+  b, k = kept.shape
+  check_shape(kept, b, rows)
+  return jnp.take(table.reshape(t * n, d), kept.astype(jnp.int32), axis=0).reshape(b, rows, k // rows, d)
+
+
 def gather(x, kept, rows: int):
   """Tokens x (B, T, N, ...) at `kept` (B, K) (indices into the flattened T x N) -> (B, rows, K / rows, ...)."""
   import jax.numpy as jnp
   b, t, n = x.shape[:3]
-  if kept.ndim != 2 or kept.shape[0] != b or kept.shape[1] % rows:
-    raise ValueError(f'kept must be (B, K) = ({b}, a multiple of {rows}) token indices, got {tuple(kept.shape)}')
+  check_shape(kept, b, rows)
   flat = x.reshape(b, t * n, *x.shape[3:])
   idx = kept.astype(jnp.int32).reshape(b, -1, *(1,) * (x.ndim - 3))
   out = jnp.take_along_axis(flat, idx, axis=1)

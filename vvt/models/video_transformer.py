@@ -13,6 +13,7 @@ tokens after any block, the final-normed tokens, the pooled representation, the 
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import chex
@@ -79,9 +80,10 @@ class SpaceTimeEncoder(nn.Module):
   temporal index, so tokens become (B, T, 1 + N, D)), or None. Returns (tokens, cls) before the final norm,
   the final LayerNorm for the caller's pooling, and {i: tokens after block i} of the blocks in `keep`.
 
-  kept (B, K): the tokens (indices into the flattened T x N) the blocks run on, gathered after the positional
-  embedding into (B, 1, K, D) (joint attention) or (B, T, K / T, D) (a tube mask of a factorised scheme); RoPE
-  rotates them by their own positions (vvt/models/masking.py).
+  kept (B, K): the tokens (indices into the flattened T x N of the grid `block['grid']`) the blocks run on; x is
+  then those tokens only, (B, K, D) (`TubeletEmbedding` with `kept`), to which the positional embedding's rows at
+  `kept` are added, laid out (B, 1, K, D) (joint attention) or (B, T, K / T, D) (a tube mask of a factorised
+  scheme); RoPE rotates them by their own positions (vvt/models/masking.py).
   """
   block: dict  # EncoderBlock fields of every layer (`block_fields`)
   num_layers: int
@@ -101,7 +103,8 @@ class SpaceTimeEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, x, train: bool = False, kept=None):
-    b, t, n, d = x.shape
+    b, d = x.shape[0], x.shape[-1]
+    t, n = (x.shape[1], x.shape[2]) if kept is None else (self.block['grid'][0], math.prod(self.block['grid'][1:]))
     cls = None
     if self.class_token is not None:
       token = self.param('cls', nn.initializers.zeros, (1, 1, d), self.param_dtype).astype(x.dtype)
@@ -109,13 +112,17 @@ class SpaceTimeEncoder(nn.Module):
         cls = jnp.broadcast_to(token, (b, 1, d))
       else:
         x = jnp.concatenate([jnp.broadcast_to(token[:, None], (b, t, 1, d)), x], axis=2)
-    x, cls = PositionalEmbedding(self.positional_embedding, time_rows=self.time_embedding_rows,
-                                 param_dtype=self.param_dtype, table_grid=self.pos_table_grid,
-                                 grid=tuple(self.block['grid']), name='posembed')(x, cls)
+    posembed = PositionalEmbedding(self.positional_embedding, time_rows=self.time_embedding_rows,
+                                   param_dtype=self.param_dtype, table_grid=self.pos_table_grid,
+                                   grid=tuple(self.block['grid']), name='posembed')
     positions = None
-    if kept is not None:
+    if kept is None:
+      x, cls = posembed(x, cls)
+    else:  # the table's rows at the kept tokens: (tokens + table)[kept] = tokens[kept] + table[kept]
+      table, cls = posembed(jnp.zeros((1, t, n, d), x.dtype), cls)
       rows = t if masking.tube_only(self.block['stages']) else 1
-      x = masking.gather(x, kept, rows)
+      at = masking.table_rows(table[0], kept, rows)  # (B, rows, K / rows, D)
+      x = x.reshape(at.shape) + at
       positions = kept.astype(jnp.int32).reshape(x.shape[:3]) if self.block['rope'] else None
     x = nn.Dropout(self.dropout_rate)(x, deterministic=not train)
     x, cls, saved = Encoder(self.num_layers, self.block, self.stochastic_depth, self.remat, self.scan_layers,
@@ -193,7 +200,7 @@ class VideoTransformer(nn.Module):
     check_video(video, spec.num_frames, spec.image_size)
     check_kept(spec, kept)
     want = outputs_lib.request(outputs, spec.num_layers)
-    x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
+    x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video, kept)
     block = block_fields(spec, spec.stages, spec.grid, mixing=spec.mixing, projected=spec.projected,
                          backend=self.backend, rope=spec.positional_embedding == 'rope')
     x, cls, norm, saved = encoder(spec, block, spec.num_layers, spec.class_token, spec.positional_embedding,
@@ -239,18 +246,24 @@ class VideoTransformer(nn.Module):
 
 def _factorised_start(module, video, outputs, kept):
   """The start of both factorised encoders (`module`: FactorisedEncoder, SpaceThenTime, in its compact call):
-  (want, count: the outputs asked (`vvt.models.outputs.request`) of the model's layers, tokens (B, n_t, N, D) of
-  `video` (B, T, H, W, 3), the encoders' positional embedding, the spatial encoder's block fields (one temporal
-  index: N tokens)); `kept`: a tube mask's kept positions, checked (vvt/models/masking.py)."""
+  (want, count: the outputs asked (`vvt.models.outputs.request`) of the model's layers, the spatial encoder's
+  input: every temporal index's tokens (B * n_t, 1, N, D) of `video` (B, T, H, W, 3), or with a tube mask `kept`
+  (checked; vvt/models/masking.py) its K_s kept tokens (B * n_t, K_s, D) and their positions in each temporal
+  index (B * n_t, K_s) (None unmasked), the sizes (B, n_t, N, D), the encoders' positional embedding, the spatial
+  encoder's block fields (one temporal index: N tokens))."""
   spec = module.spec
   check_video(video, spec.num_frames, spec.image_size)
   check_kept(spec, kept)
   count = outputs_lib.num_layers(spec)
   want = outputs_lib.request(outputs, count)
-  x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video)
-  _, nh, nw = spec.grid
+  t, nh, nw = spec.grid
+  frame_kept = None if kept is None else masking.per_frame(kept, t, nh * nw)
+  x = TubeletEmbedding(spec.hidden_size, spec.tubelet, *dtypes(spec), name='embedding')(video, kept)
+  sizes = (video.shape[0], t, nh * nw, spec.hidden_size)
+  frames = x.reshape(sizes[0] * t, 1, nh * nw, -1) if kept is None else x.reshape(sizes[0] * t, -1, x.shape[-1])
   pos = 'joint' if spec.positional_embedding in ('joint', 'separable', 'spatial') else spec.positional_embedding
-  return want, count, x, pos, block_fields(spec, ('joint',), (1, nh, nw), backend=module.backend)
+  spatial = block_fields(spec, ('joint',), (1, nh, nw), backend=module.backend)
+  return want, count, frames, frame_kept, sizes, pos, spatial
 
 
 class FactorisedEncoder(nn.Module):
@@ -264,13 +277,10 @@ class FactorisedEncoder(nn.Module):
     temporal encoder's (B, 1, n_t, D)); with a tube mask `kept` (B, n_t * K_s) the spatial encoder runs on the K_s
     kept positions of every temporal index (vvt/models/masking.py)."""
     spec = self.spec
-    want, count, x, pos, spatial = _factorised_start(self, video, outputs, kept)
-    b, t, n, d = x.shape
+    want, count, x, frame_kept, (b, t, n, d), pos, spatial = _factorised_start(self, video, outputs, kept)
     # Spatial encoder: every temporal index is an image of N tokens (one "frame" of a 1-frame video).
-    frame_kept = None if kept is None else masking.per_frame(kept, t, n)
     xs, cls, norm, saved = encoder(spec, spatial, spec.num_layers, spec.class_token, pos, name='spatial_encoder',
-                                   keep=outputs_lib.kept(want, 0, spec.num_layers))(x.reshape(b * t, 1, n, d), train,
-                                                                                     frame_kept)
+                                   keep=outputs_lib.kept(want, 0, spec.num_layers))(x, train, frame_kept)
     blocks, norms_of = by_encoder(saved, 0, (b, t, -1, d)), [norm] * spec.num_layers
     frames = pool(xs, cls, norm, spec.classifier, spec.pooling).reshape(b, 1, t, d)  # (B, 1, n_t, D)
     if spec.temporal_layers == 0:  # the paper's baseline: average-pool the frame representations.
@@ -314,14 +324,11 @@ class SpaceThenTime(nn.Module):
     temporal encoder's, each (B, n_t, N, D)); with a tube mask `kept` (B, n_t * K_s) both encoders run on the K_s
     kept positions (tokens (B, n_t, K_s, D); vvt/models/masking.py)."""
     spec = self.spec
-    want, count, x, pos, spatial = _factorised_start(self, video, outputs, kept)
-    b, t, n, d = x.shape
+    want, count, x, frame_kept, (b, t, n, d), pos, spatial = _factorised_start(self, video, outputs, kept)
     table = spec.pos_table_grid
-    frame_kept = None if kept is None else masking.per_frame(kept, t, n)
     xs, _, norm_s, saved = encoder(spec, spatial, spec.num_layers, None, pos, name='spatial_encoder',
                                    pos_table_grid=None if table is None else (1, table[1], table[2]),
-                                   keep=outputs_lib.kept(want, 0, spec.num_layers))(x.reshape(b * t, 1, n, d), train,
-                                                                                     frame_kept)
+                                   keep=outputs_lib.kept(want, 0, spec.num_layers))(x, train, frame_kept)
     n = xs.shape[2]  # the kept positions K_s of a masked call
     blocks = by_encoder(saved, 0, (b, t, n, d))
     xs = norm_s(xs).reshape(b, t, n, d).transpose(0, 2, 1, 3).reshape(b * n, 1, t, d)  # every position's n_t tokens

@@ -26,6 +26,8 @@ A task is what a run learns and how it is judged, on top of a video backbone (`v
                                             that has them, all of the model's shapes (else fresh, said in a line)
   from_init(params)                         the params once init_from loaded them (default: as they are; jepa:
                                             its target encoder a copy of the loaded encoder)
+  carried_advice(name, checkpoint, model)   what to set so that a `carried_params` tensor of another shape loads
+                                            ('' by default; jepa: the mask sets for the predictor's mask tokens)
   names                                     the task's alternative models a prediction chooses one of (a probe
                                             grid's probes); () for a task of one model
   probability_average(eval_average)         how `vvt predict` turns per-view scores into a video's
@@ -59,6 +61,7 @@ The hooks that read a run config before any heavy import live apart, in `ConfigH
   results_name              the word an evaluation's files carry after the split ('' for none: eval_<step>_<split>)
   main_metric_goal          'max' (an accuracy, a mAP) or 'min' (a loss): which of a run's evaluations is its best
   result_keys               the prefixes of the result keys `vvt results` tabulates (default 'video_', 'clip_')
+  hf_pretraining_fields     the config.json fields of that pretraining model the run's task options decide
 
 `vvt.tasks.registry.hooks_of(config)` gives them; code outside `vvt.tasks` calls only these hooks (never asks a
 task's name or whether it has an attribute: `tests/tasks/test_interface.py` checks it).
@@ -103,6 +106,12 @@ def no_note(config: Any) -> str:
   return ''
 
 
+def no_fields(config: Any) -> dict:
+  """The default `hf_pretraining_fields` hook: the task's options add nothing to an exported config.json."""
+  del config
+  return {}
+
+
 @dataclasses.dataclass(frozen=True)
 class ConfigHooks:
   """The hooks of a task that read a run config (a ConfigDict, or its JSON values as config.json holds them) before
@@ -137,6 +146,8 @@ class ConfigHooks:
                     run's best evaluation by the main metric its results record (`Task.main_metric`)
   result_keys       the prefixes of the keys of a run's final results that `vvt results` tabulates beside the main
                     metric (default ('video_', 'clip_'): a classification's video and clip accuracies)
+  hf_pretraining_fields  config -> {field: value}: the fields of that pretraining model's config.json which the
+                    run's task options decide (mae: `norm_pix_loss`), over the exporter's defaults; {} by default
   """
   check: CheckOptions = no_problems
   multi_hot_labels: Callable[[Any], bool] = never
@@ -150,6 +161,7 @@ class ConfigHooks:
   results_name: str = ''
   main_metric_goal: str = 'max'
   result_keys: tuple = ('video_', 'clip_')
+  hf_pretraining_fields: Callable[[Any], dict] = no_fields
 
 
 class Aggregator(Protocol):
@@ -295,3 +307,10 @@ class Task(abc.ABC):
     """The params once init_from (`vvt train --init`) loaded the backbone's and the `carried_params` the checkpoint
     has: as they are by default; a task whose params copy others (an EMA target encoder) sets them here."""
     return params
+
+  def carried_advice(self, name: str, checkpoint_shape: tuple, model_shape: tuple) -> str:
+    """What the config should set so that init_from loads a `carried_params` part whose tensor `name` ('part/...')
+    has `checkpoint_shape` in the checkpoint and `model_shape` in the model: words the one line of the part left
+    fresh ends with; '' (default) where the line naming the difference says all."""
+    del name, checkpoint_shape, model_shape
+    return ''

@@ -217,6 +217,14 @@ class Jepa(Task):
     online = {k: v for k, v in params.items() if k not in (PREDICTOR, TARGET)}
     return {**params, TARGET: jax.tree.map(lambda v: v.copy(), online)}
 
+  def carried_advice(self, name: str, checkpoint_shape: tuple, model_shape: tuple) -> str:
+    """A predictor of another count of mask tokens (a released V-JEPA 2 predictor has 10): the mask sets to set."""
+    if name != f'{PREDICTOR}/mask_tokens' or not checkpoint_shape:
+      return ''
+    n = checkpoint_shape[0]
+    return (f'its predictor has {n} mask tokens, one per mask set, the task {model_shape[0]}: set task.jepa.mask_sets '
+            f'to {n} (num_blocks, spatial scale) entries to load it')
+
   def optimizer(self, make, optimizer, schedule) -> optax.GradientTransformation:
     """The run's optimiser (`make`) on the backbone and predictor, the target encoder frozen in it and moved by
     `ema_target` instead."""

@@ -64,9 +64,9 @@ class Mae(Task):
     pred = module.apply({'params': params}, inputs['video'], train=train, kept=inputs['kept'],
                         masked=inputs['masked'], rngs=rngs)
     tubelets = mae_model.patches(inputs['video'], self.tubelet)
+    target = jnp.take_along_axis(tubelets, inputs['masked'][..., None], axis=1)  # the masked tubelets only
     if self.norm_pix_loss:
-      tubelets = mae_model.normalised(tubelets)
-    target = jnp.take_along_axis(tubelets, inputs['masked'][..., None], axis=1)
+      target = mae_model.normalised(target)
     return {'pred': pred, 'target': target, 'inputs': inputs}
 
   def loss(self, outputs, targets):

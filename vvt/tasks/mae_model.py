@@ -21,6 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from vvt.models import embedding
 from vvt.models import norms
 from vvt.models.blocks import Encoder
 from vvt.models.embedding import sinusoidal_table
@@ -108,11 +109,9 @@ def mae_model(backbone: nn.Module, spec: DecoderSpec) -> nn.Module:
 
 def patches(video, tubelet):
   """Pixels (B, T, H, W, C) -> tubelets (B, n_t * N, t * h * w * C): tokens in (t, h, w) order, each tubelet's
-  values (t, h, w, C) row-major (transformers' VideoMAE `videos_patch`)."""
-  b, tt, hh, ww, c = video.shape
-  t, h, w = tubelet
-  x = video.reshape(b, tt // t, t, hh // h, h, ww // w, w, c).transpose(0, 1, 3, 5, 2, 4, 6, 7)
-  return x.reshape(b, (tt // t) * (hh // h) * (ww // w), t * h * w * c)
+  values (t, h, w, C) row-major (transformers' VideoMAE `videos_patch`; the masked encoder's tokenisation,
+  `vvt.models.embedding.tubelets`)."""
+  return embedding.tubelets(video, tubelet)
 
 
 def normalised(tubelets, channels: int = 3, eps: float = 1e-6):

@@ -73,5 +73,13 @@ def check(config: Any) -> list[str]:
   return out + ([problem] if problem else [])
 
 
+def hf_pretraining_fields(config: Any) -> dict:
+  """The `VideoMAEForPreTraining` config.json fields the run's options decide: `norm_pix_loss` (the targets its
+  loss standardises per tubelet or not)."""
+  value = _get(_get(_get(config, 'task'), 'mae'), 'norm_pix_loss')
+  return {} if value is None else {'norm_pix_loss': bool(value)}
+
+
 HOOKS = base_lib.ConfigHooks(check=check, reads_labels=False, hf_pretraining=True,
-                             main_metric_goal='min', result_keys=('reconstruction_loss',))
+                             main_metric_goal='min', result_keys=('reconstruction_loss',),
+                             hf_pretraining_fields=hf_pretraining_fields)

@@ -174,15 +174,16 @@ def _resume(run: Run, state, meta: dict, step: int) -> tuple[state_lib.TrainStat
   return state, data_position
 
 
-def _init_from(run: Run, params, init=None, keep: tuple = (), carried: tuple = ()):
+def _init_from(run: Run, params, init=None, keep: tuple = (), carried: tuple = (), advice=None):
   """`init` (default: the run's `init_from`: image-ViT or `vvt export` weights) applied to fresh `params`, but for
   the params under the names `keep` (the task's own, left fresh but those of `carried` the checkpoint has whole, of
-  the model's shapes: `vvt.convert.carried_params`, one line each); the report is saved."""
+  the model's shapes: `vvt.convert.carried_params`, one line each, ending with the task's `advice`
+  (`Task.carried_advice`) where a shape differs); the report is saved."""
   from vvt.convert import carried_params
   from vvt.convert import image_init
   init = init or run.spec.init_from
   kept = {k: v for k, v in params.items() if k in keep}
-  loaded_own, lines = carried_params.load(kept, carried, init.checkpoint, init.format)
+  loaded_own, lines = carried_params.load(kept, carried, init.checkpoint, init.format, advice)
   for line in lines:
     run.log(f'[train] init_from {line}')
   kept.update(loaded_own)
@@ -273,7 +274,8 @@ def restore_or_init(run: Run, program: Program) -> tuple[state_lib.TrainState, i
   elif run.spec.init_from is not None:
     # init_from reads the params on the host: gather them (every process gets all of them)
     params = _init_from(run, jax.jit(lambda p: p, out_shardings=run.replicated)(state.params),
-                        keep=program.task.own_params, carried=program.task.carried_params)
+                        keep=program.task.own_params, carried=program.task.carried_params,
+                        advice=program.task.carried_advice)
     params = program.task.from_init(params)
     params = jax.device_put(params, program.param_shardings)
   else:
