@@ -21,7 +21,7 @@ from vvt.data.writing import dmvr_records
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-EXIT_WITHIN_S = 120  # hang guard, seconds from the printed error to the end of the process (about 1 s quiet, 47 s seen at load 50; a hang: never)
+EXIT_WITHIN_S = 120  # hang guard: error line to process end (about 1 s quiet, 47 s at load 50; a hang: never)
 HANG_S = 600  # a hang guard for the whole run (seconds to a minute, also on a busy machine)
 RUNS = 1  # per mode (measured by hand: docs/reliability.md)
 
