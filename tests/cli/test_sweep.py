@@ -38,11 +38,6 @@ def study(tmp_path, data, body='return sweep.axis("model.attention", ["space", "
   return str(path)
 
 
-def vvt(*args, timeout=900):
-  return subprocess.run([sys.executable, '-m', 'vvt', *args], cwd=REPO, env=env(), capture_output=True,
-                        text=True, timeout=timeout)
-
-
 def vvt_in_process(capsys, *args):
   """`vvt ARGS` through the CLI's `main(argv)` in this process, from the repository as `vvt` runs: for refusals
   and dry runs, where a separate process proves nothing more. A CompletedProcess, as `vvt` gives."""
@@ -64,11 +59,19 @@ def mtimes(folder):
           if os.path.isfile(p) and not p.endswith(('trial.json', 'train.log', 'model_summary.json'))}
 
 
+def vvt_env(monkeypatch) -> None:
+  """This process's environment made the one `vvt` subprocesses get (`env()`): for a sweep run through
+  `main(argv)` here, whose trials are still processes of their own and inherit it."""
+  for name, value in env().items():
+    monkeypatch.setenv(name, value)
+
+
 def test_a_two_trial_sweep_end_to_end_then_rerun_and_resume(tiny_data, tmp_path, capsys, monkeypatch):
-  """The first sweep as a user runs it (a process of its own); the re-runs and `vvt results` through `main(argv)`
-  in the test process with the same environment (their trials, when they train one, are still processes)."""
+  """The sweeps and `vvt results` through `main(argv)` in the test process with the environment `vvt` gets (the
+  sweep worker's process proves nothing more; its trials, when it trains one, are still processes)."""
+  vvt_env(monkeypatch)
   spec, out = study(tmp_path, tiny_data), str(tmp_path / 'sweep')
-  res = vvt('sweep', '--config', spec, '--workdir', out, '--parallel', '2')
+  res = vvt_in_process(capsys, 'sweep', '--config', spec, '--workdir', out, '--parallel', '2')
   assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
   assert '(1/2) finished attention=space in' in res.stdout and '(2/2) finished attention=divided' in res.stdout
   rows = list(csv.DictReader(open(os.path.join(out, 'results.csv'))))
@@ -82,8 +85,6 @@ def test_a_two_trial_sweep_end_to_end_then_rerun_and_resume(tiny_data, tmp_path,
   before = mtimes(out + '/attention=space') | mtimes(out + '/attention=divided')
 
   # Re-run: both trials are finished, nothing is retrained or rewritten.
-  for name, value in env().items():
-    monkeypatch.setenv(name, value)
   res = vvt_in_process(capsys, 'sweep', '--config', spec, '--workdir', out)
   assert res.returncode == 0, res.stderr[-3000:]
   assert res.stdout.count('finished before, kept') == 2 and 'starting' not in res.stdout
@@ -104,25 +105,27 @@ def test_a_two_trial_sweep_end_to_end_then_rerun_and_resume(tiny_data, tmp_path,
   assert res.returncode == 0 and '| divided | 1/1 |' in res.stdout, res.stderr
 
 
-def test_a_failed_trial_is_recorded_and_results_say_what_is_missing(tiny_data, tmp_path):
+def test_a_failed_trial_is_recorded_and_results_say_what_is_missing(tiny_data, tmp_path, capsys, monkeypatch):
+  """`vvt sweep` and `vvt results` through `main(argv)` here; the failing trial is a process of its own."""
+  vvt_env(monkeypatch)
   bad = tmp_path / 'bad'
   bad.mkdir()
   (bad / 'train-00000-of-00001.tfrecord').write_bytes(b'not a tfrecord' * 100)
   spec = study(tmp_path, tiny_data, body=f'return [{{"dataset.train_files": "{bad}/train-*-of-*.tfrecord"}}]')
   out = str(tmp_path / 'sweep')
-  res = vvt('sweep', '--config', spec, '--workdir', out)
+  res = vvt_in_process(capsys, 'sweep', '--config', spec, '--workdir', out)
   assert res.returncode == 1 and 'FAILED train_files=' in res.stdout, res.stdout[-3000:] + res.stderr[-2000:]
   assert 'vvt sweep: 1 of 1 trials failed' in res.stderr
   md = open(os.path.join(out, 'results.md')).read()
   assert '0 of 1 trials finished' in md and '| failed |' in md
-  res = vvt('results', out, '--no_summary')
+  res = vvt_in_process(capsys, 'results', out, '--no_summary')
   one_line_error(res, 'results', 'no finished trial in', code=1)
   assert '## Missing trials' in res.stdout
 
 
-def test_launch_print_gives_one_train_command_per_trial(tiny_data, tmp_path):
+def test_launch_print_gives_one_train_command_per_trial(tiny_data, tmp_path, capsys):
   spec = study(tmp_path, tiny_data)
-  res = vvt('sweep', '--config', spec, '--workdir', 'gs://bucket/sweep', '--launch', 'print',
+  res = vvt_in_process(capsys, 'sweep', '--config', spec, '--workdir', 'gs://bucket/sweep', '--launch', 'print',
             '--config.batch_size=2')
   assert res.returncode == 0, res.stderr
   lines = res.stdout.splitlines()
@@ -132,9 +135,9 @@ def test_launch_print_gives_one_train_command_per_trial(tiny_data, tmp_path):
   assert '--config.distributed.initialize=True' in res.stderr and 'one sweep worker' in res.stderr
 
 
-def test_launch_print_gives_the_distributed_fields_to_every_command(tiny_data, tmp_path):
+def test_launch_print_gives_the_distributed_fields_to_every_command(tiny_data, tmp_path, capsys):
   spec = study(tmp_path, tiny_data)
-  res = vvt('sweep', '--config', spec, '--workdir', 'gs://bucket/sweep', '--launch', 'print',
+  res = vvt_in_process(capsys, 'sweep', '--config', spec, '--workdir', 'gs://bucket/sweep', '--launch', 'print',
             '--config.distributed.initialize=True', '--config.distributed.coordinator_address=host0:1234',
             '--config.distributed.num_processes=4', '--config.distributed.heartbeat_timeout_seconds=300')
   assert res.returncode == 0, res.stderr

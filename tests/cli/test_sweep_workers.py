@@ -25,6 +25,7 @@ from vvt.studies import claims
 
 SEP = '===== vvt sweep:'
 GUARD_S = 60  # a hang guard for what takes a second or two
+HANG_S = 1800  # a hang guard for a worker's run: far above its trials on 2 loaded cores
 
 
 class Output:
@@ -35,13 +36,13 @@ class Output:
     self._reader = threading.Thread(target=lambda: self.lines.extend(proc.stdout), daemon=True)
     self._reader.start()
 
-  def wait_for(self, text, timeout=600):
+  def wait_for(self, text, timeout=HANG_S):
     deadline = time.time() + timeout
     while not any(text in l for l in self.lines):
       assert self.proc.poll() is None and time.time() < deadline, ''.join(self.lines)[-4000:]
       time.sleep(0.05)
 
-  def finish(self, timeout=600):
+  def finish(self, timeout=HANG_S):
     self.proc.wait(timeout=timeout)
     self._reader.join(GUARD_S)
     out = ''.join(self.lines)
@@ -54,7 +55,7 @@ def start(*args):
                           stderr=subprocess.STDOUT, text=True)
 
 
-def finish(proc, timeout=600):
+def finish(proc, timeout=HANG_S):
   out, _ = proc.communicate(timeout=timeout)
   assert proc.returncode == 0, out[-4000:]
   return out
@@ -78,14 +79,16 @@ def processes_using(text):
 
 
 def test_two_workers_on_one_sweep_train_every_trial_exactly_once(tiny_data, tmp_path):
-  spec, out = study(tmp_path, tiny_data, body='return sweep.seeds(3)'), tmp_path / 'sweep'
+  """Two trials started together: for one worker to train both, the other would have to make no claim during a
+  whole trial (the fewest trials that show both workers training; one more trial per worker shows nothing new)."""
+  spec, out = study(tmp_path, tiny_data, body='return sweep.seeds(2)'), tmp_path / 'sweep'
   workers = [start('sweep', '--config', spec, '--workdir', str(out), '--lease_s', '600', '--renew_s', '1',
                    '--no_summary') for _ in range(2)]
   outputs = [finish(w) for w in workers]
   started = [[l for l in o.splitlines() if ' starting seed=' in l] for o in outputs]
-  assert sorted(l.split(' starting ')[1].split()[0] for s in started for l in s) == ['seed=0', 'seed=1', 'seed=2']
+  assert sorted(l.split(' starting ')[1].split()[0] for s in started for l in s) == ['seed=0', 'seed=1']
   assert all(started), outputs  # both workers trained
-  for name in ('seed=0', 'seed=1', 'seed=2'):
+  for name in ('seed=0', 'seed=1'):
     trial = out / name
     log = (trial / 'train.log').read_text()
     assert log.count(SEP) == 1 and '[train] resumed' not in log, log[-2000:]
@@ -93,7 +96,7 @@ def test_two_workers_on_one_sweep_train_every_trial_exactly_once(tiny_data, tmp_
     state = json.loads((trial / 'state.json').read_text())
     assert (state['status'], state['attempts'], state['requeues']) == ('finished', 1, 0)
   for o in outputs:
-    assert '3 of 3 trials finished' in o
+    assert '2 of 2 trials finished' in o
 
 
 def _wait_for_checkpoint(trial, worker, timeout=300):
@@ -120,8 +123,9 @@ def _end_lease(trial):
 def test_a_killed_worker_s_trial_is_taken_over_after_its_lease_and_resumed(tiny_data, tmp_path):
   spec, out = study(tmp_path, tiny_data, body='return sweep.seeds(1)'), tmp_path / 'sweep'
   trial = out / 'seed=0'
+  steps = 30  # the kill comes at the first checkpoint (step 5): 25 steps still to go
   first = start('sweep', '--config', spec, '--workdir', str(out), '--lease_s', '600', '--renew_s', '0.5',
-                '--config.num_train_steps=60', '--config.checkpoint.every_steps=5', '--config.log_every_steps=5')
+                f'--config.num_train_steps={steps}', '--config.checkpoint.every_steps=5', '--config.log_every_steps=5')
   _wait_for_checkpoint(trial, first)
   first.send_signal(signal.SIGKILL)
   first.communicate()
@@ -144,10 +148,10 @@ def test_a_killed_worker_s_trial_is_taken_over_after_its_lease_and_resumed(tiny_
   resumed = [l for l in log.splitlines() if l.startswith('[train] resumed from')]
   assert len(resumed) == 1 and '(step 0,' not in resumed[0], log[-3000:]
   at = int(resumed[0].split('(step ')[1].split(',')[0])
-  steps = train_steps(trial)
-  assert at >= 5 and steps == sorted(set(steps)) and steps[-1] == 60, steps  # one record per step, to the end
+  done = train_steps(trial)
+  assert at >= 5 and done == sorted(set(done)) and done[-1] == steps, done  # one record per step, to the end
   second_attempt = log.split(SEP)[2]
-  assert f'[train] step {at + 5}/60' in second_attempt and '[train] step 5/60' not in second_attempt
+  assert f'[train] step {at + 5}/{steps}' in second_attempt and f'[train] step 5/{steps}' not in second_attempt
   state = json.loads((trial / 'state.json').read_text())
   assert (state['status'], state['attempts'], state['requeues']) == ('finished', 2, 1)
   assert state['previous']['pid'] == first.pid and state['since'] >= ended  # not before the lease ran out

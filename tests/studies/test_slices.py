@@ -20,7 +20,7 @@ from tests.cli.test_sweep_workers import train_steps
 from vvt.studies import claims
 from vvt.train import coordinator
 
-HANG_S = 600  # far above a slice's trial on 2 cores
+HANG_S = 1800  # far above a slice's trial on 2 loaded cores
 
 
 def _free_ports(n: int = 1) -> int:

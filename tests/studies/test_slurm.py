@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ import av
 import numpy as np
 
 from tests.cli.test_commands import env as vvt_env
+from tests.cli.test_sweep_workers import processes_using
 from tests.conftest import REPO
 
 STUDY = '''
@@ -45,17 +47,6 @@ def study(tmp_path, data, body=FOUR, steps=4, log=2, name='study.py'):
   return str(path)
 
 
-def run(cluster, *argv, path=None, timeout=300):
-  e = cluster.env(vvt_env())
-  if path is not None:
-    e['PATH'] = path
-  return subprocess.run([sys.executable, *argv], cwd=REPO, env=e, capture_output=True, text=True, timeout=timeout)
-
-
-def vvt(cluster, *args, **kw):
-  return run(cluster, '-m', 'vvt', *args, **kw)
-
-
 def sbatch(cluster, script) -> str:
   """Submits a script of a test's own from the repository with the tests' environment; its job id."""
   res = subprocess.run(['sbatch', '--parsable', str(script)], cwd=REPO, env=cluster.env(vvt_env()),
@@ -69,14 +60,14 @@ def submitted(res) -> str:
   return re.search(r'submitted job (\d+)', res.stdout).group(1)
 
 
-def wait_text(path, pattern, timeout=600, start=0):
+def wait_text(path, pattern, timeout=600, start=0, poll_s=0.2):
   """The file's text once `pattern` (a regex) occurs after character `start`."""
   end = time.time() + timeout
   while time.time() < end:
     text = open(path, errors='replace').read() if os.path.exists(path) else ''
     if re.search(pattern, text[start:]):
       return text
-    time.sleep(0.2)
+    time.sleep(poll_s)
   raise AssertionError(f'{pattern!r} not in {path} after {timeout} s:\n{text[-3000:]}')
 
 
@@ -139,25 +130,33 @@ def test_a_three_trial_study_as_a_job_array_with_throttle_2(slurm, tiny_data, tm
   assert f'  2) trial={names[2]};' in res.stdout and '  0) ' not in res.stdout
 
 
-def test_requeued_trial_saves_resumes_and_equals_an_uninterrupted_run(slurm, tiny_data, tmp_path):
-  steps = 400
+def test_requeued_trial_saves_resumes_and_equals_an_uninterrupted_run(slurm, tiny_data, tmp_path, capsys,
+                                                                     monkeypatch):
+  """The submission through `main(argv)` in the test process with the cluster's environment; the trial's attempts
+  and the uninterrupted reference run are processes of their own."""
+  _cluster_env(slurm, monkeypatch)
+  steps = 100
   spec, out = study(tmp_path, tiny_data, body='return sweep.axis("seed", [3])', steps=steps, log=10), tmp_path / 'sw'
-  job = submitted(vvt(slurm, 'sweep', '--config', spec, '--workdir', str(out), '--launch', 'slurm'))
+  job = submitted(_in_process(capsys, monkeypatch, ['sweep', '--config', spec, '--workdir', str(out), '--launch',
+                                                    'slurm'], None))
   task, log, train_log = f'{job}_0', f'{out}/slurm/{job}_0.out', out / 'seed=3' / 'train.log'
   reference = subprocess.Popen(
       [sys.executable, '-m', 'vvt', 'train', '--config', spec, '--config.seed=3', '--workdir', str(tmp_path / 'ref')],
       cwd=REPO, env=vvt_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
   # The time-limit signal (what --signal=B:TERM@S sends: SIGTERM to the batch shell only) -> save, self-requeue.
-  wait_text(log, r'\[train\] step \d+/')
+  trainer = _stopped_mid_run(train_log, r'\[train\] step \d+/', steps)
   slurm.run('scancel', '--batch', '--signal=TERM', task)
+  _continue_once_signalled(trainer)
   text = wait_text(log, r'requeueing ' + task)
   assert 'time limit near' in text and len(re.findall(r'checkpoint saved at step \d+', train_log.read_text())) == 1
   slurm.release_requeued(task)
 
   # A requeue from outside while it runs again: SLURM signals the trainer; it saves and the task is requeued.
-  mark = len(wait_text(log, r'\(restart 1\)[\s\S]*resumed from[\s\S]*\[train\] step \d+/'))
+  trainer = _stopped_mid_run(train_log, r'attempt 2 on [\s\S]*\[train\] resumed from[\s\S]*\[train\] step \d+/', steps)
+  mark = len(open(log).read())
   slurm.run('scontrol', 'requeue', task)
+  _continue_once_signalled(trainer)
   wait_text(str(train_log), r'checkpoint saved at step \d+[\s\S]*checkpoint saved at step \d+')
   assert 'from outside' in wait_text(log, 'from outside', start=mark)[mark:]
   slurm.release_requeued(task)
@@ -177,6 +176,37 @@ def test_requeued_trial_saves_resumes_and_equals_an_uninterrupted_run(slurm, tin
   chex.assert_trees_all_close(p_ref, p_req, rtol=1e-6, atol=1e-7)  # one program with itself (exact resume)
 
 
+def _stopped_mid_run(train_log, pattern, steps) -> int:
+  """Stops (SIGSTOP) the trial's trainer once `pattern` (a regex) is in its log, and checks it had not finished
+  its `steps`: a signal then sent finds it mid-run, whatever the machine's speed (no more steps run until it is
+  continued). The trainer's pid: of the processes whose command line names the trial's workdir (the trainer and
+  the stderr filter it forks, `vvt.cli.native_stderr`), the one whose parent is not among them."""
+  wait_text(train_log, pattern, poll_s=0.02)
+  pids = processes_using(f'--workdir {train_log.parent}')
+  parents = {pid: int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1]) for pid in pids}
+  trainers = [pid for pid in pids if parents[pid] not in pids]
+  assert len(trainers) == 1, parents
+  os.kill(trainers[0], signal.SIGSTOP)
+  last = re.findall(r'\[train\] step (\d+)/', train_log.read_text())[-1]
+  assert int(last) < steps, f'the trainer ran its {steps} steps before it was stopped'
+  return trainers[0]
+
+
+def _continue_once_signalled(pid, timeout=120):
+  """Continues (SIGCONT) a stopped trainer once a SIGTERM is pending for it, or once it runs again (SLURM continues
+  the processes of a task it requeues as it signals them)."""
+  term = 1 << (signal.SIGTERM - 1)
+  end = time.time() + timeout
+  while time.time() < end:
+    status = dict(l.split(':', 1) for l in open(f'/proc/{pid}/status').read().splitlines() if ':' in l)
+    if (int(status['ShdPnd'], 16) | int(status['SigPnd'], 16)) & term or not status['State'].strip().startswith('T'):
+      os.kill(pid, signal.SIGCONT)
+      return
+    time.sleep(0.02)
+  os.kill(pid, signal.SIGCONT)
+  raise AssertionError(f'no SIGTERM reached the trainer (pid {pid}) in {timeout} s')
+
+
 def _video(path, colour, frames):
   with av.open(path, 'w') as container:
     stream = container.add_stream('mpeg4', rate=10)
@@ -190,7 +220,9 @@ def _video(path, colour, frames):
       container.mux(packet)
 
 
-def test_data_convert_as_a_3_task_array_equals_one_process(slurm, tmp_path):
+def test_data_convert_as_a_3_task_array_equals_one_process(slurm, tmp_path, capsys, monkeypatch):
+  """The one-process conversion through `main(argv)` in the test process (`--workers 1` decodes in it); the array's
+  three tasks are SLURM's processes."""
   lines = ['path,label']
   for i in range(7):
     _video(str(tmp_path / f'v{i}.mp4'), (30 * i, 200 - 20 * i, 90), 6 + i)
@@ -198,14 +230,14 @@ def test_data_convert_as_a_3_task_array_equals_one_process(slurm, tmp_path):
   lines += ['missing.mp4,a', 'v1.mp4,nope']
   (tmp_path / 'videos.csv').write_text('\n'.join(lines) + '\n')
   (tmp_path / 'classes.txt').write_text('a\nb\nc\n')
-  args = ['-m', 'vvt', 'data', 'convert', '--input', str(tmp_path / 'videos.csv'), '--classes',
-          str(tmp_path / 'classes.txt'), '--shards', '5', '--short-side', '32', '--workers', '1', '--no-progress']
-  one = run(slurm, *args, '--output', str(tmp_path / 'one' / 'train'))
+  args = ['data', 'convert', '--input', str(tmp_path / 'videos.csv'), '--classes', str(tmp_path / 'classes.txt'),
+          '--shards', '5', '--short-side', '32', '--workers', '1', '--no-progress']
+  one = _in_process(capsys, monkeypatch, [*args, '--output', str(tmp_path / 'one' / 'train')], None)
   assert one.returncode == 1 and '2 of 9 videos failed or were partial' in one.stderr, one.stderr[-2000:]
   script = tmp_path / 'convert.sbatch'
   script.write_text('#!/bin/bash\n#SBATCH --array=0-2\n'
                     f'#SBATCH --output={tmp_path}/convert-%a.out\n'
-                    f'{sys.executable} {" ".join(args)} --output {tmp_path}/many/train\n')
+                    f'{sys.executable} -m vvt {" ".join(args)} --output {tmp_path}/many/train\n')
   job = sbatch(slurm, script)
   slurm.wait_for(job, timeout=900)
   for i in range(3):
@@ -298,12 +330,14 @@ def test_array_spec_and_options():
   assert (opts.nodes, opts.extra, rest) == (2, ('--exclusive', '--constraint=a100'), ['--x'])
 
 
-def test_multi_node_script_and_jax_distributed_from_srun(slurm, tiny_data, tmp_path):
+def test_multi_node_script_and_jax_distributed_from_srun(slurm, tiny_data, tmp_path, capsys, monkeypatch):
   """A trial on several nodes runs `vvt train` under srun; each task of the step initialises jax.distributed
-  from SLURM's environment with no distributed.* field (here 2 tasks on the one node)."""
+  from SLURM's environment with no distributed.* field (here 2 tasks on the one node). The dry run through
+  `main(argv)` in the test process; the step's tasks are SLURM's processes."""
+  _cluster_env(slurm, monkeypatch)
   spec = study(tmp_path, tiny_data)
-  res = vvt(slurm, 'sweep', '--config', spec, '--workdir', str(tmp_path / 'sw'), '--launch', 'slurm', '--dry-run',
-            '--slurm.nodes=2', '--slurm.gpus=8')
+  res = _in_process(capsys, monkeypatch, ['sweep', '--config', spec, '--workdir', str(tmp_path / 'sw'), '--launch',
+                                          'slurm', '--dry-run', '--slurm.nodes=2', '--slurm.gpus=8'], None)
   assert res.returncode == 0, res.stderr[-2000:]
   assert '#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n' in res.stdout and '--gpus-per-node=8' in res.stdout
   assert 'srun --ntasks-per-node=1 --kill-on-bad-exit=1 "${cmd[@]}" &' in res.stdout
