@@ -35,4 +35,5 @@ def keras_left_unloaded():
   finally:
     if not skip:
       del os.environ[_VARIABLE]
-      _drop_absent_paths()
+      if 'tensorflow' in sys.modules:
+        _drop_absent_paths()
