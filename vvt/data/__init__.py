@@ -10,6 +10,8 @@ Outside vvt/data, code imports only the names below from `vvt.data`, never a sub
 """
 import importlib
 
+from vvt.data import tensorflow_import
+
 # name -> (submodule of vvt.data, its name there)
 _ENTRY = {
     # the run's data section, frozen; the choices of its fields
@@ -94,6 +96,8 @@ _ENTRY = {
     'write_synthetic_sequences': ('writing.synthetic_sequences', 'write_synthetic_sequences'),
     'sequence_train_batches': ('reading.feature_sequences', 'train_batches'),
     'sequence_eval_batches': ('reading.feature_sequences', 'eval_batches'),
+    # TFRecord framing (TensorBoard event files are TFRecord files too)
+    'masked_crc32c': ('reading.tfrecord_framing', 'masked_crc32c'),
 }
 __all__ = tuple(_ENTRY)
 
@@ -103,7 +107,8 @@ def __getattr__(name):
   if name not in _ENTRY:
     raise AttributeError(f'module vvt.data has no entry {name!r} (its entries: vvt.data.__all__)')
   module, attribute = _ENTRY[name]
-  value = getattr(importlib.import_module(f'vvt.data.{module}'), attribute)
+  with tensorflow_import.keras_left_unloaded():  # the submodule may import TensorFlow: not Keras with it
+    value = getattr(importlib.import_module(f'vvt.data.{module}'), attribute)
   globals()[name] = value
   return value
 

@@ -132,6 +132,11 @@ def _ratio(mode, parsed):
   return None if mode.rate is None else mode.rate(parsed)
 
 
+# The datasets are built with AutoGraph off (`tf.autograph.experimental.do_not_convert` turns it off for every
+# function traced inside): the transforms branch on tensors with `tf.where` / `tf.cond`, never Python's `if`, so
+# AutoGraph would give the same graph, after seconds converting them. Python control flow on a tensor fails to
+# trace without it: a loud error, not other values.
+@tf.autograph.experimental.do_not_convert
 def build(source, lo, hi, classes, mode, on_error, counters=()):
   """Dataset of the examples of records [lo, hi) of `source`.
 
@@ -181,6 +186,7 @@ def build(source, lo, hi, classes, mode, on_error, counters=()):
   return errors.raise_or_count(ds, on_error, keep_skipped=mode.views is not None, counters=counters)
 
 
+@tf.autograph.experimental.do_not_convert  # as `build`
 def view_counts(source, lo, hi, mode) -> np.ndarray:
   """int64 (hi - lo,): the number of views `build` gives each record of [lo, hi) (in global order), from its
   frame count without decoding (one pass over the records); 1 for a record that cannot be parsed. A record found

@@ -18,8 +18,9 @@ import numpy as np
 
 from vvt import fileio
 
-# clu.metric_writers imports TensorFlow (its TensorBoard writer): imported in make_writers only, so that
-# vvt.train (trainer, steps) imports on a host without TensorFlow (tests/train/test_imports_without_tf.py).
+# The TensorBoard writer (vvt.train.event_writer) needs the tensorboard package, not TensorFlow: imported in
+# make_writers only, so that vvt.train (trainer, steps) imports on a host without either
+# (tests/train/test_imports_without_tf.py).
 
 JSONL = 'metrics.jsonl'
 CURVES = 'training_curves.png'
@@ -34,6 +35,7 @@ class JsonlWriter:
   """Appends scalars to WORKDIR/metrics.jsonl; `kind` tells train from eval.
 
   A clu `MetricWriter` by its methods (subclassing it would import clu.metric_writers, hence TensorFlow).
+  Writes scalars only: the rest are no-ops.
   """
 
   def __init__(self, path: str, kind: str):
@@ -96,17 +98,41 @@ def read_jsonl(workdir: str) -> list[dict]:
   return [json.loads(l) for l in fileio.read_text(path).splitlines() if l.strip()]
 
 
+class Writers:
+  """Writes what it is given to each of `writers` (clu's `MultiWriter`, without importing clu.metric_writers)."""
+
+  def __init__(self, writers):
+    self._writers = tuple(writers)
+
+  def write_scalars(self, step, scalars):
+    for w in self._writers:
+      w.write_scalars(step, scalars)
+
+  def write_images(self, step, images):
+    for w in self._writers:
+      w.write_images(step, images)
+
+  def write_texts(self, step, texts):
+    for w in self._writers:
+      w.write_texts(step, texts)
+
+  def flush(self):
+    for w in self._writers:
+      w.flush()
+
+  def close(self):
+    for w in self._writers:
+      w.close()
+
+
 def make_writers(workdir: str, is_chief: bool):
-  """(train_writer, eval_writer): TensorBoard + JSON lines on the chief process only."""
-  from clu import metric_writers  # imports TensorFlow
+  """(train_writer, eval_writer): TensorBoard (WORKDIR/tensorboard/KIND/) + JSON lines on the chief process only."""
   if not is_chief:
-    w = metric_writers.MultiWriter([])
+    w = Writers([])
     return w, w
-  out = []
-  for kind in ('train', 'eval'):
-    tbw = metric_writers.SummaryWriter(fileio.join(workdir, 'tensorboard', kind))
-    out.append(metric_writers.MultiWriter([tbw, JsonlWriter(fileio.join(workdir, JSONL), kind)]))
-  return tuple(out)
+  from vvt.train import event_writer  # the tensorboard package's protos
+  return tuple(Writers([event_writer.EventWriter(fileio.join(workdir, 'tensorboard', kind)),
+                        JsonlWriter(fileio.join(workdir, JSONL), kind)]) for kind in ('train', 'eval'))
 
 
 def format_duration(seconds: float) -> str:

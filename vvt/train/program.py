@@ -27,6 +27,7 @@ import jax
 from vvt.train import mesh as mesh_lib
 from vvt.train import model_state
 from vvt.train import optimizers
+from vvt.train import sharding as sharding_lib
 from vvt.train import state as state_lib
 from vvt.train import steps as steps_lib
 
@@ -42,6 +43,7 @@ class Training:
   shardings: Any           # TrainState of NamedSharding (run.mesh rules)
   step: Callable           # jitted (state, batch) -> (state, metrics, status)
   ema_decay: float = 0.0   # optimizer.ema_decay: > 0, the state keeps an EMA of the params (vvt.train.ema)
+  state_shapes: Any = None  # TrainState of jax.ShapeDtypeStruct (no sharding): the init traced once, here
 
   @property
   def ema(self) -> bool:
@@ -82,6 +84,8 @@ class Program:
   def abstract_state(self) -> state_lib.TrainState:
     """The TrainState as jax.ShapeDtypeStructs on the training shardings: what a training state restores into."""
     training = self._training()
+    if training.state_shapes is not None:
+      return model_state.with_sharding(training.state_shapes, training.shardings)
     return model_state.abstract_state(self.module, self.clip, training.tx, training.shardings, ema=training.ema)
 
   def init_state(self, rng: jax.Array) -> state_lib.TrainState:
@@ -127,12 +131,13 @@ def build_training(run, module, clip: model_state.ClipShape, mesh, num_train_vid
   settings = steps_lib.TrainSettings.of(run, task)
   tx = settings.task.optimizer(optimizers.make_optimizer, run.optimizer, schedule)  # a probe: the backbone frozen
   ema = settings.ema_decay > 0
-  shardings = model_state.state_shardings(module, clip, tx, mesh, run.mesh, ema=ema)  # rule errors: here
+  shapes = model_state.abstract_state(module, clip, tx, ema=ema)
+  shardings = sharding_lib.state_shardings(shapes, mesh, run.mesh)  # rule errors: here
   step = steps_lib.jit_train_step(
       steps_lib.train_step_fn(module, tx, schedule, settings, mesh, shardings.params), mesh, shardings,
       settings.logical_rules)
   return Training(tx=tx, schedule=schedule, num_train_videos=int(num_train_videos), steps_per_epoch=epoch_steps,
-                  total_steps=total, shardings=shardings, step=step, ema_decay=settings.ema_decay)
+                  total_steps=total, shardings=shardings, step=step, ema_decay=settings.ema_decay, state_shapes=shapes)
 
 
 def build_program(run, mesh, *, num_train_videos: Optional[int] = None,

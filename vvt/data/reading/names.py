@@ -135,8 +135,13 @@ def video_ids(spec, split: str) -> list:
     ids = [str(i) for i in range(source.num_records)]
     if not ids:
       return ids
-    ds = source.records(0, source.num_records).map(
-        lambda src, rec, index, raw, unread: (index, source.parse(raw)['video_id']))
+    import tensorflow as tf
+
+    def dataset():
+      return source.records(0, source.num_records).map(
+          lambda src, rec, index, raw, unread: (index, source.parse(raw)['video_id']))
+    # Built with AutoGraph off, as `examples.build` (the same graph, without seconds of conversion).
+    ds = tf.autograph.experimental.do_not_convert(dataset)()
     for index, video_id in ds.ignore_errors(log_warning=False).as_numpy_iterator():
       if video_id:
         ids[int(index)] = video_id.decode('utf-8', 'replace')
