@@ -14,10 +14,10 @@ every study takes it, is the pretrain stage (the study is in miniature already).
 """
 from configs import common as configs_common
 from experiments import common
+from experiments import pretrain_probe
 from vvt.config import schema
-from vvt.studies import sweep
 
-STARTS = {'jepa': {}, 'random': {'num_train_steps': 1, 'schedule.base_lr': 1e-12, 'schedule.warmup_steps': 0}}
+STARTS = {'jepa': {}, 'random': pretrain_probe.RANDOM}
 PRETRAIN_STEPS = 300
 PROBE_STEPS = 200
 
@@ -53,10 +53,4 @@ def get_config(arg=None):
 
 def get_sweep(arg=None):
   a = _parse(arg)
-  seeds = sweep.seeds(a['seeds'])
-  if a['stage'] == 'pretrain':
-    return sweep.product(sweep.variants('start', STARTS), seeds)
-  backbones = [sweep.product(sweep.variants('backbone', {
-      start: {'task.probe.backbone': f'{a["pretrained"]}/start={start},seed={s["seed"]}'}}), [s])
-      for start in STARTS for s in seeds]
-  return sweep.chain(*backbones)
+  return pretrain_probe.trials(a['stage'], STARTS, a['pretrained'], a['seeds'])
