@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import flax.traverse_util
 import jax
 import numpy as np
 import pytest
@@ -56,13 +57,13 @@ def reference(tmp_path_factory):
   hook.remove()
   features = frames[0].reshape(2, FRAMES, -1)
   config = json.loads((folder / 'config.json').read_text())
-  return config, load_file(str(folder / 'model.safetensors')), features, ids.numpy(), mask.numpy(), out
+  return config, load_file(str(folder / 'model.safetensors')), features, ids.numpy(), mask.numpy(), out, folder
 
 
 @pytest.fixture(scope='module')
 def converted(reference):
   """(module, params) of the converted folder, and vvt's (video, text, logits) of the reference inputs."""
-  config, state, features, ids, mask, _ = reference
+  config, state, features, ids, mask = reference[:5]
   module = PeVideoText(*hf_pe_video.read_config(config))
   params = hf_pe_video.params_of(state, config)
 
@@ -74,19 +75,19 @@ def converted(reference):
 
 
 def test_the_video_embeddings_match_transformers(reference, converted):
-  out = reference[-1]
+  out = reference[5]
   assert max_diff(converted[2][0], out.video_embeds.numpy()) < ATOL
 
 
 def test_the_text_embeddings_match_transformers_padding_and_sliding_window_included(reference, converted):
-  out, (_, _, mask) = reference[-1], reference[2:5]
+  out, (_, _, mask) = reference[5], reference[2:5]
   text = out.text_video_embeds.numpy()
   assert max_diff(converted[2][1], text) < ATOL
   assert mask[1].sum() < LENGTH and np.abs(text[1] - text[0]).max() > 0.1  # the padded text is a text of its own
 
 
 def test_the_similarity_logits_match_transformers(reference, converted):
-  logits = reference[-1].logits_video_text.numpy()
+  logits = reference[5].logits_video_text.numpy()
   assert logits.shape == (2, TEXTS)
   assert max_diff(converted[2][2], logits) < ATOL * max(1.0, float(np.abs(logits).max()))
   assert np.ptp(logits) > 0.1
@@ -122,3 +123,21 @@ def test_a_missing_weight_is_named(reference):
   partial = {k: v for k, v in state.items() if k != 'video_encoder.output.weight'}
   with pytest.raises(ValueError, match='no video_encoder.output.weight'):
     hf_pe_video.params_of(partial, config)
+
+
+def test_a_folder_is_read_with_vvt_s_own_reader_its_frame_model_left_out(reference, converted):
+  temporal, text, params, frame_model = hf_pe_video.read_folder(str(reference[6]))
+  assert (temporal, text) == hf_pe_video.read_config(reference[0])
+  assert frame_model and all(k.startswith(hf_pe_video.FRAME_MODEL) for k in frame_model)
+  assert all(k.startswith(hf_pe_video.FRAME_MODEL) == (k in frame_model) for k in reference[1])
+  flat, expected = (flax.traverse_util.flatten_dict(p) for p in (params, converted[1]))
+  assert sorted(flat) == sorted(expected)
+  assert all(np.array_equal(flat[k], expected[k]) for k in flat)
+
+
+def test_a_folder_of_another_model_is_refused_before_its_weights_are_read(reference, tmp_path):
+  (tmp_path / 'config.json').write_text(json.dumps({**reference[0], 'model_type': 'videoprism'}))
+  (tmp_path / 'model.safetensors').write_bytes(b'not read')
+  with pytest.raises(ValueError) as info:
+    hf_pe_video.read_folder(str(tmp_path))
+  assert str(info.value) == "hf_config.model_type is 'videoprism', not 'pe_video'"

@@ -20,8 +20,10 @@ torch Linear weights (out, in) become Dense kernels (in, out) and back, every te
 The frame model, `video_encoder.embedder.vision_model.*` (timm's PE core ViT in a released checkpoint), is not part
 of this mapping: `FRAME_MODEL` names its keys, which `params_of` leaves to the caller.
 
-`read_config` refuses, in one line naming hf_config.FIELD, what these modules cannot express: another model_type,
-a text tower other than ModernBERT, rotary positions other than 'default', heads that do not divide.
+`read_folder(folder)` reads a `save_pretrained` folder: its config.json, then its safetensors with vvt's own
+reader (no code from the file runs; a PyTorch pickle is refused). `read_config` refuses, in one line naming
+hf_config.FIELD, what these modules cannot express: another model_type, a text tower other than ModernBERT, rotary
+positions other than 'default', heads that do not divide.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from vvt.convert import hf_folder
+from vvt.convert import weight_files
 from vvt.models.modernbert import ACTIVATIONS as TEXT_ACTIVATIONS
 from vvt.models.modernbert import ModernBertSpec
 from vvt.models.pe_temporal import ACTIVATIONS as VIDEO_ACTIVATIONS
@@ -213,3 +217,14 @@ def state_of(params: Mapping, temporal: PeTemporalSpec, text: ModernBertSpec) ->
   import flax.traverse_util
   flat = flax.traverse_util.flatten_dict(dict(params), sep='/')
   return {key: _to_torch(np.asarray(flat[path]), layout) for path, key, layout in table(temporal, text)}
+
+
+def read_folder(folder: str) -> tuple[PeTemporalSpec, ModernBertSpec, dict, list[str]]:
+  """(temporal spec, text spec, params, the frame model's keys, which are not read) of a PeVideoModel folder. Its
+  config.json is checked before any weight is read (`hf_folder.ConfigFileError` naming the file, ValueError naming
+  hf_config.FIELD); its weights are model.safetensors (`hf_folder.weights_file` refuses a PyTorch pickle)."""
+  config = hf_folder.read_config(folder)
+  temporal, text = read_config(config)
+  state = weight_files.load_state(hf_folder.weights_file(folder, 'the PeVideoModel reader'))
+  frame_model = sorted(key for key in state if key.startswith(FRAME_MODEL))
+  return temporal, text, params_of(state, config), frame_model
