@@ -1,15 +1,16 @@
-"""Perception Encoder video (transformers' PeVideoModel) <-> vvt's PeVideoText: the frame-level video encoder, the
-ModernBERT text tower, both heads and the logits against transformers, and the weights both ways bit for bit.
+"""Perception Encoder video (transformers' PeVideoModel) <-> vvt's PeVideoText: the frame model (timm's PE core
+ViT), the frame-level video encoder, the ModernBERT text tower, both heads and the logits against transformers, and
+the weights both ways bit for bit.
 
-The reference is a random-init tiny PeVideoModel whose frame model is a transformers ViT classifier (a released
-checkpoint's is timm's PE core ViT): vvt's towers take the frame model's per-frame outputs, read here from
-transformers' own forward, so every step after the frame model is transformers' code on the same values.
+The reference is a random-init tiny PeVideoModel whose frame model is timm's `vit_pe_core_tiny_patch16_384` with tiny
+overrides (built with pretrained=False: nothing downloads), layer scale on; its 4 x 4 patch grid is rescaled onto
+the architecture's 24 x 24 RoPE grid, as a released checkpoint's is at another resolution.
 """
 from __future__ import annotations
 
+import functools
 import json
 
-import flax.traverse_util
 import jax
 import numpy as np
 import pytest
@@ -28,8 +29,8 @@ FRAMES, SIZE, TEXTS, LENGTH = 4, 32, 3, 9
 
 
 def _model() -> transformers.PeVideoModel:
-  vit = transformers.ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                               image_size=SIZE, patch_size=16, num_labels=24)
+  vit = transformers.TimmWrapperConfig(architecture='vit_pe_core_tiny_patch16_384', num_labels=24, model_args=dict(
+      img_size=SIZE, patch_size=8, embed_dim=32, depth=2, num_heads=2, init_values=0.1))
   text = dict(model_type='modernbert', vocab_size=100, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
               num_attention_heads=2, global_attn_every_n_layers=2, local_attention=4, max_position_embeddings=64,
               pad_token_id=0)
@@ -41,7 +42,8 @@ def _model() -> transformers.PeVideoModel:
 
 @pytest.fixture(scope='module')
 def reference(tmp_path_factory):
-  """(config.json dict, state dict, frame features (B, T, F), input_ids, attention_mask, transformers' output)."""
+  """(config.json dict, state dict, frame features (B, T, F), input_ids, attention_mask, transformers' output,
+  folder, pixels (B, T, 3, H, W))."""
   model = _model()
   folder = save(model, tmp_path_factory.mktemp('pe_video'))
   rng = np.random.default_rng(0)
@@ -57,21 +59,31 @@ def reference(tmp_path_factory):
   hook.remove()
   features = frames[0].reshape(2, FRAMES, -1)
   config = json.loads((folder / 'config.json').read_text())
-  return config, load_file(str(folder / 'model.safetensors')), features, ids.numpy(), mask.numpy(), out, folder
+  state = load_file(str(folder / 'model.safetensors'))
+  return config, state, features, ids.numpy(), mask.numpy(), out, folder, pixels.numpy()
 
 
 @pytest.fixture(scope='module')
 def converted(reference):
-  """(module, params) of the converted folder, and vvt's (video, text, logits) of the reference inputs."""
-  config, state, features, ids, mask = reference[:5]
-  module = PeVideoText(*hf_pe_video.read_config(config))
-  params = hf_pe_video.params_of(state, config)
+  """(module, params) of the converted folder, and vvt's (video, text, logits, frame features) of the reference
+  inputs."""
+  folder, pixels, (ids, mask) = reference[6], reference[7], reference[3:5]
+  frame, temporal, text, params = hf_pe_video.read_folder(str(folder))
+  module = PeVideoText(temporal, text, frame)
+  video = pixels.transpose(0, 1, 3, 4, 2)  # (B, T, H, W, 3)
 
   def run(p):
-    v = module.apply({'params': p}, features, method='encode_frames')
+    v = module.apply({'params': p}, video, method='encode_video')
     t = module.apply({'params': p}, ids, mask, method='encode_text')
-    return v, t, module.apply({'params': p}, v, t, method='similarity')
+    f = module.apply({'params': p}, video.reshape(-1, *video.shape[2:]), method=lambda m, x: m.frame(x))
+    return v, t, module.apply({'params': p}, v, t, method='similarity'), f
   return module, params, jax.jit(run)(params)
+
+
+def test_the_frame_model_matches_timm_s_pe_core_vit(reference, converted):
+  features = reference[2]
+  assert max_diff(converted[2][3], features.reshape(-1, features.shape[-1])) < ATOL
+  assert np.ptp(features) > 0.1
 
 
 def test_the_video_embeddings_match_transformers(reference, converted):
@@ -96,22 +108,26 @@ def test_the_similarity_logits_match_transformers(reference, converted):
 def test_the_export_gives_back_every_tensor_bit_for_bit(reference, converted):
   config, state = reference[:2]
   back = hf_pe_video.state_of(converted[1], *hf_pe_video.read_config(config))
-  expected = {k: v for k, v in state.items() if not k.startswith(hf_pe_video.FRAME_MODEL)}
-  assert sorted(back) == sorted(expected)
-  for key, value in expected.items():
+  assert sorted(back) == sorted(state)
+  for key, value in state.items():
     assert back[key].dtype == value.dtype and back[key].shape == value.shape, key
     assert np.array_equal(back[key], value), key
 
 
-@pytest.mark.parametrize('change, field', [
-    (('video_config', 'rope_parameters', {'rope_type': 'linear', 'factor': 2.0}), 'video_config.rope_parameters'),
-    (('text_config', 'model_type', 'bert'), 'text_config.model_type'),
-    (('video_config', 'num_key_value_heads', 3), 'video_config.num_key_value_heads'),
+VISION = ('video_config', 'vision_config')
+
+
+@pytest.mark.parametrize('path, value, field', [
+    (('video_config', 'rope_parameters'), {'rope_type': 'linear', 'factor': 2.0}, 'video_config.rope_parameters'),
+    (('text_config', 'model_type'), 'bert', 'text_config.model_type'),
+    (('video_config', 'num_key_value_heads'), 3, 'video_config.num_key_value_heads'),
+    (VISION + ('architecture',), 'vit_base_patch16_224', 'video_config.vision_config.architecture'),
+    (VISION + ('model_args', 'qk_norm'), True, 'video_config.vision_config.model_args.qk_norm'),
+    (VISION + ('model_args', 'num_heads'), 3, 'video_config.vision_config.model_args.num_heads'),
 ])
-def test_a_config_it_cannot_express_is_refused_in_one_line_naming_the_field(reference, change, field):
+def test_a_config_it_cannot_express_is_refused_in_one_line_naming_the_field(reference, path, value, field):
   config = json.loads(json.dumps(reference[0]))
-  tower, name, value = change
-  config[tower][name] = value
+  functools.reduce(lambda d, k: d[k], path[:-1], config)[path[-1]] = value
   with pytest.raises(ValueError) as info:
     hf_pe_video.read_config(config)
   message = str(info.value)
@@ -125,14 +141,10 @@ def test_a_missing_weight_is_named(reference):
     hf_pe_video.params_of(partial, config)
 
 
-def test_a_folder_is_read_with_vvt_s_own_reader_its_frame_model_left_out(reference, converted):
-  temporal, text, params, frame_model = hf_pe_video.read_folder(str(reference[6]))
-  assert (temporal, text) == hf_pe_video.read_config(reference[0])
-  assert frame_model and all(k.startswith(hf_pe_video.FRAME_MODEL) for k in frame_model)
-  assert all(k.startswith(hf_pe_video.FRAME_MODEL) == (k in frame_model) for k in reference[1])
-  flat, expected = (flax.traverse_util.flatten_dict(p) for p in (params, converted[1]))
-  assert sorted(flat) == sorted(expected)
-  assert all(np.array_equal(flat[k], expected[k]) for k in flat)
+def test_a_tensor_it_does_not_read_is_refused(reference):
+  config, state = reference[:2]
+  with pytest.raises(ValueError, match="1 tensor.s. vvt's PE video model does not read: extra.weight"):
+    hf_pe_video.params_of({**state, 'extra.weight': np.zeros(1, np.float32)}, config)
 
 
 def test_a_folder_of_another_model_is_refused_before_its_weights_are_read(reference, tmp_path):

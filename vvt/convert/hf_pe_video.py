@@ -1,6 +1,12 @@
 """Hugging Face `PeVideoModel` (Perception Encoder video, transformers 5.23) <-> vvt's `PeVideoText`
-(vvt/models/pe_video_text.py), both ways: the frame-level video encoder, the ModernBERT text tower, both
-contrastive heads and the logit scale and bias.
+(vvt/models/pe_video_text.py), both ways: the frame model (timm's PE core ViT), the frame-level video encoder, the
+ModernBERT text tower, both contrastive heads and the logit scale and bias.
+
+  video_encoder.embedder.vision_model.timm_model.*        -> frame/... (timm's names: patch_embed.proj (D, 3, p, p)
+                                                              -> patch_embed (p, p, 3, D); cls_token, pos_embed,
+                                                              norm_pre, blocks.i -> block_i (norm1, attn.qkv,
+                                                              attn.proj, norm2, mlp.fc1, mlp.fc2, gamma_1, gamma_2),
+                                                              norm, attn_pool (latent, q, kv, proj, norm, mlp), head)
 
   video_encoder.embedder.{proj, data_proj}                -> temporal/{proj, data_proj}
   video_encoder.patch_embedder.class_embedding            -> temporal/class_embedding
@@ -17,13 +23,17 @@ contrastive heads and the logit scale and bias.
   text_video_logit_scale, text_video_logit_bias (1,)      -> logit_scale, logit_bias ()
 
 torch Linear weights (out, in) become Dense kernels (in, out) and back, every tensor bit-identical both ways.
-The frame model, `video_encoder.embedder.vision_model.*` (timm's PE core ViT in a released checkpoint), is not part
-of this mapping: `FRAME_MODEL` names its keys, which `params_of` leaves to the caller.
+
+The frame model's shape is its `vision_config`: a `timm_wrapper` config whose `architecture` is one of timm's
+`vit_pe_core_*` (their `Eva` arguments in `PE_CORE`, read from timm 1.0.31 `timm/models/eva.py`, the
+`vit_pe_core_*` functions and their `_pe_cfg` input sizes), `model_args` overriding them (transformers passes them
+to `timm.create_model`, `modeling_timm_wrapper.py`), `num_classes` the head's width.
 
 `read_folder(folder)` reads a `save_pretrained` folder: its config.json, then its safetensors with vvt's own
 reader (no code from the file runs; a PyTorch pickle is refused). `read_config` refuses, in one line naming
-hf_config.FIELD, what these modules cannot express: another model_type, a text tower other than ModernBERT, rotary
-positions other than 'default', heads that do not divide.
+hf_config.FIELD, what these modules cannot express: another model_type, a frame model that is not a PE core ViT or
+a model_args key vvt does not read, a text tower other than ModernBERT, rotary positions other than 'default',
+heads that do not divide.
 """
 from __future__ import annotations
 
@@ -35,11 +45,38 @@ from vvt.convert import hf_folder
 from vvt.convert import weight_files
 from vvt.models.modernbert import ACTIVATIONS as TEXT_ACTIVATIONS
 from vvt.models.modernbert import ModernBertSpec
+from vvt.models.pe_frame import PeFrameSpec
 from vvt.models.pe_temporal import ACTIVATIONS as VIDEO_ACTIVATIONS
 from vvt.models.pe_temporal import PeTemporalSpec
 
 HF_CLASS = 'PeVideoModel'
-FRAME_MODEL = 'video_encoder.embedder.vision_model.'
+FRAME_MODEL = 'video_encoder.embedder.vision_model.timm_model'
+# timm 1.0.31 eva.py: the Eva arguments of each vit_pe_core_* (and its _pe_cfg input size) that differ among them;
+# all: mlp_ratio 4 (gigantic 8960 / 1536), attn_pool_num_heads 8, attn_pool_mlp_ratio 4, rope_grid_indexing 'xy',
+# LayerNorm eps 1e-5, no layer scale.
+_PE = dict(mlp_ratio=4.0, class_token=True, rope_grid_offset=1.0, rope_grid_indexing='xy', rope_temperature=10000.0,
+           attn_pool_num_heads=8, attn_pool_mlp_ratio=4.0, init_values=None)
+PE_CORE = {
+    'vit_pe_core_tiny_patch16_384': dict(_PE, img_size=384, patch_size=16, embed_dim=192, depth=12, num_heads=3,
+                                         ref_feat_shape=(24, 24)),
+    'vit_pe_core_small_patch16_384': dict(_PE, img_size=384, patch_size=16, embed_dim=384, depth=12, num_heads=6,
+                                          ref_feat_shape=(24, 24)),
+    'vit_pe_core_base_patch16_224': dict(_PE, img_size=224, patch_size=16, embed_dim=768, depth=12, num_heads=12,
+                                         ref_feat_shape=(14, 14)),
+    'vit_pe_core_large_patch14_336': dict(_PE, img_size=336, patch_size=14, embed_dim=1024, depth=24, num_heads=16,
+                                          ref_feat_shape=(24, 24)),
+    'vit_pe_core_gigantic_patch14_448': dict(_PE, img_size=448, patch_size=14, embed_dim=1536, depth=50, num_heads=16,
+                                             mlp_ratio=8960 / 1536, class_token=False, rope_grid_offset=0.0,
+                                             ref_feat_shape=(32, 32)),
+}
+# model_args that change nothing at inference, or that vvt's frame model has only at this value.
+INERT_ARGS = ('drop_rate', 'pos_drop_rate', 'proj_drop_rate', 'attn_drop_rate', 'drop_path_rate', 'patch_drop_rate')
+FIXED_ARGS = dict(in_chans=3, global_pool='map', attn_type='rope', use_rot_pos_emb=True, use_abs_pos_emb=True,
+                  use_pre_transformer_norm=True, qkv_bias=True, qkv_fused=True, rope_type='cat', num_reg_tokens=0,
+                  dynamic_img_size=False, no_embed_class=False, qk_norm=False, swiglu_mlp=False, scale_mlp=False,
+                  scale_attn_inner=False, use_post_norm=False, rope_rotate_half=False)
+# PeVideoEncoderConfig's vision_config defaults (configuration_pe_video.py).
+VISION_DEFAULTS = dict(architecture='vit_pe_core_large_patch14_336', num_classes=1024, model_args=None)
 # transformers' PeVideoEncoderConfig and ModernBertConfig defaults (absent from a diff-only config.json).
 VIDEO_DEFAULTS = dict(hidden_size=1792, intermediate_size=4800, num_hidden_layers=6, num_attention_heads=14,
                       num_key_value_heads=None, head_dim=128, hidden_act='silu', rms_norm_eps=1e-5,
@@ -65,6 +102,57 @@ def _heads(cfg: Mapping, field: str, heads: str, divides: str) -> None:
   """ValueError naming hf_config.FIELD.heads where cfg[heads] does not divide cfg[divides]."""
   if not isinstance(cfg[heads], int) or cfg[heads] <= 0 or cfg[divides] % cfg[heads]:
     raise ValueError(f'hf_config.{field}.{heads}={cfg[heads]!r} must be > 0 and divide its {divides}={cfg[divides]}')
+
+
+def _pair(value, field: str) -> tuple[int, int]:
+  pair = (value, value) if isinstance(value, int) else tuple(value) if isinstance(value, (list, tuple)) else ()
+  if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair):
+    raise ValueError(f'hf_config.{field}={value!r} must be an int > 0 or a pair of them')
+  return pair
+
+
+def _frame_args(vision: Mapping) -> dict:
+  """The Eva arguments of a vision_config: its architecture's, model_args over them; ValueError naming the field."""
+  field = 'hf_config.video_config.vision_config'
+  if vision['architecture'] not in PE_CORE:
+    raise ValueError(f"{field}.architecture={vision['architecture']!r}: vvt's frame model is timm's PE core ViT, "
+                     f"one of {', '.join(PE_CORE)}")
+  args = dict(PE_CORE[vision['architecture']])
+  for key, value in dict(vision.get('model_args') or {}).items():
+    if key in args or key in INERT_ARGS or (key in FIXED_ARGS and value == FIXED_ARGS[key]):
+      args[key] = value
+    else:
+      fixed = f' (vvt takes {FIXED_ARGS[key]!r} only)' if key in FIXED_ARGS else ''
+      raise ValueError(f"{field}.model_args.{key}={value!r}: vvt's PE frame model does not take it{fixed}")
+  if args['rope_grid_indexing'] not in ('xy', 'ij'):
+    raise ValueError(f"{field}.model_args.rope_grid_indexing={args['rope_grid_indexing']!r} must be 'xy' or 'ij'")
+  return args
+
+
+def frame_spec(hf_config: Mapping) -> PeFrameSpec:
+  """The frame model's spec of a PeVideoConfig dict (video_config.vision_config; see the module docstring)."""
+  vision = {**VISION_DEFAULTS, **dict(dict(hf_config.get('video_config') or {}).get('vision_config') or {})}
+  a, field = _frame_args(vision), 'video_config.vision_config.model_args'
+  for name in ('patch_size', 'embed_dim', 'depth', 'num_heads', 'attn_pool_num_heads'):
+    if not isinstance(a[name], int) or isinstance(a[name], bool) or a[name] <= 0:
+      raise ValueError(f'hf_config.{field}.{name}={a[name]!r} must be an int > 0')
+  if a['embed_dim'] % (4 * a['num_heads']):
+    raise ValueError(f"hf_config.{field}.num_heads={a['num_heads']}: embed_dim={a['embed_dim']} must be 4 x heads x "
+                     'an int (2-D RoPE turns two pairs per band)')
+  if a['embed_dim'] % a['attn_pool_num_heads']:
+    raise ValueError(f"hf_config.{field}.attn_pool_num_heads={a['attn_pool_num_heads']} must divide "
+                     f"embed_dim={a['embed_dim']}")
+  classes = vision['num_classes']
+  if not isinstance(classes, int) or isinstance(classes, bool) or classes <= 0:
+    raise ValueError(f'hf_config.video_config.vision_config.num_classes={classes!r} must be an int > 0')
+  ref = a['ref_feat_shape']
+  return PeFrameSpec(
+      image_size=_pair(a['img_size'], f'{field}.img_size'), patch_size=a['patch_size'], embed_dim=a['embed_dim'],
+      depth=a['depth'], num_heads=a['num_heads'], mlp_dim=int(a['embed_dim'] * a['mlp_ratio']), num_classes=classes,
+      pool_heads=a['attn_pool_num_heads'], pool_mlp_dim=int(a['embed_dim'] * a['attn_pool_mlp_ratio']),
+      class_token=bool(a['class_token']), ref_grid=None if ref is None else _pair(ref, f'{field}.ref_feat_shape'),
+      rope_offset=float(a['rope_grid_offset']), rope_xy=a['rope_grid_indexing'] == 'xy',
+      rope_temperature=float(a['rope_temperature']), layer_scale=a['init_values'] is not None)
 
 
 def temporal_spec(hf_config: Mapping) -> PeTemporalSpec:
@@ -113,11 +201,12 @@ def text_spec(hf_config: Mapping) -> ModernBertSpec:
       hidden_activation=cfg['hidden_activation'])
 
 
-def read_config(hf_config: Mapping) -> tuple[PeTemporalSpec, ModernBertSpec]:
-  """(temporal spec, text spec) of a PeVideoModel's config.json dict; ValueError naming hf_config.FIELD."""
+def read_config(hf_config: Mapping) -> tuple[PeFrameSpec, PeTemporalSpec, ModernBertSpec]:
+  """(frame spec, temporal spec, text spec) of a PeVideoModel's config.json dict; ValueError naming
+  hf_config.FIELD."""
   if hf_config.get('model_type') != 'pe_video':
     raise ValueError(f"hf_config.model_type is {hf_config.get('model_type')!r}, not 'pe_video'")
-  return temporal_spec(hf_config), text_spec(hf_config)
+  return frame_spec(hf_config), temporal_spec(hf_config), text_spec(hf_config)
 
 
 def _linear(table: list, name: str, key: str, bias: bool) -> None:
@@ -130,6 +219,30 @@ def _norm(table: list, name: str, key: str, bias: bool = True) -> None:
   table.append((f'{name}/scale', f'{key}.weight', 'copy'))
   if bias:
     table.append((f'{name}/bias', f'{key}.bias', 'copy'))
+
+
+def _frame_table(spec: PeFrameSpec) -> list:
+  """(flax path, torch key, layout) of the frame model."""
+  t, key = [('frame/patch_embed/kernel', f'{FRAME_MODEL}.patch_embed.proj.weight', 'conv2d'),
+            ('frame/pos_embed', f'{FRAME_MODEL}.pos_embed', 'copy')], FRAME_MODEL
+  if spec.class_token:
+    t.append(('frame/cls_token', f'{key}.cls_token', 'copy'))
+  _norm(t, 'frame/norm_pre', f'{key}.norm_pre')
+  for i in range(spec.depth):
+    name, block = f'frame/block_{i}', f'{key}.blocks.{i}'
+    for n in ('norm1', 'norm2'):
+      _norm(t, f'{name}/{n}', f'{block}.{n}')
+    for n in ('attn.qkv', 'attn.proj', 'mlp.fc1', 'mlp.fc2'):
+      _linear(t, f'{name}/{n.replace(".", "/")}', f'{block}.{n}', True)
+    if spec.layer_scale:
+      t += [(f'{name}/{g}', f'{block}.{g}', 'copy') for g in ('gamma_1', 'gamma_2')]
+  _norm(t, 'frame/norm', f'{key}.norm')
+  t.append(('frame/attn_pool/latent', f'{key}.attn_pool.latent', 'copy'))
+  for n in ('q', 'kv', 'proj', 'mlp.fc1', 'mlp.fc2'):
+    _linear(t, f'frame/attn_pool/{n.replace(".", "/")}', f'{key}.attn_pool.{n}', True)
+  _norm(t, 'frame/attn_pool/norm', f'{key}.attn_pool.norm')
+  _linear(t, 'frame/head', f'{key}.head', True)
+  return t
 
 
 def _temporal_table(spec: PeTemporalSpec) -> list:
@@ -179,10 +292,10 @@ def _text_table(spec: ModernBertSpec) -> list:
   return t + [('logit_scale', 'text_video_logit_scale', 'scalar'), ('logit_bias', 'text_video_logit_bias', 'scalar')]
 
 
-def table(temporal: PeTemporalSpec, text: ModernBertSpec) -> list[tuple[str, str, str]]:
+def table(frame: PeFrameSpec, temporal: PeTemporalSpec, text: ModernBertSpec) -> list[tuple[str, str, str]]:
   """Every (flax path, torch key, layout) of the mapping: layout 'copy', 'linear' (transposed), 'conv' ((out, in,
-  k) <-> (k, in, out)) or 'scalar' ((1,) <-> ())."""
-  return _temporal_table(temporal) + _text_table(text)
+  k) <-> (k, in, out)), 'conv2d' ((out, in, kh, kw) <-> (kh, kw, in, out)) or 'scalar' ((1,) <-> ())."""
+  return _frame_table(frame) + _temporal_table(temporal) + _text_table(text)
 
 
 def _to_flax(value: np.ndarray, layout: str) -> np.ndarray:
@@ -190,41 +303,53 @@ def _to_flax(value: np.ndarray, layout: str) -> np.ndarray:
     return np.ascontiguousarray(value.T)
   if layout == 'conv':
     return np.ascontiguousarray(value.transpose(2, 1, 0))
+  if layout == 'conv2d':
+    return np.ascontiguousarray(value.transpose(2, 3, 1, 0))
   return value.reshape(()) if layout == 'scalar' else value
 
 
 def _to_torch(value: np.ndarray, layout: str) -> np.ndarray:
   if layout == 'scalar':
     return np.asarray(value).reshape(1)
+  if layout == 'conv2d':
+    return np.ascontiguousarray(np.asarray(value).transpose(3, 2, 0, 1))
   return _to_flax(np.asarray(value), layout)  # a transpose is its own inverse; 'conv' reverses its three axes
 
 
 def params_of(state: Mapping[str, np.ndarray], hf_config: Mapping) -> dict:
-  """The PeVideoText params (nested dict of numpy) of a PeVideoModel state dict; ValueError naming a missing key.
-  The frame model's keys (FRAME_MODEL...) are not read."""
+  """The PeVideoText params (nested dict of numpy) of a PeVideoModel state dict; ValueError naming a missing key, a
+  key the mapping does not read, or a frame head whose width is not the config's num_classes."""
   import flax.traverse_util
-  temporal, text = read_config(hf_config)
-  flat = {}
-  for path, key, layout in table(temporal, text):
-    if key not in state:
-      raise ValueError(f'the PeVideoModel weights have no {key}')
-    flat[tuple(path.split('/'))] = _to_flax(np.asarray(state[key]), layout)
+  specs = read_config(hf_config)
+  rows = table(*specs)
+  missing = next((key for _, key, _ in rows if key not in state), None)
+  if missing is not None:
+    raise ValueError(f'the PeVideoModel weights have no {missing}')
+  extra = sorted(set(state) - {key for _, key, _ in rows})
+  if extra:
+    raise ValueError(f"the PeVideoModel weights have {len(extra)} tensor(s) vvt's PE video model does not read: "
+                     f"{', '.join(extra[:3])}{' ...' if len(extra) > 3 else ''}")
+  head = np.shape(state[f'{FRAME_MODEL}.head.weight'])
+  if head[0] != specs[0].num_classes:
+    raise ValueError(f'hf_config.video_config.vision_config.num_classes={specs[0].num_classes} but the frame '
+                     f"model's head ({FRAME_MODEL}.head.weight) is {head}")
+  flat = {tuple(path.split('/')): _to_flax(np.asarray(state[key]), layout) for path, key, layout in rows}
   return flax.traverse_util.unflatten_dict(flat)
 
 
-def state_of(params: Mapping, temporal: PeTemporalSpec, text: ModernBertSpec) -> dict[str, np.ndarray]:
-  """The inverse of `params_of`: the PeVideoModel state dict (without the frame model) of PeVideoText params."""
+def state_of(params: Mapping, frame: PeFrameSpec, temporal: PeTemporalSpec,
+             text: ModernBertSpec) -> dict[str, np.ndarray]:
+  """The inverse of `params_of`: the PeVideoModel state dict of PeVideoText params."""
   import flax.traverse_util
   flat = flax.traverse_util.flatten_dict(dict(params), sep='/')
-  return {key: _to_torch(np.asarray(flat[path]), layout) for path, key, layout in table(temporal, text)}
+  return {key: _to_torch(np.asarray(flat[path]), layout) for path, key, layout in table(frame, temporal, text)}
 
 
-def read_folder(folder: str) -> tuple[PeTemporalSpec, ModernBertSpec, dict, list[str]]:
-  """(temporal spec, text spec, params, the frame model's keys, which are not read) of a PeVideoModel folder. Its
-  config.json is checked before any weight is read (`hf_folder.ConfigFileError` naming the file, ValueError naming
-  hf_config.FIELD); its weights are model.safetensors (`hf_folder.weights_file` refuses a PyTorch pickle)."""
+def read_folder(folder: str) -> tuple[PeFrameSpec, PeTemporalSpec, ModernBertSpec, dict]:
+  """(frame spec, temporal spec, text spec, params) of a PeVideoModel folder. Its config.json is checked before any
+  weight is read (`hf_folder.ConfigFileError` naming the file, ValueError naming hf_config.FIELD); its weights are
+  model.safetensors (`hf_folder.weights_file` refuses a PyTorch pickle)."""
   config = hf_folder.read_config(folder)
-  temporal, text = read_config(config)
+  specs = read_config(config)
   state = weight_files.load_state(hf_folder.weights_file(folder, 'the PeVideoModel reader'))
-  frame_model = sorted(key for key in state if key.startswith(FRAME_MODEL))
-  return temporal, text, params_of(state, config), frame_model
+  return (*specs, params_of(state, config))
