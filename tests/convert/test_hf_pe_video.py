@@ -15,6 +15,7 @@ import jax
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
+from safetensors.numpy import save_file
 import torch
 import transformers
 
@@ -105,13 +106,20 @@ def test_the_similarity_logits_match_transformers(reference, converted):
   assert np.ptp(logits) > 0.1
 
 
-def test_the_export_gives_back_every_tensor_bit_for_bit(reference, converted):
+def test_the_export_is_a_folder_transformers_loads_with_every_tensor_bit_for_bit(reference, converted, tmp_path):
   config, state = reference[:2]
-  back = hf_pe_video.state_of(converted[1], *hf_pe_video.read_config(config))
-  assert sorted(back) == sorted(state)
+  specs = hf_pe_video.read_config(config)
+  hf, back = hf_pe_video.to_hf(converted[1], *specs, hf_pe_video.token_ids(config))
+  assert hf_pe_video.read_config(hf) == specs
+  (tmp_path / 'config.json').write_text(json.dumps(hf))
+  save_file(back, str(tmp_path / 'model.safetensors'))
+  model, info = transformers.PeVideoModel.from_pretrained(str(tmp_path), output_loading_info=True)
+  assert not info['missing_keys'] and not info['unexpected_keys'], info
+  loaded = {k: v.numpy() for k, v in model.state_dict().items()}
+  assert sorted(back) == sorted(state) and set(state) <= set(loaded)
   for key, value in state.items():
     assert back[key].dtype == value.dtype and back[key].shape == value.shape, key
-    assert np.array_equal(back[key], value), key
+    assert np.array_equal(back[key], value) and np.array_equal(loaded[key], value), key
 
 
 VISION = ('video_config', 'vision_config')

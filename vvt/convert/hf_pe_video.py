@@ -353,3 +353,83 @@ def read_folder(folder: str) -> tuple[PeFrameSpec, PeTemporalSpec, ModernBertSpe
   specs = read_config(config)
   state = weight_files.load_state(hf_folder.weights_file(folder, 'the PeVideoModel reader'))
   return (*specs, params_of(state, config))
+
+
+# ------------------------------------------------------------------------------------------ vvt -> HF
+
+TOKEN_IDS = ('pad_token_id', 'bos_token_id', 'eos_token_id', 'cls_token_id', 'sep_token_id')
+
+
+def token_ids(hf_config: Mapping) -> dict:
+  """The special token ids of a PeVideoConfig's text_config (None where absent): the export writes them back
+  (ModernBERT's forward does not read them; its embedding table's padding row does at build time)."""
+  text = dict(hf_config.get('text_config') or {})
+  return {name: text.get(name) for name in TOKEN_IDS}
+
+
+def _mlp_ratio(width: int, dim: int, ratio: float) -> float:
+  """A ratio r with int(dim * r) == width (timm's rounding): `ratio` where it gives it, else width / dim (nudged)."""
+  for r in (ratio, width / dim, (width + 0.5) / dim):
+    if int(dim * r) == width:
+      return r
+  raise ValueError(f'no mlp_ratio of dim {dim} gives width {width}')  # unreachable: (width + 0.5) / dim does
+
+
+def vision_config(frame: PeFrameSpec) -> dict:
+  """The vision_config (TimmWrapperConfig dict) of a frame spec: the PE core architecture of its patch size and
+  width where one has it (else the large one), `model_args` for every Eva argument that differs from it."""
+  arch = next((a for a, v in PE_CORE.items() if (v['patch_size'], v['embed_dim']) == (frame.patch_size,
+                                                                                      frame.embed_dim)),
+              'vit_pe_core_large_patch14_336')
+  base = PE_CORE[arch]
+  ref = None if frame.ref_grid is None else list(frame.ref_grid)
+  want = dict(img_size=list(frame.image_size), patch_size=frame.patch_size, embed_dim=frame.embed_dim,
+              depth=frame.depth, num_heads=frame.num_heads,
+              mlp_ratio=_mlp_ratio(frame.mlp_dim, frame.embed_dim, base['mlp_ratio']), class_token=frame.class_token,
+              ref_feat_shape=ref, rope_grid_offset=frame.rope_offset,
+              rope_grid_indexing='xy' if frame.rope_xy else 'ij', rope_temperature=frame.rope_temperature,
+              attn_pool_num_heads=frame.pool_heads,
+              attn_pool_mlp_ratio=_mlp_ratio(frame.pool_mlp_dim, frame.embed_dim, base['attn_pool_mlp_ratio']),
+              init_values=1.0 if frame.layer_scale else None)
+  same = lambda k, v: (list(base[k]) if isinstance(base[k], tuple) else base[k]) == v or (
+      k == 'img_size' and v == [base[k]] * 2)
+  args = {k: v for k, v in want.items() if not same(k, v)}
+  # id2label as well as num_classes: transformers builds a nested TimmWrapperConfig from the dict as it is (not
+  # through its from_dict), so its head's width is len(id2label), 2 without it.
+  labels = [f'LABEL_{i}' for i in range(frame.num_classes)]
+  return dict(model_type='timm_wrapper', architecture=arch, num_classes=frame.num_classes, label_names=labels,
+              id2label=dict(enumerate(labels)), do_pooling=True, global_pool='map', model_args=args or None)
+
+
+def video_config(frame: PeFrameSpec, temporal: PeTemporalSpec) -> dict:
+  """The video_config (PeVideoEncoderConfig dict) of the frame and temporal specs."""
+  t = temporal
+  return dict(model_type='pe_video_encoder', vision_config=vision_config(frame), hidden_size=t.hidden_size,
+              intermediate_size=t.intermediate_size, num_hidden_layers=t.num_layers,
+              num_attention_heads=t.num_heads, num_key_value_heads=t.num_kv_heads, head_dim=t.head_dim,
+              hidden_act=t.hidden_act, rms_norm_eps=t.rms_norm_eps, attention_bias=t.attention_bias,
+              rope_parameters={'rope_type': 'default', 'rope_theta': t.rope_theta})
+
+
+def text_config(text: ModernBertSpec, ids: Mapping | None = None) -> dict:
+  """The text_config (ModernBertConfig dict) of a ModernBERT spec, the special token ids `ids` (`token_ids`; None:
+  none)."""
+  s = text
+  rope = {kind: {'rope_type': 'default', 'rope_theta': theta}
+          for kind, theta in (('full_attention', s.global_theta), ('sliding_attention', s.local_theta))}
+  return dict(model_type='modernbert', vocab_size=s.vocab_size, hidden_size=s.hidden_size,
+              intermediate_size=s.intermediate_size, num_hidden_layers=len(s.sliding),
+              num_attention_heads=s.num_heads, hidden_activation=s.hidden_activation, norm_eps=s.norm_eps,
+              norm_bias=s.norm_bias, attention_bias=s.attention_bias, mlp_bias=s.mlp_bias,
+              local_attention=2 * s.sliding_window,
+              layer_types=['sliding_attention' if x else 'full_attention' for x in s.sliding], rope_parameters=rope,
+              **{name: (ids or {}).get(name) for name in TOKEN_IDS})
+
+
+def to_hf(params: Mapping, frame: PeFrameSpec, temporal: PeTemporalSpec, text: ModernBertSpec,
+          ids: Mapping | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+  """(config.json dict, state dict) of a `PeVideoModel`: the inverse of `read_config` and `params_of`, every tensor
+  bit-identical; `ids` the text tower's special token ids (`token_ids` of the config read)."""
+  config = dict(model_type='pe_video', architectures=[HF_CLASS], video_config=video_config(frame, temporal),
+                text_config=text_config(text, ids))
+  return config, state_of(params, frame, temporal, text)
