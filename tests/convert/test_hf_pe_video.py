@@ -67,7 +67,7 @@ def reference(tmp_path_factory):
 @pytest.fixture(scope='module')
 def converted(reference):
   """(module, params) of the converted folder, and vvt's (video, text, logits, frame features) of the reference
-  inputs."""
+  inputs (the logits in one call)."""
   folder, pixels, (ids, mask) = reference[6], reference[7], reference[3:5]
   frame, temporal, text, params = hf_pe_video.read_folder(str(folder))
   module = PeVideoText(temporal, text, frame)
@@ -77,7 +77,7 @@ def converted(reference):
     v = module.apply({'params': p}, video, method='encode_video')
     t = module.apply({'params': p}, ids, mask, method='encode_text')
     f = module.apply({'params': p}, video.reshape(-1, *video.shape[2:]), method=lambda m, x: m.frame(x))
-    return v, t, module.apply({'params': p}, v, t, method='similarity'), f
+    return v, t, module.apply({'params': p}, video, ids, mask), f
   return module, params, jax.jit(run)(params)
 
 

@@ -6,6 +6,7 @@
     v = module.apply(variables, frame_features, method='encode_frames')                   # (B_v, E)
     t = module.apply(variables, input_ids, attention_mask, method='encode_text')          # (B_t, E)
     logits = module.apply(variables, v, t, method='similarity')                           # (B_v, B_t)
+    logits = module.apply(variables, video, input_ids, attention_mask)                    # the same, in one call
 
   video           (B_v, T, H, W, 3) float pixels as the frame model takes them ((H, W) its spec's image_size)
   encode_video    the frame model (vvt/models/pe_frame.py) on each frame, then `encode_frames`
@@ -68,6 +69,7 @@ class PeVideoText(nn.Module):
     """(B_v, E), (B_t, E) -> (B_v, B_t) = logit_scale * v @ t.T + logit_bias."""
     return jnp.einsum('ve,te->vt', video_embeddings, text_embeddings) * self.logit_scale + self.logit_bias
 
-  def __call__(self, frame_features, input_ids, attention_mask=None):
-    """The similarity logits (B_v, B_t) of frame features (B_v, T, F) and texts (B_t, L)."""
-    return self.similarity(self.encode_frames(frame_features), self.encode_text(input_ids, attention_mask))
+  def __call__(self, video, input_ids, attention_mask=None):
+    """The similarity logits (B_v, B_t) of videos (B_v, T, H, W, 3) and texts (B_t, L): transformers'
+    `logits_video_text`."""
+    return self.similarity(self.encode_video(video), self.encode_text(input_ids, attention_mask))
