@@ -132,6 +132,7 @@ VISION = ('video_config', 'vision_config')
     (VISION + ('architecture',), 'vit_base_patch16_224', 'video_config.vision_config.architecture'),
     (VISION + ('model_args', 'qk_norm'), True, 'video_config.vision_config.model_args.qk_norm'),
     (VISION + ('model_args', 'num_heads'), 3, 'video_config.vision_config.model_args.num_heads'),
+    (VISION + ('model_args', 'mlp_ratio'), '4', 'video_config.vision_config.model_args.mlp_ratio'),
 ])
 def test_a_config_it_cannot_express_is_refused_in_one_line_naming_the_field(reference, path, value, field):
   config = json.loads(json.dumps(reference[0]))

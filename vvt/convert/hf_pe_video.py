@@ -126,6 +126,14 @@ def _frame_args(vision: Mapping) -> dict:
       raise ValueError(f"{field}.model_args.{key}={value!r}: vvt's PE frame model does not take it{fixed}")
   if args['rope_grid_indexing'] not in ('xy', 'ij'):
     raise ValueError(f"{field}.model_args.rope_grid_indexing={args['rope_grid_indexing']!r} must be 'xy' or 'ij'")
+  if not isinstance(args['class_token'], bool):
+    raise ValueError(f"{field}.model_args.class_token={args['class_token']!r} must be true or false")
+  for key in ('mlp_ratio', 'attn_pool_mlp_ratio', 'rope_temperature', 'rope_grid_offset', 'init_values'):
+    value, positive = args[key], key in ('mlp_ratio', 'attn_pool_mlp_ratio', 'rope_temperature')
+    if key == 'init_values' and value is None:
+      continue
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or (positive and value <= 0):
+      raise ValueError(f"{field}.model_args.{key}={value!r} must be a number{' > 0' if positive else ''}")
   return args
 
 
