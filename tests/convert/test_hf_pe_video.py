@@ -162,3 +162,20 @@ def test_a_folder_of_another_model_is_refused_before_its_weights_are_read(refere
   with pytest.raises(ValueError) as info:
     hf_pe_video.read_folder(str(tmp_path))
   assert str(info.value) == "hf_config.model_type is 'videoprism', not 'pe_video'"
+
+
+@pytest.mark.parametrize('architecture', sorted(hf_pe_video.PE_CORE))
+def test_the_pe_core_table_is_timm_s(architecture):
+  """Each vit_pe_core_* as timm builds it (with one block: the table's depths are eva.py's, not built here)."""
+  import timm
+  s = hf_pe_video.frame_spec({'video_config': {'vision_config': {
+      'architecture': architecture, 'num_classes': 8, 'model_args': {'depth': 1}}}})
+  m = timm.create_model(architecture, pretrained=False, num_classes=8, depth=1)
+  block, rope, pool = m.blocks[0], m.rope, m.attn_pool
+  assert (tuple(m.patch_embed.img_size), m.patch_embed.patch_size[0], m.embed_dim) == (
+      s.image_size, s.patch_size, s.embed_dim)
+  assert (block.attn.num_heads, block.mlp.fc1.out_features, block.gamma_1 is not None) == (
+      s.num_heads, s.mlp_dim, s.layer_scale)
+  assert (m.cls_token is not None, tuple(rope.ref_feat_shape), rope.grid_offset, rope.grid_indexing == 'xy',
+          rope.temperature) == (s.class_token, s.ref_grid, s.rope_offset, s.rope_xy, s.rope_temperature)
+  assert (pool.num_heads, pool.mlp.fc1.out_features, m.head.out_features) == (s.pool_heads, s.pool_mlp_dim, 8)
