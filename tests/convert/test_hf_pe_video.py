@@ -109,7 +109,7 @@ def test_the_similarity_logits_match_transformers(reference, converted):
 def test_the_export_is_a_folder_transformers_loads_with_every_tensor_bit_for_bit(reference, converted, tmp_path):
   config, state = reference[:2]
   specs = hf_pe_video.read_config(config)
-  hf, back = hf_pe_video.to_hf(converted[1], *specs, hf_pe_video.token_ids(config))
+  hf, back = hf_pe_video.hf_of_specs(converted[1], *specs, hf_pe_video.token_ids(config))
   assert hf_pe_video.read_config(hf) == specs
   (tmp_path / 'config.json').write_text(json.dumps(hf))
   save_file(back, str(tmp_path / 'model.safetensors'))

@@ -41,8 +41,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from vvt.convert import conversion
 from vvt.convert import hf_folder
+from vvt.convert import torch_layout
 from vvt.convert import weight_files
+from vvt.models import pe_video_config
 from vvt.models.modernbert import ACTIVATIONS as TEXT_ACTIVATIONS
 from vvt.models.modernbert import ModernBertSpec
 from vvt.models.pe_frame import PeFrameSpec
@@ -434,10 +437,60 @@ def text_config(text: ModernBertSpec, ids: Mapping | None = None) -> dict:
               **{name: (ids or {}).get(name) for name in TOKEN_IDS})
 
 
-def to_hf(params: Mapping, frame: PeFrameSpec, temporal: PeTemporalSpec, text: ModernBertSpec,
-          ids: Mapping | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+def hf_of_specs(params: Mapping, frame: PeFrameSpec, temporal: PeTemporalSpec, text: ModernBertSpec,
+                ids: Mapping | None = None) -> tuple[dict, dict[str, np.ndarray]]:
   """(config.json dict, state dict) of a `PeVideoModel`: the inverse of `read_config` and `params_of`, every tensor
   bit-identical; `ids` the text tower's special token ids (`token_ids` of the config read)."""
   config = dict(model_type='pe_video', architectures=[HF_CLASS], video_config=video_config(frame, temporal),
                 text_config=text_config(text, ids))
   return config, state_of(params, frame, temporal, text)
+
+
+def to_hf(params: Mapping, model_cfg) -> tuple[dict, dict[str, np.ndarray]]:
+  """`vvt export --format hf` of a resolved model config of family 'pe_video': (config.json dict, state dict) of a
+  `PeVideoModel` from its `model.pe_video` specs (`hf_of_specs`); NotExpressible naming model.family for another."""
+  if model_cfg.get('pe_video') is None:
+    raise torch_layout.NotExpressible(f"model.family={model_cfg.family!r}: {HF_CLASS} is family 'pe_video'")
+  spec = pe_video_config.spec_of(model_cfg.pe_video)
+  return hf_of_specs(params, spec.frame, spec.temporal, spec.text, dict(spec.token_ids))
+
+
+# ------------------------------------------------------------------------------------------ vvt convert
+
+NUM_FRAMES = 8  # the clip length a converted folder records where --num-frames does not say (any runs: rotary time)
+TEXT_LENGTH = 64  # model.text.max_length: the tokens a text is padded / truncated to (ModernBERT takes any)
+
+
+def model_fields(frame: PeFrameSpec, temporal: PeTemporalSpec, text: ModernBertSpec, ids: Mapping,
+                 num_frames: int | None = None) -> dict:
+  """The vvt model config fields (`vvt.models.get_config(**fields)`) of the three specs: family 'pe_video', its
+  `pe_video` section, the embedding width, the frame size and a `text` section of family 'pe_video'
+  (vvt/models/pe_video_config.py)."""
+  spec = pe_video_config.PeVideoSpec(frame, temporal, text, tuple(dict(ids).items()))
+  width = text.hidden_size
+  text_fields = dict(family='pe_video', vocab_size=text.vocab_size, hidden_size=width, num_layers=len(text.sliding),
+                     num_heads=text.num_heads, mlp_dim=text.intermediate_size, max_length=TEXT_LENGTH,
+                     activation='gelu', layer_norm_eps=float(text.norm_eps), attention_logit_cap=None, causal=False,
+                     normalize=False, logit_scale=0.0, logit_bias=0.0)
+  size = frame.image_size[0] if frame.image_size[0] == frame.image_size[1] else list(frame.image_size)
+  return dict(family='pe_video', num_frames=int(num_frames or NUM_FRAMES), image_size=size,
+              tubelet=(1, frame.patch_size, frame.patch_size), hidden_size=width, num_layers=temporal.num_layers,
+              num_heads=text.num_heads, mlp_dim=text.intermediate_size, num_classes=None, text=text_fields,
+              pe_video=pe_video_config.section(spec))
+
+
+def convert_for(state: Mapping[str, np.ndarray], ask: conversion.Ask) -> conversion.Converted:
+  """`vvt convert --source hf_pe_video`: a PeVideoModel state dict and its config.json (ask.hf_config) -> both
+  towers' params and the model fields (`model_fields`); ValueError naming hf_config.FIELD (`read_config`), a
+  missing or unread tensor (`params_of`), or an --image-size other than the frame model's."""
+  config = dict(ask.hf_config or {})
+  specs = read_config(config)
+  if ask.image_size is not None and tuple(ask.image_size if isinstance(ask.image_size, (list, tuple))
+                                          else (ask.image_size,) * 2) != specs[0].image_size:
+    raise ValueError(f"image_size={ask.image_size!r}: the PE frame model takes {list(specs[0].image_size)} frames "
+                     '(its position table is that grid; hf_config.video_config.vision_config.model_args.img_size)')
+  params = params_of(state, config)
+  report = conversion.Report(loaded=[(path, key) for path, key, layout in table(*specs) if layout == 'copy'],
+                             transformed=[(path, f'{key} ({layout})') for path, key, layout in table(*specs)
+                                          if layout != 'copy'])
+  return conversion.Converted(params, model_fields(*specs, token_ids(config), ask.num_frames), report)

@@ -15,34 +15,16 @@
 """
 from __future__ import annotations
 
-import dataclasses
-
 import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
 from vvt.models import kernels
+from vvt.models.pe_video_config import ModernBertSpec  # noqa: F401  (the spec of this module's encoder)
 
 ACTIVATIONS = {'gelu': lambda x: nn.gelu(x, approximate=False), 'silu': nn.silu,
                'gelu_pytorch_tanh': lambda x: nn.gelu(x, approximate=True)}
 
-
-@dataclasses.dataclass(frozen=True)
-class ModernBertSpec:
-  """The shape of a ModernBERT (transformers' `ModernBertConfig`, its layer pattern spelt out)."""
-  vocab_size: int
-  hidden_size: int
-  intermediate_size: int
-  num_heads: int
-  sliding: tuple[bool, ...]  # per layer: a sliding-window layer (else global attention)
-  sliding_window: int  # half the local window: local_attention // 2
-  global_theta: float = 160000.0
-  local_theta: float = 10000.0
-  norm_eps: float = 1e-5
-  norm_bias: bool = False
-  attention_bias: bool = False
-  mlp_bias: bool = False
-  hidden_activation: str = 'gelu'
 
 
 def rope_tables(length: int, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:

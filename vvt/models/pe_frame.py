@@ -20,39 +20,13 @@ All LayerNorms have eps spec.norm_eps (PE's 1e-5); GELU is the exact one.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
 from vvt.models import kernels
 from vvt.models.pe_temporal import rotate_pairs
-
-
-@dataclasses.dataclass(frozen=True)
-class PeFrameSpec:
-  """The shape of a PE core ViT (the `Eva` arguments of a `vit_pe_core_*` architecture and its overrides)."""
-  image_size: tuple[int, int]  # (H, W): the position table's grid is (H / p, W / p)
-  patch_size: int
-  embed_dim: int
-  depth: int
-  num_heads: int
-  mlp_dim: int  # int(embed_dim * mlp_ratio)
-  num_classes: int  # the head's width: transformers' num_labels
-  pool_heads: int = 8  # attn_pool_num_heads
-  pool_mlp_dim: int = 0  # int(embed_dim * attn_pool_mlp_ratio)
-  class_token: bool = True
-  ref_grid: tuple[int, int] | None = None  # ref_feat_shape (h, w): RoPE positions rescaled onto it
-  rope_offset: float = 0.0  # rope_grid_offset
-  rope_xy: bool = True  # rope_grid_indexing 'xy': the x (width) bands first; 'ij': the y bands first
-  rope_temperature: float = 10000.0
-  layer_scale: bool = False  # init_values set: gamma_1, gamma_2 per block
-  norm_eps: float = 1e-5
-
-  @property
-  def grid(self) -> tuple[int, int]:
-    return self.image_size[0] // self.patch_size, self.image_size[1] // self.patch_size
+from vvt.models.pe_video_config import PeFrameSpec  # noqa: F401  (the spec of this module's model)
 
 
 def axial_rope_tables(spec: PeFrameSpec) -> tuple[np.ndarray, np.ndarray]:

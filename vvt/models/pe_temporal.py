@@ -21,34 +21,19 @@ No padding frames: every clip has its T frames (transformers' `padding_mask_vide
 """
 from __future__ import annotations
 
-import dataclasses
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from vvt.models import kernels
+from vvt.models.pe_video_config import PeTemporalSpec  # noqa: F401  (the spec of this module's encoder)
 
 NORMALIZE_EPS = 1e-12  # torch.nn.functional.normalize
 GROUP_NORM_EPS = 1e-5  # torch.nn.GroupNorm's default
 HEAD_NORM_EPS = 1e-6  # PeVideoContrastiveHead's LayerNorm
 ACTIVATIONS = {'silu': nn.silu, 'gelu': lambda x: nn.gelu(x, approximate=False)}
 
-
-@dataclasses.dataclass(frozen=True)
-class PeTemporalSpec:
-  """The frame-level encoder's shape (transformers' `PeVideoEncoderConfig` without its vision_config)."""
-  hidden_size: int
-  intermediate_size: int
-  num_layers: int
-  num_heads: int
-  num_kv_heads: int
-  head_dim: int
-  rms_norm_eps: float = 1e-5
-  rope_theta: float = 20000.0
-  attention_bias: bool = False
-  hidden_act: str = 'silu'
 
 
 def rope_tables(length: int, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
