@@ -23,6 +23,9 @@ from tests.tasks.test_video_text_runs import write_tokenizer
 from vvt.convert import hf_pe_video
 from vvt.data import load_tokenizer
 import vvt.models
+from vvt.models import modernbert
+from vvt.models import pe_temporal
+from vvt.models import pe_video_config
 from vvt.models.pe_video_text import PeVideoText
 
 FRAMES = 4
@@ -123,3 +126,27 @@ def test_zero_shot_features_and_search_score_as_pe_video_text_does(converted, ca
   for line, row in zip(lines[1:], np.argsort(-cos, kind='stable')[:2], strict=True):
     _, score, video = line.split()
     assert video == ids[row] and abs(float(score) - cos[row]) < 1e-4
+
+
+def test_a_model_config_the_family_cannot_run_is_refused_in_one_line_naming_the_field(converted, capsys):
+  _, conv, data = converted
+  model = json.loads((conv / 'config.json').read_text())['model']
+  cases = [(dict(image_size=64), 'model.image_size=64: the PE frame model takes [32, 32] frames'),
+           (dict(family='vivit'), "model.pe_video is Perception Encoder video's section: model.family='vivit'"),
+           (dict(pe_video=None), "model.family='pe_video' needs model.pe_video"),
+           (dict(pe_video={**model['pe_video'], 'frame': {**model['pe_video']['frame'], 'num_heads': 3}}),
+            'model.pe_video.frame.embed_dim=32 must be 4 x num_heads=3'),
+           (dict(pe_video={**model['pe_video'], 'text': {**model['pe_video']['text'], 'heads': 2}}),
+            'unknown model config field model.pe_video.text.heads')]
+  for change, line in cases:
+    with pytest.raises(ValueError) as e:
+      vvt.models.resolve(vvt.models.get_config(**{**model, **change}))
+    assert line in str(e.value), (change, str(e.value))
+  res = vvt_in_process(capsys, 'eval', '--workdir', str(conv), '--config.task.name=zero_shot', *_data_flags(data),
+                       '--config.model.image_size=64')
+  lines = [line for line in res.stderr.splitlines() if line.strip()]
+  # every problem of the config in one run, one line each: the frame size the model cannot take among them
+  assert res.returncode == 2 and all(line.startswith('vvt eval: error: ') for line in lines), res.stderr
+  assert sum('model.image_size=64: the PE frame model takes [32, 32] frames' in line for line in lines) == 1
+  assert set(pe_video_config.FRAME_ACTIVATIONS) == set(pe_temporal.ACTIVATIONS)
+  assert set(pe_video_config.TEXT_ACTIVATIONS) == set(modernbert.ACTIVATIONS)

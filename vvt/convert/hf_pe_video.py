@@ -368,7 +368,7 @@ def read_folder(folder: str) -> tuple[PeFrameSpec, PeTemporalSpec, ModernBertSpe
 
 # ------------------------------------------------------------------------------------------ vvt -> HF
 
-TOKEN_IDS = ('pad_token_id', 'bos_token_id', 'eos_token_id', 'cls_token_id', 'sep_token_id')
+TOKEN_IDS = pe_video_config.TOKEN_IDS
 
 
 def token_ids(hf_config: Mapping) -> dict:

@@ -91,7 +91,6 @@ class ModernBertSpec:
   hidden_activation: str = 'gelu'
 
 
-
 @dataclasses.dataclass(frozen=True)
 class PeVideoSpec:
   """Everything `PeVideoText` is built from: the three towers' specs, the special token ids ((name, id), ...)."""
