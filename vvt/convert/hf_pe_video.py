@@ -29,6 +29,10 @@ The frame model's shape is its `vision_config`: a `timm_wrapper` config whose `a
 `vit_pe_core_*` functions and their `_pe_cfg` input sizes), `model_args` overriding them (transformers passes them
 to `timm.create_model`, `modeling_timm_wrapper.py`), `num_classes` the head's width.
 
+`convert_for(state, ask)` is `vvt convert --source hf_pe_video` (the model config of family 'pe_video',
+`model_fields`; vvt/models/pe_video_config.py), `to_hf(params, model_cfg)` `vvt export --format hf` of it;
+`hf_of_specs` the same from the three specs.
+
 `read_folder(folder)` reads a `save_pretrained` folder: its config.json, then its safetensors with vvt's own
 reader (no code from the file runs; a PyTorch pickle is refused). `read_config` refuses, in one line naming
 hf_config.FIELD, what these modules cannot express: another model_type, a frame model that is not a PE core ViT or
