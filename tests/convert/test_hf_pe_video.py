@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 from safetensors.numpy import save_file
-import timm  # noqa: F401  (before TensorFlow loads: triton, which timm's torchvision loads, crashes after it)
 import torch
 import transformers
 
@@ -168,6 +167,7 @@ def test_a_folder_of_another_model_is_refused_before_its_weights_are_read(refere
 @pytest.mark.parametrize('architecture', sorted(hf_pe_video.PE_CORE))
 def test_the_pe_core_table_is_timm_s(architecture):
   """Each vit_pe_core_* as timm builds it (with one block: the table's depths are eva.py's, not built here)."""
+  import timm
   s = hf_pe_video.frame_spec({'video_config': {'vision_config': {
       'architecture': architecture, 'num_classes': 8, 'model_args': {'depth': 1}}}})
   m = timm.create_model(architecture, pretrained=False, num_classes=8, depth=1)

@@ -11,7 +11,6 @@ import jax
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
-import timm  # noqa: F401  (before TensorFlow loads: triton, which timm's torchvision loads, crashes after it)
 import transformers
 
 from tests.cli.test_sweep import vvt_in_process
