@@ -131,6 +131,7 @@ def test_a_model_config_the_family_cannot_run_is_refused_in_one_line_naming_the_
   _, conv, data = converted
   model = json.loads((conv / 'config.json').read_text())['model']
   cases = [(dict(image_size=64), 'model.image_size=64: the PE frame model takes [32, 32] frames'),
+           (dict(text={**model['text'], 'num_layers': 1}), "model.text.num_layers=1 must be model.pe_video.text's (3)"),
            (dict(family='vivit'), "model.pe_video is Perception Encoder video's section: model.family='vivit'"),
            (dict(pe_video=None), "model.family='pe_video' needs model.pe_video"),
            (dict(pe_video={**model['pe_video'], 'frame': {**model['pe_video']['frame'], 'num_heads': 3}}),

@@ -209,7 +209,19 @@ def resolve_pe_video(c) -> list[str]:
              '(its position table is that grid)')
   if c.get('text') is None or c.text.family != FAMILY:
     p.append("model.text must be a section of family 'pe_video' (its max_length: the tokens a text is padded to)")
-  elif c.text.hidden_size != spec.text.hidden_size or c.hidden_size != spec.text.hidden_size:
-    p.append(f'model.hidden_size={c.hidden_size} and model.text.hidden_size={c.text.hidden_size} must be the '
-             f'embedding width, model.pe_video.text.hidden_size={spec.text.hidden_size}')
+  else:
+    p += _mirror_problems(c, spec.text)
+  return p
+
+
+def _mirror_problems(c, text: ModernBertSpec) -> list[str]:
+  """model.hidden_size and the sizes of the `model.text` section must be those of model.pe_video.text (the tower
+  the module builds): one line per field that is not."""
+  mirrored = (('hidden_size', text.hidden_size), ('vocab_size', text.vocab_size), ('num_layers', len(text.sliding)),
+              ('num_heads', text.num_heads), ('mlp_dim', text.intermediate_size))
+  p = [f'model.text.{name}={c.text[name]!r} must be model.pe_video.text\'s ({value}): that tower is the one built'
+       for name, value in mirrored if c.text[name] != value]
+  if c.hidden_size != text.hidden_size:
+    p.append(f'model.hidden_size={c.hidden_size} must be the embedding width, model.pe_video.text.hidden_size='
+             f'{text.hidden_size}')
   return p
