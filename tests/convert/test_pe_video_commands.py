@@ -20,6 +20,7 @@ from tests.convert.test_hf_pe_video import _model
 from tests.data.data_helpers import write_footage
 from tests.tasks.test_video_text_runs import write_tokenizer
 from vvt.convert import hf_pe_video
+from vvt.convert import video
 from vvt.data import load_tokenizer
 import vvt.models
 from vvt.models import modernbert
@@ -128,7 +129,10 @@ def test_zero_shot_features_and_search_score_as_pe_video_text_does(converted, ca
 
 
 def test_a_model_config_the_family_cannot_run_is_refused_in_one_line_naming_the_field(converted, capsys):
-  _, conv, data = converted
+  folder, conv, data = converted
+  with pytest.raises(ValueError, match=r'model.safetensors: cannot convert its weights: ValueError: image_size=64: '
+                     r'the PE frame model takes \[32, 32\] frames'):
+    video.convert('hf_pe_video', str(folder), image_size=64)
   model = json.loads((conv / 'config.json').read_text())['model']
   cases = [(dict(image_size=64), 'model.image_size=64: the PE frame model takes [32, 32] frames'),
            (dict(text={**model['text'], 'num_layers': 1}), "model.text.num_layers=1 must be model.pe_video.text's (3)"),
