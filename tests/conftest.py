@@ -48,6 +48,19 @@ _quick_cpu_codegen()
 # No default profiler trace in the test runs (vvt.train.profile); a test that sets profile.steps still gets one.
 os.environ.setdefault('VVT_DEFAULT_PROFILE', '0')
 
+
+
+def _triton_before_tensorflow():
+  """triton's native library (torch 2.14 loads it with torchvision, which timm imports: the PE video tests'
+  transformers models) crashes the process (SIGSEGV) when it loads after TensorFlow's, which the data tests load
+  at collection: where triton is installed it is loaded first (0.2 s of CPU)."""
+  import importlib.util
+  if importlib.util.find_spec('triton') is not None:
+    importlib.import_module('triton._C.libtriton')
+
+
+_triton_before_tensorflow()
+
 import jax  # noqa: E402
 
 jax.config.update('jax_default_matmul_precision', 'highest')

@@ -236,7 +236,7 @@ def test_every_scheme_is_selected_by_at_most_one_target():
   for attention in schemes.SCHEMES:
     for classifier in ('token', 'gap'):
       for pos in ('joint', 'separable', 'spatial', 'sinusoidal', 'none'):
-        m = dict(attention=attention, classifier=classifier, positional_embedding=pos)
+        m = dict(family='vivit', attention=attention, classifier=classifier, positional_embedding=pos)
         assert sum(not t.mismatches(m) for t in hf_export.TARGETS) <= 1, m
 
 

@@ -54,9 +54,9 @@ def test_every_record_names_what_exists():
     assert s.hf_folder == s.name.startswith('hf_'), s.name
     for t in s.exports:
       module = importlib.import_module(t.module)
-      assert t.hf_class.endswith('ClipModel' if t.text else 'ForVideoClassification') and callable(module.to_hf), \
-          s.name
-  assert hf_export.TARGETS == sources.targets() and len(sources.targets()) == 7
+      assert t.hf_class.endswith(('ClipModel', 'PeVideoModel') if t.text else 'ForVideoClassification') and callable(
+          module.to_hf), s.name
+  assert hf_export.TARGETS == sources.targets() and len(sources.targets()) == 8
   assert set(hf_export.NO_CLASS) == {'space'}
 
 

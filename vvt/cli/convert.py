@@ -26,7 +26,8 @@ VideoPrism resizes at run time; X-ViT as its official code), recorded in config.
 `<Class>.from_pretrained(FOLDER)` loads: TimeSformer divided and joint (TimesformerForVideoClassification), ViViT
 Model 1 (VivitForVideoClassification), joint attention without a class token (VideoMAEForVideoClassification),
 V-JEPA 2 (VJEPA2ForVideoClassification, with an empty predictor), VideoPrism (VideoPrismForVideoClassification;
-a video-text model: VideoPrismClipModel, the run's tokenizer files copied beside);
+a video-text model: VideoPrismClipModel, the run's tokenizer files copied beside), Perception Encoder video
+(model family 'pe_video': PeVideoModel, its tokenizer files beside);
 labels from the run's class names, `problem_type` multi_label_classification for a multi-label run, a probe run's
 backbone with its best linear probe as the classifier (`vvt.convert.hf_export`). A model no transformers class
 expresses, a probe it cannot hold, or a FOLDER holding files the export does not write (another model's) is

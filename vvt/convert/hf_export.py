@@ -68,7 +68,8 @@ def select(model_cfg) -> sources.Target:
     raise ValueError(f'internal error: {", ".join(t.hf_class for t in chosen)} all select {_scheme(model_cfg)}')
   if chosen:
     return chosen[0]
-  near = [t for t in TARGETS if model_cfg.attention in dict(t.selects).get('attention', (model_cfg.attention,))]
+  near = [t for t in TARGETS if model_cfg.attention in dict(t.selects).get('attention', (model_cfg.attention,))
+          and model_cfg.get('family') in dict(t.selects).get('family', (model_cfg.get('family'),))]  # pe_video's
   if not near:
     written = sorted({a for t in TARGETS for a in dict(t.selects).get('attention', ())})
     why = NO_CLASS.get(model_cfg.attention, 'no transformers class expresses it')

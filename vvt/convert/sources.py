@@ -135,6 +135,12 @@ SOURCES = {s.name: s for s in (
                     target(_M + 'hf_videoprism_clip', POOLED + ('pos_table_grid', 'temporal_layers',
                                                                'temporal_num_heads', 'temporal_mlp_dim', 'text'),
                            text=True, attention='space_then_time'))),
+    # Hugging Face PeVideoModel (Perception Encoder video): both towers, family 'pe_video' (timm's PE core ViT per
+    # frame, the frame-level encoder, ModernBERT); any clip length, the frame model's frame size
+    Record('hf_pe_video', _M + 'hf_pe_video:convert_for', 'configs/synthetic_video_text.py',
+           "its frame size is its frame model's; its pixels as its video processor gives them (dataset.normalization "
+           'to match)', native_sizes=True, safetensors_only=True, model_types=('pe_video',),
+           exports=(target(_M + 'hf_pe_video', ('text', 'pe_video'), text=True, family='pe_video'),)),
 )}
 
 

@@ -6,7 +6,8 @@
     out = module.apply({'params': p}, video, outputs=('pooled', 'block3'))   # named outputs: vvt/models/outputs.py
 
 A model with a text tower (`model.text`, vvt/models/text_config.py) is a video-text model: `build` returns its
-`VideoTextModel` (vvt/models/video_text.py: encode_video, encode_text, similarity).
+`VideoTextModel` (vvt/models/video_text.py: encode_video, encode_text, similarity); family 'pe_video' its
+`PeVideoText` (vvt/models/pe_video_text.py), with the same methods.
 
 The package's API is `build`, `get_config` and `resolve` (`vvt.models.config`: a model config checked, its
 derived fields filled in); everything else is imported from its module. The config functions import without
@@ -37,6 +38,9 @@ def build(model, backend: str | None = None):
     model = spec.spec_of(resolve(model))
   backend = backend or jax.default_backend()
   kernels.check_backend(model.attention_impl, backend, field='model.attention_impl')
+  if model.pe_video is not None:  # Perception Encoder video (vvt/models/pe_video_text.py): the same interface
+    from vvt.models.pe_video_text import PeVideoText
+    return PeVideoText(model.pe_video.temporal, model.pe_video.text, model.pe_video.frame, model.text.max_length)
   if model.text is not None:  # a video-text model (vvt/models/video_text.py)
     from vvt.models.video_text import VideoTextModel
     return VideoTextModel(model, backend=backend)

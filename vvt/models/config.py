@@ -49,6 +49,8 @@ Field names follow the papers:
   layer_norm_scale_offset  every LayerNorm multiplies by offset + scale (VideoPrism 1.0: its scales are stored as
                   deviations from 1; default 0.0: flax's LayerNorm)
   text            None (a video model), or the text tower of a video-text model: vvt/models/text_config.py
+  pe_video        family 'pe_video' (Perception Encoder video, a video-text model): its towers' specs,
+                  vvt/models/pe_video_config.py; None for the other families
   pos_table_grid  None, or the (t, h, w) token grid the learned tables of attention='space_then_time' were
                   trained at: tables of that size are resized to the model's grid at run time (antialiased
                   bilinear, as VideoPrism), so the same weights run other clip lengths and frame sizes
@@ -74,6 +76,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from vvt.models import frame_size
+from vvt.models import pe_video_config
 from vvt.models import schemes
 from vvt.models import text_config
 
@@ -111,6 +114,11 @@ def _family_defaults(family: str) -> dict:
     return dict(attention='space_time_mixing', variant='B/16', num_frames=8, image_size=224,
                 positional_embedding='separable', gelu_approximate=False,
                 frame_aggregation='temporal_attention', attention_order='space_time',
+                temporal_projection=False)
+  if family == 'pe_video':  # Perception Encoder video (vvt/models/pe_video_config.py): its towers in model.pe_video;
+    # these video-model fields are ignored (the frames each on their own, as its frame model sees them).
+    return dict(attention='space', variant='B/16', num_frames=8, image_size=224, positional_embedding='joint',
+                gelu_approximate=False, frame_aggregation='mean', attention_order='space_time',
                 temporal_projection=False)
   raise ValueError(f'model.family must be one of {schemes.FAMILIES}, got {family!r}')
 
@@ -161,6 +169,7 @@ def get_config(family: str = 'vivit', **overrides) -> ml_collections.ConfigDict:
       num_layers=1, num_heads=None, mlp_ratio=4, qkv_bias=False, layer_norm_eps=1e-5, mlp_dim=None))
   c.representation_size = None
   c.text = None  # a video-text model's text tower (vvt/models/text_config.py); None: a video model
+  c.pe_video = None  # family 'pe_video': its towers' specs (vvt/models/pe_video_config.py); None for the others
   _add_numerics(c, fam['gelu_approximate'])
   return _merge(c.to_dict(), overrides)
 
@@ -337,6 +346,7 @@ def resolve(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _collect(problems, _resolve_encoder_fields, c, scheme, grid)
   _collect(problems, _resolve_attentive_pooler, c)
   problems.extend(text_config.resolve_text(c))
+  problems.extend(pe_video_config.resolve_pe_video(c))
   _raise_if(problems)
   return c
 

@@ -36,7 +36,7 @@ import math
 
 from vvt.models import groupings
 
-FAMILIES = ('vivit', 'timesformer', 'xvit')
+FAMILIES = ('vivit', 'timesformer', 'xvit', 'pe_video')  # pe_video: vvt/models/pe_video_config.py
 CLASSIFIERS = ('token', 'gap', 'attentive')  # attentive: the attentive pooler (vvt/models/poolers.py)
 CLASS_TOKENS = ('global', 'per_frame')
 ATTENTION_ORDERS = ('space_time', 'time_space')

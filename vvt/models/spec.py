@@ -16,6 +16,8 @@ from typing import Any
 from vvt.models import frame_size
 from vvt.models import schemes
 from vvt.models.config import token_grid
+from vvt.models.pe_video_config import PeVideoSpec
+from vvt.models.pe_video_config import spec_of as pe_video_spec_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +118,7 @@ class ModelSpec:
   pos_table_grid: tuple[int, int, int] | None  # the grid the learned tables were trained at (resized at run time)
   attentive_pooler: PoolerSpec | None  # classifier='attentive' only
   text: TextSpec | None = None  # a video-text model's text tower (then num_classes is None: no classifier head)
+  pe_video: PeVideoSpec | None = None  # family 'pe_video': the towers `PeVideoText` is built from
 
 
 def _num_classes(value):
@@ -170,4 +173,4 @@ def spec_of(cfg) -> ModelSpec:
       remat=cfg.remat, scan_layers=cfg.scan_layers, attention_logit_cap=cfg.attention_logit_cap,
       layer_norm_scale_offset=float(cfg.layer_norm_scale_offset),
       pos_table_grid=None if cfg.pos_table_grid is None else tuple(cfg.pos_table_grid), attentive_pooler=_pooler(cfg),
-      text=_text(cfg))
+      text=_text(cfg), pe_video=None if cfg.get('pe_video') is None else pe_video_spec_of(cfg.pe_video))

@@ -4,7 +4,9 @@
 (vvt/models/video_text.py): the video model (any family; its classifier's input, `pooled`, is the video
 embedding, no classification head) and a text tower whose embedding is compared with it. Fields:
 
-  family          'videoprism': VideoPrism's text encoder (transformers' `VideoPrismTextModel`): token embedding
+  family          'pe_video': the ModernBERT of Perception Encoder video, its shape in model.pe_video.text
+                  (vvt/models/pe_video_config.py; this section's sizes mirror it, max_length is its own);
+                  'videoprism': VideoPrism's text encoder (transformers' `VideoPrismTextModel`): token embedding
                   x sqrt(D) + a fixed sinusoidal table, a learned class token appended after the last token,
                   pre-LN transformer layers, a final LayerNorm, the class token's output
   vocab_size      rows of the token embedding (VideoPrism: 32000, its SentencePiece vocabulary)
@@ -31,7 +33,7 @@ import difflib
 
 import ml_collections
 
-TEXT_FAMILIES = ('videoprism',)
+TEXT_FAMILIES = ('videoprism', 'pe_video')  # pe_video: the ModernBERT of model.pe_video.text
 ACTIVATIONS = ('relu', 'gelu', 'gelu_tanh')
 
 DEFAULTS = dict(family='videoprism', vocab_size=32000, hidden_size=None, num_layers=12, num_heads=None,
