@@ -154,3 +154,21 @@ def test_a_model_config_the_family_cannot_run_is_refused_in_one_line_naming_the_
   assert sum('model.image_size=64: the PE frame model takes [32, 32] frames' in line for line in lines) == 1
   assert set(pe_video_config.FRAME_ACTIVATIONS) == set(pe_temporal.ACTIVATIONS)
   assert set(pe_video_config.TEXT_ACTIVATIONS) == set(modernbert.ACTIVATIONS)
+
+
+def test_contrastive_training_scales_by_the_model_s_own_similarity_scale(converted):
+  """The retrieval task's InfoNCE multiplies the cosines by what the model's similarity does: PE video's
+  `logit_scale` as stored (its transformers class takes no exp), not exp of it as for VideoPrism's."""
+  from vvt.tasks import retrieval
+  folder, conv, _ = converted
+  frame, temporal, text, params = hf_pe_video.read_folder(str(folder))
+  params = dict(params, logit_scale=np.float32(2.5))
+  module = PeVideoText(temporal, text, frame)
+  length = 6
+  inputs = {'video': np.zeros((1, FRAMES) + tuple(frame.image_size) + (3,), np.float32),
+            'ids': np.ones((1, 1, length), np.int32), 'mask': np.ones((1, 1, length), np.int32)}
+  out = retrieval.Retrieval(captions=1, text_length=length).outputs(module, params, inputs, train=False)
+  assert float(out['scale']) == 2.5
+  v, t = np.asarray(out['video']), np.asarray(out['text'])[:, 0]
+  direct = module.apply({'params': params}, v, t, method='similarity')
+  np.testing.assert_allclose(np.asarray(direct) - float(params['logit_bias']), 2.5 * v @ t.T, rtol=1e-5, atol=1e-6)

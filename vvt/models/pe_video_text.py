@@ -68,6 +68,10 @@ class PeVideoText(nn.Module):
     """(B, L) int ids, (B, L) 0/1 or None -> (B, E) float32 (`train` changes nothing)."""
     return self.text_head(self.text(input_ids, attention_mask)[:, 0])
 
+  def contrastive_scale(self):
+    """() float32: what the similarity multiplies v @ t.T by, `logit_scale` as it is (PeVideoModel takes no exp)."""
+    return self.logit_scale
+
   def similarity(self, video_embeddings, text_embeddings):
     """(B_v, E), (B_t, E) -> (B_v, B_t) = logit_scale * v @ t.T + logit_bias."""
     return jnp.einsum('ve,te->vt', video_embeddings, text_embeddings) * self.logit_scale + self.logit_bias

@@ -82,6 +82,10 @@ class VideoTextModel(nn.Module):
     """input_ids (B, L) int32, attention_mask (B, L) or None -> (B, E) float32."""
     return self._normalized(self.text(input_ids, attention_mask, train))
 
+  def contrastive_scale(self):
+    """() float32: what the similarity multiplies the cosines by, exp(logit_scale) (the contrastive loss's)."""
+    return jnp.exp(self.logit_scale)
+
   def similarity(self, video_embeddings, text_embeddings):
     """(B_v, E), (B_t, E) -> logits (B_v, B_t) = exp(logit_scale) * v @ t.T (+ logit_bias)."""
     logits = jnp.exp(self.logit_scale) * jnp.einsum('ve,te->vt', video_embeddings, text_embeddings)

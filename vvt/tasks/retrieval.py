@@ -7,8 +7,10 @@ padding caption all zeros.
 
 Training: one of a video's captions drawn at random per step (uniform over its real ones), the video through
 `encode_video`, the caption through `encode_text`, and the symmetric InfoNCE of the batch's pairs
-(`vvt.tasks.contrastive.info_nce`, VideoPrism's stage-1 loss) at the model's learned scale exp(`logit_scale`) (a
-logit bias, where the model has one, shifts every logit of a softmax alike and is left out). Train metric
+(`vvt.tasks.contrastive.info_nce`, VideoPrism's stage-1 loss) at the model's learned scale, the one its
+similarity multiplies by (the model's `contrastive_scale`: exp(`logit_scale`) for VideoPrism's, `logit_scale` as
+stored for Perception Encoder video's, whose transformers class takes no exp; a logit bias, where the model has one,
+shifts every logit of a softmax alike and is left out). Train metric
 `batch_t2v_top1`: the share of captions whose own video scores highest in the batch.
 
 Evaluation: every view's video embedding (normalised) and the embeddings of its video's K captions; a video's
@@ -163,7 +165,7 @@ class Retrieval(Task):
     text = _apply(module, params, 'encode_text', ids.reshape((-1, ids.shape[-1])), mask.reshape((-1, ids.shape[-1])),
                   train=train, rng=text_rng)
     return {'video': video, 'text': text.reshape(ids.shape[:-1] + text.shape[-1:]),
-            'scale': jnp.exp(params['logit_scale'])}
+            'scale': module.apply({'params': params}, method='contrastive_scale')}
 
   def loss(self, outputs, targets):
     return contrastive.info_nce(outputs['video'], outputs['text'], outputs['scale'], targets['real'])
