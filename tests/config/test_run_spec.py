@@ -52,6 +52,7 @@ def test_every_schema_field_has_its_spec_field_and_no_other():
 def test_resolve_reads_every_field_once_as_its_type():
   c = tiny()
   c.schedule.base_lr = 1  # an int where a float is expected: valid, read as a float
+  c.schedule.name = 'step'  # the schedule that reads decay_epochs
   c.schedule.decay_epochs = [3, 5]
   c.optimizer.ema_decay = None  # off
   c.dataset.randaugment = {'num_layers': 2, 'magnitude': 9}

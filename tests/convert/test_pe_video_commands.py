@@ -103,7 +103,7 @@ def test_zero_shot_features_and_search_score_as_pe_video_text_does(converted, ca
   res = _in_repo(capsys, 'eval', '--workdir', str(conv), '--config.task.name=zero_shot', *_data_flags(data),
                  f'--config.task.zero_shot.templates=("{TEMPLATE}",)', '--no-progress')
   assert 'video_top1' in res.stdout
-  [npz] = [p for p in (conv / 'checkpoints').glob('eval_*_test_1x1.npz')]
+  [npz] = [p for p in (conv / 'checkpoints').glob('eval_*_test_zero_shot_1x1.npz')]
   with np.load(npz) as z:
     scores, classes = z['video_scores'], z['class_names'].tolist()
   assert classes == ['a', 'b', 'c'] and scores.shape == (6, 3)
