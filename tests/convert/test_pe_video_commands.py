@@ -171,4 +171,4 @@ def test_contrastive_training_scales_by_the_model_s_own_similarity_scale(convert
   assert float(out['scale']) == 2.5
   v, t = np.asarray(out['video']), np.asarray(out['text'])[:, 0]
   direct = module.apply({'params': params}, v, t, method='similarity')
-  np.testing.assert_allclose(np.asarray(direct) - float(params['logit_bias']), 2.5 * v @ t.T, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(np.asarray(direct) - float(params['logit_bias']), 2.5 * v @ t.T, rtol=1e-4, atol=1e-5)
