@@ -79,3 +79,63 @@ def tiny_data(tmp_path_factory):
   synthetic.write_synthetic(str(out), num_classes=4, train_clips=24, test_clips=8, num_frames=16,
                             frame_size=64, seed=1, train_shards=2, test_shards=1)
   return str(out)
+
+
+# --cpu-durations=N: the N tests (setup, call and teardown apart) that used the most CPU time, their own process's
+# and the processes they waited for. Unlike --durations' wall times, CPU times barely change with the machine's
+# load, so a test's cost can be measured with other work running beside it.
+def pytest_addoption(parser):
+  parser.addoption('--cpu-durations', type=int, default=None, metavar='N',
+                   help='show the N tests that used the most CPU time (theirs and their subprocesses\'); 0: all')
+
+
+def _cpu_seconds() -> float:
+  import resource
+  own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+  return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+  start = getattr(item, '_vvt_cpu_start', None)
+  outcome = yield
+  if start is not None:
+    outcome.get_result().user_properties.append(('cpu_s', _cpu_seconds() - start))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+  item._vvt_cpu_start = _cpu_seconds()
+  yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+  item._vvt_cpu_start = _cpu_seconds()
+  yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+  item._vvt_cpu_start = _cpu_seconds()
+  yield
+
+
+_CPU_REPORTS = []
+
+
+def pytest_runtest_logreport(report):
+  for key, value in report.user_properties:
+    if key == 'cpu_s':
+      _CPU_REPORTS.append((value, report.when, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+  n = config.getoption('--cpu-durations')
+  if n is None or not _CPU_REPORTS:
+    return
+  rows = sorted(_CPU_REPORTS, reverse=True)
+  total = sum(r[0] for r in rows)
+  terminalreporter.write_sep('=', f'CPU time: {total:.1f} s in all; the {"" if n == 0 else n} most')
+  for seconds, when, nodeid in rows[:n or None]:
+    terminalreporter.write_line(f'{seconds:8.2f}s {when:<8} {nodeid}')
