@@ -66,6 +66,12 @@ def _metadata(path: str) -> dict:
   return dict(weight_files.safetensors_header(path)[1])
 
 
+def init_source(path: str):
+  """The absolute path of the source whose weights the converted file `path` (WORKDIR/init/weights.safetensors)
+  holds, None where it records none."""
+  return _metadata(path).get('init_source')
+
+
 def _plain(value):
   return json.loads(value.to_json_best_effort()) if hasattr(value, 'to_json_best_effort') else value
 
@@ -139,7 +145,7 @@ def prepare(source: str, base, workdir: str, log=print, what: str = '--init') ->
   kind = kind_of(source, what)
   weights = source if kind == 'file' else os.path.join(workdir, INIT_FILE)
   if kind != 'file':
-    reuse = os.path.isfile(weights) and _metadata(weights).get('init_source') == os.path.abspath(source)
+    reuse = os.path.isfile(weights) and init_source(weights) == os.path.abspath(source)
     if reuse:
       log(f'[init] {weights}: the weights of {source}, written before')
     else:

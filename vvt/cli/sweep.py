@@ -194,13 +194,28 @@ def _warn_changed(sweep_dir, trial, config, say) -> None:
   """A finished trial whose saved config differs from the sweep's now is kept: say so."""
   from vvt.config import resume
   from vvt.config import run_file
-  saved = run_file.load_saved(fileio.join(sweep_dir, trial.name))
+  trial_dir = fileio.join(sweep_dir, trial.name)
+  saved = run_file.load_saved(trial_dir)
   changes = resume.unsafe_changes(saved, config) if saved is not None else []
+  changes = [c for c in changes if not _own_copy(trial_dir, c[1], c[2])]
   if changes:
     listed = ', '.join(f'{k}: {a!r} -> {b!r}' for k, a, b in changes[:3])
     say(f'[sweep] warning: finished trial {trial.name} was trained with a different config ({listed}'
-        f'{", ..." if len(changes) > 3 else ""}); kept as it is: delete {fileio.join(sweep_dir, trial.name)} '
+        f'{", ..." if len(changes) > 3 else ""}); kept as it is: delete {trial_dir} '
         'to train it again')
+
+
+def _own_copy(trial_dir: str, saved, value) -> bool:
+  """Whether a saved field's value `saved` is the trial's converted copy of the weights its config's `value` names
+  (a probe's `task.probe.backbone`, `--init`: WORKDIR/init/weights.safetensors, which records its source): the same
+  weights, not a change."""
+  from vvt.cli import finetune
+  copy = fileio.join(trial_dir, finetune.INIT_FILE)
+  if not (isinstance(saved, str) and isinstance(value, str) and value) or fileio.is_url(copy):
+    return False
+  if os.path.abspath(saved) != os.path.abspath(copy) or not os.path.isfile(copy):
+    return False
+  return finetune.init_source(copy) == os.path.abspath(value)
 
 
 def _arguments():
