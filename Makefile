@@ -32,8 +32,10 @@ install-test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 
+# --dist loadscope: all tests of a module on one worker, so a module's fixtures (tiny runs, converted models) and
+# compiled programs are made once, not once per worker; --cpu-durations=N (tests/conftest.py) lists CPU time.
 test: lint
-	$(VENV)/bin/python -m pytest -n 2 -q --durations=30 tests $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n 2 --dist loadscope -q --durations=30 tests $(PYTEST_ARGS)
 
 # `make test` with two busy loops beside it (started and ended by .ci/under_load, by pid): a busy machine.
 test-under-load: $(STAMP)
