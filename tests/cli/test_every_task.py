@@ -48,8 +48,9 @@ def _config(data, task, backbone):
 
 @pytest.fixture(scope='session')
 def runs(tmp_path_factory):
-  """{task: workdir} of a one-step run of each task (evaluated at its end: a probe run names its best probe), and
-  'frames': a folder of PNG frames to predict."""
+  """{task: workdir} of a one-step run of each task, and 'frames': a folder of PNG frames to predict. The probe
+  runs are evaluated at their end (the evaluation names their best probe, which predict reads); the others stop at
+  their step's checkpoint (`stop_after_step`): no test reads their evaluation."""
   from vvt.config import run_spec
   from vvt.train import trainer
   tmp = tmp_path_factory.mktemp('every_task')
@@ -58,7 +59,8 @@ def runs(tmp_path_factory):
   for task in TASKS:
     c = _config(data[task.endswith('multilabel')], task, out.get('classification'))
     out[task] = str(tmp / task)
-    trainer.train_and_evaluate(run_spec.resolve(c), out[task], log=lambda *a: None)
+    stop = -1 if task.startswith('probe') else 1
+    trainer.train_and_evaluate(run_spec.resolve(c), out[task], log=lambda *a: None, stop_after_step=stop)
   import cv2
   (tmp / 'frames').mkdir()
   for i, f in enumerate(synthetic.render_clip(1, np.random.default_rng(0), 12, 40)):

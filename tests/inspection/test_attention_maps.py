@@ -98,7 +98,8 @@ def train_data(tmp_path_factory):
 
 def test_a_trained_divided_model_attends_to_the_moving_object(tmp_path, train_data):
   """Measured: a tiny divided model trained for 60 steps on the tiny synthetic set puts more of its rollout
-  mass on the tokens that hold the moving object than their share of the tokens (the uniform map's)."""
+  mass on the tokens that hold the moving object than their share of the tokens (the uniform map's). The run
+  stops at its last step's checkpoint (`stop_after_step`): the test reads its params, not its final evaluation."""
   from vvt.train import checkpoints
   from vvt.train import trainer
   config = train_helpers.tiny_config(train_data, 'divided')
@@ -106,7 +107,7 @@ def test_a_trained_divided_model_attends_to_the_moving_object(tmp_path, train_da
   config.checkpoint.every_steps = 60
   wd = str(tmp_path / 'run')
   run = run_spec.resolve(config)
-  trainer.train_and_evaluate(run, wd, log=lambda *a, **k: None)
+  trainer.train_and_evaluate(run, wd, log=lambda *a, **k: None, stop_after_step=60)
   params, _ = checkpoints.load_params(wd)
   shares, uniform = [], []
   for video, mask in object_views(run, range(100, 108)):
