@@ -6,6 +6,7 @@ promptly with 130 (SIGINT) or 143 (SIGTERM); the same command then resumes from 
 and finishes, and metrics.jsonl has every step once. A second signal exits at once and leaves no
 damaged checkpoint behind.
 """
+import contextlib
 import json
 import os
 import signal
@@ -63,14 +64,26 @@ class Training:
       assert time.time() < deadline, f'no {text!r} in {timeout}s'
       time.sleep(0.05)
 
-  def signal_and_wait(self, signum, again: bool = False):
-    """Sends `signum` (twice with `again`: once the first is acknowledged, during the save) ->
-    (exit code, seconds to the exit, seconds to the last stderr line, stderr, stdout)."""
+  def wait_for_err(self, text, timeout=HANG_S):
+    """Until `text` is in a stderr line (or the process has ended)."""
+    deadline = time.time() + timeout
+    while not any(text in l for _, l in self.err_lines) and self.proc.poll() is None:
+      assert time.time() < deadline, f'no {text!r} on stderr in {timeout}s'
+      time.sleep(0.05)
+
+  def signal_and_wait(self, signum, again: str = ''):
+    """Sends `signum`, and again with `again`: 'save' once the first is acknowledged (during the save), 'saved'
+    once its one line says the checkpoint is saved (while the process ends) -> (exit code, seconds to the exit,
+    seconds to the last stderr line, stderr, stdout)."""
     t0 = time.time()
     self.proc.send_signal(signum)
-    if again:
+    if again == 'save':
       self.wait_for('saving a checkpoint', timeout=60)
       self.proc.send_signal(signum)
+    elif again == 'saved':
+      self.wait_for_err('checkpoint saved at step')
+      with contextlib.suppress(ProcessLookupError):
+        self.proc.send_signal(signum)
     code = self.proc.wait(timeout=300)
     took = time.time() - t0
     for r in self._readers:
@@ -87,10 +100,12 @@ def _train_steps(wd):
 @pytest.mark.parametrize('signum,code', [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
                          ids=['SIGINT', 'SIGTERM'])
 def test_first_signal_saves_at_the_step_reached_and_exits(tiny_data, tmp_path, capsys, signum, code):
+  """SIGINT is sent a second time once its line says the checkpoint is saved: Ctrl-C pressed again while the
+  process ends adds no line and no traceback."""
   wd = str(tmp_path / 'run')
   run = Training(tiny_data, wd)
   run.wait_for(f'step 2/{STEPS}')
-  rc, took, said, err, out = run.signal_and_wait(signum)
+  rc, took, said, err, out = run.signal_and_wait(signum, again='saved' if signum == signal.SIGINT else '')
   name = signal.Signals(signum).name
   assert rc == code, (rc, out, err)
   lines = without_progress(err)
@@ -119,7 +134,7 @@ def test_second_signal_exits_at_once_and_damages_nothing(tiny_data, tmp_path):
   wd = str(tmp_path / 'run')
   run = Training(tiny_data, wd)
   run.wait_for(f'step 2/{STEPS}')
-  rc, took, said, err, out = run.signal_and_wait(signal.SIGINT, again=True)
+  rc, took, said, err, out = run.signal_and_wait(signal.SIGINT, again='save')
   assert rc == 130, (rc, out, err)
   assert without_progress(err) == ['vvt: SIGINT again: exiting at once'], err
   assert took < EXIT_S and said < SAVED_S, f'{said:.1f}s to the message, {took:.1f}s to the exit'

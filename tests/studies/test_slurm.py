@@ -135,8 +135,8 @@ def test_requeued_trial_saves_resumes_and_equals_an_uninterrupted_run(slurm, tin
   """The submission through `main(argv)` in the test process with the cluster's environment; the trial's attempts
   and the uninterrupted reference run are processes of their own."""
   _cluster_env(slurm, monkeypatch)
-  steps = 100
-  spec, out = study(tmp_path, tiny_data, body='return sweep.axis("seed", [3])', steps=steps, log=10), tmp_path / 'sw'
+  steps = 40  # each attempt is stopped (SIGSTOP) at a logged step: the steps after it are a margin, not a timing
+  spec, out = study(tmp_path, tiny_data, body='return sweep.axis("seed", [3])', steps=steps, log=5), tmp_path / 'sw'
   job = submitted(_in_process(capsys, monkeypatch, ['sweep', '--config', spec, '--workdir', str(out), '--launch',
                                                     'slurm'], None))
   task, log, train_log = f'{job}_0', f'{out}/slurm/{job}_0.out', out / 'seed=3' / 'train.log'
