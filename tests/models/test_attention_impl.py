@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tests.models.params import random_params
 from tests.models.test_models import SCHEMES
-from tests.models.test_models import randomise
 from tests.models.test_models import tiny
 from tests.models.test_models import video
 import vvt.models as models
@@ -135,13 +135,6 @@ def test_auto_rule():
                                dropout=False) == 'chunked'
 
 
-def numpy_params(shapes, seed=1):
-  """Params of the shapes `shapes` (a tree of ShapeDtypeStructs) drawn with numpy, 0.3 N(0, 1) everywhere as
-  `randomise` draws them (no branch is a no-op): the values do not matter, and no init program is compiled."""
-  rng = np.random.default_rng(seed)
-  return jax.tree.map(lambda s: (0.3 * rng.standard_normal(s.shape)).astype(s.dtype), shapes)
-
-
 def loss_and_grads(module, params, x, w):
   def loss(p):
     out = module.apply({'params': p}, x)
@@ -171,7 +164,7 @@ def test_every_scheme_matches_einsum(scheme_case, impls, monkeypatch):
   w = jax.random.normal(jax.random.key(5), (2, 3))
   cfg = dict(kw, num_layers=1)
   ref = models.build(tiny(family, scheme, attention_impl='einsum', **cfg))
-  params = numpy_params(jax.eval_shape(ref.init, jax.random.key(0), x)['params'])
+  params = random_params(ref, x)
   ref_out, ref_grads = loss_and_grads(ref, params, x, w)
   for impl, backend in [(impl, None) for impl in impls] + [('chunked', 'gpu')]:
     module = models.build(tiny(family, scheme, attention_impl=impl, **cfg), backend=backend)
@@ -186,7 +179,7 @@ def test_auto_with_attention_dropout_is_einsum_with_the_same_mask():
   for impl in ('einsum', 'auto'):
     module = models.build(tiny('timesformer', 'divided', num_layers=1, attention_impl=impl,
                                attention_dropout_rate=0.3))
-    params = randomise(jax.jit(module.init)(jax.random.key(0), x)['params'])
+    params = random_params(module, x)
     outs.append(jax.jit(lambda p, module=module: module.apply({'params': p}, x, train=True,
                                                rngs={'dropout': jax.random.key(7)}))(params))
   np.testing.assert_array_equal(outs[0], outs[1])

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.models.params import random_params
 from tests.models.test_models import jitted
-from tests.models.test_models import randomise
 from tests.models.test_models import tiny
 from tests.models.test_models import video
 from vvt.convert import weight_files
@@ -38,9 +38,10 @@ def test_new_fields_are_off_by_default():
 @pytest.mark.parametrize('attention,kw', [('spatiotemporal', VJEPA2_LIKE), ('divided', VJEPA2_LIKE),
                                           ('space_then_time', VIDEOPRISM_LIKE)])
 def test_runs_and_batch_equals_per_example(attention, kw):
-  init, apply = jitted(models.build(tiny('vivit', attention, **kw)))
+  module = models.build(tiny('vivit', attention, **kw))
+  apply = jitted(module)[1]
   x = video()
-  params = randomise(init(jax.random.key(0), x)['params'])
+  params = random_params(module, x)
   out = apply(params, x)
   assert out.shape == (3, 3) and np.all(np.isfinite(out))
   single = jnp.concatenate([apply(params, x[i:i + 1]) for i in range(3)])
@@ -56,8 +57,9 @@ def test_rope_makes_the_model_see_order_and_runs_any_clip_with_the_same_weights(
   outs = {}
   for pos in ('none', 'rope'):
     cfg = tiny('vivit', 'spatiotemporal', tubelet=(1, 8, 8), classifier='attentive', positional_embedding=pos)
-    init, apply = jitted(models.build(cfg))
-    params = randomise(init(jax.random.key(0), x)['params'])
+    module = models.build(cfg)
+    apply = jitted(module)[1]
+    params = random_params(module, x)
     outs[pos] = np.abs(apply(params, x) - apply(params, reversed_x)).max()
   assert outs['none'] < 1e-5 and outs['rope'] > 1e-3
   longer = models.build(tiny('vivit', 'spatiotemporal', tubelet=(1, 8, 8), classifier='attentive',
@@ -69,9 +71,10 @@ def test_resized_tables_keep_their_trained_shape_and_equal_them_on_their_grid():
   """pos_table_grid: the tables keep the trained (t0, h0 * w0) size whatever the clip; on the table's own grid
   the model is the one without resizing."""
   base = tiny('vivit', 'space_then_time', tubelet=(1, 8, 8), image_size=24, num_frames=2, classifier='gap')
-  init, apply = jitted(models.build(base))
+  module = models.build(base)
+  apply = jitted(module)[1]
   x = video(t=2, s=24)
-  params = randomise(init(jax.random.key(0), x)['params'])
+  params = random_params(module, x)
   same = models.build(models.get_config(**{**base.to_dict(), 'pos_table_grid': (2, 3, 3)}))
   np.testing.assert_allclose(jitted(same)[1](params, x), apply(params, x), atol=1e-6)
   other = models.build(models.get_config(**{**base.to_dict(), 'pos_table_grid': (2, 3, 3), 'num_frames': 5,
@@ -123,9 +126,10 @@ def test_bad_fields_are_one_line_naming_them(change, message):
 
 def test_scanned_pooler_blocks_equal_the_unscanned_ones():
   cfg = tiny('vivit', 'spatiotemporal', **VJEPA2_LIKE)
-  init, apply = jitted(models.build(cfg))
+  module = models.build(cfg)
+  apply = jitted(module)[1]
   x = video()
-  params = randomise(init(jax.random.key(0), x)['params'])
+  params = random_params(module, x)
   scanned = models.build(models.get_config(**{**cfg.to_dict(), 'scan_layers': True}))
   stacked = layout.to_stacked(params)
   assert stacked['pooler']['layers']['blocks']['block']['mlp']['Dense_0']['kernel'].shape[0] == 2
@@ -146,7 +150,7 @@ def test_attention_maps_recompute_the_rotated_and_capped_attention(attention, kw
   cfg = tiny('vivit', attention, **kw)
   module = models.build(cfg)
   x = video(b=2)
-  params = randomise(jitted(module)[0](jax.random.key(0), x)['params'])
+  params = random_params(module, x)
   maps = am.attention_maps(params, x, module.spec)
   assert maps.stages
   for st in maps.stages:

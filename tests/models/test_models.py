@@ -4,6 +4,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.models.params import numpy_params
+from tests.models.params import random_params
 import vvt.models as models
 
 SCHEMES = [
@@ -48,17 +50,17 @@ def video(b=3, t=4, s=16, seed=0):
 
 
 def randomise(params, seed=1):
-  """Random (not zero) values everywhere, so that no branch (head, cls, time embedding) is a no-op."""
-  leaves, tree = jax.tree.flatten(params)
-  keys = jax.random.split(jax.random.key(seed), len(leaves))
-  return jax.tree.unflatten(tree, [0.3 * jax.random.normal(k, l.shape) for k, l in zip(keys, leaves, strict=True)])
+  """Random (not zero) values everywhere in the shapes of `params`, so that no branch (head, cls, time embedding)
+  is a no-op."""
+  return numpy_params(params, seed)
 
 
 @pytest.mark.parametrize('family,attention,kw', SCHEMES)
 def test_scheme_runs_and_batch_equals_per_example(family, attention, kw):
-  init, apply = jitted(models.build(tiny(family, attention, **kw)))
+  module = models.build(tiny(family, attention, **kw))
+  apply = jitted(module)[1]
   x = video()
-  params = randomise(init(jax.random.key(0), x)['params'])
+  params = random_params(module, x)
   out = apply(params, x)
   assert out.shape == (3, 3) and out.dtype == jnp.float32
   assert np.all(np.isfinite(out))
@@ -74,8 +76,9 @@ def test_bfloat16_within_tolerance_of_float32(family, attention, kw):
   cfg32 = tiny(family, attention, **kw)
   cfg16 = tiny(family, attention, dtype='bfloat16', **kw)
   x = video()
-  init, apply32 = jitted(models.build(cfg32))
-  params = randomise(init(jax.random.key(0), x)['params'])
+  module32 = models.build(cfg32)
+  apply32 = jitted(module32)[1]
+  params = random_params(module32, x)
   out32 = apply32(params, x)
   out16 = jitted(models.build(cfg16))[1](params, x)
   assert out16.dtype == jnp.float32
@@ -86,16 +89,17 @@ def test_bfloat16_within_tolerance_of_float32(family, attention, kw):
 
 def test_dict_heads_for_epic_kitchens():
   cfg = tiny('vivit', 'factorised_encoder', num_classes={'verb': 97, 'noun': 300})
-  init, apply = jitted(models.build(cfg))
-  out = apply(init(jax.random.key(0), video())['params'], video())
+  module = models.build(cfg)
+  out = jitted(module)[1](random_params(module, video()), video())
   assert set(out) == {'verb', 'noun'} and out['verb'].shape == (3, 97) and out['noun'].shape == (3, 300)
 
 
 def test_train_mode_uses_dropout_and_stochastic_depth_rngs():
   cfg = tiny('timesformer', 'divided', dropout_rate=0.1, stochastic_depth=0.5)
-  init, apply = jitted(models.build(cfg))
+  module = models.build(cfg)
+  apply = jitted(module)[1]
   x = video()
-  params = randomise(init(jax.random.key(0), x)['params'])
+  params = random_params(module, x)
   eval_a = apply(params, x)
   eval_b = apply(params, x, jax.random.key(1), train=False)
   np.testing.assert_array_equal(eval_a, eval_b)
@@ -108,7 +112,7 @@ def test_train_mode_uses_dropout_and_stochastic_depth_rngs():
 def test_remat_gives_identical_outputs_and_gradients():
   x = video()
   plain, remat = (models.build(tiny('timesformer', 'divided', remat=r)) for r in (False, True))
-  params = randomise(jax.jit(plain.init)(jax.random.key(0), x)['params'])
+  params = random_params(plain, x)
   loss = lambda m: jax.jit(jax.grad(lambda p: jnp.sum(m.apply({'params': p}, x) ** 2)))(params)
   for a, b in zip(jax.tree.leaves(loss(plain)), jax.tree.leaves(loss(remat)), strict=True):
     np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
@@ -116,9 +120,10 @@ def test_remat_gives_identical_outputs_and_gradients():
 
 def test_factorised_encoder_without_temporal_layers_is_the_average_pool_baseline():
   cfg = tiny('vivit', 'factorised_encoder', temporal_layers=0, classifier='gap')
-  init, apply = jitted(models.build(cfg))
+  module = models.build(cfg)
+  apply = jitted(module)[1]
   x = video()
-  params = randomise(init(jax.random.key(0), x)['params'])
+  params = random_params(module, x)
   assert 'temporal_encoder' not in params
   # Averaging over time makes the output invariant to the order of the tubelets.
   swapped = jnp.concatenate([x[:, 2:], x[:, :2]], axis=1)
@@ -130,8 +135,9 @@ def test_space_only_is_blind_to_frame_order_and_divided_is_not():
   reverse = x[:, ::-1]
   for attention, pos, blind in (('space', 'spatial', True), ('divided', 'separable', False)):
     cfg = tiny('timesformer', attention, positional_embedding=pos)
-    init, apply = jitted(models.build(cfg))
-    params = randomise(init(jax.random.key(0), x)['params'])
+    module = models.build(cfg)
+    apply = jitted(module)[1]
+    params = random_params(module, x)
     diff = float(jnp.abs(apply(params, x) - apply(params, reverse)).max())
     assert (diff < 1e-5) == blind, (attention, diff)
 
@@ -142,7 +148,7 @@ def test_shorter_time_table_is_used_periodically():
   short = models.build(tiny('xvit', 'space_time_mixing', time_embedding_rows=2))
   full = models.build(tiny('xvit', 'space_time_mixing'))
   x = video()
-  params = randomise(jax.jit(short.init)(jax.random.key(0), x)['params'])
+  params = random_params(short, x)
   table = params['encoder']['posembed']['time_embedding']
   assert table.shape == (1, 2, 32)
   tiled = jax.tree.map(lambda a: a, params)

@@ -5,8 +5,8 @@ import jax
 import numpy as np
 import pytest
 
+from tests.models.params import random_params
 from tests.models.test_attention_impl import assert_close
-from tests.models.test_models import randomise
 from tests.models.test_models import tiny
 from tests.models.test_models import video
 from vvt.convert import weight_files
@@ -26,7 +26,7 @@ FAMILIES = [  # (family, attention, overrides, blocks): every way to the head's 
 def _model(family, attention, kw, **more):
   module = models.build(tiny(family, attention, **kw, **more))
   x = video(b=2)
-  return module, randomise(jax.jit(module.init)(jax.random.key(0), x)['params']), x
+  return module, random_params(module, x), x
 
 
 def _apply(module, params, x, names=None):

@@ -7,9 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.models.params import numpy_params
+from tests.models.params import random_params
 from tests.models.test_attention_impl import assert_close
 from tests.models.test_attention_impl import loss_and_grads
-from tests.models.test_models import randomise
 from tests.models.test_models import tiny
 from tests.models.test_models import video
 import vvt.models as models
@@ -31,7 +32,7 @@ def test_scan_gives_the_unrolled_logits_and_gradients(case, remat):
   x, w = video(b=2), jax.random.normal(jax.random.key(5), (2, 3))
   plain = models.build(tiny(family, attention, num_layers=3, **kw))
   scanned = models.build(tiny(family, attention, num_layers=3, scan_layers=True, remat=remat, **kw))
-  params = randomise(jax.jit(plain.init)(jax.random.key(0), x)['params'])
+  params = random_params(plain, x)
   stacked = layout.to_model_layout(params, scanned.spec)
   assert jax.tree.structure(stacked) == jax.tree.structure(
       jax.eval_shape(scanned.init, jax.random.key(0), x)['params'])
@@ -44,7 +45,7 @@ def test_scan_gives_the_unrolled_logits_and_gradients(case, remat):
 def test_scanned_train_mode_uses_dropout_and_stochastic_depth():
   x = video(b=2)
   module = models.build(tiny('timesformer', 'divided', scan_layers=True, dropout_rate=0.1, stochastic_depth=0.5))
-  params = randomise(jax.jit(module.init)(jax.random.key(0), x)['params'])
+  params = random_params(module, x)
   run = jax.jit(lambda p, key: module.apply({'params': p}, x, train=True, rngs={'dropout': key}))
   assert float(jnp.abs(run(params, jax.random.key(1)) - run(params, jax.random.key(2))).max()) > 1e-4
 
@@ -52,7 +53,7 @@ def test_scanned_train_mode_uses_dropout_and_stochastic_depth():
 def test_layout_round_trip_abstract_leaves_and_optimizer_states():
   x = video(b=1)
   module = models.build(tiny('vivit', 'factorised_encoder', num_layers=3, temporal_layers=2))
-  params = jax.jit(module.init)(jax.random.key(0), x)['params']
+  params = random_params(module, x)
   assert layout.layout_of(params) == 'per_layer'
   stacked = layout.to_stacked(params)
   assert layout.layout_of(stacked) == 'stacked'
@@ -113,7 +114,8 @@ def test_bad_values_are_one_line_errors(field, value, message):
 def test_param_dtype_bfloat16():
   x = video(b=2)
   module = models.build(tiny('xvit', 'space_time_mixing', param_dtype='bfloat16', dtype='bfloat16'))
-  params = jax.jit(module.init)(jax.random.key(0), x)['params']
-  assert {a.dtype for a in jax.tree.leaves(params)} == {jnp.dtype(jnp.bfloat16)}
+  shapes = jax.eval_shape(module.init, jax.random.key(0), x)['params']  # init's dtypes, traced, not compiled
+  assert {a.dtype for a in jax.tree.leaves(shapes)} == {jnp.dtype(jnp.bfloat16)}
+  params = numpy_params(shapes)
   out = jax.jit(lambda p: module.apply({'params': p}, x))(params)
   assert out.dtype == jnp.float32 and np.all(np.isfinite(out))
