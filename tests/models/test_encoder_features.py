@@ -39,7 +39,7 @@ def test_new_fields_are_off_by_default():
                                           ('space_then_time', VIDEOPRISM_LIKE)])
 def test_runs_and_batch_equals_per_example(attention, kw):
   module = models.build(tiny('vivit', attention, **kw))
-  apply = jitted(module)[1]
+  apply = jitted(module)
   x = video()
   params = random_params(module, x)
   out = apply(params, x)
@@ -58,13 +58,13 @@ def test_rope_makes_the_model_see_order_and_runs_any_clip_with_the_same_weights(
   for pos in ('none', 'rope'):
     cfg = tiny('vivit', 'spatiotemporal', tubelet=(1, 8, 8), classifier='attentive', positional_embedding=pos)
     module = models.build(cfg)
-    apply = jitted(module)[1]
+    apply = jitted(module)
     params = random_params(module, x)
     outs[pos] = np.abs(apply(params, x) - apply(params, reversed_x)).max()
   assert outs['none'] < 1e-5 and outs['rope'] > 1e-3
   longer = models.build(tiny('vivit', 'spatiotemporal', tubelet=(1, 8, 8), classifier='attentive',
                              positional_embedding='rope', num_frames=6, image_size=24))
-  assert jitted(longer)[1](params, video(b=1, t=6, s=24)).shape == (1, 3)
+  assert jitted(longer)(params, video(b=1, t=6, s=24)).shape == (1, 3)
 
 
 def test_resized_tables_keep_their_trained_shape_and_equal_them_on_their_grid():
@@ -72,14 +72,14 @@ def test_resized_tables_keep_their_trained_shape_and_equal_them_on_their_grid():
   the model is the one without resizing."""
   base = tiny('vivit', 'space_then_time', tubelet=(1, 8, 8), image_size=24, num_frames=2, classifier='gap')
   module = models.build(base)
-  apply = jitted(module)[1]
+  apply = jitted(module)
   x = video(t=2, s=24)
   params = random_params(module, x)
   same = models.build(models.get_config(**{**base.to_dict(), 'pos_table_grid': (2, 3, 3)}))
-  np.testing.assert_allclose(jitted(same)[1](params, x), apply(params, x), atol=1e-6)
+  np.testing.assert_allclose(jitted(same)(params, x), apply(params, x), atol=1e-6)
   other = models.build(models.get_config(**{**base.to_dict(), 'pos_table_grid': (2, 3, 3), 'num_frames': 5,
                                             'image_size': 40}))
-  assert jitted(other)[1](params, video(t=5, s=40)).shape == (3, 3)
+  assert jitted(other)(params, video(t=5, s=40)).shape == (3, 3)
   assert params['spatial_encoder']['posembed']['pos_embedding'].shape == (1, 9, 32)
   assert params['temporal_encoder']['posembed']['pos_embedding'].shape == (1, 2, 32)
 
@@ -127,7 +127,7 @@ def test_bad_fields_are_one_line_naming_them(change, message):
 def test_scanned_pooler_blocks_equal_the_unscanned_ones():
   cfg = tiny('vivit', 'spatiotemporal', **VJEPA2_LIKE)
   module = models.build(cfg)
-  apply = jitted(module)[1]
+  apply = jitted(module)
   x = video()
   params = random_params(module, x)
   scanned = models.build(models.get_config(**{**cfg.to_dict(), 'scan_layers': True}))

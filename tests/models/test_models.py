@@ -38,11 +38,10 @@ def tiny(family, attention, **kw):
 
 
 def jitted(module):
-  """(init, apply) compiled once per shape: eager flax runs op by op and is far slower to test."""
-  init = jax.jit(lambda key, x: module.init(key, x))
-  apply = jax.jit(lambda p, x, key=None, train=False: module.apply(
+  """`module.apply` compiled once per shape: eager flax runs op by op and is far slower to test (params come from
+  `tests/models/params.py`, no init is compiled)."""
+  return jax.jit(lambda p, x, key=None, train=False: module.apply(
       {'params': p}, x, train=train, rngs=None if key is None else {'dropout': key}), static_argnames='train')
-  return init, apply
 
 
 def video(b=3, t=4, s=16, seed=0):
@@ -58,7 +57,7 @@ def randomise(params, seed=1):
 @pytest.mark.parametrize('family,attention,kw', SCHEMES)
 def test_scheme_runs_and_batch_equals_per_example(family, attention, kw):
   module = models.build(tiny(family, attention, **kw))
-  apply = jitted(module)[1]
+  apply = jitted(module)
   x = video()
   params = random_params(module, x)
   out = apply(params, x)
@@ -77,10 +76,10 @@ def test_bfloat16_within_tolerance_of_float32(family, attention, kw):
   cfg16 = tiny(family, attention, dtype='bfloat16', **kw)
   x = video()
   module32 = models.build(cfg32)
-  apply32 = jitted(module32)[1]
+  apply32 = jitted(module32)
   params = random_params(module32, x)
   out32 = apply32(params, x)
-  out16 = jitted(models.build(cfg16))[1](params, x)
+  out16 = jitted(models.build(cfg16))(params, x)
   assert out16.dtype == jnp.float32
   scale = float(jnp.abs(out32).max())
   assert float(jnp.abs(out32 - out16).max()) < 0.05 * scale
@@ -90,14 +89,14 @@ def test_bfloat16_within_tolerance_of_float32(family, attention, kw):
 def test_dict_heads_for_epic_kitchens():
   cfg = tiny('vivit', 'factorised_encoder', num_classes={'verb': 97, 'noun': 300})
   module = models.build(cfg)
-  out = jitted(module)[1](random_params(module, video()), video())
+  out = jitted(module)(random_params(module, video()), video())
   assert set(out) == {'verb', 'noun'} and out['verb'].shape == (3, 97) and out['noun'].shape == (3, 300)
 
 
 def test_train_mode_uses_dropout_and_stochastic_depth_rngs():
   cfg = tiny('timesformer', 'divided', dropout_rate=0.1, stochastic_depth=0.5)
   module = models.build(cfg)
-  apply = jitted(module)[1]
+  apply = jitted(module)
   x = video()
   params = random_params(module, x)
   eval_a = apply(params, x)
@@ -121,7 +120,7 @@ def test_remat_gives_identical_outputs_and_gradients():
 def test_factorised_encoder_without_temporal_layers_is_the_average_pool_baseline():
   cfg = tiny('vivit', 'factorised_encoder', temporal_layers=0, classifier='gap')
   module = models.build(cfg)
-  apply = jitted(module)[1]
+  apply = jitted(module)
   x = video()
   params = random_params(module, x)
   assert 'temporal_encoder' not in params
@@ -136,7 +135,7 @@ def test_space_only_is_blind_to_frame_order_and_divided_is_not():
   for attention, pos, blind in (('space', 'spatial', True), ('divided', 'separable', False)):
     cfg = tiny('timesformer', attention, positional_embedding=pos)
     module = models.build(cfg)
-    apply = jitted(module)[1]
+    apply = jitted(module)
     params = random_params(module, x)
     diff = float(jnp.abs(apply(params, x) - apply(params, reverse)).max())
     assert (diff < 1e-5) == blind, (attention, diff)
