@@ -96,29 +96,18 @@ def _cpu_seconds() -> float:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  item._vvt_cpu_mark = _cpu_seconds()
+  yield
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-  start = getattr(item, '_vvt_cpu_start', None)
+  """After each phase (setup, call, teardown): its CPU seconds since the previous phase's report."""
   outcome = yield
-  if start is not None:
-    outcome.get_result().user_properties.append(('cpu_s', _cpu_seconds() - start))
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
-  item._vvt_cpu_start = _cpu_seconds()
-  yield
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
-  item._vvt_cpu_start = _cpu_seconds()
-  yield
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item):
-  item._vvt_cpu_start = _cpu_seconds()
-  yield
+  now = _cpu_seconds()
+  outcome.get_result().user_properties.append(('cpu_s', now - getattr(item, '_vvt_cpu_mark', now)))
+  item._vvt_cpu_mark = now
 
 
 _CPU_REPORTS = []
@@ -136,6 +125,6 @@ def pytest_terminal_summary(terminalreporter, config):
     return
   rows = sorted(_CPU_REPORTS, reverse=True)
   total = sum(r[0] for r in rows)
-  terminalreporter.write_sep('=', f'CPU time: {total:.1f} s in all; the {"" if n == 0 else n} most')
+  terminalreporter.write_sep('=', f'CPU time: {total:.1f} s in all; {"all" if n == 0 else f"the {n} most"}')
   for seconds, when, nodeid in rows[:n or None]:
     terminalreporter.write_line(f'{seconds:8.2f}s {when:<8} {nodeid}')

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.models.params import random_params
 from tests.models.test_attention_impl import assert_close
-from tests.models.test_models import randomise
 from tests.models.test_models import tiny
 import vvt.models as models
 from vvt.models import masking
@@ -33,7 +33,7 @@ SUPPORTED = [  # (family, attention, overrides): every scheme that may drop toke
 def _model(family, attention, kw):
   module = models.build(tiny(family, attention, image_size=32, **kw))
   x = jax.random.normal(jax.random.key(0), (2, 4, 32, 32, 3))
-  params = randomise(jax.eval_shape(module.init, jax.random.key(0), x)['params'], seed=2)
+  params = random_params(module, x, seed=2)
   return module, params, x
 
 

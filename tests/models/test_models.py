@@ -4,7 +4,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.models.params import numpy_params
 from tests.models.params import random_params
 import vvt.models as models
 
@@ -46,12 +45,6 @@ def jitted(module):
 
 def video(b=3, t=4, s=16, seed=0):
   return jax.random.normal(jax.random.key(seed), (b, t, s, s, 3))
-
-
-def randomise(params, seed=1):
-  """Random (not zero) values everywhere in the shapes of `params`, so that no branch (head, cls, time embedding)
-  is a no-op."""
-  return numpy_params(params, seed)
 
 
 @pytest.mark.parametrize('family,attention,kw', SCHEMES)

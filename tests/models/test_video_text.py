@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tests.models.params import numpy_params
 from vvt.config import loader
 import vvt.models as models
 from vvt.models import spec as model_spec
@@ -15,12 +16,6 @@ from vvt.models.config import ModelConfigError
 from vvt.models.text import TextEncoder
 
 TEXT = dict(vocab_size=40, num_layers=2, max_length=8)
-
-
-def randomise(shapes, seed=1):
-  """Random values N(0, 0.3^2) of the params' shapes, drawn by numpy (jax.random would compile per shape)."""
-  rng = np.random.default_rng(seed)
-  return jax.tree.map(lambda s: jnp.asarray(0.3 * rng.standard_normal(s.shape), jnp.float32), shapes)
 
 
 def tiny_video_text(**text):
@@ -42,7 +37,7 @@ def built():
   shapes = jax.eval_shape(module.init, jax.random.key(2), videos, ids, mask)['params']  # nothing compiled
   embeddings = jnp.ones((1, 32))
   start = module.init(jax.random.key(2), embeddings, embeddings, method='similarity')['params']  # the scalars only
-  params = {**randomise(shapes), 'logit_scale': jnp.float32(0.5), 'logit_bias': jnp.float32(-1.0)}
+  params = {**numpy_params(shapes), 'logit_scale': jnp.float32(0.5), 'logit_bias': jnp.float32(-1.0)}
   return module, {'params': params}, videos, ids, mask, {k: float(v) for k, v in start.items()}
 
 
@@ -93,7 +88,7 @@ def test_causal_tokens_see_only_the_past():
   ids = jnp.arange(3, 11, dtype=jnp.int32)[None]
   for causal in (True, False):
     enc = TextEncoder(model_spec.TextSpec(**{**spec.text.__dict__, 'causal': causal}), 1.0)
-    params = randomise(jax.eval_shape(enc.init, jax.random.key(0), ids))
+    params = numpy_params(jax.eval_shape(enc.init, jax.random.key(0), ids))
     tokens = _block_tokens(enc, params, jnp.concatenate([ids, ids.at[0, 5].set(30)]))
     change = np.abs(tokens[1] - tokens[0]).max(axis=-1)  # per token
     assert (change[:5].max() == 0) == causal and change[5:].min() > 0
