@@ -68,8 +68,9 @@ def config_args(d):
 @pytest.fixture(scope='module')
 def run_dir(data, tmp_path_factory):
   wd = str(tmp_path_factory.mktemp('run'))
-  assert vvt_main(['train', *config_args(data), '--workdir', wd, '--config.num_train_steps=500',
-                   '--config.checkpoint.every_steps=500', '--config.log_every_steps=500']) == 0
+  assert vvt_main(['train', *config_args(data), '--workdir', wd, '--config.num_train_steps=200',
+                   '--config.schedule.base_lr=3e-3',
+                   '--config.checkpoint.every_steps=200', '--config.log_every_steps=200']) == 0
   return wd
 
 
@@ -89,7 +90,7 @@ def test_converted_data_names_the_classes_of_a_config_without_them(data, run_dir
   assert manifest['class_names'] == list(NAMES)
   saved = json.loads(open(os.path.join(run_dir, 'config.json'), encoding='utf-8').read())
   assert saved['num_classes'] == 2 and saved['class_names'] == list(NAMES)
-  evals = json.loads(open(os.path.join(run_dir, 'checkpoints', 'eval_500_test.json'), encoding='utf-8').read())
+  evals = json.loads(open(os.path.join(run_dir, 'checkpoints', 'eval_200_test.json'), encoding='utf-8').read())
   assert evals['video_top1'] >= 0.9, evals  # the model tells the directions apart
 
 
