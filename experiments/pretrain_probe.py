@@ -12,7 +12,7 @@ second reading the first's runs:
 
 ARG: `STAGE[,objective=mae|jepa][,data=synthetic|footage|footage_direction][,pretrained=DIR][,seeds=N]`
 `[,data_dir=DIR][,steps=N][,probe_steps=N][,head=attentive|linear][,shards=N][,tubelet=T][,mask_ratio=R]`
-`[,depth=N][,width=W][,layer=L]`.
+`[,depth=N][,width=W][,layer=L][,masking=tube|random]`.
 `pretrain`: per seed, the objective's run (the labels are never read) and the same backbone not trained
 (`start=random`: one step of the same run at learning rate 1e-12: its initial weights, the pretrained run's start).
 `probe`: a probe on each frozen backbone (`head=attentive`, the default: V-JEPA 2's attentive probe, one query;
@@ -20,11 +20,12 @@ ARG: `STAGE[,objective=mae|jepa][,data=synthetic|footage|footage_direction][,pre
 the labels; pretrained=DIR is the pretrain sweep's workdir, with the same objective, data, seeds and tubelets.
 `shards=N`: the probe trains on the first N training shards only (fewer labels: 256 synthetic clips, or 24
 footage clips, a shard; 0, the default: all). `tubelet=T`: T x 8 x 8 tubelets (default 2; 1: per-frame patches,
-so a token holds no motion); `mask_ratio=R`: the MAE's tube-mask ratio (default 0.75). `depth=N`, `width=W`: the
-backbone's blocks and width (default 2 and 64; 4 heads, MLP 2W), the same in both stages, so both arms share it;
-`layer=L`: the probes read block L's tokens (through the final norm, `task.probe.layers`; default -1: the last
-block's, the backbone's own features). `mini`, as every study takes it, is the pretrain stage (the study is in
-miniature).
+so a token holds no motion); `mask_ratio=R`: the MAE's mask ratio (default 0.75); `masking=random`: the MAE
+masks each token on its own (`task.mae.masking`; default tube: the same spatial positions in every frame).
+`depth=N`, `width=W`: the backbone's blocks and width (default 2 and 64; 4 heads, MLP 2W), the same in both
+stages, so both arms share it; `layer=L`: the probes read block L's tokens (through the final norm,
+`task.probe.layers`; default -1: the last block's, the backbone's own features). `mini`, as every study takes it,
+is the pretrain stage (the study is in miniature).
 
 The backbone (both objectives): joint space-time attention (ViViT Model 1), 2 blocks of width 64 (`depth`,
 `width`), 2x8x8 tubelets, 8 frames of 32^2 (a 4 x 4 x 4 token grid), the synthetic recipe's crops
@@ -52,16 +53,18 @@ STEPS = {'mae': 1000, 'jepa': 1000}  # pretraining steps of batch 16
 PROBE_STEPS = 500
 PROBE_LRS = (1e-3, 3e-3, 1e-2)
 HEADS = ('attentive', 'linear')
+MASKINGS = ('tube', 'random')
 
 
 def _parse(arg) -> dict:
   a = configs_common.parse_arg(arg, stage='pretrain', objective='mae', data='synthetic', pretrained='',
                                seeds=common.MINI_SEEDS, data_dir='', steps=0, probe_steps=PROBE_STEPS,
                                head='attentive', shards=0, tubelet=2, mask_ratio=0.75,
-                               depth=2, width=64, layer=-1)
+                               depth=2, width=64, layer=-1, masking='tube')
   if a['stage'] == 'mini':  # every experiment's miniature; this study is one already: its first stage
     a['stage'] = 'pretrain'
-  choices_of = {'stage': ('pretrain', 'probe'), 'objective': OBJECTIVES, 'data': tuple(DATA), 'head': HEADS}
+  choices_of = {'stage': ('pretrain', 'probe'), 'objective': OBJECTIVES, 'data': tuple(DATA), 'head': HEADS,
+                'masking': MASKINGS}
   for key, choices in choices_of.items():
     if a[key] not in choices:
       raise ValueError(f'{key} {a[key]!r} is not one of {", ".join(choices)}')
@@ -106,7 +109,7 @@ def _train_files(a: dict) -> str:
 def _pretraining(c, a: dict) -> None:
   c.task.name, c.num_train_steps, c.schedule.base_lr = a['objective'], a['steps'], 1e-3
   if a['objective'] == 'mae':
-    c.task.mae.mask_ratio, c.task.mae.norm_pix_loss = a['mask_ratio'], False
+    c.task.mae.mask_ratio, c.task.mae.norm_pix_loss, c.task.mae.masking = a['mask_ratio'], False, a['masking']
     c.task.mae.decoder_depth, c.task.mae.decoder_width, c.task.mae.decoder_heads = 1, 64, 4
   else:
     c.task.jepa.pred_depth, c.task.jepa.pred_width, c.task.jepa.pred_heads = 1, 32, 2
