@@ -12,7 +12,7 @@ second reading the first's runs:
 
 ARG: `STAGE[,objective=mae|jepa][,data=synthetic|footage|footage_direction][,pretrained=DIR][,seeds=N]`
 `[,data_dir=DIR][,steps=N][,probe_steps=N][,head=attentive|linear][,shards=N][,tubelet=T][,mask_ratio=R]`
-`[,depth=N][,width=W][,layer=L][,masking=tube|random]`.
+`[,depth=N][,width=W][,layer=L][,masking=tube|random][,stride=S]`.
 `pretrain`: per seed, the objective's run (the labels are never read) and the same backbone not trained
 (`start=random`: one step of the same run at learning rate 1e-12: its initial weights, the pretrained run's start).
 `probe`: a probe on each frozen backbone (`head=attentive`, the default: V-JEPA 2's attentive probe, one query;
@@ -24,8 +24,9 @@ so a token holds no motion); `mask_ratio=R`: the MAE's mask ratio (default 0.75)
 masks each token on its own (`task.mae.masking`; default tube: the same spatial positions in every frame).
 `depth=N`, `width=W`: the backbone's blocks and width (default 2 and 64; 4 heads, MLP 2W), the same in both
 stages, so both arms share it; `layer=L`: the probes read block L's tokens (through the final norm,
-`task.probe.layers`; default -1: the last block's, the backbone's own features). `mini`, as every study takes it,
-is the pretrain stage (the study is in miniature).
+`task.probe.layers`; default -1: the last block's, the backbone's own features). `stride=S`: the frame stride of
+the 8 frames read (default 2, of 16-frame clips; 1 for 8-frame clips: `make_example_clips.py --frames 8`). `mini`,
+as every study takes it, is the pretrain stage (the study is in miniature).
 
 The backbone (both objectives): joint space-time attention (ViViT Model 1), 2 blocks of width 64 (`depth`,
 `width`), 2x8x8 tubelets, 8 frames of 32^2 (a 4 x 4 x 4 token grid), the synthetic recipe's crops
@@ -60,7 +61,7 @@ def _parse(arg) -> dict:
   a = configs_common.parse_arg(arg, stage='pretrain', objective='mae', data='synthetic', pretrained='',
                                seeds=common.MINI_SEEDS, data_dir='', steps=0, probe_steps=PROBE_STEPS,
                                head='attentive', shards=0, tubelet=2, mask_ratio=0.75,
-                               depth=2, width=64, layer=-1, masking='tube')
+                               depth=2, width=64, layer=-1, masking='tube', stride=2)
   if a['stage'] == 'mini':  # every experiment's miniature; this study is one already: its first stage
     a['stage'] = 'pretrain'
   choices_of = {'stage': ('pretrain', 'probe'), 'objective': OBJECTIVES, 'data': tuple(DATA), 'head': HEADS,
@@ -74,6 +75,8 @@ def _parse(arg) -> dict:
     raise ValueError(f'shards={a["shards"]}: {a["data"]} has {TRAIN_SHARDS[a["data"]]} training shards')
   if a['depth'] < 1 or a['width'] < 4 or a['width'] % 4:
     raise ValueError(f'depth={a["depth"]}, width={a["width"]}: a backbone has >= 1 block and a width of 4 heads')
+  if a['stride'] < 1:
+    raise ValueError(f'stride={a["stride"]}: frames are read at a stride >= 1')
   if not -a['depth'] <= a['layer'] < a['depth']:
     raise ValueError(f'layer={a["layer"]}: the backbone has blocks 0..{a["depth"] - 1} (or -1 for the last)')
   a['data_dir'] = a['data_dir'] or DATA[a['data']]
@@ -90,7 +93,7 @@ def _base(a: dict):
   if a['data'] != 'synthetic':
     c.dataset.eval_files = f'{a["data_dir"]}/test.tfrecord@1'
   c.dataset.train_files = _train_files(a)
-  c.model.tubelet = (a['tubelet'], 8, 8)
+  c.model.tubelet, c.dataset.stride = (a['tubelet'], 8, 8), a['stride']
   c.batch_size, c.log_every_steps, c.checkpoint.every_steps = 16, 100, 5000
   c.schedule.name, c.schedule.warmup_epochs, c.schedule.warmup_steps = 'cosine', 0.0, 50
   return c
