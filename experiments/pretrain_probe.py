@@ -34,7 +34,8 @@ The backbone (both objectives): joint space-time attention (ViViT Model 1), 2 bl
 `mae`: VideoMAE's tube masking at ratio 0.75 (16 spatial positions: 4 stay visible), a 1-block decoder of width
 64, the loss on the raw pixels (`norm_pix_loss=False`: on this data a tubelet's standardised pixels are mostly its
 background noise, which nothing predicts). `jepa`: a V-JEPA 2-shaped backbone (3D RoPE), a 1-block predictor
-of width 32, V-JEPA's two mask sets. `data=synthetic`: `vvt data synthetic` (DIR default data/synthetic);
+of width 32, V-JEPA's two mask sets. `data=synthetic`: `vvt data synthetic` (DIR default data/synthetic; any other
+writing of it, e.g. `--object-scale 2`'s larger object, with `data_dir=DIR`);
 `data=footage`: the README's real footage (scripts/make_example_clips.py, `vvt data convert` into DIR/train and
 DIR/test; DIR default data/footage): its 48 training clips, labels unread, for pretraining; the scenes for the
 probe. `data=footage_direction`: the same clips labelled forward / backward (`make_example_clips.py --label
