@@ -39,3 +39,24 @@ def test_tubelets_and_mask_ratio_reach_both_stages():
   assert tuple(pre.model.tubelet) == tuple(probe.model.tubelet) == (1, 8, 8)
   assert pre.task.mae.mask_ratio == 0.5
   assert tuple(pretrain_probe.get_config('pretrain').model.tubelet) == (2, 8, 8)
+
+
+def test_depth_width_layer_and_masking_reach_the_stages_that_read_them():
+  pre = pretrain_probe.get_config('pretrain,depth=6,width=96,masking=random')
+  probe = pretrain_probe.get_config('probe,pretrained=pre,depth=6,width=96,layer=2')
+  for c in (pre, probe):  # both stages (and so both arms) build the same backbone
+    assert (c.model.num_layers, c.model.hidden_size, c.model.mlp_dim, c.model.num_heads) == (6, 96, 192, 4)
+  assert pre.task.mae.masking == 'random' and tuple(probe.task.probe.layers) == (2,)
+  assert tuple(pretrain_probe.get_config('probe,pretrained=pre,depth=6,layer=5').task.probe.layers) == ()
+  assert pretrain_probe.get_config('pretrain').task.mae.masking == 'tube'
+  assert pretrain_probe.get_config('probe,pretrained=pre,stride=1').dataset.stride == 1
+  assert pretrain_probe.get_config('pretrain').dataset.stride == 2
+
+
+@pytest.mark.parametrize('arg, message', [('depth=0', 'depth=0, width=64'), ('width=30', 'width=30'),
+                                          ('layer=2', 'layer=2: the backbone has blocks 0..1'),
+                                          ('masking=frames', "masking 'frames' is not one of tube, random"),
+                                          ('stride=0', 'stride=0: frames are read at a stride >= 1')])
+def test_a_backbone_or_masking_that_cannot_be_is_refused(arg, message):
+  with pytest.raises(ValueError, match=message):
+    pretrain_probe.get_config(f'pretrain,{arg}')

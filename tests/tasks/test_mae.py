@@ -42,6 +42,25 @@ def test_tube_masks_keep_a_fixed_count_of_the_same_positions_in_every_frame():
   assert flags.sum() == 6 * 45 and bool(flags[0, masked[0, 0]]) and not bool(flags[0, kept[0, 0]])
 
 
+def test_random_masks_draw_each_token_on_its_own_and_the_task_uses_them():
+  grid, ratio = (4, 4, 4), 0.75
+  kept, masked = masks.random_mask(jax.random.key(7), 8, grid, ratio)
+  assert kept.shape == (8, 16) and masked.shape == (8, 48)
+  for k, m in zip(np.asarray(kept), np.asarray(masked), strict=True):
+    assert sorted(set(k) | set(m)) == list(range(64)) and (np.diff(k) > 0).all() and (np.diff(m) > 0).all()
+  per_frame = [[set(k[k // 16 == t] % 16) for t in range(4)] for k in np.asarray(kept)]
+  assert any(len({frozenset(s) for s in clip}) > 1 for clip in per_frame)  # not a tube: frames keep other places
+  np.testing.assert_array_equal(masks.random_mask(jax.random.key(7), 8, grid, ratio)[0], kept)
+  c = _config('/nowhere')
+  c.task.name, c.task.mae.mask_ratio, c.task.mae.masking = 'mae', ratio, 'random'
+  task, video = specs.task_for(c), jnp.zeros((8, 4, 32, 32, 3))
+  inputs, _, _ = task.prepare({}, video, jax.random.key(7))  # the step's rng through the task: its random mask
+  np.testing.assert_array_equal(inputs['kept'], masks.random_mask(jax.random.key(7), 8, task.grid, ratio)[0])
+  c.task.mae.masking = 'tube'
+  tube, _, _ = specs.task_for(c).prepare({}, video, jax.random.key(7))
+  np.testing.assert_array_equal(tube['kept'], masks.tube_mask(jax.random.key(7), 8, task.grid, ratio)[0])
+
+
 def test_norm_pix_targets_and_the_loss_over_masked_tubelets():
   video = jax.random.uniform(jax.random.key(0), (2, 4, 16, 16, 3))
   tubelets = mae_model.patches(video, (2, 8, 8))
@@ -77,6 +96,14 @@ def test_the_check_names_every_problem_of_a_pretraining_config_in_one_run():
   assert validation.problems(c, purpose='train') == [
       "task.name='mae': model.attention='factorised_encoder' (ViViT Model 2) pools every frame to one token: no "
       'per-token output to reconstruct the masked tubelets from']  # and no classes needed
+  c = common.synthetic_config('factorised_self_attention', 'data/synthetic', hidden_size=32, num_layers=1,
+                              num_heads=2, mlp_dim=64)
+  c.task.name, c.num_classes, c.task.mae.masking = 'mae', 0, 'random'
+  assert validation.problems(c, purpose='train') == [
+      "task.mae.masking='random' needs joint attention (any set of kept tokens): model.attention="
+      "'factorised_self_attention' (ViViT Model 3) runs space and time stages on a tube mask's layout"]
+  c.task.mae.masking = 'per_frame'
+  assert validation.problems(c, purpose='train') == ["task.mae.masking must be one of tube, random, got 'per_frame'"]
 
 
 def _config(data):

@@ -50,13 +50,17 @@ def _synthetic(args):
   if given:
     raise common.UsageError(f'--{given[0].replace("_", "-")} goes with --untrimmed')
   from vvt.data import write_synthetic
-  info = write_synthetic(
-      args.output, num_classes=args.classes,
-      classes=args.class_names.split(',') if args.class_names else None,
-      train_clips=args.train_clips,
-      test_clips=args.test_clips, num_frames=args.frames,
-      frame_size=args.frame_size, seed=args.seed,
-      train_shards=args.train_shards, test_shards=args.test_shards, multi_label=args.multi_label)
+  try:
+    info = write_synthetic(
+        args.output, num_classes=args.classes,
+        classes=args.class_names.split(',') if args.class_names else None,
+        train_clips=args.train_clips,
+        test_clips=args.test_clips, num_frames=args.frames,
+        frame_size=args.frame_size, seed=args.seed,
+        train_shards=args.train_shards, test_shards=args.test_shards, multi_label=args.multi_label,
+        object_scale=args.object_scale)
+  except ValueError as e:
+    raise common.UsageError('; '.join(str(e).splitlines())) from None  # every problem, on one line
   print(json.dumps(info, indent=1))
   return 0
 
@@ -133,6 +137,8 @@ def build_parser():
   s.add_argument('--test-shards', type=int, default=2)
   s.add_argument('--multi-label', action='store_true',
                  help='half the clips show a second object of another class and carry both labels')
+  s.add_argument('--object-scale', dest='object_scale', type=float, default=1.0,
+                 help="the object's side times this (0 < S <= 4; default 1: 9-15 px of a 64 px frame)")
   _untrimmed_arguments(s)
   s.set_defaults(func=_synthetic)
 

@@ -185,11 +185,14 @@ class MaeSpec(_Section):
   norm_pix_loss: bool
   eval_seed: int
   pictures: int
+  masking: str               # 'tube' | 'random' (vvt.tasks.masks)
 
   @classmethod
   def of(cls, section, **given):
-    """A run's config.json written before `task.mae` existed: the schema's defaults."""
-    return super().of(schema.get_base_config().task.mae if section is None else section, **given)
+    """A run's config.json written before `task.mae` existed: the schema's defaults (before `masking` existed:
+    tube masks)."""
+    section = schema.get_base_config().task.mae if section is None else section
+    return super().of(section, **{'masking': section.get('masking', 'tube'), **given})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -94,7 +94,8 @@ def task_section() -> ml_collections.ConfigDict:
       templates=('a video of {}.',)))                 # prompts of a class name ({}), their embeddings averaged
   section.mae = ml_collections.ConfigDict(dict(  # task.name='mae' (vvt.tasks.mae, vvt/tasks/mae_options.py)
       mask_ratio=0.9, decoder_depth=4, decoder_width=384, decoder_heads=6,  # VideoMAE ViT-B's decoder
-      norm_pix_loss=True, eval_seed=0, pictures=2))
+      norm_pix_loss=True, eval_seed=0, pictures=2,
+      masking='tube'))                           # VideoMAE's tube masks, or 'random' (each token on its own)
   section.jepa = ml_collections.ConfigDict(dict(  # task.name='jepa' (vvt.tasks.jepa; V-JEPA's ViT-L/16 config)
       pred_depth=12, pred_width=384, pred_heads=12, pred_mlp_ratio=4.0,   # the predictor
       mask_sets=((8, 0.15), (2, 0.7)), aspect_ratio=(0.75, 1.5),         # short- and long-range multi-block masks

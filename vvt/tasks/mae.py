@@ -1,7 +1,8 @@
 """Masked autoencoding (VideoMAE, Tong et al. 2022): task.name='mae', options `task.mae` (vvt/tasks/mae_options.py).
 
-  prepare        a tube mask per clip from the step's rng (`vvt.tasks.masks.tube_mask`; resume-exact): the model's
-                 inputs are {'video', 'kept', 'masked'}; no labels are read
+  prepare        a tube mask per clip from the step's rng (`vvt.tasks.masks.tube_mask`, or `random_mask` with
+                 `task.mae.masking='random'`; resume-exact): the model's inputs are {'video', 'kept', 'masked'}; no
+                 labels are read
   outputs        the decoder's predictions of the masked tubelets (B, M, P) and their targets: each masked
                  tubelet's pixels, standardised per channel with `norm_pix_loss` (`vvt.tasks.mae_model`)
   loss           the mean squared error over the masked tubelets only, per example (B,)
@@ -37,6 +38,7 @@ class Mae(Task):
   tubelet: tuple         # (t, h, w)
   eval_seed: int = 0
   pictures: int = 2
+  masking: str = 'tube'  # or 'random' (vvt.tasks.masks.KINDS)
   name = 'mae'
   own_params = ('decoder',)
   carried_params = ('decoder',)  # a VideoMAEForPreTraining's decoder continues its pretraining (`--init`)
@@ -53,12 +55,13 @@ class Mae(Task):
     return mae_model.mae_model(vvt.models.build(model_config, backend=backend), self.decoder)
 
   def prepare(self, batch, inputs, rng):
-    kept, masked = masks.tube_mask(rng, inputs.shape[0], self.grid, self.mask_ratio)
+    kept, masked = masks.draw(self.masking, rng, inputs.shape[0], self.grid, self.mask_ratio)
     return {'video': inputs, 'kept': kept, 'masked': masked}, {}, {}
 
   def outputs(self, module, params, inputs, *, train: bool, rng=None) -> dict:
     if not isinstance(inputs, dict):  # evaluation: the fixed masks of eval_seed
-      kept, masked = masks.tube_mask(jax.random.key(self.eval_seed), inputs.shape[0], self.grid, self.mask_ratio)
+      kept, masked = masks.draw(self.masking, jax.random.key(self.eval_seed), inputs.shape[0], self.grid,
+                                self.mask_ratio)
       inputs = {'video': inputs, 'kept': kept, 'masked': masked}
     rngs = {'dropout': rng} if train else None
     pred = module.apply({'params': params}, inputs['video'], train=train, kept=inputs['kept'],
@@ -194,4 +197,4 @@ def from_config(config) -> Mae:
                                   num_heads=int(o.decoder_heads), patch_dim=t * h * w * 3)
   return Mae(decoder=decoder, mask_ratio=float(o.mask_ratio), norm_pix_loss=bool(o.norm_pix_loss),
              grid=tuple(model.grid), tubelet=tuple(model.tubelet), eval_seed=int(o.eval_seed),
-             pictures=int(o.pictures))
+             pictures=int(o.pictures), masking=str(mae_options.masking_of(o)))

@@ -3,7 +3,9 @@
 Imports neither jax nor flax: `vvt.config.validation` calls `check` with the other checks of a run config.
 
   mask_ratio      the share of spatial positions masked in every temporal index (tube masking), in (0, 1);
-                  VideoMAE's 0.9
+                  VideoMAE's 0.9; with masking='random' the share of all the clip's tokens
+  masking         'tube' (VideoMAE's) or 'random' (each token on its own: a masked patch may be seen in the
+                  neighbouring frames; joint attention only, `vvt.tasks.masks`)
   decoder_depth   the decoder's blocks (>= 1); decoder_width its width (a multiple of decoder_heads)
   norm_pix_loss   the targets are each tubelet's pixels standardised per channel (VideoMAE's default) or raw
   eval_seed       the seed of the fixed masks an evaluation reconstructs under
@@ -19,6 +21,7 @@ from vvt.tasks import base as base_lib
 
 DECODER = 'decoder'  # the top-level params of the decoder (vvt.tasks.mae_model), beside the backbone's
 INTS = {'decoder_depth': 1, 'decoder_width': 1, 'decoder_heads': 1, 'pictures': 0}
+MASKINGS = ('tube', 'random')  # vvt.tasks.masks.KINDS (this module imports no JAX)
 
 
 def _get(obj, name: str, default=None):
@@ -63,14 +66,36 @@ def option_problems(options) -> list[str]:
     out.append(f'task.mae.norm_pix_loss must be True or False, got {_get(options, "norm_pix_loss")!r}')
   if not _is_int(_get(options, 'eval_seed')):
     out.append(f'task.mae.eval_seed must be an int, got {_get(options, "eval_seed")!r}')
+  if masking_of(options) not in MASKINGS:
+    out.append(f'task.mae.masking must be one of {", ".join(MASKINGS)}, got {_get(options, "masking")!r}')
   return out
+
+
+def masking_of(options) -> str:
+  """`task.mae.masking` of a section or spec ('tube' where a run's config predates the field)."""
+  return _get(options, 'masking', 'tube')
+
+
+def masking_problem(options, model) -> str | None:
+  """Why `task.mae.masking='random'` cannot go with the model's scheme (one line), or None."""
+  attention = _get(model, 'attention')
+  if masking_of(options) != 'random':
+    return None
+  try:
+    scheme = schemes.get(attention)
+  except ValueError:
+    return None  # the model's own check names it
+  if scheme.two_encoders or masking.tube_only(scheme.stages):
+    return (f"task.mae.masking='random' needs joint attention (any set of kept tokens): model.attention="
+            f"{attention!r} ({scheme.paper}) runs space and time stages on a tube mask's layout")
+  return None
 
 
 def check(config: Any) -> list[str]:
   """`CheckOptions` of task.name='mae': the options of `task.mae` and the model's scheme (module docstring)."""
-  out = option_problems(_get(_get(config, 'task'), 'mae'))
-  problem = model_problem(_get(config, 'model'))
-  return out + ([problem] if problem else [])
+  options, model = _get(_get(config, 'task'), 'mae'), _get(config, 'model')
+  problems = [model_problem(model), masking_problem(options, model)]
+  return option_problems(options) + [p for p in problems if p]
 
 
 def hf_pretraining_fields(config: Any) -> dict:

@@ -6,6 +6,8 @@ from data_helpers import small_config
 import numpy as np
 import pytest
 
+from tests.cli.test_sweep import one_line_error
+from tests.cli.test_sweep import vvt_in_process
 from vvt.cli import main as vvt_main
 from vvt.data import pipeline
 from vvt.data.writing import synthetic
@@ -109,3 +111,29 @@ def test_class_subset_relabels_in_the_given_order(tmp_path):
   assert (tmp_path / 's' / 'classes.txt').read_text().split() == ['up_and_back', 'down_and_back']
   with pytest.raises(ValueError, match='classes must be distinct names'):
     synthetic.write_synthetic(str(tmp_path / 'x'), classes=('up', 'sideways'))
+
+
+def test_object_scale_grows_the_object_and_keeps_every_other_draw():
+  """`object_scale` multiplies the object's side (its area by the square); everything else of the clip, drawn from
+  the same generator, stays: over a black background the object's pixels only, at the same places' centres."""
+  black = np.zeros((32, 32, 3), np.float32)
+  def render(scale):
+    return synthetic.render_clip(0, np.random.default_rng(3), 8, 32, noise=0, background=black, object_scale=scale)
+  default = synthetic.render_clip(0, np.random.default_rng(3), 8, 32, noise=0, background=black)
+  one, double = render(1.0), render(2.0)
+  assert np.array_equal(default, one)
+  area = lambda clip: (clip[0].max(-1) > 0).sum()
+  assert 3.0 < area(double) / area(one) < 5.0, (area(one), area(double))
+  assert set(map(tuple, double[0].reshape(-1, 3))) == set(map(tuple, one[0].reshape(-1, 3)))  # same colour
+
+
+def test_object_scale_reaches_the_manifest_and_a_bad_one_is_refused_before_writing(tmp_path, capsys):
+  args = ['--classes', '2', '--train-clips', '2', '--test-clips', '1', '--frames', '4', '--frame-size', '16',
+          '--train-shards', '1', '--test-shards', '1']
+  res = vvt_in_process(capsys, 'data', 'synthetic', '--output', str(tmp_path / 'big'), '--object-scale', '2', *args)
+  assert res.returncode == 0, res.stderr
+  assert json.loads((tmp_path / 'big' / 'manifest.json').read_text())['object_scale'] == 2.0
+  bad = tmp_path / 'bad'
+  res = vvt_in_process(capsys, 'data', 'synthetic', '--output', str(bad), *args, '--object-scale', '5', '--frames', '2')
+  one_line_error(res, 'data', 'num_frames must be >= 4, got 2; object_scale must be in (0, 4], got 5')
+  assert not bad.exists()

@@ -90,16 +90,17 @@ def gradient_background(rng, frame_size):
   return rng.uniform(0, 90, size=3) + 15 * (gy * rng.uniform(-1, 1, 3) + gx * rng.uniform(-1, 1, 3))
 
 
-def render_clip(label, rng, num_frames=16, frame_size=64, noise=4.0, background=None):
+def render_clip(label, rng, num_frames=16, frame_size=64, noise=4.0, background=None, object_scale=1.0):
   """uint8 (num_frames, frame_size, frame_size, 3) of one clip of `label`.
 
   `rng` draws everything but the label, so two labels rendered from equally
   seeded generators show the same frames in different orders (up to `noise`,
   the std of the per-frame pixel noise). `background` (float (f, f, 3)): drawn
   behind the object instead of the clip's own (the draws from `rng` stay the same).
+  `object_scale`: the object's side times this (9-15 px of a 64 px frame at 1; the draws stay the same).
   """
   f, scale = frame_size, frame_size / 64.0
-  size = int(round(rng.uniform(9, 15) * scale))
+  size = min(f, int(round(rng.uniform(9, 15) * scale * object_scale)))
   shape = _SHAPES[rng.integers(len(_SHAPES))]
   mask = _shape_mask(shape, max(size, 3), f)
   colour = rng.uniform(140, 255, size=3) * (rng.uniform(size=3) < 0.8)
@@ -160,9 +161,10 @@ def second_labels(rng, labels, num_classes):
 
 
 def _write_split(out_dir, split, num_clips, num_shards, class_ids, num_frames,
-                 frame_size, seed, multi_label=False):
+                 frame_size, seed, multi_label=False, object_scale=1.0):
   """Label i of the split is motion class `class_ids[i]` (an index of CLASS_NAMES); `multi_label`: half the
-  clips also show a second object of another class (the two renderings' brighter pixels), labelled with both."""
+  clips also show a second object of another class (the two renderings' brighter pixels), labelled with both;
+  `object_scale`: `render_clip`'s."""
   from vvt.data.writing import dmvr_records  # (TensorFlow: only to write the files)
   num_classes = len(class_ids)
   rng = np.random.default_rng([seed, 0 if split == 'train' else 1])
@@ -178,11 +180,11 @@ def _write_split(out_dir, split, num_clips, num_shards, class_ids, num_frames,
     for i in range(bounds[shard], bounds[shard + 1]):
       motion = class_ids[labels[i]]
       clip_rng = np.random.default_rng(clip_seeds[i])
-      clip = render_clip(motion, clip_rng, num_frames, frame_size)
+      clip = render_clip(motion, clip_rng, num_frames, frame_size, object_scale=object_scale)
       label, text = int(labels[i]), CLASS_NAMES[motion]
       if second[i] >= 0:
         other = class_ids[second[i]]
-        clip = np.maximum(clip, render_clip(other, clip_rng, num_frames, frame_size))
+        clip = np.maximum(clip, render_clip(other, clip_rng, num_frames, frame_size, object_scale=object_scale))
         label, text = [label, int(second[i])], f'{text};{CLASS_NAMES[other]}'
       records.append(dmvr_records.encode_sequence_example(
           [_encode_jpeg(frame) for frame in clip], label,
@@ -212,18 +214,24 @@ def _class_names(classes, num_classes) -> tuple:
   return tuple(classes) if classes is not None else CLASS_NAMES[:num_classes]
 
 
-def _check_sizes(num_frames, frame_size, train_clips, test_clips) -> None:
-  if num_frames < 4:
-    raise ValueError(f'num_frames must be >= 4, got {num_frames}')
-  if frame_size < 16:
-    raise ValueError(f'frame_size must be >= 16, got {frame_size}')
-  if train_clips < 1 or test_clips < 1:
-    raise ValueError('train_clips and test_clips must be >= 1')
+MAX_OBJECT_SCALE = 4.0  # the largest object (15 px of 64, times this) still fits in the frame
+
+
+def _check_sizes(num_frames, frame_size, train_clips, test_clips, object_scale=1.0) -> None:
+  """Every problem of the sizes, in one ValueError of lines."""
+  problems = [
+      *([f'num_frames must be >= 4, got {num_frames}'] if num_frames < 4 else []),
+      *([f'frame_size must be >= 16, got {frame_size}'] if frame_size < 16 else []),
+      *(['train_clips and test_clips must be >= 1'] if train_clips < 1 or test_clips < 1 else []),
+      *([f'object_scale must be in (0, {MAX_OBJECT_SCALE:g}], got {object_scale:g}']
+        if not 0 < object_scale <= MAX_OBJECT_SCALE else [])]
+  if problems:
+    raise ValueError('\n'.join(problems))
 
 
 def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
                     num_frames=16, frame_size=64, seed=0, train_shards=8,
-                    test_shards=2, classes=None, multi_label=False):
+                    test_shards=2, classes=None, multi_label=False, object_scale=1.0):
   """Writes the synthetic motion dataset; returns its description.
 
   classes: names of CLASS_NAMES to use, in label order (default: the first
@@ -234,6 +242,9 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
   multi_label: the multi-label variant (`dataset.multi_label`, task 'multilabel'): half the clips show a second
   object moving as another class and carry both labels (`videos_per_class` counts every label).
 
+  object_scale: the object's side times this (`render_clip`; in (0, 4], default 1: 9-15 px of a 64 px frame);
+  e.g. 2 makes the object a larger share of the pixels, which a pixel-reconstruction loss then weighs more.
+
   Files: out_dir/{train,test}-XXXXX-of-YYYYY.tfrecord, classes.txt (one class
   name per line, line i = label i), manifest.json.
   Returns {'train_files', 'eval_files' (glob patterns), 'num_classes',
@@ -242,7 +253,7 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
   """
   names = _class_names(classes, num_classes)
   num_classes = len(names)
-  _check_sizes(num_frames, frame_size, train_clips, test_clips)
+  _check_sizes(num_frames, frame_size, train_clips, test_clips, object_scale)
   os.makedirs(out_dir, exist_ok=True)
   class_ids = [CLASS_NAMES.index(n) for n in names]
   shards = {}
@@ -251,7 +262,7 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
                       ('test', test_clips, test_shards)):
     k = max(1, min(k, n))
     _, shards[split], per_class = _write_split(
-        out_dir, split, n, k, class_ids, num_frames, frame_size, seed, multi_label)
+        out_dir, split, n, k, class_ids, num_frames, frame_size, seed, multi_label, object_scale)
     counts[split] = per_class.tolist()
   with open(os.path.join(out_dir, 'classes.txt'), 'w') as f:
     f.write('\n'.join(names) + '\n')
@@ -265,7 +276,7 @@ def write_synthetic(out_dir, num_classes=4, train_clips=2048, test_clips=256,
   from vvt.data.writing import dmvr_records
   manifest = dict(info, format='dmvr', seed=seed, frames_key=dmvr_records.FRAMES_KEY,
                   label_key=dmvr_records.LABEL_KEY, videos_per_class=counts, multi_label=bool(multi_label),
-                  shards=shards)
+                  object_scale=float(object_scale), shards=shards)
   path = os.path.join(out_dir, 'manifest.json')
   with open(path, 'w') as f:
     json.dump(manifest, f, indent=1)
