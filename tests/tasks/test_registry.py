@@ -63,6 +63,21 @@ def test_an_unknown_task_is_one_line_naming_the_field_and_the_choices():
   assert 'task.name' in str(e.value) and 'classification' in str(e.value) and '\n' not in str(e.value)
 
 
+def test_a_video_text_model_runs_zero_shot_by_default_and_refuses_a_classifier_task_in_one_line():
+  """configs/synthetic_video_text.py (and so a checkpoint converted with it) is a zero-shot run; classification or
+  multilabel on a video-text model, which has no classifier head, is one line of the config's problems (not a
+  TypeError when the task is built)."""
+  c = synthetic_video_text.get_config()
+  c.num_classes = 4
+  assert c.task.name == 'zero_shot' and validation.problems(c, purpose='eval') == []
+  for name in ('classification', 'multilabel'):
+    c.task.name = name
+    [line] = [p for p in validation.problems(c, purpose='eval') if 'classifier head' in p]
+    assert line.startswith(f"task.name={name!r} trains a classifier head") and "'zero_shot'" in line, line
+  c.model.text = None  # a video model: no such problem
+  assert not [p for p in validation.problems(c, purpose='eval') if 'classifier head' in p]
+
+
 @pytest.mark.parametrize('name', sorted(registry.TASKS))
 def test_every_registered_task_is_built_by_its_module_and_keeps_the_interface(name):
   module = importlib.import_module(registry.TASKS[name])

@@ -31,8 +31,9 @@ TASKS = {
 DEFAULT = 'classification'
 # Each task's `vvt.tasks.base.ConfigHooks`, or the module (no jax, no flax) whose `HOOKS` they are.
 HOOKS = {
-    'classification': base.ConfigHooks(),
-    'multilabel': base.ConfigHooks(multi_hot_labels=base.always),
+    'classification': base.ConfigHooks(check=video_text_options.check_classifier_task('classification')),
+    'multilabel': base.ConfigHooks(multi_hot_labels=base.always,
+                                   check=video_text_options.check_classifier_task('multilabel')),
     'probe': 'vvt.tasks.probe_options',
     'localization': 'vvt.tasks.localization_options',
     'zero_shot': video_text_options.ZERO_SHOT,

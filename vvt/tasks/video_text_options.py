@@ -2,6 +2,7 @@
 (`vvt.tasks.base.CheckOptions`). Imports neither jax nor flax: `vvt.config.validation` calls them with the other
 checks of a run config, so each problem is one line of the config's one-run list, before any heavy import.
 
+  classification, multilabel   not on a video-text model (it has no classifier head)
   zero_shot   task.zero_shot.templates: a non-empty tuple of prompts with one '{}' each; a video-text model
   retrieval   dataset.captions >= 1 (the captions read per video) from TFRecords or a video list; a video-text
               model; optimizer.accumulation_steps 1 (the contrastive loss's negatives are the whole batch's)
@@ -62,6 +63,17 @@ def check_retrieval(config: Any) -> list[str]:
     problems.append(f"optimizer.accumulation_steps={steps}: task.name='retrieval' contrasts every pair of the whole "
                     'batch, which micro-batches would split; use 1 (and a batch that fits)')
   return problems + _model_problems(config, 'retrieval')
+
+
+def check_classifier_task(name: str):
+  """The `check` of a task that trains and reads the model's classifier head (`name`: 'classification',
+  'multilabel'): a video-text model (model.text) has no head, so it is refused in one line naming its tasks."""
+  def check(config: Any) -> list[str]:
+    if text_of(config) is None:
+      return []
+    return [f"task.name={name!r} trains a classifier head, which a video-text model (model.text) has none of: use "
+            "task.name='zero_shot' (its class prompts) or 'retrieval' (captions)"]
+  return check
 
 
 ZERO_SHOT = base_lib.ConfigHooks(check=check_zero_shot, results_name='zero_shot')
