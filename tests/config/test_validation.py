@@ -182,3 +182,16 @@ def test_decay_epochs_with_a_schedule_without_decays_is_refused_naming_the_field
       'batch_size must be positive, got -1',
       f"schedule.decay_epochs=(1, 2) is read by the step schedule only: schedule.name={name!r} ignores it; set "
       "schedule.name='step' for those decays, or schedule.decay_epochs=() for none"]
+
+
+@pytest.mark.parametrize('name', ['cosine', 'constant'])
+def test_a_decay_factor_set_with_a_schedule_without_decays_is_refused_and_the_default_is_not(name):
+  """`decay_factor` other than its default with the cosine or constant schedule would be ignored: refused in one
+  line naming the field and the schedule; the default (which every config carries) and the step schedule pass."""
+  assert problems(edited(SYNTHETIC, {'schedule.name': name, 'schedule.decay_factor': 0.5})) == [
+      f"schedule.decay_factor=0.5 is read by the step schedule only: schedule.name={name!r} ignores it; set "
+      "schedule.name='step' (with schedule.decay_epochs), or leave schedule.decay_factor at 0.1"]
+  assert validation.problems(edited(SYNTHETIC, {'schedule.name': name})) == []
+  assert validation.problems(edited(SYNTHETIC, {'schedule.name': 'step', 'schedule.decay_factor': 0.5})) == []
+  assert validation.problems(edited(SYNTHETIC, {'schedule.name': name, 'schedule.decay_factor': 0.5}),
+                             purpose='eval') == []

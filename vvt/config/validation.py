@@ -617,6 +617,7 @@ def _check_decay_epochs(p: _Problems, config):
       p.add(f'schedule.decay_epochs={epochs!r} is read by the step schedule only: schedule.name='
             f'{config.schedule.name!r} ignores it; set schedule.name=\'step\' for those decays, or '
             'schedule.decay_epochs=() for none', 'schedule.decay_epochs')
+    _check_decay_factor_unread(p, config)
     return
   if not all(_number(e) for e in epochs):
     p.add(f'schedule.decay_epochs must be numbers (epochs), got {epochs!r}', 'schedule.decay_epochs')
@@ -628,6 +629,16 @@ def _check_decay_epochs(p: _Problems, config):
     p.add(f'schedule.decay_epochs={epochs!r}: {", ".join(str(e) for e in late)} not before the end of the run '
           f'(num_epochs={config.num_epochs}), so that decay never happens: give epochs below num_epochs '
           f'(or () for none)', 'schedule.decay_epochs')
+
+
+def _check_decay_factor_unread(p: _Problems, config):
+  """A `decay_factor` other than the schema's default with a schedule that has no decays (cosine, constant)
+  would be ignored: refused, naming the field and the schedule (the default says nothing of what the user set)."""
+  factor, default = config.schedule.get('decay_factor'), schema.get_base_config().schedule.decay_factor
+  if p.runs(('training',), 'schedule.decay_factor') and _number(factor) and factor != default:
+    p.add(f'schedule.decay_factor={factor} is read by the step schedule only: schedule.name='
+          f'{config.schedule.name!r} ignores it; set schedule.name=\'step\' (with schedule.decay_epochs), or leave '
+          f'schedule.decay_factor at {default}', 'schedule.decay_factor')
 
 
 def decay_past_end(decay_epochs, boundaries, total_steps: int, epoch_steps: int) -> str:
