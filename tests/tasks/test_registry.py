@@ -10,10 +10,13 @@ import pytest
 from configs import common
 from configs import synthetic_video_text
 from tests import specs
+from tests.conftest import REPO
+from vvt.config import loader
 from vvt.config import run_file
 from vvt.config import validation
 from vvt.config.errors import ConfigError
 from vvt.tasks import registry
+from vvt.tasks import video_text_options
 from vvt.tasks.base import Task
 from vvt.tasks.classification import Classification
 
@@ -64,9 +67,9 @@ def test_an_unknown_task_is_one_line_naming_the_field_and_the_choices():
 
 
 def test_a_video_text_model_runs_zero_shot_by_default_and_refuses_a_classifier_task_in_one_line():
-  """configs/synthetic_video_text.py (and so a checkpoint converted with it) is a zero-shot run; classification or
-  multilabel on a video-text model, which has no classifier head, is one line of the config's problems (not a
-  TypeError when the task is built)."""
+  """configs/synthetic_video_text.py (and so a checkpoint converted with it) is a zero-shot run, which trains nothing;
+  classification or multilabel on a video-text model, which has no classifier head, is one line of the config's
+  problems (not a TypeError when the task is built)."""
   c = synthetic_video_text.get_config()
   c.num_classes = 4
   assert c.task.name == 'zero_shot' and validation.problems(c, purpose='eval') == []
@@ -76,6 +79,10 @@ def test_a_video_text_model_runs_zero_shot_by_default_and_refuses_a_classifier_t
     assert line.startswith(f"task.name={name!r} trains a classifier head") and "'zero_shot'" in line, line
   c.model.text = None  # a video model: no such problem
   assert not [p for p in validation.problems(c, purpose='eval') if 'classifier head' in p]
+  # a zero-shot run has nothing to train: `vvt train` of it is refused with the config's problems, before JAX
+  with pytest.raises(ConfigError) as e:
+    loader.load(str(REPO / 'configs/synthetic_video_text.py'), [('num_classes', '4')], files=(), init=True)
+  assert list(e.value.problems) == [video_text_options.NO_TRAINING]
 
 
 @pytest.mark.parametrize('name', sorted(registry.TASKS))

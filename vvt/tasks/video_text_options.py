@@ -3,7 +3,8 @@
 checks of a run config, so each problem is one line of the config's one-run list, before any heavy import.
 
   classification, multilabel   not on a video-text model (it has no classifier head)
-  zero_shot   task.zero_shot.templates: a non-empty tuple of prompts with one '{}' each; a video-text model
+  zero_shot   task.zero_shot.templates: a non-empty tuple of prompts with one '{}' each; a video-text model; no
+              training run (its `start_problems`)
   retrieval   dataset.captions >= 1 (the captions read per video) from TFRecords or a video list; a video-text
               model; optimizer.accumulation_steps 1 (the contrastive loss's negatives are the whole batch's)
 """
@@ -76,5 +77,15 @@ def check_classifier_task(name: str):
   return check
 
 
-ZERO_SHOT = base_lib.ConfigHooks(check=check_zero_shot, results_name='zero_shot')
+NO_TRAINING = ("task.name='zero_shot' evaluates a video-text model without training: run vvt eval, or train with "
+               "task.name='retrieval'")
+
+
+def zero_shot_start_problems(config: Any) -> list[str]:
+  """A training run of `zero_shot`: refused when the config is validated (there is nothing to train)."""
+  return [NO_TRAINING]
+
+
+ZERO_SHOT = base_lib.ConfigHooks(check=check_zero_shot, start_problems=zero_shot_start_problems,
+                                 results_name='zero_shot')
 RETRIEVAL = base_lib.ConfigHooks(check=check_retrieval, results_name='retrieval', result_keys=('t2v_', 'v2t_'))

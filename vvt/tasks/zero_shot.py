@@ -15,6 +15,7 @@ import numpy as np
 
 from vvt.tasks import multiview
 from vvt.tasks import prompts
+from vvt.tasks import video_text_options
 from vvt.tasks.base import Task
 
 ENSEMBLE = 'each prompt\'s text embedding normalised, the mean over a class\'s templates normalised again'
@@ -61,8 +62,7 @@ class ZeroShot(Task):
     return {'label': ((batch_size,), 'int32')}
 
   def prepare(self, batch, inputs, rng):
-    raise ValueError("task.name='zero_shot' evaluates a video-text model without training: run vvt eval, or "
-                     "train with task.name='retrieval'")
+    raise ValueError(video_text_options.NO_TRAINING)  # (the config's validation says it first)
 
   def outputs(self, module, params, inputs, *, train: bool, rng=None) -> dict:
     return {'video': module.apply({'params': params}, inputs, method='encode_video')}
