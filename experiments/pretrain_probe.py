@@ -46,6 +46,7 @@ from configs import common as configs_common
 from experiments import common
 from vvt.config import schema
 from vvt.studies import sweep
+from vvt.tasks import mae_options
 
 OBJECTIVES = ('mae', 'jepa')
 DATA = {'synthetic': schema.SYNTHETIC_DIR, 'footage': 'data/footage', 'footage_direction': 'data/footage_direction'}
@@ -55,7 +56,6 @@ STEPS = {'mae': 1000, 'jepa': 1000}  # pretraining steps of batch 16
 PROBE_STEPS = 500
 PROBE_LRS = (1e-3, 3e-3, 1e-2)
 HEADS = ('attentive', 'linear')
-MASKINGS = ('tube', 'random')
 
 
 def _parse(arg) -> dict:
@@ -66,7 +66,7 @@ def _parse(arg) -> dict:
   if a['stage'] == 'mini':  # every experiment's miniature; this study is one already: its first stage
     a['stage'] = 'pretrain'
   choices_of = {'stage': ('pretrain', 'probe'), 'objective': OBJECTIVES, 'data': tuple(DATA), 'head': HEADS,
-                'masking': MASKINGS}
+                'masking': mae_options.MASKINGS}
   for key, choices in choices_of.items():
     if a[key] not in choices:
       raise ValueError(f'{key} {a[key]!r} is not one of {", ".join(choices)}')

@@ -61,9 +61,10 @@ def main(argv=None) -> int:
   p.add_argument('--clips', type=int, default=256, help='clips to average over (default 256)')
   p.add_argument('--mask-ratio', type=float, default=0.75, help='the tube masks\' ratio (default 0.75)')
   args = p.parse_args(argv)
-  if args.clips < 1 or not 0 < args.mask_ratio < 1 or not 0 < args.object_scale <= 4:
-    print('mae_loss_floors: --clips must be >= 1, --mask-ratio in (0, 1), --object-scale in (0, 4]',
-          file=sys.stderr)
+  from vvt.data.writing.synthetic import MAX_OBJECT_SCALE
+  if args.clips < 1 or not 0 < args.mask_ratio < 1 or not 0 < args.object_scale <= MAX_OBJECT_SCALE:
+    print(f'mae_loss_floors: --clips must be >= 1, --mask-ratio in (0, 1), --object-scale in '
+          f'(0, {MAX_OBJECT_SCALE:g}]', file=sys.stderr)
     return 2
   got = floors(clips(args.clips, args.object_scale), args.mask_ratio)
   print(f'object_scale {args.object_scale:g}: ' + ', '.join(f'{k} {v:.3f}' for k, v in got.items())

@@ -197,4 +197,4 @@ def from_config(config) -> Mae:
                                   num_heads=int(o.decoder_heads), patch_dim=t * h * w * 3)
   return Mae(decoder=decoder, mask_ratio=float(o.mask_ratio), norm_pix_loss=bool(o.norm_pix_loss),
              grid=tuple(model.grid), tubelet=tuple(model.tubelet), eval_seed=int(o.eval_seed),
-             pictures=int(o.pictures), masking=str(mae_options.masking_of(o)))
+             pictures=int(o.pictures), masking=str(o.masking))
