@@ -321,8 +321,9 @@ def _read_oom(report: Report, error: BaseException) -> Report:
   return report
 
 
-def _read_compiled(report: Report, compiled) -> Report:
-  """`report` with XLA's memory and cost analysis of the compiled step."""
+def _read_compiled(report: Report, compiled, accumulation_steps: int = 1) -> Report:
+  """`report` with XLA's memory and cost analysis of the compiled step (a train step of `accumulation_steps`
+  micro-batches: `flops.train_step_flops`)."""
   mem = compiled.memory_analysis()
   report.output_bytes = int(mem.output_size_in_bytes)
   report.alias_bytes = int(mem.alias_size_in_bytes)
@@ -331,7 +332,7 @@ def _read_compiled(report: Report, compiled) -> Report:
   report.per_device_bytes = int(mem.argument_size_in_bytes + mem.output_size_in_bytes
                                 - mem.alias_size_in_bytes + mem.temp_size_in_bytes
                                 + mem.generated_code_size_in_bytes)
-  report.flops_per_device = flops_lib.compiled_flops(compiled)
+  report.flops_per_device = flops_lib.train_step_flops(flops_lib.compiled_flops(compiled), accumulation_steps)
   if not report.fits:
     report.reason = (f'{report.per_device_bytes / GIB:.2f} GiB per device > '
                      f'{report.device_memory_bytes / GIB:.2f} GiB of device memory')
@@ -393,7 +394,7 @@ def plan(run, topology: Topology, devices, eval_step: bool = False, log=None) ->
     if not is_oom(e):
       raise
     return _read_oom(report, e)
-  return _read_compiled(report, compiled)
+  return _read_compiled(report, compiled, 1 if eval_step else run.optimizer.accumulation_steps)
 
 
 def to_json(report: Report) -> str:

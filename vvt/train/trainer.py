@@ -342,9 +342,11 @@ def train_one_step(run: Run, program: Program, state, batch, loop: LoopState):
 
 
 def count_flops(run: Run, program: Program, state, batch) -> float:
-  """FLOPs per device of the compiled train step (XLA's cost analysis; the executable comes from jax's cache)."""
+  """FLOPs per device of the compiled train step (XLA's cost analysis, all its micro-batches: `train_step_flops`;
+  the executable comes from jax's cache)."""
   gbatch = mesh_lib.global_batch(batch, run.mesh, run.spec.batch_size, program.logical_rules)
-  return flops_lib.step_flops(program.training.step, state, gbatch)
+  return flops_lib.train_step_flops(flops_lib.step_flops(program.training.step, state, gbatch),
+                                    run.spec.optimizer.accumulation_steps)
 
 
 def log_train_metrics(run: Run, program: Program, loop: LoopState, train_writer,
