@@ -35,14 +35,15 @@ def _apply(module, params, x, names=None):
 
 @pytest.mark.parametrize('family,attention,kw,count', FAMILIES)
 def test_outputs_beside_the_unchanged_logits(family, attention, kw, count):
-  """The logits asked for by name are the default call's, bit for bit; the params' tree is the same whatever is
-  asked; 'encoded<i>' is block i through its encoder's final norm, the last one 'encoded'; 'pooled' through a
-  linear head gives the logits."""
+  """The logits asked for by name are the default call's (another program: to float32 rounding); the params'
+  tree is the same whatever is asked; 'encoded<i>' is block i through its encoder's final norm, the last one
+  'encoded'; 'pooled' through a linear head gives the logits."""
   module, params, x = _model(family, attention, kw)
   assert outputs.num_layers(module.spec) == count
   names = ('logits', 'pooled', 'encoded', 'block0', 'block-1', 'encoded-1', 'encoded0')
   got = _apply(module, params, x, names)
-  assert np.asarray(got['logits']).tobytes() == np.asarray(_apply(module, params, x)).tobytes()
+  plain = np.asarray(_apply(module, params, x))
+  np.testing.assert_allclose(np.asarray(got['logits']), plain, rtol=0, atol=1e-5 * np.abs(plain).max())
   with_outputs = jax.eval_shape(lambda v: module.init(jax.random.key(0), v, outputs=names), x)['params']
   shapes = lambda tree: weight_files.flatten(jax.tree.map(np.shape, tree))
   assert shapes(with_outputs) == shapes(params)
