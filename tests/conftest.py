@@ -42,9 +42,9 @@ def _quick_cpu_codegen():
   LLVM's optimisation of the CPU code (`--xla_backend_optimization_level=0`), and XLA:CPU's MLIR fusion emitters
   (`--xla_cpu_use_fusion_emitters=false`: fusions are emitted as LLVM IR directly, XLA's older path). The HLO
   passes are the same and XLA:CPU uses no fast-math either way, so results agree to float32 rounding.
-  Measured (benchmarks/compile_options.py): the backend compile of five tiny train-step programs 26.7 s by default,
-  14.1 s with the first, 3.6 s with both. In XLA_FLAGS, so `vvt` subprocesses get them too; benchmarks never run
-  under them."""
+  Measured (benchmarks/compile_options.py, BENCHMARKS.md): the backend compile of five tiny train-step programs
+  13.0 s by default, 8.3 s with the first, 2.8 s with both. In XLA_FLAGS, so `vvt` subprocesses get them too;
+  benchmarks never run under them."""
   flags = os.environ.get('XLA_FLAGS', '')
   extra = [f for f in QUICK_CPU_CODEGEN if f.split('=')[0] not in flags]
   os.environ['XLA_FLAGS'] = ' '.join([flags, *extra]).strip()
